@@ -1,0 +1,251 @@
+// SICAR (CAR rural registry), one state per run: <UF>_AREA_IMOVEL.zip (required) and
+// the optional theme zips APPS, RESERVA_LEGAL, AREA_CONSOLIDADA, in the layout of the
+// official per-state download. See SOURCES.md §2 and contract §2b/§3.
+import type pg from 'pg';
+import { AgroError } from '../../src/errors.ts';
+import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
+import { layersFromZip } from '../../src/etl/layers.ts';
+import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
+import { emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { assertSameShape, repairInvalidPolygons, type RepairResult } from '../../src/etl/repair.ts';
+import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
+import type { VectorLayer } from '../../src/etl/vector-reader.ts';
+import { ident } from '../../src/db/pool.ts';
+import { namedSql, render } from '../../src/sql.ts';
+
+export const THEMES = ['APPS', 'RESERVA_LEGAL', 'AREA_CONSOLIDADA'] as const;
+export type Theme = (typeof THEMES)[number];
+
+/** AREA_IMOVEL: canonical staging name ← every known spelling (state zip, legacy municipal layout, WFS). */
+export const PROPERTY_FIELDS: FieldSpec[] = [
+  { name: 'car', aliases: ['cod_imovel'], required: true },
+  { name: 'cod_estado', aliases: ['cod_estado', 'uf'] },
+  { name: 'municipio', aliases: ['municipio', 'nom_munici'] },
+  { name: 'num_area', aliases: ['num_area', 'area'] },
+  { name: 'ind_status', aliases: ['ind_status', 'situacao', 'status_imovel'] },
+  { name: 'des_condic', aliases: ['des_condic', 'condicao_i', 'condicao'] },
+  { name: 'ind_tipo', aliases: ['ind_tipo', 'tipo_imove', 'tipo_imovel'] },
+  { name: 'mod_fiscal', aliases: ['mod_fiscal', 'num_modulo', 'm_fiscal'] },
+  { name: 'dat_criaca', aliases: ['dat_criaca', 'dat_criacao'] },
+  { name: 'dat_atuali', aliases: ['dat_atuali', 'data_atualizacao'] },
+];
+
+export const THEME_FIELDS: FieldSpec[] = [
+  { name: 'car', aliases: ['cod_imovel'], required: true },
+  { name: 'cod_tema', aliases: ['cod_tema'], required: true },
+  { name: 'nom_tema', aliases: ['nom_tema'] },
+  { name: 'num_area', aliases: ['num_area'] },
+  { name: 'ind_status', aliases: ['ind_status'] },
+  { name: 'des_condic', aliases: ['des_condic'] },
+];
+
+const LAYER_DEFAULTS = { srid: 4674, encoding: 'ISO-8859-1' };
+const EMPTY_FIELDS = ['municipio', 'situacao', 'tipo', 'condicao', 'modulos_fiscais', 'area_total_ha', 'data_inscricao', 'data_atualizacao'];
+
+const themeOf = (f: FetchedFile) => (/_(AREA_IMOVEL|APPS|RESERVA_LEGAL|AREA_CONSOLIDADA)\.zip$/i.exec(f.name)?.[1] ?? '').toUpperCase();
+
+async function fetchState(ctx: RunContext): Promise<FetchedFile[]> {
+  const uf = ctx.scope;
+  const base = ctx.options.source ?? ctx.cfg.sources.sicar;
+  if (!ctx.options.source && /consultapublica\.car\.gov\.br/.test(base)) {
+    // Route A sits behind a text CAPTCHA; we do not solve CAPTCHAs. Operators drop the
+    // state's zips in a folder (or a mirror) and pass it with --source.
+    throw new AgroError('usage', `SICAR's official download needs a CAPTCHA: pass --source <folder or URL prefix> holding ${uf}_AREA_IMOVEL.zip, or set AGRO_SOURCE_SICAR`);
+  }
+  const common = { destDir: ctx.rawDir, userAgent: ctx.cfg.userAgent, expect: 'zip' as const, log: (m: string) => ctx.log.info(m), agentOptions: { ciphers: 'DEFAULT:@SECLEVEL=1' } };
+  const files: FetchedFile[] = [];
+  const main = await fetchSource(joinSource(base, `${uf}_AREA_IMOVEL.zip`), common);
+  if (!main) throw new AgroError('source_not_found', `${uf}_AREA_IMOVEL.zip`);
+  files.push(main);
+  for (const theme of THEMES) {
+    const f = await fetchSource(joinSource(base, `${uf}_${theme}.zip`), { ...common, optional: true });
+    if (f) files.push(f);
+  }
+  return files;
+}
+
+interface StagedTheme {
+  theme: string;
+  stage: string;
+  fix: string;
+  classified: string;
+  layers: VectorLayer[];
+  rows: number;
+  repair: RepairResult;
+  unknown: string[];
+  missingOptional: string[];
+  replacementChars: number;
+  fingerprint: string;
+}
+
+async function stageTheme(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string): Promise<StagedTheme> {
+  const layers = await layersFromZip(file.path, ctx.workDir, LAYER_DEFAULTS);
+  const name = theme.toLowerCase();
+  const stage = ctx.stagingTable(name);
+  const specs = theme === 'AREA_IMOVEL' ? PROPERTY_FIELDS : THEME_FIELDS;
+  const staged = await stageLayers(client, stage, layers, specs);
+  return { theme, stage, fix: ctx.stagingTable(`${name}_fix`), classified: ctx.stagingTable(`${name}_cls`), layers, repair: { invalid: 0, repaired: 0, rejected: 0, empty: 0 }, ...staged };
+}
+
+async function classify(ctx: RunContext, client: pg.ClientBase, t: StagedTheme) {
+  t.repair = await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs);
+  await client.query(render(namedSql('queries/sicar_classify'), { classified: t.classified, stage: t.stage, fix: t.fix, uf: client.escapeLiteral(ctx.scope) }));
+  const r = await client.query(`SELECT verdict, count(*)::int AS n FROM ${t.classified} GROUP BY verdict`);
+  return Object.fromEntries(r.rows.map((x) => [x.verdict, x.n])) as Record<string, number>;
+}
+
+/** Folds a theme's verdicts into the report: other-state rows are dropped by design, the rest rejected. */
+function addVerdicts(facts: QualityFacts, verdicts: Record<string, number>, prefix: string) {
+  for (const [verdict, n] of Object.entries(verdicts)) {
+    if (verdict === 'ok') continue;
+    const bucket = verdict === 'other_state' ? facts.dropped : facts.rejected;
+    bucket[prefix + verdict] = (bucket[prefix + verdict] ?? 0) + n;
+  }
+}
+
+async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
+  const facts = emptyFacts();
+  const lit = (v: string | number | boolean) => (typeof v === 'string' ? `'${v.replace(/'/g, "''")}'` : String(v));
+  const client = await ctx.pool.connect();
+  try {
+    const staged = await ctx.stage(
+      'read',
+      async () => {
+        const out: StagedTheme[] = [];
+        // AREA_IMOVEL first: a drifted or broken main layer fails before themes are read.
+        for (const f of [...files].sort((a, b) => (themeOf(a) === 'AREA_IMOVEL' ? -1 : themeOf(b) === 'AREA_IMOVEL' ? 1 : 0))) {
+          out.push(await stageTheme(ctx, client, f, themeOf(f)));
+        }
+        return out;
+      },
+      (s) => s.reduce((a, t) => a + t.rows, 0),
+      (s) => Object.fromEntries(s.map((t) => [t.theme, { rows: t.rows, layers: t.layers.map((l) => l.name) }])),
+    );
+    const main = staged.find((t) => t.theme === 'AREA_IMOVEL')!;
+    const themes = staged.filter((t) => t.theme !== 'AREA_IMOVEL');
+    const uf = lit(ctx.scope);
+    let mainRejected = 0;
+
+    const carImovel = await ctx.stage('normalise', async () => {
+      const verdicts = await classify(ctx, client, main);
+      mainRejected = Object.entries(verdicts).filter(([v]) => v !== 'ok' && v !== 'other_state').reduce((a, [, n]) => a + n, 0);
+      addVerdicts(facts, verdicts, '');
+      for (const t of themes) addVerdicts(facts, await classify(ctx, client, t), `${t.theme.toLowerCase()}:`);
+
+      // Theme polygons of this snapshot, then hectares per property and theme.
+      const carTema = await target.table('car_tema');
+      if (themes.length) {
+        const parts = themes.map((t) =>
+          render(namedSql('queries/sicar_car_tema_part'), { classified: t.classified, stage: t.stage, fix: t.fix, uf, tema: lit(t.theme), snapshot_id: String(target.snapshotId) }),
+        );
+        await client.query(`CREATE TABLE ${carTema} AS ${parts.join('\nUNION ALL\n')}`);
+      } else {
+        await client.query(`CREATE TABLE ${carTema} (LIKE snap.car_tema__template INCLUDING ALL)`);
+      }
+      await assertSameShape(client, 'snap.car_tema__template', carTema);
+      const themeArea = ctx.stagingTable('theme_area');
+      await client.query(render(namedSql('queries/sicar_theme_area'), { theme_area: themeArea, car_tema: carTema }));
+      await client.query(`CREATE INDEX ON ${themeArea} (car)`);
+
+      const winners = ctx.stagingTable('winners');
+      await client.query(render(namedSql('queries/sicar_winners'), { winners, classified: main.classified, stage: main.stage }));
+      const table = await target.table('car_imovel');
+      const loaded = (name: Theme) => lit(themes.some((t) => t.theme === name));
+      await client.query(
+        render(namedSql('queries/sicar_car_imovel'), {
+          target: table, winners, stage: main.stage, fix: main.fix, theme_area: themeArea, uf,
+          apps_loaded: loaded('APPS'), rl_loaded: loaded('RESERVA_LEGAL'), ac_loaded: loaded('AREA_CONSOLIDADA'),
+          snapshot_id: String(target.snapshotId),
+        }),
+      );
+      await assertSameShape(client, 'snap.car_imovel__template', table);
+      const okRows = verdicts.ok ?? 0;
+      const rows = Number((await client.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+      if (okRows > rows) facts.dropped.duplicate_car = okRows - rows;
+      return { table, carTema, rows };
+    }, (r) => r.rows);
+
+    await ctx.stage('index', async () => {
+      const t = carImovel.table;
+      const base = t.replace(/^snap\."?|"$/g, '');
+      await client.query(`ALTER TABLE ${t} ALTER COLUMN car SET NOT NULL, ADD CONSTRAINT ${ident(base + '_pk')} PRIMARY KEY (car)`);
+      await client.query(`CREATE INDEX ${ident(base + '_geom')} ON ${t} USING gist (geom)`);
+      await client.query(`CREATE INDEX ${ident(base + '_mun')} ON ${t} (cod_municipio_ibge)`);
+      const tt = carImovel.carTema;
+      const tbase = tt.replace(/^snap\."?|"$/g, '');
+      await client.query(`CREATE INDEX ${ident(tbase + '_car')} ON ${tt} (car)`);
+      await client.query(`CREATE INDEX ${ident(tbase + '_geom')} ON ${tt} USING gist (geom)`);
+      await client.query(`ANALYZE ${t}`);
+      await client.query(`ANALYZE ${tt}`);
+    });
+
+    // Quality facts beyond the verdicts.
+    const t = carImovel.table;
+    const empties = await client.query(`SELECT ${EMPTY_FIELDS.map((c) => `count(*) FILTER (WHERE ${ident(c)} IS NULL) AS ${ident(c)}`).join(', ')} FROM ${t}`);
+    facts.fields.empty = Object.fromEntries(Object.entries(empties.rows[0]).map(([k, v]) => [k, Number(v)]));
+    const dates = await client.query(
+      `SELECT col, etl.date_kind(v) AS kind, count(*)::int AS n
+         FROM (SELECT 'dat_criaca' AS col, dat_criaca AS v FROM ${main.stage} UNION ALL SELECT 'dat_atuali', dat_atuali FROM ${main.stage}) d
+        GROUP BY 1, 2`,
+    );
+    for (const d of dates.rows) {
+      if (d.kind === 'placeholder') facts.dates.placeholders[d.col] = d.n;
+      if (d.kind === 'bad') facts.dates.unparseable[d.col] = d.n;
+    }
+    const unknownCodes = await client.query(
+      `SELECT 'ind_status' AS field, ind_status AS code, count(*)::int AS n FROM ${main.stage} WHERE ind_status IS NOT NULL AND etl.car_situacao(ind_status) IS NULL GROUP BY 2
+       UNION ALL SELECT 'ind_tipo', ind_tipo, count(*)::int FROM ${main.stage} WHERE ind_tipo IS NOT NULL AND etl.car_tipo(ind_tipo) IS NULL GROUP BY 2`,
+    );
+    for (const u of unknownCodes.rows) facts.notes.push(`unknown ${u.field} code "${u.code}" in ${u.n} rows (loaded as NULL)`);
+    const orphan = await client.query(`SELECT count(*)::int AS n FROM ${carImovel.carTema} m WHERE NOT EXISTS (SELECT 1 FROM ${t} c WHERE c.car = m.car)`);
+    if (orphan.rows[0].n) facts.notes.push(`${orphan.rows[0].n} theme polygons belong to no loaded property`);
+
+    for (const s of staged) {
+      facts.geometry.invalid += s.repair.invalid;
+      facts.geometry.repaired += s.repair.repaired;
+      facts.geometry.rejected += s.repair.rejected + s.repair.empty;
+      facts.encoding.replacementChars += s.replacementChars;
+      for (const l of s.layers) {
+        facts.layers.push({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding });
+        if (l.sridAssumed) facts.geometry.sridAssumed = true;
+      }
+    }
+    facts.geometry.srid = main.layers[0].srid;
+    facts.geometry.empty = facts.rejected.no_geometry ?? 0;
+    facts.geometry.outsideBrazil = facts.rejected.outside_brazil ?? 0;
+    facts.encoding.name = main.layers[0].encoding;
+    facts.encoding.assumed = main.layers.some((l) => l.encodingAssumed);
+    facts.fields.missingOptional = main.missingOptional;
+    facts.fields.unknown = [...new Set(staged.flatMap((s) => s.unknown))];
+    if (facts.geometry.sridAssumed) facts.notes.push('a layer had no .prj: EPSG:4674 (SIRGAS 2000) assumed');
+    if (facts.encoding.assumed) facts.notes.push('a layer had no .cpg: DBF decoded as ISO-8859-1');
+    for (const th of THEMES) if (!themes.some((t) => t.theme === th)) facts.notes.push(`${th} not in the source: ${th.toLowerCase()} areas are NULL`);
+
+    const rowsRead = staged.reduce((a, s) => a + s.rows, 0);
+    const rowsRejected = sum(facts.rejected);
+    return {
+      rowsRead: main.rows,
+      rowsLoaded: carImovel.rows,
+      rowsRejected: mainRejected,
+      facts: { ...facts, notes: [...facts.notes, `${rowsRead} features read across all themes, ${rowsRejected} rejected in all`] },
+      fingerprint: main.fingerprint,
+    };
+  } finally {
+    client.release();
+  }
+}
+
+export const sicar: Pipeline & { key: string } = {
+  name: 'sicar',
+  scopedByUf: true,
+  relations: ['car_imovel', 'car_tema'],
+  mainRelation: 'car_imovel',
+  key: 'car',
+  fetch: fetchState,
+  async releaseDate(_ctx, files) {
+    const lm = files.find((f) => themeOf(f) === 'AREA_IMOVEL')?.lastModified;
+    const d = lm ? new Date(lm) : null;
+    return d && !Number.isNaN(d.getTime()) ? d.toISOString().slice(0, 10) : null;
+  },
+  load,
+};

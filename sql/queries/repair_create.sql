@@ -1,0 +1,1 @@
+CREATE UNLOGGED TABLE {{fix}} (src_seq bigint PRIMARY KEY, geom geometry, status text NOT NULL, error text)

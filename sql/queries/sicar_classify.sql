@@ -1,0 +1,13 @@
+-- Why each staged row is kept or not, in priority order; one pass over the staging table.
+CREATE UNLOGGED TABLE {{classified}} AS
+SELECT s.src_seq, upper(btrim(s.car)) AS car,
+       CASE
+         WHEN NOT etl.car_number_ok(upper(btrim(s.car))) THEN 'bad_car_number'
+         WHEN left(upper(btrim(s.car)), 2) <> {{uf}} THEN 'other_state'
+         WHEN s.geom IS NULL THEN 'no_geometry'
+         WHEN f.status = 'rejected' THEN 'geometry_unrepairable'
+         WHEN f.status = 'empty' THEN 'geometry_empty_after_repair'
+         WHEN NOT etl.in_brazil(s.geom) THEN 'outside_brazil'
+         ELSE 'ok' END AS verdict,
+       f.status AS repair
+FROM {{stage}} s LEFT JOIN {{fix}} f ON f.src_seq = s.src_seq

@@ -1,0 +1,294 @@
+// The `agro` command (contract §1). Results go to stdout (one JSON object with --json),
+// logs to stderr. Exit codes: 0 success, 1 failure, 2 usage error, 3 quality gate refused.
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadConfig, type Config } from '../config.ts';
+import { AgroError, isAgroError } from '../errors.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { EmbeddedCluster, databaseUrl } from '../db/cluster.ts';
+import { migrate } from '../db/migrate.ts';
+import { createPool, type Pool } from '../db/pool.ts';
+import * as catalog from '../etl/catalog.ts';
+import { publishSnapshot, rollback } from '../etl/publish.ts';
+import { renderHtml, type QualityReport } from '../etl/quality.ts';
+import { runPipeline, type RunOutcome } from '../etl/run.ts';
+import { ROOT_DIR } from '../sql.ts';
+import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
+
+const USAGE = `usage: agro <command> [options]
+
+  db start|stop|status|url          the embedded PostGIS cluster under .data/
+  migrate                           apply sql/ migrations
+  run <pipeline> [--source S] [--uf UF] [--as-of DATE] [--force]
+  backfill <pipeline> --as-of DATE --source S [--uf UF]
+  nightly [--sources official|fixtures]
+  snapshots [dataset] [--uf UF]
+  rollback <dataset> [--uf UF]
+  publish <snapshot_id>
+  report <run_id|snapshot_id> [--format json|html] [--out FILE]
+  demo                              start the cluster, load every fixture, print what was published
+
+pipelines: ${PIPELINES.map((p) => p.name).join(', ')}
+every command accepts --json (one JSON object on stdout)`;
+
+const OPTIONS = {
+  json: { type: 'boolean' },
+  source: { type: 'string' },
+  sources: { type: 'string' },
+  uf: { type: 'string' },
+  'as-of': { type: 'string' },
+  force: { type: 'boolean' },
+  format: { type: 'string' },
+  out: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+interface Env {
+  cfg: Config;
+  log: Logger;
+  json: boolean;
+  values: Record<string, string | boolean | undefined>;
+  args: string[];
+  /** Migrations applied when the database was opened. */
+  applied?: string[];
+}
+
+function print(env: Env, obj: unknown, human: () => string) {
+  process.stdout.write(env.json ? JSON.stringify(obj) + '\n' : human() + '\n');
+}
+
+/** Opens the database (starting the embedded cluster when DATABASE_URL is unset) and migrates it. */
+async function openDb(env: Env): Promise<Pool> {
+  if (!env.cfg.databaseUrl) {
+    const cluster = new EmbeddedCluster(env.cfg);
+    if (!(await cluster.status()).running) await cluster.start((m) => env.log.info(m));
+  }
+  const pool = createPool(databaseUrl(env.cfg));
+  try {
+    env.applied = (await migrate(pool)).applied;
+  } catch (e) {
+    await pool.end();
+    if ((e as { code?: string }).code === 'ECONNREFUSED') throw new AgroError('database_unavailable', (e as Error).message);
+    throw e;
+  }
+  return pool;
+}
+
+async function withDb<T>(env: Env, fn: (pool: Pool) => Promise<T>): Promise<T> {
+  const pool = await openDb(env);
+  try {
+    return await fn(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+const isDate = (s: string) => /^\d{4}-\d{2}-\d{2}$/.test(s) && !Number.isNaN(Date.parse(s));
+
+function pipelineArg(env: Env, i = 1) {
+  const name = env.args[i];
+  if (!name) throw new AgroError('usage', 'missing <pipeline>');
+  const p = findPipeline(name);
+  if (!p) throw new AgroError('usage', `unknown pipeline "${name}" (known: ${PIPELINES.map((x) => x.name).join(', ')})`);
+  return p;
+}
+
+function runExit(o: RunOutcome): number {
+  return o.status === 'failed' ? 1 : o.status === 'blocked' ? 3 : 0;
+}
+
+function describeRun(o: RunOutcome): string {
+  const where = `${o.pipeline}${o.uf ? ' ' + o.uf : ''}`;
+  const base = `${where}: ${o.status}${o.snapshot_id ? ` snapshot ${o.snapshot_id}` : ''}${o.as_of ? ` as of ${o.as_of}` : ''}`;
+  const counts = o.status === 'unchanged' ? '' : ` — read ${o.rows_read}, loaded ${o.rows_loaded}, rejected ${o.rows_rejected} in ${(o.duration_ms / 1000).toFixed(1)} s`;
+  const extra = o.error ? `\n  error (${o.error.code}): ${o.error.message}` : o.message ? `\n  ${o.message}` : '';
+  return base + counts + (o.forced ? ' (forced past the quality gate)' : '') + extra + (o.report ? `\n  report: ${o.report}` : '');
+}
+
+async function cmdRun(env: Env, backfill: boolean): Promise<number> {
+  const pipeline = pipelineArg(env);
+  const asOf = env.values['as-of'] as string | undefined;
+  if (asOf !== undefined && !isDate(asOf)) throw new AgroError('usage', `--as-of must be a date (yyyy-mm-dd), got "${asOf}"`);
+  if (backfill && (!asOf || !env.values.source)) throw new AgroError('usage', 'backfill needs --as-of DATE and --source S');
+  const outcome = await withDb(env, (pool) =>
+    runPipeline({ cfg: env.cfg, pool, log: env.log }, pipeline, {
+      source: env.values.source as string | undefined,
+      uf: env.values.uf as string | undefined,
+      asOf,
+      force: !!env.values.force,
+      backfill,
+    }),
+  );
+  print(env, outcome, () => describeRun(outcome));
+  return runExit(outcome);
+}
+
+/** The bundled fixtures as sources: fixtures/<pipeline>/ (and one folder per UF for sicar). */
+export function fixtureRuns(root = path.join(ROOT_DIR, 'fixtures')): { pipeline: string; source: string; uf?: string }[] {
+  const runs: { pipeline: string; source: string; uf?: string }[] = [];
+  for (const p of PIPELINES) {
+    const dir = path.join(root, p.name);
+    if (!fs.existsSync(dir)) continue;
+    if (p.scopedByUf) {
+      for (const uf of fs.readdirSync(dir).filter((d) => /^[A-Z]{2}$/.test(d)).sort()) runs.push({ pipeline: p.name, source: path.join(dir, uf), uf });
+    } else runs.push({ pipeline: p.name, source: dir });
+  }
+  return runs;
+}
+
+async function cmdNightly(env: Env): Promise<number> {
+  const which = (env.values.sources as string | undefined) ?? 'official';
+  if (which !== 'official' && which !== 'fixtures') throw new AgroError('usage', '--sources is official or fixtures');
+  const plan = which === 'fixtures' ? fixtureRuns() : PIPELINES.filter((p) => !p.scopedByUf).map((p) => ({ pipeline: p.name, source: undefined as string | undefined, uf: undefined as string | undefined }));
+  const outcomes: RunOutcome[] = [];
+  await withDb(env, async (pool) => {
+    for (const r of plan) {
+      const p = findPipeline(r.pipeline)!;
+      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
+      outcomes.push(o);
+      if (!env.json) process.stdout.write(describeRun(o) + '\n');
+    }
+  });
+  if (env.json) process.stdout.write(JSON.stringify({ runs: outcomes }) + '\n');
+  return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
+}
+
+async function cmdSnapshots(env: Env): Promise<number> {
+  const rows = await withDb(env, (pool) => catalog.listSnapshots(pool, env.args[1] ?? null, (env.values.uf as string | undefined)?.toUpperCase() ?? null));
+  const snapshots = rows.map((s) => ({
+    snapshot_id: s.snapshot_id, dataset: s.dataset, uf: s.uf, as_of: s.as_of,
+    status: s.is_current ? 'current' : s.status, rows: s.rows, source_sha256: s.source_sha256,
+    published_at: s.published_at, forced: s.forced, run_id: s.run_id,
+  }));
+  print(env, { snapshots }, () =>
+    snapshots.length === 0
+      ? 'no snapshots'
+      : snapshots.map((s) => `${String(s.snapshot_id).padStart(5)}  ${s.dataset.padEnd(16)} ${(s.uf ?? '').padEnd(3)} ${s.as_of}  ${s.status.padEnd(11)} ${String(s.rows ?? '').padStart(9)} rows  ${(s.source_sha256 ?? '').slice(0, 12)}`).join('\n'),
+  );
+  return 0;
+}
+
+async function cmdRollback(env: Env): Promise<number> {
+  const pipeline = pipelineArg(env);
+  const uf = (env.values.uf as string | undefined)?.toUpperCase();
+  if (pipeline.scopedByUf && !uf) throw new AgroError('usage', `${pipeline.name} rollback needs --uf UF`);
+  const r = await withDb(env, (pool) => rollback(pool, pipeline, uf ?? ''));
+  print(env, { dataset: pipeline.name, uf: uf ?? null, from_snapshot_id: r.from, snapshot_id: r.to }, () => `${pipeline.name}${uf ? ' ' + uf : ''}: snapshot ${r.to} is current again (was ${r.from})`);
+  return 0;
+}
+
+async function cmdPublish(env: Env): Promise<number> {
+  const id = Number(env.args[1]);
+  if (!Number.isInteger(id) || id <= 0) throw new AgroError('usage', 'publish needs a snapshot id');
+  const r = await withDb(env, async (pool) => {
+    const snap = await catalog.getSnapshot(pool, id);
+    if (!snap) throw new AgroError('snapshot_not_found', String(id));
+    const p = findPipeline(snap.dataset);
+    if (!p) throw new AgroError('snapshot_not_found', `unknown dataset ${snap.dataset}`);
+    return publishSnapshot(pool, p, id, { forced: snap.status === 'blocked' });
+  });
+  print(env, { snapshot_id: id, published: r.published }, () => `snapshot ${id} is current`);
+  return 0;
+}
+
+async function cmdReport(env: Env): Promise<number> {
+  const arg = env.args[1];
+  if (!arg || !/^[rs]?\d+$/.test(arg)) throw new AgroError('usage', 'report needs a run id or a snapshot id (r123 / s123 to be explicit)');
+  const format = (env.values.format as string | undefined) ?? 'json';
+  if (format !== 'json' && format !== 'html') throw new AgroError('usage', '--format is json or html');
+  const report = await withDb(env, async (pool) => {
+    const n = Number(arg.replace(/^[rs]/, ''));
+    let snap = arg.startsWith('r') ? null : await catalog.getSnapshot(pool, n);
+    if (!snap && !arg.startsWith('s')) {
+      const run = await catalog.getRun(pool, n);
+      if (run?.snapshot_id) snap = await catalog.getSnapshot(pool, run.snapshot_id);
+    }
+    if (!snap?.quality) throw new AgroError('snapshot_not_found', `no quality report for ${arg}`);
+    return snap.quality as unknown as QualityReport;
+  });
+  const text = format === 'html' ? renderHtml(report) : JSON.stringify(report, null, 2);
+  if (env.values.out) {
+    fs.writeFileSync(env.values.out as string, text);
+    print(env, { snapshot_id: report.snapshot_id, out: env.values.out }, () => `report written to ${env.values.out}`);
+  } else if (format === 'html' || !env.json) process.stdout.write(text + '\n');
+  else process.stdout.write(JSON.stringify(report) + '\n');
+  return 0;
+}
+
+async function cmdDb(env: Env): Promise<number> {
+  const sub = env.args[1];
+  const cluster = new EmbeddedCluster(env.cfg);
+  if (sub === 'url') {
+    const url = databaseUrl(env.cfg);
+    print(env, { url }, () => url);
+    return 0;
+  }
+  if (env.cfg.databaseUrl && (sub === 'start' || sub === 'stop')) {
+    throw new AgroError('usage', 'DATABASE_URL is set: the embedded cluster is not used');
+  }
+  let st;
+  if (sub === 'start') st = await cluster.start((m) => env.log.info(m));
+  else if (sub === 'stop') st = await cluster.stop();
+  else if (sub === 'status') st = await cluster.status();
+  else throw new AgroError('usage', 'db start|stop|status|url');
+  print(env, st, () => `${st.running ? 'running' : 'stopped'}  ${st.url}  (${st.dataDir})`);
+  return sub === 'status' && !st.running ? 1 : 0;
+}
+
+async function cmdDemo(env: Env): Promise<number> {
+  const code = await cmdNightly({ ...env, values: { ...env.values, sources: 'fixtures' } });
+  await withDb(env, async (pool) => {
+    const r = await pool.query(`SELECT uf, count(*)::int AS properties, round(sum(area_calculada_ha)::numeric, 1) AS hectares FROM serving.car_imovel GROUP BY uf ORDER BY uf`);
+    if (!env.json) {
+      process.stdout.write('\nserving.car_imovel now holds:\n');
+      for (const row of r.rows) process.stdout.write(`  ${row.uf}: ${row.properties} properties, ${row.hectares} ha\n`);
+      process.stdout.write(`\nSnapshots: npx agro snapshots    Reports: npx agro report <snapshot_id> --format html --out report.html\nDatabase: ${databaseUrl(env.cfg)}\n`);
+    }
+  });
+  return code;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (e) {
+    process.stderr.write(`${(e as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const cfg = loadConfig();
+  const env: Env = { cfg, log: createLogger(cfg.logLevel), json: !!parsed.values.json, values: parsed.values, args: parsed.positionals };
+  const cmd = env.args[0];
+  if (!cmd || parsed.values.help) {
+    process.stdout.write(USAGE + '\n');
+    return cmd ? 0 : 2;
+  }
+  try {
+    switch (cmd) {
+      case 'db': return await cmdDb(env);
+      case 'migrate': {
+        await withDb(env, async () => {});
+        const applied = env.applied ?? [];
+        print(env, { ok: true, applied }, () => (applied.length ? `applied ${applied.join(', ')}` : 'already up to date'));
+        return 0;
+      }
+      case 'run': return await cmdRun(env, false);
+      case 'backfill': return await cmdRun(env, true);
+      case 'nightly': return await cmdNightly(env);
+      case 'snapshots': return await cmdSnapshots(env);
+      case 'rollback': return await cmdRollback(env);
+      case 'publish': return await cmdPublish(env);
+      case 'report': return await cmdReport(env);
+      case 'demo': return await cmdDemo(env);
+      default:
+        throw new AgroError('usage', `unknown command "${cmd}"`);
+    }
+  } catch (e) {
+    const err = isAgroError(e) ? e : new AgroError('internal', (e as Error).message);
+    if (!isAgroError(e)) env.log.error({ err: e }, 'unexpected error');
+    if (env.json) process.stdout.write(JSON.stringify({ error: { code: err.code, message: err.message } }) + '\n');
+    process.stderr.write(`agro: ${err.message}${err.code === 'usage' ? `\n\n${USAGE}` : ''}\n`);
+    return err.exitCode;
+  }
+}

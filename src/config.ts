@@ -1,0 +1,74 @@
+// Configuration, resolved once at start-up into one frozen object.
+// Core code receives a Config and never reads process.env itself.
+import path from 'node:path';
+
+export interface QualityThresholds {
+  /** Largest allowed drop in row count against the current snapshot (0..1). */
+  maxRowDrop: number;
+  /** Largest allowed share of rejected rows (0..1). */
+  maxRejectedShare: number;
+}
+
+export interface Config {
+  /** Root of raw downloads, reports and the embedded cluster. */
+  dataDir: string;
+  /** Explicit DATABASE_URL; null means "use the embedded cluster". */
+  databaseUrl: string | null;
+  /** Port of the embedded cluster (loopback only). */
+  embeddedPort: number;
+  logLevel: string;
+  port: number;
+  host: string;
+  /** Snapshots kept per dataset (and per state for sicar). */
+  retention: number;
+  quality: QualityThresholds;
+  /** Per-geometry repair budget: a feature that takes longer is rejected, not the load. */
+  repairTimeoutMs: number;
+  /** Descriptive User-Agent for government hosts (FUNAI answers 403 without one). */
+  userAgent: string;
+  /** Official source locations, overridable per pipeline with AGRO_SOURCE_<PIPELINE>. */
+  sources: Readonly<Record<string, string>>;
+}
+
+/** Official default locations; each is config, never a constant in code (hosts move). */
+const OFFICIAL_SOURCES: Record<string, string> = {
+  sicar: 'https://consultapublica.car.gov.br/publico/estados/downloadBase',
+  'ibama-embargos':
+    'https://dadosabertos.ibama.gov.br/dados/SIFISC/termo_embargo/termo_embargo/termo_embargo.csv',
+  'funai-tis':
+    'https://geoserver.funai.gov.br/geoserver/Funai/ows?service=WFS&version=1.0.0&request=GetFeature&typeName=Funai%3Atis_poligonais&maxFeatures=10000&outputFormat=SHAPE-ZIP',
+  'incra-quilombos': 'https://certificacao.incra.gov.br/csv_shp/zip/%C3%81reas%20de%20Quilombolas.zip',
+  'ibge-municipios':
+    'https://geoftp.ibge.gov.br/organizacao_do_territorio/malhas_territoriais/malhas_municipais/municipio_2024/Brasil/BR_Municipios_2024.zip',
+};
+
+function num(v: string | undefined, fallback: number): number {
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new Error(`not a number: ${v}`);
+  return n;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
+  const sources: Record<string, string> = { ...OFFICIAL_SOURCES };
+  for (const [k, v] of Object.entries(env)) {
+    const m = /^AGRO_SOURCE_(.+)$/.exec(k);
+    if (m && v) sources[m[1].toLowerCase().replace(/_/g, '-')] = v;
+  }
+  return Object.freeze({
+    dataDir: path.resolve(cwd, env.AGRO_DATA_DIR || '.data'),
+    databaseUrl: env.DATABASE_URL || null,
+    embeddedPort: num(env.AGRO_DB_PORT, 54329),
+    logLevel: env.LOG_LEVEL || 'info',
+    port: num(env.PORT, 8080),
+    host: env.HOST || '127.0.0.1',
+    retention: Math.max(1, num(env.AGRO_RETENTION, 3)),
+    quality: Object.freeze({
+      maxRowDrop: num(env.AGRO_QUALITY_MAX_ROW_DROP, 0.2),
+      maxRejectedShare: num(env.AGRO_QUALITY_MAX_REJECTED, 0.01),
+    }),
+    repairTimeoutMs: num(env.AGRO_REPAIR_TIMEOUT_MS, 30_000),
+    userAgent: env.AGRO_USER_AGENT || 'agro-data/0.1 (+https://github.com/agro-data; data engineering loader)',
+    sources: Object.freeze(sources),
+  });
+}

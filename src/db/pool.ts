@@ -1,0 +1,50 @@
+// Connection pools. One pool per URL per process; errors on idle clients are logged, not fatal.
+import pg from 'pg';
+import { AgroError } from '../errors.ts';
+
+// Return int8 and numeric as JS numbers: counts and hectares fit comfortably in a double.
+pg.types.setTypeParser(20, (v) => Number(v));
+pg.types.setTypeParser(1700, (v) => Number(v));
+// Dates stay text (yyyy-mm-dd): no time-zone shifts.
+pg.types.setTypeParser(1082, (v) => v);
+
+export type Pool = pg.Pool;
+export type Client = pg.PoolClient;
+
+export function createPool(url: string, max = 10): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max, application_name: 'agro' });
+  pool.on('error', () => {
+    /* an idle client died (server restart); the next checkout reconnects */
+  });
+  return pool;
+}
+
+/** Turns connection failures into the catalogue's `database_unavailable`. */
+export async function connectOrFail(pool: pg.Pool): Promise<pg.PoolClient> {
+  try {
+    return await pool.connect();
+  } catch (e) {
+    throw new AgroError('database_unavailable', (e as Error).message);
+  }
+}
+
+/** Runs fn inside one transaction on one client. */
+export async function withTransaction<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await connectOrFail(pool);
+  try {
+    await client.query('BEGIN');
+    const out = await fn(client);
+    await client.query('COMMIT');
+    return out;
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw e;
+  } finally {
+    client.release();
+  }
+}
+
+/** Quotes an SQL identifier. */
+export function ident(name: string): string {
+  return '"' + name.replace(/"/g, '""') + '"';
+}

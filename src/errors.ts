@@ -1,0 +1,51 @@
+// The one error catalogue. Every expected failure is declared here once, with the
+// exit code the CLI returns and the HTTP status the API answers with.
+
+export interface ErrorSpec {
+  exitCode: number;
+  httpStatus: number;
+  message: string;
+}
+
+export const ERRORS = {
+  usage: { exitCode: 2, httpStatus: 400, message: 'usage error' },
+  invalid_request: { exitCode: 2, httpStatus: 400, message: 'invalid request' },
+  download_failed: { exitCode: 1, httpStatus: 502, message: 'download failed' },
+  source_not_found: { exitCode: 1, httpStatus: 404, message: 'source not found' },
+  html_instead_of_archive: { exitCode: 1, httpStatus: 502, message: 'the server sent an HTML page instead of the expected file' },
+  corrupt_archive: { exitCode: 1, httpStatus: 502, message: 'the archive is corrupt or truncated' },
+  missing_layer_part: { exitCode: 1, httpStatus: 502, message: 'a shapefile part is missing' },
+  no_layer: { exitCode: 1, httpStatus: 502, message: 'no layer found in the source' },
+  required_field_missing: { exitCode: 1, httpStatus: 502, message: 'a required field is missing from the source' },
+  malformed_source: { exitCode: 1, httpStatus: 502, message: 'the source file is malformed' },
+  quality_gate: { exitCode: 3, httpStatus: 409, message: 'the quality gate refused to publish' },
+  snapshot_not_found: { exitCode: 1, httpStatus: 404, message: 'snapshot not found' },
+  nothing_to_rollback: { exitCode: 1, httpStatus: 409, message: 'no earlier snapshot to roll back to' },
+  database_unavailable: { exitCode: 1, httpStatus: 503, message: 'the database is unreachable' },
+  cluster: { exitCode: 1, httpStatus: 500, message: 'embedded cluster error' },
+  internal: { exitCode: 1, httpStatus: 500, message: 'internal error' },
+  run_in_progress: { exitCode: 1, httpStatus: 409, message: 'another run of this dataset is in progress' },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class AgroError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+  constructor(code: ErrorCode, detail?: string, details: Record<string, unknown> = {}) {
+    super(detail ? `${ERRORS[code].message}: ${detail}` : ERRORS[code].message);
+    this.name = 'AgroError';
+    this.code = code;
+    this.details = details;
+  }
+  get exitCode(): number {
+    return ERRORS[this.code].exitCode;
+  }
+  get httpStatus(): number {
+    return ERRORS[this.code].httpStatus;
+  }
+}
+
+export function isAgroError(e: unknown, code?: ErrorCode): e is AgroError {
+  return e instanceof AgroError && (code === undefined || e.code === code);
+}

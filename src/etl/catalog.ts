@@ -1,0 +1,183 @@
+// The run ledger and the snapshot catalogue: every statement on etl.* lives here.
+import os from 'node:os';
+import type pg from 'pg';
+
+type Db = pg.Pool | pg.ClientBase;
+
+export type RunStatus = 'running' | 'published' | 'unchanged' | 'blocked' | 'failed' | 'killed';
+export type SnapshotStatus = 'loading' | 'blocked' | 'published' | 'superseded' | 'rolled_back' | 'failed' | 'dropped';
+
+export interface SnapshotRow {
+  snapshot_id: number;
+  dataset: string;
+  uf: string | null;
+  scope: string;
+  as_of: string;
+  status: SnapshotStatus;
+  rows: number | null;
+  source_sha256: string | null;
+  source: Record<string, unknown>;
+  tables: string[];
+  quality: Record<string, unknown> | null;
+  forced: boolean;
+  run_id: number | null;
+  created_at: Date;
+  published_at: Date | null;
+  is_current?: boolean;
+}
+
+export interface RunRow {
+  run_id: number;
+  pipeline: string;
+  scope: string;
+  status: RunStatus;
+  snapshot_id: number | null;
+  rows_read: number | null;
+  rows_loaded: number | null;
+  rows_rejected: number | null;
+  error: string | null;
+  started_at: Date;
+  finished_at: Date | null;
+}
+
+// ---- runs and stages -------------------------------------------------------
+
+export async function insertRun(db: Db, pipeline: string, scope: string, options: object): Promise<number> {
+  const r = await db.query(
+    `INSERT INTO etl.runs (pipeline, scope, options, pid, host) VALUES ($1, $2, $3, $4, $5) RETURNING run_id`,
+    [pipeline, scope, JSON.stringify(options), process.pid, os.hostname()],
+  );
+  return r.rows[0].run_id;
+}
+
+export async function finishRun(
+  db: Db,
+  runId: number,
+  f: { status: RunStatus; snapshotId?: number | null; read?: number; loaded?: number; rejected?: number; error?: string; errorCode?: string },
+): Promise<void> {
+  await db.query(
+    `UPDATE etl.runs SET status = $2, snapshot_id = coalesce($3, snapshot_id), rows_read = $4, rows_loaded = $5,
+            rows_rejected = $6, error = $7, error_code = $8, finished_at = now()
+      WHERE run_id = $1`,
+    [runId, f.status, f.snapshotId ?? null, f.read ?? null, f.loaded ?? null, f.rejected ?? null, f.error ?? null, f.errorCode ?? null],
+  );
+}
+
+export async function startStage(db: Db, runId: number, stage: string, seq: number): Promise<void> {
+  await db.query(
+    `INSERT INTO etl.run_stages (run_id, stage, seq) VALUES ($1, $2, $3)
+     ON CONFLICT (run_id, stage) DO UPDATE SET status = 'running', started_at = clock_timestamp(), finished_at = NULL`,
+    [runId, stage, seq],
+  );
+}
+
+export async function endStage(db: Db, runId: number, stage: string, status: 'done' | 'failed' | 'skipped', rows: number | null, detail: object): Promise<number> {
+  const r = await db.query(
+    `UPDATE etl.run_stages SET status = $3, rows = $4, detail = $5, finished_at = clock_timestamp(),
+            duration_ms = (extract(epoch FROM clock_timestamp() - started_at) * 1000)::int
+      WHERE run_id = $1 AND stage = $2 RETURNING duration_ms`,
+    [runId, stage, status, rows, JSON.stringify(detail)],
+  );
+  return r.rows[0]?.duration_ms ?? 0;
+}
+
+export async function getRun(db: Db, runId: number): Promise<RunRow | null> {
+  const r = await db.query('SELECT * FROM etl.runs WHERE run_id = $1', [runId]);
+  return r.rows[0] ?? null;
+}
+
+export async function runStages(db: Db, runId: number) {
+  const r = await db.query('SELECT stage, status, rows, detail, duration_ms FROM etl.run_stages WHERE run_id = $1 ORDER BY seq', [runId]);
+  return r.rows as { stage: string; status: string; rows: number | null; detail: Record<string, unknown>; duration_ms: number | null }[];
+}
+
+/** Runs still marked running for a pipeline (optionally one scope), other than `exceptRunId`. */
+export async function runningRuns(db: Db, pipeline: string | null, scope: string | null, exceptRunId: number | null): Promise<RunRow[]> {
+  const r = await db.query(
+    `SELECT * FROM etl.runs WHERE status = 'running' AND ($1::text IS NULL OR pipeline = $1)
+        AND ($2::text IS NULL OR scope = $2) AND run_id <> coalesce($3, -1) ORDER BY run_id`,
+    [pipeline, scope, exceptRunId],
+  );
+  return r.rows;
+}
+
+// ---- snapshots ---------------------------------------------------------------
+
+export async function insertSnapshot(
+  db: Db,
+  s: { dataset: string; uf: string | null; asOf: string; sourceSha256: string; source: object; runId: number; fingerprint: string | null },
+): Promise<number> {
+  const r = await db.query(
+    `INSERT INTO etl.snapshots (dataset, uf, as_of, source_sha256, source, run_id, schema_fingerprint)
+     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING snapshot_id`,
+    [s.dataset, s.uf, s.asOf, s.sourceSha256, JSON.stringify(s.source), s.runId, s.fingerprint],
+  );
+  return r.rows[0].snapshot_id;
+}
+
+/** Records a table as belonging to a snapshot before it is created, so a dead run's tables can be found. */
+export async function addSnapshotTable(db: Db, snapshotId: number, table: string): Promise<void> {
+  await db.query(`UPDATE etl.snapshots SET tables = array_append(tables, $2) WHERE snapshot_id = $1 AND NOT ($2 = ANY(tables))`, [snapshotId, table]);
+}
+
+export async function setSnapshotFields(db: Db, snapshotId: number, f: { status?: SnapshotStatus; rows?: number; quality?: object; forced?: boolean; fingerprint?: string }): Promise<void> {
+  await db.query(
+    `UPDATE etl.snapshots SET status = coalesce($2, status), rows = coalesce($3, rows), quality = coalesce($4, quality),
+            forced = coalesce($5, forced), schema_fingerprint = coalesce($6, schema_fingerprint)
+      WHERE snapshot_id = $1`,
+    [snapshotId, f.status ?? null, f.rows ?? null, f.quality ? JSON.stringify(f.quality) : null, f.forced ?? null, f.fingerprint ?? null],
+  );
+}
+
+const SNAPSHOT_COLUMNS = `s.*, (c.snapshot_id IS NOT NULL) AS is_current`;
+
+export async function getSnapshot(db: Db, snapshotId: number): Promise<SnapshotRow | null> {
+  const r = await db.query(
+    `SELECT ${SNAPSHOT_COLUMNS} FROM etl.snapshots s LEFT JOIN etl.current c ON c.snapshot_id = s.snapshot_id WHERE s.snapshot_id = $1`,
+    [snapshotId],
+  );
+  return r.rows[0] ?? null;
+}
+
+export async function currentSnapshot(db: Db, dataset: string, scope: string): Promise<SnapshotRow | null> {
+  const r = await db.query(
+    `SELECT ${SNAPSHOT_COLUMNS} FROM etl.current c JOIN etl.snapshots s ON s.snapshot_id = c.snapshot_id WHERE c.dataset = $1 AND c.scope = $2`,
+    [dataset, scope],
+  );
+  return r.rows[0] ?? null;
+}
+
+/** Current snapshot ids of every scope of a dataset (one per state for sicar). */
+export async function currentSnapshotIds(db: Db, dataset: string): Promise<number[]> {
+  const r = await db.query('SELECT snapshot_id FROM etl.current WHERE dataset = $1 ORDER BY scope', [dataset]);
+  return r.rows.map((x) => x.snapshot_id);
+}
+
+export async function listSnapshots(db: Db, dataset: string | null, uf: string | null): Promise<SnapshotRow[]> {
+  const r = await db.query(
+    `SELECT ${SNAPSHOT_COLUMNS} FROM etl.snapshots s LEFT JOIN etl.current c ON c.snapshot_id = s.snapshot_id
+      WHERE ($1::text IS NULL OR s.dataset = $1) AND ($2::text IS NULL OR s.uf = $2)
+      ORDER BY s.dataset, s.scope, s.snapshot_id DESC`,
+    [dataset, uf],
+  );
+  return r.rows;
+}
+
+/** Snapshots of one (dataset, scope) whose tables still exist, newest first. */
+export async function snapshotsWithTables(db: Db, dataset: string, scope: string): Promise<SnapshotRow[]> {
+  const r = await db.query(
+    `SELECT ${SNAPSHOT_COLUMNS} FROM etl.snapshots s LEFT JOIN etl.current c ON c.snapshot_id = s.snapshot_id
+      WHERE s.dataset = $1 AND s.scope = $2 AND s.status IN ('published', 'superseded', 'rolled_back', 'blocked')
+      ORDER BY s.as_of DESC, s.snapshot_id DESC`,
+    [dataset, scope],
+  );
+  return r.rows;
+}
+
+export async function setCurrent(db: Db, dataset: string, scope: string, snapshotId: number): Promise<void> {
+  await db.query(
+    `INSERT INTO etl.current (dataset, scope, snapshot_id) VALUES ($1, $2, $3)
+     ON CONFLICT (dataset, scope) DO UPDATE SET snapshot_id = EXCLUDED.snapshot_id`,
+    [dataset, scope, snapshotId],
+  );
+}

@@ -1,0 +1,73 @@
+// What a pipeline declares and what the engine hands it. A pipeline knows its
+// source layout, column mapping, normalisation SQL and quality facts; the engine
+// owns the ledger, snapshots, the gate and publication.
+import type pg from 'pg';
+import type { Config } from '../config.ts';
+import type { Logger } from '../log.ts';
+import type { FetchedFile } from './download.ts';
+import type { QualityFacts } from './quality.ts';
+
+export interface RunOptions {
+  source?: string;
+  uf?: string;
+  asOf?: string;
+  force?: boolean;
+  /** backfill: publish only when newer than the current snapshot. */
+  backfill?: boolean;
+}
+
+export interface StageRunner {
+  /** Runs one named stage, recording timing, rows and detail in the ledger. */
+  <T>(name: string, fn: () => Promise<T>, rowsOf?: (r: T) => number | null, detailOf?: (r: T) => object): Promise<T>;
+}
+
+export interface RunContext {
+  cfg: Config;
+  pool: pg.Pool;
+  log: Logger;
+  runId: number;
+  options: RunOptions;
+  /** UF for per-state datasets, '' for national ones. */
+  scope: string;
+  /** Raw store folder for this pipeline and scope. */
+  rawDir: string;
+  /** Scratch folder for this run (extracted archives), removed at the end. */
+  workDir: string;
+  stage: StageRunner;
+  /** Names a per-run staging table (schema stage), recorded for cleanup. */
+  stagingTable(name: string): string;
+}
+
+export interface SnapshotTarget {
+  snapshotId: number;
+  /** Qualified name of the snapshot table of a relation, registered with the catalogue. */
+  table(relation: string): Promise<string>;
+  /** The current snapshot table of a relation for the same scope, when there is one. */
+  previousTable(relation: string): string | null;
+}
+
+export interface LoadResult {
+  rowsRead: number;
+  rowsLoaded: number;
+  rowsRejected: number;
+  facts: QualityFacts;
+  fingerprint: string | null;
+}
+
+export interface Pipeline {
+  name: string;
+  /** Snapshots are kept per UF (sicar) or nationally. */
+  scopedByUf: boolean;
+  /** Relations (snap.<rel>__template / current.<rel>) a snapshot of this pipeline fills. */
+  relations: string[];
+  /** The relation whose row count is the snapshot's `rows`. */
+  mainRelation: string;
+  /** Download stage: fetch and validate the source files into the raw store. */
+  fetch(ctx: RunContext): Promise<FetchedFile[]>;
+  /** The publisher's release date when the files carry one (yyyy-mm-dd). */
+  releaseDate?(ctx: RunContext, files: FetchedFile[]): Promise<string | null>;
+  /** Read, normalise and load into the snapshot tables (indexes and ANALYZE included). */
+  load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult>;
+  /** Derived data to recompute after this pipeline publishes (inside the publish transaction). */
+  afterPublish?(client: pg.PoolClient, ctx: { cfg: Config; log: Logger; snapshotId: number; scope: string }): Promise<void>;
+}

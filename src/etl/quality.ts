@@ -1,0 +1,145 @@
+// The quality report of one load and the gate that decides whether it may publish.
+import type { QualityThresholds } from '../config.ts';
+
+/** What a pipeline observed while reading and normalising. */
+export interface QualityFacts {
+  /** Rows that failed validation, by reason (count toward the rejected share). */
+  rejected: Record<string, number>;
+  /** Rows dropped by design, by reason (other state, duplicate key): reported, not rejected. */
+  dropped: Record<string, number>;
+  geometry: {
+    invalid: number;
+    repaired: number;
+    rejected: number;
+    empty: number;
+    srid: number | null;
+    sridAssumed: boolean;
+    outsideBrazil: number;
+  };
+  fields: {
+    /** Optional canonical columns absent from the source (loaded as NULL). */
+    missingOptional: string[];
+    /** Source columns with no mapping (kept in `extra`). */
+    unknown: string[];
+    /** Null or empty values per canonical column among loaded rows. */
+    empty: Record<string, number>;
+  };
+  dates: {
+    /** Values that are neither a valid date nor a known placeholder. */
+    unparseable: Record<string, number>;
+    /** Placeholders such as "", "0", "00/00/0000" turned into NULL. */
+    placeholders: Record<string, number>;
+  };
+  encoding: { name: string | null; assumed: boolean; replacementChars: number };
+  layers: { name: string; features: number; srid: number; encoding: string }[];
+  /** Pipeline-specific rule failures (e.g. U+FFFD in FUNAI names). */
+  failures: GateFailure[];
+  notes: string[];
+}
+
+export interface GateFailure {
+  rule: string;
+  message: string;
+  value?: number;
+  threshold?: number;
+}
+
+export interface ChangeSummary {
+  previous_snapshot_id: number | null;
+  previous_rows: number | null;
+  rows: number;
+  delta_share: number | null;
+  added: number | null;
+  removed: number | null;
+}
+
+export interface QualityReport {
+  dataset: string;
+  uf: string | null;
+  run_id: number;
+  snapshot_id: number;
+  as_of: string;
+  generated_at: string;
+  source: { files: { name: string; sha256: string; size: number; uri: string }[]; sha256: string };
+  counts: { read: number; loaded: number; rejected: number; dropped: number };
+  facts: QualityFacts;
+  change: ChangeSummary;
+  gate: { passed: boolean; forced: boolean; failures: GateFailure[] };
+}
+
+export function emptyFacts(): QualityFacts {
+  return {
+    rejected: {},
+    dropped: {},
+    geometry: { invalid: 0, repaired: 0, rejected: 0, empty: 0, srid: null, sridAssumed: false, outsideBrazil: 0 },
+    fields: { missingOptional: [], unknown: [], empty: {} },
+    dates: { unparseable: {}, placeholders: {} },
+    encoding: { name: null, assumed: false, replacementChars: 0 },
+    layers: [],
+    failures: [],
+    notes: [],
+  };
+}
+
+export const sum = (o: Record<string, number>) => Object.values(o).reduce((a, b) => a + b, 0);
+
+/** Applies the gate rules of contract §2; an empty list means the load may publish. */
+export function evaluateGate(counts: QualityReport['counts'], change: ChangeSummary, facts: QualityFacts, t: QualityThresholds): GateFailure[] {
+  const failures: GateFailure[] = [...facts.failures];
+  if (counts.loaded === 0) failures.push({ rule: 'empty', message: 'no rows were loaded' });
+  if (change.previous_rows && change.previous_rows > 0) {
+    const drop = (change.previous_rows - counts.loaded) / change.previous_rows;
+    if (drop > t.maxRowDrop) {
+      failures.push({
+        rule: 'row_drop',
+        message: `rows dropped ${(drop * 100).toFixed(1)} % against snapshot ${change.previous_snapshot_id} (${change.previous_rows} → ${counts.loaded})`,
+        value: drop,
+        threshold: t.maxRowDrop,
+      });
+    }
+  }
+  if (counts.read > 0) {
+    const share = counts.rejected / counts.read;
+    if (share > t.maxRejectedShare) {
+      failures.push({
+        rule: 'rejected_share',
+        message: `${counts.rejected} of ${counts.read} rows rejected (${(share * 100).toFixed(2)} %)`,
+        value: share,
+        threshold: t.maxRejectedShare,
+      });
+    }
+  }
+  return failures;
+}
+
+const esc = (s: unknown) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]!);
+
+function table(title: string, rows: [string, unknown][]): string {
+  if (rows.length === 0) return '';
+  return `<h2>${esc(title)}</h2><table>${rows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(typeof v === 'object' ? JSON.stringify(v) : v)}</td></tr>`).join('')}</table>`;
+}
+
+/** A self-contained HTML page of the report, for people reading loads in a browser. */
+export function renderHtml(r: QualityReport): string {
+  const f = r.facts;
+  const verdict = r.gate.passed ? 'passed' : r.gate.forced ? 'failed, published with --force' : 'blocked';
+  return `<!doctype html><html lang="pt-BR"><head><meta charset="utf-8"><title>Quality report ${esc(r.dataset)} ${esc(r.uf ?? '')} #${r.snapshot_id}</title>
+<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}table{border-collapse:collapse;margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f4f4f4}.bad{color:#b00}.ok{color:#070}</style></head><body>
+<h1>${esc(r.dataset)}${r.uf ? ' ' + esc(r.uf) : ''}: snapshot ${r.snapshot_id} (as of ${esc(r.as_of)})</h1>
+<p>Run ${r.run_id}, generated ${esc(r.generated_at)}. Gate: <strong class="${r.gate.passed ? 'ok' : 'bad'}">${esc(verdict)}</strong></p>
+${r.gate.failures.length ? `<ul class="bad">${r.gate.failures.map((x) => `<li>${esc(x.rule)}: ${esc(x.message)}</li>`).join('')}</ul>` : ''}
+${table('Counts', Object.entries(r.counts))}
+${table('Rejected rows by reason', Object.entries(f.rejected))}
+${table('Dropped rows by reason', Object.entries(f.dropped))}
+${table('Geometry', Object.entries(f.geometry))}
+${table('Empty values per field', Object.entries(f.fields.empty))}
+${table('Fields', [['missing optional', f.fields.missingOptional.join(', ') || '—'], ['unknown (kept in extra)', f.fields.unknown.join(', ') || '—']])}
+${table('Unparseable dates', Object.entries(f.dates.unparseable))}
+${table('Date placeholders', Object.entries(f.dates.placeholders))}
+${table('Encoding', Object.entries(f.encoding))}
+${table('Change against the current snapshot', Object.entries(r.change))}
+${table('Source files', r.source.files.map((x) => [x.name, `${x.size} bytes, sha256 ${x.sha256}`] as [string, unknown]))}
+${table('Layers', f.layers.map((l) => [l.name, `${l.features} features, EPSG:${l.srid}, ${l.encoding}`] as [string, unknown]))}
+${f.notes.length ? `<h2>Notes</h2><ul>${f.notes.map((n) => `<li>${esc(n)}</li>`).join('')}</ul>` : ''}
+</body></html>`;
+}

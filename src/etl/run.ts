@@ -1,0 +1,268 @@
+// One pipeline run end to end: download → read/normalise/load → quality gate → publish.
+// Every stage is recorded in the ledger. A run holds an advisory lock for its whole
+// life, so a run whose process died (SIGKILL, power loss) is recognisable: its lock
+// is free while the ledger still says "running". The next run cleans up after it.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type pg from 'pg';
+import type { Config } from '../config.ts';
+import { AgroError, isAgroError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { connectOrFail, ident } from '../db/pool.ts';
+import * as catalog from './catalog.ts';
+import type { FetchedFile } from './download.ts';
+import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } from './pipeline.ts';
+import { applyRetention, dropSnapshotTables, publishSnapshot, qualifiedSnapshotTable } from './publish.ts';
+import { evaluateGate, renderHtml, sum, type ChangeSummary, type QualityReport } from './quality.ts';
+
+/** Lock class for "this run is alive" (pg_advisory_lock(class, run_id)). */
+const RUN_ALIVE_LOCK = 727001;
+
+export interface Deps {
+  cfg: Config;
+  pool: pg.Pool;
+  log: Logger;
+}
+
+export interface RunOutcome {
+  run_id: number;
+  pipeline: string;
+  uf: string | null;
+  status: catalog.RunStatus;
+  snapshot_id: number | null;
+  as_of: string | null;
+  rows_read: number;
+  rows_loaded: number;
+  rows_rejected: number;
+  duration_ms: number;
+  stages: Record<string, number>;
+  forced: boolean;
+  gate?: QualityReport['gate'];
+  report?: string;
+  message?: string;
+  error?: { code: string; message: string };
+}
+
+/** Combined checksum of a multi-file source: one line per file, sorted by name. */
+export function sourceChecksum(files: FetchedFile[]): string {
+  const lines = files.map((f) => `${f.name}:${f.sha256}`).sort();
+  return files.length === 1 ? files[0].sha256 : crypto.createHash('sha256').update(lines.join('\n')).digest('hex');
+}
+
+export function reportPath(cfg: Config, snapshotId: number, ext = 'json') {
+  return path.join(cfg.dataDir, 'reports', `${snapshotId}.${ext}`);
+}
+
+async function dropStagingTables(db: pg.Pool | pg.ClientBase, runId: number) {
+  const r = await db.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE $1`, [`r${runId}\\_%`]);
+  for (const row of r.rows) await db.query(`DROP TABLE IF EXISTS stage.${ident(row.tablename)}`);
+}
+
+/**
+ * Finds runs marked running whose process is gone (their alive-lock is free),
+ * drops what they left (staging tables, half-loaded snapshot tables) and marks them killed.
+ */
+export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
+  const cleaned: number[] = [];
+  const client = await connectOrFail(deps.pool);
+  try {
+    for (const run of await catalog.runningRuns(client, null, null, null)) {
+      const got = (await client.query('SELECT pg_try_advisory_lock($1, $2) AS ok', [RUN_ALIVE_LOCK, run.run_id])).rows[0].ok;
+      if (!got) continue; // alive
+      try {
+        await dropStagingTables(client, run.run_id);
+        const snaps = await client.query(`SELECT snapshot_id, tables FROM etl.snapshots WHERE run_id = $1 AND status = 'loading'`, [run.run_id]);
+        for (const s of snaps.rows) {
+          await dropSnapshotTables(client, s.tables);
+          await catalog.setSnapshotFields(client, s.snapshot_id, { status: 'failed' });
+        }
+        await catalog.finishRun(client, run.run_id, { status: 'killed', error: 'the process running this load died; cleaned up by a later run' });
+        fs.rmSync(path.join(deps.cfg.dataDir, 'work', `run-${run.run_id}`), { recursive: true, force: true });
+        deps.log.warn({ run_id: run.run_id, pipeline: run.pipeline, scope: run.scope }, 'cleaned up a dead run');
+        cleaned.push(run.run_id);
+      } finally {
+        await client.query('SELECT pg_advisory_unlock($1, $2)', [RUN_ALIVE_LOCK, run.run_id]);
+      }
+    }
+  } finally {
+    client.release();
+  }
+  return cleaned;
+}
+
+function todayUtc() {
+  return new Date().toISOString().slice(0, 10);
+}
+
+async function changeAgainst(pool: pg.Pool, pipeline: Pipeline, key: string | undefined, prev: catalog.SnapshotRow | null, newTable: string, rows: number): Promise<ChangeSummary> {
+  if (!prev) return { previous_snapshot_id: null, previous_rows: null, rows, delta_share: null, added: null, removed: null };
+  const prevTable = qualifiedSnapshotTable(pipeline.mainRelation, prev.snapshot_id);
+  let added: number | null = null;
+  let removed: number | null = null;
+  if (key) {
+    const k = ident(key);
+    const r = await pool.query(
+      `SELECT (SELECT count(*) FROM ${newTable} n WHERE NOT EXISTS (SELECT 1 FROM ${prevTable} o WHERE o.${k} = n.${k})) AS added,
+              (SELECT count(*) FROM ${prevTable} o WHERE NOT EXISTS (SELECT 1 FROM ${newTable} n WHERE n.${k} = o.${k})) AS removed`,
+    );
+    added = r.rows[0].added;
+    removed = r.rows[0].removed;
+  }
+  const prevRows = prev.rows ?? 0;
+  return {
+    previous_snapshot_id: prev.snapshot_id,
+    previous_rows: prevRows,
+    rows,
+    delta_share: prevRows ? (rows - prevRows) / prevRows : null,
+    added,
+    removed,
+  };
+}
+
+export async function runPipeline(deps: Deps, pipeline: Pipeline & { key?: string }, options: RunOptions): Promise<RunOutcome> {
+  const { cfg, pool, log } = deps;
+  const started = Date.now();
+  let uf: string | null = null;
+  if (pipeline.scopedByUf) {
+    if (!options.uf || !/^[A-Za-z]{2}$/.test(options.uf)) throw new AgroError('usage', `${pipeline.name} needs --uf <UF>`);
+    uf = options.uf.toUpperCase();
+  }
+  const scope = uf ?? '';
+  const runId = await catalog.insertRun(pool, pipeline.name, scope, options);
+  const outcome: RunOutcome = {
+    run_id: runId, pipeline: pipeline.name, uf, status: 'running', snapshot_id: null, as_of: null,
+    rows_read: 0, rows_loaded: 0, rows_rejected: 0, duration_ms: 0, stages: {}, forced: false,
+  };
+  const runLog = log.child({ run_id: runId, pipeline: pipeline.name, ...(uf ? { uf } : {}) });
+  // The lock client lives as long as the run: its session holds the alive and the scope locks.
+  const lockClient = await connectOrFail(pool);
+  const workDir = path.join(cfg.dataDir, 'work', `run-${runId}`);
+  let snapshotId: number | null = null;
+  const snapshotTables: string[] = [];
+  try {
+    await lockClient.query('SELECT pg_advisory_lock($1, $2)', [RUN_ALIVE_LOCK, runId]);
+    const scopeLock = await lockClient.query('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`run:${pipeline.name}:${scope}`]);
+    if (!scopeLock.rows[0].ok) throw new AgroError('run_in_progress', `${pipeline.name}${uf ? ' ' + uf : ''}`);
+    await cleanupDeadRuns(deps);
+
+    let seq = 0;
+    const stage: RunContext['stage'] = async (name, fn, rowsOf, detailOf) => {
+      await catalog.startStage(pool, runId, name, ++seq);
+      const t0 = Date.now();
+      try {
+        const r = await fn();
+        outcome.stages[name] = await catalog.endStage(pool, runId, name, 'done', rowsOf ? rowsOf(r) : null, detailOf ? detailOf(r) : {});
+        runLog.info({ stage: name, ms: Date.now() - t0 }, 'stage done');
+        return r;
+      } catch (e) {
+        await catalog.endStage(pool, runId, name, 'failed', null, { error: (e as Error).message }).catch(() => {});
+        throw e;
+      }
+    };
+    const ctx: RunContext = {
+      cfg, pool, log: runLog, runId, options, scope,
+      rawDir: path.join(cfg.dataDir, 'raw', pipeline.name, ...(uf ? [uf] : [])),
+      workDir,
+      stage,
+      stagingTable: (name) => `stage.${ident(`r${runId}_${name}`)}`,
+    };
+    fs.mkdirSync(workDir, { recursive: true });
+
+    const files = await stage('download', () => pipeline.fetch(ctx), (f) => f.length, (f) => ({ files: f.map((x) => ({ name: x.name, sha256: x.sha256, size: x.size, cached: x.fromCache })) }));
+    const sha = sourceChecksum(files);
+    const current = await catalog.currentSnapshot(pool, pipeline.name, scope);
+    const kept = options.backfill ? await catalog.snapshotsWithTables(pool, pipeline.name, scope) : current ? [current] : [];
+    const same = kept.find((s) => s.source_sha256 === sha && s.status !== 'blocked');
+    if (same) {
+      outcome.status = 'unchanged';
+      outcome.snapshot_id = same.snapshot_id;
+      outcome.as_of = same.as_of;
+      outcome.message = `source identical to snapshot ${same.snapshot_id} (sha256 ${sha.slice(0, 12)}…)`;
+      await catalog.finishRun(pool, runId, { status: 'unchanged', snapshotId: same.snapshot_id });
+      return outcome;
+    }
+
+    const asOf = options.asOf ?? (pipeline.releaseDate ? await pipeline.releaseDate(ctx, files) : null) ?? todayUtc();
+    outcome.as_of = asOf;
+    const source = { files: files.map((f) => ({ name: f.name, sha256: f.sha256, size: f.size, uri: f.sourceUri, etag: f.etag, last_modified: f.lastModified })), sha256: sha };
+    snapshotId = await catalog.insertSnapshot(pool, { dataset: pipeline.name, uf, asOf, sourceSha256: sha, source, runId, fingerprint: null });
+    outcome.snapshot_id = snapshotId;
+    const sid = snapshotId;
+    const target: SnapshotTarget = {
+      snapshotId: sid,
+      async table(relation) {
+        const t = qualifiedSnapshotTable(relation, sid);
+        await catalog.addSnapshotTable(pool, sid, t);
+        snapshotTables.push(t);
+        return t;
+      },
+      previousTable: (relation) => (current ? qualifiedSnapshotTable(relation, current.snapshot_id) : null),
+    };
+
+    const load: LoadResult = await pipeline.load(ctx, files, target);
+    outcome.rows_read = load.rowsRead;
+    outcome.rows_loaded = load.rowsLoaded;
+    outcome.rows_rejected = load.rowsRejected;
+
+    const report = await stage('quality', async () => {
+      const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
+      const change = await changeAgainst(pool, pipeline, pipeline.key, current, mainTable, load.rowsLoaded);
+      const counts = { read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, dropped: sum(load.facts.dropped) };
+      const failures = evaluateGate(counts, change, load.facts, cfg.quality);
+      const r: QualityReport = {
+        dataset: pipeline.name, uf, run_id: runId, snapshot_id: sid, as_of: asOf, generated_at: new Date().toISOString(),
+        source: { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha },
+        counts, facts: load.facts, change,
+        gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
+      };
+      fs.mkdirSync(path.dirname(reportPath(cfg, sid)), { recursive: true });
+      fs.writeFileSync(reportPath(cfg, sid), JSON.stringify(r, null, 2));
+      fs.writeFileSync(reportPath(cfg, sid, 'html'), renderHtml(r));
+      await catalog.setSnapshotFields(pool, sid, { rows: load.rowsLoaded, quality: r, fingerprint: load.fingerprint ?? undefined });
+      return r;
+    }, () => null, (r) => ({ passed: r.gate.passed, failures: r.gate.failures.map((f) => f.rule) }));
+    outcome.gate = report.gate;
+    outcome.report = reportPath(cfg, sid);
+
+    if (!report.gate.passed && !options.force) {
+      await catalog.setSnapshotFields(pool, sid, { status: 'blocked' });
+      outcome.status = 'blocked';
+      outcome.message = report.gate.failures.map((f) => f.message).join('; ');
+      await catalog.finishRun(pool, runId, { status: 'blocked', snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, error: outcome.message });
+      await applyRetention(pool, pipeline.name, scope, cfg.retention);
+      return outcome;
+    }
+    outcome.forced = report.gate.forced;
+
+    const pub = await stage('publish', () =>
+      publishSnapshot(pool, pipeline, sid, {
+        forced: report.gate.forced,
+        onlyIfNewer: options.backfill,
+        afterPublish: pipeline.afterPublish ? (c) => pipeline.afterPublish!(c, { cfg, log: runLog, snapshotId: sid, scope }) : undefined,
+      }),
+    );
+    if (!pub.published) outcome.message = `loaded but not made current: ${pub.reason}`;
+    await applyRetention(pool, pipeline.name, scope, cfg.retention);
+    outcome.status = 'published';
+    await catalog.finishRun(pool, runId, { status: 'published', snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected });
+    return outcome;
+  } catch (e) {
+    const err = isAgroError(e) ? e : new AgroError('internal', (e as Error).message);
+    if (!isAgroError(e)) runLog.error({ err: e }, 'run failed with an unexpected error');
+    outcome.status = 'failed';
+    outcome.error = { code: err.code, message: err.message };
+    if (snapshotId !== null) {
+      await dropSnapshotTables(pool, snapshotTables).catch(() => {});
+      await catalog.setSnapshotFields(pool, snapshotId, { status: 'failed' }).catch(() => {});
+    }
+    await catalog.finishRun(pool, runId, { status: 'failed', snapshotId, error: err.message, errorCode: err.code, read: outcome.rows_read, loaded: outcome.rows_loaded, rejected: outcome.rows_rejected }).catch(() => {});
+    return outcome;
+  } finally {
+    outcome.duration_ms = Date.now() - started;
+    await dropStagingTables(pool, runId).catch(() => {});
+    fs.rmSync(workDir, { recursive: true, force: true });
+    await lockClient.query('SELECT pg_advisory_unlock_all()').catch(() => {});
+    lockClient.release();
+  }
+}
