@@ -15,7 +15,10 @@ export function copyField(v: CopyValue): string {
   if (v === null || v === undefined) return '\\N';
   if (typeof v !== 'string') return String(v);
   // Backslash first, then the separators COPY treats specially.
-  return /[\\\t\n\r]/.test(v) ? v.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r') : v;
+  // NUL cannot be stored in PostgreSQL text at all; it is dropped.
+  return /[\\\t\n\r\0]/.test(v)
+    ? v.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\0/g, '')
+    : v;
 }
 
 export function copyLine(values: CopyValue[]): string {

@@ -42,12 +42,13 @@ export async function publishSnapshot(
   pool: pg.Pool,
   pipeline: Pipeline,
   snapshotId: number,
-  opts: { forced?: boolean; onlyIfNewer?: boolean; afterPublish?: (c: pg.PoolClient) => Promise<void> } = {},
+  opts: { forced?: boolean; onlyIfNewer?: boolean; fromRun?: boolean; afterPublish?: (c: pg.PoolClient) => Promise<void> } = {},
 ): Promise<PublishOutcome> {
   return withTransaction(pool, async (client) => {
     await lockDataset(client, pipeline.name);
     const snap = await catalog.getSnapshot(client, snapshotId);
-    if (!snap || snap.status === 'dropped' || snap.status === 'failed' || snap.status === 'loading') {
+    // A snapshot still loading may only be published by the run that loads it.
+    if (!snap || snap.status === 'dropped' || snap.status === 'failed' || (snap.status === 'loading' && !opts.fromRun)) {
       throw new AgroError('snapshot_not_found', `snapshot ${snapshotId} has no loaded tables`);
     }
     const cur = await catalog.currentSnapshot(client, pipeline.name, snap.scope);

@@ -239,6 +239,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline & { key?: strin
       publishSnapshot(pool, pipeline, sid, {
         forced: report.gate.forced,
         onlyIfNewer: options.backfill,
+        fromRun: true,
         afterPublish: pipeline.afterPublish ? (c) => pipeline.afterPublish!(c, { cfg, log: runLog, snapshotId: sid, scope }) : undefined,
       }),
     );

@@ -1,0 +1,103 @@
+// Streams a delimited text file into an unlogged staging table through COPY.
+// Header-driven files map columns by name through the pipeline's alias map (sources
+// reorder and rename columns between releases); headerless files (Receita) are
+// positional with a strict field count. Every value stays text here; typing happens
+// in SQL. Cells may be huge (IBAMA's WKT polygons exceed 128 KB): no record size cap.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { parse } from 'csv-parse';
+import type pg from 'pg';
+import { AgroError } from '../errors.ts';
+import { ident } from '../db/pool.ts';
+import { copyLine, copyLines, type CopyValue } from './copy.ts';
+import type { FieldSpec } from './stage-vector.ts';
+
+export interface CsvOptions {
+  delimiter: string;
+  /** Node encoding of the bytes: 'utf8' or 'latin1'. */
+  encoding: BufferEncoding;
+  /** 'header': map by the first row; otherwise the positional column names. */
+  columns: 'header' | string[];
+  /** What to do with a row whose field count is wrong: reject (count it) or fail the file. */
+  badRows: 'reject' | 'fail';
+}
+
+export interface CsvStageResult {
+  rows: number;
+  /** Rows with a wrong field count, by line number (first 20 kept for the report). */
+  badRows: number;
+  badRowSamples: number[];
+  missingOptional: string[];
+  unknown: string[];
+  fingerprint: string | null;
+  header: string[] | null;
+}
+
+const normaliseHeader = (h: string) => h.replace(/^\uFEFF/, '').trim().toLowerCase();
+
+export async function stageCsv(client: pg.ClientBase, table: string, file: string, specs: FieldSpec[], o: CsvOptions): Promise<CsvStageResult> {
+  const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
+  await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb)`);
+  const parser = fs.createReadStream(file).pipe(
+    parse({ delimiter: o.delimiter, bom: true, relax_column_count: true, relax_quotes: true, encoding: o.encoding, skip_empty_lines: true }),
+  );
+  const result: CsvStageResult = { rows: 0, badRows: 0, badRowSamples: [], missingOptional: [], unknown: [], fingerprint: null, header: null };
+  let width = 0;
+  let slot: (number | null)[] = []; // canonical index → source column index
+  let unknownIdx: number[] = [];
+  let unknownNames: string[] = [];
+  let line = 0;
+  let seq = 0;
+
+  const setup = (header: string[]) => {
+    const names = header.map(normaliseHeader);
+    width = names.length;
+    slot = specs.map((s) => {
+      const i = names.findIndex((n) => s.aliases.includes(n));
+      if (i < 0 && s.required) {
+        throw new AgroError('required_field_missing', `column ${s.name} not found (looked for ${s.aliases.join(', ')})`, { field: s.name });
+      }
+      return i < 0 ? null : i;
+    });
+    result.missingOptional = specs.filter((_, k) => slot[k] === null).map((s) => s.name);
+    const used = new Set(slot.filter((x): x is number => x !== null));
+    unknownIdx = names.map((_, i) => i).filter((i) => !used.has(i) && names[i] !== '');
+    unknownNames = unknownIdx.map((i) => names[i]);
+    result.unknown = unknownNames;
+    result.header = names;
+    result.fingerprint = crypto.createHash('sha256').update([...names].sort().join(',')).digest('hex').slice(0, 16);
+  };
+  if (o.columns !== 'header') setup(o.columns);
+
+  async function* lines(): AsyncGenerator<string> {
+    try {
+      for await (const rec of parser as AsyncIterable<string[]>) {
+        line++;
+        if (o.columns === 'header' && line === 1) {
+          setup(rec);
+          continue;
+        }
+        if (rec.length !== width) {
+          if (o.badRows === 'fail') throw new AgroError('malformed_source', `line ${line} has ${rec.length} fields, expected ${width}`, { line });
+          result.badRows++;
+          if (result.badRowSamples.length < 20) result.badRowSamples.push(line);
+          continue;
+        }
+        const row: CopyValue[] = [++seq];
+        for (const i of slot) row.push(i === null ? null : rec[i]);
+        let extra: Record<string, string> | null = null;
+        for (let k = 0; k < unknownIdx.length; k++) {
+          const v = rec[unknownIdx[k]];
+          if (v !== '') (extra ??= {})[unknownNames[k]] = v;
+        }
+        row.push(extra ? JSON.stringify(extra) : null);
+        yield copyLine(row);
+      }
+    } catch (e) {
+      if (e instanceof AgroError) throw e;
+      throw new AgroError('malformed_source', `${(e as Error).message} (near line ${line + 1})`);
+    }
+  }
+  result.rows = await copyLines(client, `${table} (src_seq, ${specs.map((s) => ident(s.name)).join(', ')}, extra)`, lines());
+  return result;
+}
