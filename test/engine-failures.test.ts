@@ -1,0 +1,271 @@
+// Bad input loses nothing: broken downloads, corrupt archives, drifted schemas, a
+// source with half the rows, a killed process. The last good snapshot keeps serving
+// and the next run recovers. Also rollback, retention, backfill and HTTP sources.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { SICAR_FIXTURES, buildSicarState, carNumber } from '../fixtures/sicar.ts';
+import { sicar } from '../pipelines/sicar/index.ts';
+import { rollback } from '../src/etl/publish.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles } from '../src/etl/shapefile-writer.ts';
+import { AREA_IMOVEL_FIELDS } from '../fixtures/sicar.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+const ROOT = path.resolve(__dirname, '..');
+let db: TestDb;
+let work: string;
+let goDir: string;
+
+const run = (uf: string, source: string, extra = {}) => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf, source, ...extra });
+const currentId = async (uf: string) =>
+  (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'sicar' AND scope = $1`, [uf])).rows[0]?.snapshot_id ?? null;
+const servedCount = async (uf: string) => (await db.pool.query(`SELECT count(*) AS n FROM serving.car_imovel WHERE uf = $1`, [uf])).rows[0].n as number;
+
+/** A folder holding the GO fixture with AREA_IMOVEL replaced by `bytes`. */
+function goWithMain(name: string, bytes: Buffer): string {
+  const dir = path.join(work, name);
+  fs.mkdirSync(dir, { recursive: true });
+  for (const f of fs.readdirSync(goDir)) fs.copyFileSync(path.join(goDir, f), path.join(dir, f));
+  fs.writeFileSync(path.join(dir, 'GO_AREA_IMOVEL.zip'), bytes);
+  return dir;
+}
+
+beforeAll(async () => {
+  db = await testDatabase();
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'engine-fail-'));
+  goDir = path.join(work, 'GO');
+  await buildSicarState('GO', goDir);
+  const o = await run('GO', goDir);
+  expect(o.status).toBe('published');
+});
+afterAll(async () => {
+  await db.drop();
+  fs.rmSync(work, { recursive: true, force: true });
+});
+
+describe('broken sources fail clearly and keep the current snapshot', () => {
+  const expectFailure = async (dir: string, code: string) => {
+    const before = await currentId('GO');
+    const count = await servedCount('GO');
+    const o = await run('GO', dir);
+    expect(o.status).toBe('failed');
+    expect(o.error?.code).toBe(code);
+    expect(await currentId('GO')).toBe(before);
+    expect(await servedCount('GO')).toBe(count);
+    // nothing left behind
+    const staged = await db.pool.query(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'stage'`);
+    expect(staged.rows[0].n).toBe(0);
+    const run_ = await db.pool.query(`SELECT status, error_code FROM etl.runs WHERE run_id = $1`, [o.run_id]);
+    expect(run_.rows[0]).toEqual({ status: 'failed', error_code: code });
+    return o;
+  };
+
+  test('an HTML error page saved as the zip', async () => {
+    const html = Buffer.from('<!DOCTYPE html><html><head><title>Erro</title></head><body>Serviço indisponível</body></html>');
+    await expectFailure(goWithMain('html', html), 'html_instead_of_archive');
+  });
+
+  test('a truncated zip', async () => {
+    const full = fs.readFileSync(path.join(goDir, 'GO_AREA_IMOVEL.zip'));
+    await expectFailure(goWithMain('truncated', full.subarray(0, Math.floor(full.length * 0.6))), 'corrupt_archive');
+  });
+
+  test('a zip without the .dbf', async () => {
+    const dir = path.join(work, 'nodbf');
+    await buildSicarState('GO', dir, { omitMembers: ['GO_AREA_IMOVEL_2.dbf'] });
+    const o = await expectFailure(dir, 'missing_layer_part');
+    expect(o.error?.message).toMatch(/GO_AREA_IMOVEL_2\.shp has no \.dbf/);
+  });
+
+  test('a layer without the required cod_imovel fails before loading anything', async () => {
+    const dir = path.join(work, 'nokey');
+    await buildSicarState('GO', dir, { dropFields: ['cod_imovel'] });
+    const o = await expectFailure(dir, 'required_field_missing');
+    expect(o.rows_loaded).toBe(0);
+  });
+
+  test('a missing AREA_IMOVEL zip', async () => {
+    const dir = path.join(work, 'nomain');
+    await buildSicarState('GO', dir, { omitAreaImovel: true });
+    await expectFailure(dir, 'source_not_found');
+  });
+});
+
+describe('quality gate, force, rollback, retention, backfill', () => {
+  test('half the rows is blocked; --force publishes and records it', async () => {
+    const before = await currentId('GO');
+    const dir = path.join(work, 'half');
+    await buildSicarState('GO', dir, { dropEveryOther: true });
+    const blocked = await run('GO', dir);
+    expect(blocked.status).toBe('blocked');
+    expect(blocked.gate?.failures.map((f) => f.rule)).toEqual(['row_drop']);
+    expect(await currentId('GO')).toBe(before);
+    const snap = await db.pool.query(`SELECT status FROM etl.snapshots WHERE snapshot_id = $1`, [blocked.snapshot_id]);
+    expect(snap.rows[0].status).toBe('blocked');
+
+    const forced = await run('GO', dir, { force: true });
+    expect(forced.status).toBe('published');
+    expect(forced.forced).toBe(true);
+    expect(await currentId('GO')).toBe(forced.snapshot_id);
+    const rec = await db.pool.query(`SELECT forced, quality->'gate'->>'forced' AS gate_forced FROM etl.snapshots WHERE snapshot_id = $1`, [forced.snapshot_id]);
+    expect(rec.rows[0]).toEqual({ forced: true, gate_forced: 'true' });
+  });
+
+  test('rollback makes the previous snapshot current again, atomically', async () => {
+    const cur = await currentId('GO');
+    const r = await rollback(db.pool, sicar, 'GO');
+    expect(r.from).toBe(cur);
+    expect(await currentId('GO')).toBe(r.to);
+    expect(await servedCount('GO')).toBe(SICAR_FIXTURES.GO.areaImovel.length - 2);
+    const st = await db.pool.query(`SELECT snapshot_id, status FROM serving.snapshots WHERE snapshot_id = ANY($1) ORDER BY snapshot_id`, [[r.from, r.to]]);
+    expect(st.rows).toEqual([
+      { snapshot_id: r.to, status: 'current' },
+      { snapshot_id: r.from, status: 'rolled_back' },
+    ]);
+  });
+
+  test('retention keeps 3 snapshots with tables per state and drops the rest', async () => {
+    for (let i = 0; i < 3; i++) {
+      const dir = path.join(work, `ret${i}`);
+      const skip = SICAR_FIXTURES.GO.areaImovel.filter((r) => r.role === 'plain')[i % 2];
+      await buildSicarState('GO', dir, { filter: (r) => r !== skip, mtime: new Date(2024, 1, i + 1) });
+      expect((await run('GO', dir, { asOf: `2025-0${i + 1}-01` })).status).toBe('published');
+    }
+    const kept = await db.pool.query(`SELECT snapshot_id, tables FROM etl.snapshots WHERE dataset = 'sicar' AND scope = 'GO' AND status <> 'dropped' AND status <> 'failed'`);
+    expect(kept.rowCount).toBe(3);
+    const dropped = await db.pool.query(`SELECT tables FROM etl.snapshots WHERE dataset = 'sicar' AND scope = 'GO' AND status = 'dropped'`);
+    expect(dropped.rowCount).toBeGreaterThan(0);
+    for (const d of dropped.rows) {
+      for (const t of d.tables) expect((await db.pool.query(`SELECT to_regclass($1) AS r`, [t])).rows[0].r).toBeNull();
+    }
+  });
+
+  test('a backfill older than the current snapshot is loaded but does not become current', async () => {
+    const cur = await currentId('GO');
+    const dir = path.join(work, 'old');
+    await buildSicarState('GO', dir, { mtime: new Date(2023, 0, 1), filter: (r) => r.role !== 'hole' });
+    const o = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: dir, asOf: '2020-01-01', backfill: true });
+    expect(o.status).toBe('published');
+    expect(o.message).toMatch(/not made current/);
+    expect(await currentId('GO')).toBe(cur);
+    const s = await db.pool.query(`SELECT status, as_of::text FROM etl.snapshots WHERE snapshot_id = $1`, [o.snapshot_id]);
+    expect(s.rows[0]).toEqual({ status: 'superseded', as_of: '2020-01-01' });
+  });
+});
+
+describe('HTTP source', () => {
+  test('downloads the state zips from a URL prefix; absent optional themes are skipped', async () => {
+    const dir = path.join(work, 'http-MT');
+    await buildSicarState('MT', dir);
+    const hits: string[] = [];
+    const server = http.createServer((req, res) => {
+      hits.push(`${req.method} ${req.url}`);
+      const f = path.join(dir, decodeURIComponent(path.basename(req.url ?? '')));
+      if (!fs.existsSync(f)) {
+        res.writeHead(404, { 'content-type': 'text/html' }).end('<html>not found</html>');
+        return;
+      }
+      const body = fs.readFileSync(f);
+      res.writeHead(200, { 'content-type': 'application/zip', 'content-length': body.length, etag: `"${body.length}"` }).end(body);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const o = await run('MT', `http://127.0.0.1:${port}/sicar/`);
+      expect(o.status).toBe('published');
+      expect(o.rows_loaded).toBe(SICAR_FIXTURES.MT.areaImovel.length);
+      expect(hits).toContain('GET /sicar/MT_AREA_IMOVEL.zip');
+      expect(hits).toContain('GET /sicar/MT_RESERVA_LEGAL.zip');
+      const again = await run('MT', `http://127.0.0.1:${port}/sicar/`);
+      expect(again.status).toBe('unchanged');
+    } finally {
+      server.close();
+    }
+  });
+});
+
+/** A state big enough that COPY runs for a few seconds. */
+async function bigState(dir: string, n: number) {
+  fs.mkdirSync(dir, { recursive: true });
+  const base = path.join(dir, 'MT_AREA_IMOVEL');
+  const w = await ShapefileWriter.open({ basePath: base, shapeType: 'polygon', fields: AREA_IMOVEL_FIELDS, encoding: 'utf8', cpg: 'UTF-8', prj: PRJ_SIRGAS2000 });
+  for (let i = 0; i < n; i++) {
+    const cx = -56 + (i % 400) * 0.01;
+    const cy = -12 - Math.floor(i / 400) * 0.01;
+    const ring: [number, number][] = [];
+    for (let k = 0; k < 64; k++) ring.push([cx + 0.004 * Math.cos((2 * Math.PI * k) / 64), cy + 0.004 * Math.sin((2 * Math.PI * k) / 64)]);
+    ring.push(ring[0]);
+    await w.write({ type: 'Polygon', coordinates: [ring] }, {
+      cod_imovel: carNumber('MT', '5107925', `big-${i}`), cod_estado: 'MT', municipio: 'Sorriso', num_area: 15, ind_status: 'AT',
+      des_condic: 'Aguardando análise', ind_tipo: 'IRU', mod_fiscal: 0.2, dat_criaca: '01/02/2020', dat_atuali: '03/04/2021',
+    });
+  }
+  const { files } = await w.close();
+  await zipFiles(path.join(dir, 'MT_AREA_IMOVEL.zip'), files.map((f) => ({ path: f, name: path.basename(f) })));
+  for (const f of files) fs.rmSync(f);
+}
+
+describe('a killed run', () => {
+  test('SIGKILL mid-COPY: readers keep the current snapshot without errors; the next run cleans up and publishes', async () => {
+    const small = path.join(work, 'MT-small');
+    await buildSicarState('MT', small, { themes: [] });
+    const first = await run('MT', small);
+    expect(['published', 'unchanged']).toContain(first.status);
+    const served = await servedCount('MT');
+
+    const big = path.join(work, 'MT-big');
+    await bigState(big, 60_000);
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'run', 'sicar', '--uf', 'MT', '--source', big, '--json'], {
+      env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent' },
+      stdio: 'ignore',
+    });
+    const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+
+    // Readers run all along: every answer is the current snapshot, none is an error.
+    let reading = true;
+    const answers: number[] = [];
+    const reader = (async () => {
+      while (reading) answers.push(await servedCount('MT'));
+    })();
+
+    const dbName = new URL(db.url).pathname.slice(1);
+    const deadline = Date.now() + 60_000;
+    let copying = false;
+    while (!copying && Date.now() < deadline) {
+      const p = await db.pool.query(`SELECT tuples_processed FROM pg_stat_progress_copy c JOIN pg_database d ON d.oid = c.datid WHERE d.datname = $1`, [dbName]);
+      copying = p.rows.some((r) => Number(r.tuples_processed) > 1000);
+      if (!copying) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(copying).toBe(true);
+    child.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
+    await new Promise((r) => setTimeout(r, 300));
+    reading = false;
+    await reader;
+    expect(answers.length).toBeGreaterThan(0);
+    expect(new Set(answers)).toEqual(new Set([served]));
+
+    const dead = await db.pool.query(`SELECT run_id FROM etl.runs WHERE pipeline = 'sicar' AND scope = 'MT' AND status = 'running'`);
+    expect(dead.rowCount).toBe(1);
+    const deadRun = dead.rows[0].run_id;
+    expect((await db.pool.query(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE $1`, [`r${deadRun}\\_%`])).rows[0].n).toBeGreaterThan(0);
+
+    // The next run cleans up after the dead one and publishes.
+    const next = await run('MT', big);
+    expect(next.status).toBe('published');
+    expect(next.rows_loaded).toBe(60_000);
+    const after = await db.pool.query(`SELECT status, error FROM etl.runs WHERE run_id = $1`, [deadRun]);
+    expect(after.rows[0].status).toBe('killed');
+    expect((await db.pool.query(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'stage'`)).rows[0].n).toBe(0);
+    const orphan = await db.pool.query(`SELECT status, tables FROM etl.snapshots WHERE run_id = $1`, [deadRun]);
+    for (const s of orphan.rows) {
+      expect(s.status).toBe('failed');
+      for (const t of s.tables) expect((await db.pool.query(`SELECT to_regclass($1) AS r`, [t])).rows[0].r).toBeNull();
+    }
+    expect(await servedCount('MT')).toBe(60_000);
+  }, 240_000);
+});
