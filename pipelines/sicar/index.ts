@@ -12,6 +12,7 @@ import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
 import { ident } from '../../src/db/pool.ts';
 import { namedSql, render } from '../../src/sql.ts';
+import { stepTimer, type StepTimer } from '../../src/etl/steps.ts';
 
 export const THEMES = ['APPS', 'RESERVA_LEGAL', 'AREA_CONSOLIDADA'] as const;
 export type Theme = (typeof THEMES)[number];
@@ -87,9 +88,9 @@ async function stageTheme(ctx: RunContext, client: pg.ClientBase, file: FetchedF
   return { theme, stage, fix: ctx.stagingTable(`${name}_fix`), classified: ctx.stagingTable(`${name}_cls`), layers, repair: { invalid: 0, repaired: 0, rejected: 0, empty: 0 }, ...staged };
 }
 
-async function classify(ctx: RunContext, client: pg.ClientBase, t: StagedTheme) {
-  t.repair = await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs);
-  await client.query(render(namedSql('queries/sicar_classify'), { classified: t.classified, stage: t.stage, fix: t.fix, uf: client.escapeLiteral(ctx.scope) }));
+async function classify(ctx: RunContext, client: pg.ClientBase, t: StagedTheme, steps: StepTimer) {
+  t.repair = await steps.time(`repair ${t.theme}`, () => repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs));
+  await steps.query(`classify ${t.theme}`, render(namedSql('queries/sicar_classify'), { classified: t.classified, stage: t.stage, fix: t.fix, uf: client.escapeLiteral(ctx.scope) }));
   const r = await client.query(`SELECT verdict, count(*)::int AS n FROM ${t.classified} GROUP BY verdict`);
   return Object.fromEntries(r.rows.map((x) => [x.verdict, x.n])) as Record<string, number>;
 }
@@ -126,11 +127,12 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     const uf = lit(ctx.scope);
     let mainRejected = 0;
 
+    const steps = stepTimer(client);
     const carImovel = await ctx.stage('normalise', async () => {
-      const verdicts = await classify(ctx, client, main);
+      const verdicts = await classify(ctx, client, main, steps);
       mainRejected = Object.entries(verdicts).filter(([v]) => v !== 'ok' && v !== 'other_state').reduce((a, [, n]) => a + n, 0);
       addVerdicts(facts, verdicts, '');
-      for (const t of themes) addVerdicts(facts, await classify(ctx, client, t), `${t.theme.toLowerCase()}:`);
+      for (const t of themes) addVerdicts(facts, await classify(ctx, client, t, steps), `${t.theme.toLowerCase()}:`);
 
       // Theme polygons of this snapshot, then hectares per property and theme.
       const carTema = await target.table('car_tema');
@@ -138,20 +140,21 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         const parts = themes.map((t) =>
           render(namedSql('queries/sicar_car_tema_part'), { classified: t.classified, stage: t.stage, fix: t.fix, uf, tema: lit(t.theme), snapshot_id: String(target.snapshotId) }),
         );
-        await client.query(`CREATE TABLE ${carTema} AS ${parts.join('\nUNION ALL\n')}`);
+        await steps.query('car_tema', `CREATE TABLE ${carTema} AS ${parts.join('\nUNION ALL\n')}`);
       } else {
         await client.query(`CREATE TABLE ${carTema} (LIKE snap.car_tema__template INCLUDING ALL)`);
       }
       await assertSameShape(client, 'snap.car_tema__template', carTema);
       const themeArea = ctx.stagingTable('theme_area');
-      await client.query(render(namedSql('queries/sicar_theme_area'), { theme_area: themeArea, car_tema: carTema }));
+      await steps.query('theme_area', render(namedSql('queries/sicar_theme_area'), { theme_area: themeArea, car_tema: carTema }));
       await client.query(`CREATE INDEX ON ${themeArea} (car)`);
 
       const winners = ctx.stagingTable('winners');
-      await client.query(render(namedSql('queries/sicar_winners'), { winners, classified: main.classified, stage: main.stage }));
+      await steps.query('winners', render(namedSql('queries/sicar_winners'), { winners, classified: main.classified, stage: main.stage }));
       const table = await target.table('car_imovel');
       const loaded = (name: Theme) => lit(themes.some((t) => t.theme === name));
-      await client.query(
+      await steps.query(
+        'car_imovel',
         render(namedSql('queries/sicar_car_imovel'), {
           target: table, winners, stage: main.stage, fix: main.fix, theme_area: themeArea, uf,
           apps_loaded: loaded('APPS'), rl_loaded: loaded('RESERVA_LEGAL'), ac_loaded: loaded('AREA_CONSOLIDADA'),
@@ -163,7 +166,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       const rows = Number((await client.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
       if (okRows > rows) facts.dropped.duplicate_car = okRows - rows;
       return { table, carTema, rows };
-    }, (r) => r.rows);
+    }, (r) => r.rows, () => ({ steps: steps.timings }));
 
     await ctx.stage('index', async () => {
       const t = carImovel.table;

@@ -60,10 +60,8 @@ function print(env: Env, obj: unknown, human: () => string) {
 
 /** Opens the database (starting the embedded cluster when DATABASE_URL is unset) and migrates it. */
 async function openDb(env: Env): Promise<Pool> {
-  if (!env.cfg.databaseUrl) {
-    const cluster = new EmbeddedCluster(env.cfg);
-    if (!(await cluster.status()).running) await cluster.start((m) => env.log.info(m));
-  }
+  // start() is idempotent: it starts the server if needed and creates the database if it is missing.
+  if (!env.cfg.databaseUrl) await new EmbeddedCluster(env.cfg).start((m) => env.log.info(m));
   const pool = createPool(databaseUrl(env.cfg));
   try {
     env.applied = (await migrate(pool)).applied;
