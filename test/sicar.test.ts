@@ -82,7 +82,8 @@ describe('GO: split layer, latin1 without .cpg, repair, duplicates, neighbour st
     expect(r.rows).toHaveLength(1);
     const [d, m, y] = newer.attributes.dat_atuali.split('/');
     expect(r.rows[0].d).toBe(`${y}-${m}-${d}`);
-    expect(r.rows[0].area_calculada_ha).toBeCloseTo(r.rows[0].expected, 6);
+    // EPSG:10857 (equal-area) against the geodesic area: within 5 m² on ~600 ha.
+    expect(r.rows[0].area_calculada_ha).toBeCloseTo(r.rows[0].expected, 3);
   });
 
   test('geometry: multipart kept, hole kept, bow-tie repaired into valid polygons, all MultiPolygon 4326', async () => {
@@ -97,13 +98,14 @@ describe('GO: split layer, latin1 without .cpg, repair, duplicates, neighbour st
     expect(all.rows[0].bad).toBe(0);
   });
 
-  test('areas are geodesic and match an independent computation from the fixture geometry', async () => {
+  test('equal-area hectares match an independent geodesic computation from the fixture geometry', async () => {
     for (const row of SICAR_FIXTURES.GO.areaImovel.filter((r) => !['bowtie', 'neighbour-state', 'duplicate-old'].includes(r.role))) {
       const r = await db.pool.query(
         `SELECT area_calculada_ha, area_total_ha, ST_Area(ST_GeomFromGeoJSON($2)::geography) / 10000 AS expected FROM serving.car_imovel WHERE car = $1`,
         [row.attributes.cod_imovel, JSON.stringify(row.geometry)],
       );
-      expect(r.rows[0].area_calculada_ha).toBeCloseTo(r.rows[0].expected, 6);
+      // EPSG:10857 (equal-area) against the geodesic area: within 5 m² on ~600 ha.
+    expect(r.rows[0].area_calculada_ha).toBeCloseTo(r.rows[0].expected, 3);
       expect(r.rows[0].area_total_ha).toBeCloseTo(row.attributes.num_area, 4);
     }
   });
