@@ -1,0 +1,467 @@
+// Fetches one source file into the raw store: local paths, file:// and http(s)://.
+// Government hosts drop connections, stall, answer HTML error pages with 200 and
+// need legacy TLS, so downloads resume with Range, retry with backoff, and every
+// file is validated before it replaces the previous one.
+import { createHash, type Hash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import https from 'node:https';
+import path from 'node:path';
+import type { SecureVersion } from 'node:tls';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { AgroError } from '../errors.ts';
+import { firstContentByte, readHead, validateZip } from './archive.ts';
+
+export interface FetchedFile {
+  path: string;
+  name: string;
+  sha256: string;
+  size: number;
+  sourceUri: string;
+  etag?: string;
+  lastModified?: string;
+  contentType?: string;
+  fromCache: boolean;
+}
+
+export interface FetchOptions {
+  destDir: string;
+  name?: string;
+  userAgent: string;
+  expect?: 'zip' | 'csv' | 'any';
+  retries?: number;
+  stallTimeoutMs?: number;
+  backoffMs?: number;
+  optional?: boolean;
+  agentOptions?: { ciphers?: string; minVersion?: string };
+  log?: (msg: string, extra?: Record<string, unknown>) => void;
+}
+
+interface Validators {
+  etag?: string;
+  lastModified?: string;
+  contentType?: string;
+}
+
+/** `<name>.meta.json`: describes the stored file, used for conditional requests. */
+interface Meta extends Validators {
+  sourceUri: string;
+  sha256: string;
+  size: number;
+  fetchedAt: string;
+}
+
+/** `<name>.part.json`: what the .part belongs to, so a resume can send If-Range. */
+interface PartInfo extends Validators {
+  sourceUri: string;
+}
+
+interface Paths {
+  final: string;
+  part: string;
+  partInfo: string;
+  meta: string;
+}
+
+interface Job {
+  uri: string;
+  name: string;
+  p: Paths;
+  opts: FetchOptions;
+}
+
+const MAX_REDIRECTS = 5;
+const MAX_BACKOFF_MS = 120_000;
+const WRITE_BUFFER = 1 << 20;
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
+/** A failure worth another attempt (network, stall, 5xx, short body). */
+class Retryable extends Error {}
+
+export async function sha256File(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  await hashInto(hash, file);
+  return hash.digest('hex');
+}
+
+async function hashInto(hash: Hash, file: string): Promise<void> {
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+}
+
+const isHttp = (uri: string): boolean => /^https?:\/\//i.test(uri);
+
+export function joinSource(base: string, name: string): string {
+  if (isHttp(base) || base.startsWith('file:')) return `${base.replace(/\/+$/, '')}/${encodeURIComponent(name)}`;
+  return path.join(base, name);
+}
+
+function defaultName(uri: string): string {
+  if (!isHttp(uri)) return path.basename(localPath(uri));
+  const last = new URL(uri).pathname.split('/').pop() ?? '';
+  try {
+    return decodeURIComponent(last);
+  } catch {
+    return last;
+  }
+}
+
+function checkName(name: string): string {
+  if (!name || name === '.' || name === '..' || /[\\/]/.test(name)) {
+    throw new AgroError('invalid_request', `not a plain file name: ${JSON.stringify(name)}`);
+  }
+  return name;
+}
+
+const localPath = (uri: string): string => (uri.startsWith('file:') ? fileURLToPath(uri) : path.resolve(uri));
+
+function pathsFor(destDir: string, name: string): Paths {
+  const final = path.join(destDir, name);
+  return { final, part: `${final}.part`, partInfo: `${final}.part.json`, meta: `${final}.meta.json` };
+}
+
+export async function fetchSource(uri: string, opts: FetchOptions): Promise<FetchedFile | null> {
+  const name = checkName(opts.name ?? defaultName(uri));
+  await mkdir(opts.destDir, { recursive: true });
+  const job: Job = { uri, name, p: pathsFor(opts.destDir, name), opts };
+  return isHttp(uri) ? fetchHttp(job) : fetchLocal(job);
+}
+
+// ---------- small fs helpers ----------
+
+async function sizeOf(file: string): Promise<number> {
+  try {
+    return (await stat(file)).size;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw e;
+  }
+}
+
+async function readJson<T>(file: string): Promise<T | null> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as T;
+  } catch {
+    return null; // missing or half-written: treated as unknown
+  }
+}
+
+async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
+  await writeFile(`${file}.tmp`, JSON.stringify(value, null, 2));
+  await rename(`${file}.tmp`, file);
+}
+
+async function discardPart(p: Paths): Promise<void> {
+  await rm(p.part, { force: true });
+  await rm(p.partInfo, { force: true });
+}
+
+// ---------- local sources ----------
+
+async function fetchLocal(job: Job): Promise<FetchedFile | null> {
+  const src = localPath(job.uri);
+  const st = await stat(src).catch((e: NodeJS.ErrnoException) => {
+    if (e.code === 'ENOENT' || e.code === 'ENOTDIR') return null;
+    throw e;
+  });
+  if (!st?.isFile()) {
+    if (job.opts.optional) return null;
+    throw new AgroError('source_not_found', `${src}: no such file`);
+  }
+  await copyFile(src, job.p.part);
+  return finish(job, await sha256File(job.p.part), st.size, {});
+}
+
+// ---------- validation and commit ----------
+
+/** HTML sniffing: zip and csv must not start with '<'; any kind must not be an HTML page. */
+function looksLikeHtml(head: Buffer, expect: 'zip' | 'csv' | 'any'): boolean {
+  if (head.subarray(0, 2).toString('latin1') === 'PK') return false;
+  const text = head.toString('latin1').toLowerCase();
+  if (text.includes('<html') || text.includes('<!doctype html')) return true;
+  const first = firstContentByte(head);
+  return expect !== 'any' && first >= 0 && head[first] === 0x3c;
+}
+
+async function validateFile(job: Job, contentType: string | undefined): Promise<void> {
+  const expect = job.opts.expect ?? 'any';
+  try {
+    if (expect === 'zip' && isHtmlType(contentType)) {
+      throw new AgroError('html_instead_of_archive', `${job.uri}: content-type ${contentType}`);
+    }
+    if (looksLikeHtml(await readHead(job.p.part, 1024), expect)) {
+      throw new AgroError('html_instead_of_archive', `${job.uri}: the body is an HTML page`);
+    }
+    if (expect === 'zip') await validateZip(job.p.part);
+  } catch (e) {
+    await discardPart(job.p);
+    throw e;
+  }
+}
+
+const isHtmlType = (ct: string | undefined): boolean => /^\s*(text\/html|application\/xhtml)/i.test(ct ?? '');
+
+/**
+ * Validates the .part, then swaps it in. The old meta goes first so a crash never
+ * pairs it with new bytes. Identical bytes to the previous file count as "from cache".
+ */
+async function finish(job: Job, sha256: string, size: number, v: Validators): Promise<FetchedFile> {
+  await validateFile(job, v.contentType);
+  const { p } = job;
+  const unchanged = (await readJson<Meta>(p.meta))?.sha256 === sha256 && (await sizeOf(p.final)) === size;
+  await rm(p.meta, { force: true });
+  await rename(p.part, p.final);
+  await rm(p.partInfo, { force: true });
+  const meta: Meta = { sourceUri: job.uri, sha256, size, ...v, fetchedAt: new Date().toISOString() };
+  await writeJsonAtomic(p.meta, meta);
+  return { path: p.final, name: job.name, sha256, size, sourceUri: job.uri, ...v, fromCache: unchanged };
+}
+
+// ---------- http(s) ----------
+
+interface HttpJob extends Job {
+  agents: { http: http.Agent; https: https.Agent };
+  stallMs: number;
+  /** Largest .part size reached since the last restart from zero; growth counts as progress. */
+  best: number;
+}
+
+async function fetchHttp(job: Job): Promise<FetchedFile | null> {
+  const { opts } = job;
+  const agents = {
+    http: new http.Agent({ keepAlive: false }),
+    https: new https.Agent({
+      keepAlive: false,
+      ciphers: opts.agentOptions?.ciphers,
+      minVersion: opts.agentOptions?.minVersion as SecureVersion | undefined,
+    }),
+  };
+  const hj: HttpJob = { ...job, agents, stallMs: opts.stallTimeoutMs ?? 60_000, best: await sizeOf(job.p.part) };
+  try {
+    return await withRetries(hj);
+  } finally {
+    agents.http.destroy();
+    agents.https.destroy();
+  }
+}
+
+function backoff(base: number, failures: number): number {
+  const ceiling = Math.min(MAX_BACKOFF_MS, base * 2 ** Math.max(0, failures - 1));
+  return Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+}
+
+async function withRetries(hj: HttpJob): Promise<FetchedFile | null> {
+  const retries = hj.opts.retries ?? 5;
+  let failures = 0;
+  for (;;) {
+    try {
+      return await attempt(hj);
+    } catch (e) {
+      if (!(e instanceof Retryable)) throw e;
+      const size = await sizeOf(hj.p.part);
+      if (size > hj.best) {
+        hj.best = size;
+        failures = 0;
+      } else failures++;
+      if (failures >= retries) {
+        throw new AgroError('download_failed', `${hj.uri}: ${e.message} (${failures} attempts without progress)`);
+      }
+      const wait = backoff(hj.opts.backoffMs ?? 1000, failures);
+      hj.opts.log?.('download retry', { uri: hj.uri, reason: e.message, bytes: size, failures, waitMs: wait });
+      await sleep(wait);
+    }
+  }
+}
+
+/** Current .part size, dropping a .part that belongs to another URI. */
+async function resumeState(hj: HttpJob): Promise<{ have: number; info: PartInfo | null }> {
+  const have = await sizeOf(hj.p.part);
+  if (have === 0) return { have: 0, info: null };
+  const info = await readJson<PartInfo>(hj.p.partInfo);
+  if (info && info.sourceUri !== hj.uri) {
+    await discardPart(hj.p);
+    return { have: 0, info: null };
+  }
+  return { have, info };
+}
+
+/** Meta usable for a conditional request: same URI, a validator, and the file still matches its size. */
+async function cachedMeta(hj: HttpJob): Promise<Meta | null> {
+  const meta = await readJson<Meta>(hj.p.meta);
+  if (!meta || meta.sourceUri !== hj.uri || !(meta.etag || meta.lastModified)) return null;
+  return (await sizeOf(hj.p.final)) === meta.size ? meta : null;
+}
+
+function requestHeaders(ua: string, have: number, info: PartInfo | null, cached: Meta | null): Record<string, string> {
+  const h: Record<string, string> = { 'user-agent': ua, 'accept-encoding': 'identity' };
+  if (have > 0) {
+    h.range = `bytes=${have}-`;
+    // If-Range needs a strong validator; a weak ETag would always yield 200.
+    const v = info?.etag && !info.etag.startsWith('W/') ? info.etag : info?.lastModified;
+    if (v) h['if-range'] = v;
+  } else if (cached) {
+    if (cached.etag) h['if-none-match'] = cached.etag;
+    if (cached.lastModified) h['if-modified-since'] = cached.lastModified;
+  }
+  return h;
+}
+
+function requestOnce(hj: HttpJob, url: URL, headers: Record<string, string>): Promise<http.IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const secure = url.protocol === 'https:';
+    const get = secure ? https.get : http.get;
+    let response: http.IncomingMessage | undefined;
+    const req = get(url, { headers, agent: secure ? hj.agents.https : hj.agents.http }, (res) => {
+      response = res;
+      resolve(res);
+    });
+    // Socket idle timeout: covers both waiting for headers and a body that stops flowing.
+    req.setTimeout(hj.stallMs, () => {
+      const err = new Error(`stalled: no data for ${hj.stallMs} ms`);
+      response?.destroy(err);
+      req.destroy(err);
+    });
+    req.on('error', (e) => reject(new Retryable(e.message)));
+  });
+}
+
+async function request(hj: HttpJob, headers: Record<string, string>): Promise<http.IncomingMessage> {
+  let url = new URL(hj.uri);
+  for (let hop = 0; ; hop++) {
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new AgroError('download_failed', `${hj.uri}: unsupported redirect to ${url.href}`);
+    }
+    const res = await requestOnce(hj, url, headers);
+    const location = res.headers.location;
+    if (!REDIRECTS.has(res.statusCode ?? 0) || !location) return res;
+    res.resume();
+    if (hop >= MAX_REDIRECTS) throw new AgroError('download_failed', `${hj.uri}: more than ${MAX_REDIRECTS} redirects`);
+    url = new URL(location, url);
+  }
+}
+
+const header = (res: http.IncomingMessage, name: string): string | undefined => {
+  const v = res.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+function validatorsOf(res: http.IncomingMessage, fallback: PartInfo | null): Validators {
+  return {
+    etag: header(res, 'etag') ?? fallback?.etag,
+    lastModified: header(res, 'last-modified') ?? fallback?.lastModified,
+    contentType: header(res, 'content-type') ?? fallback?.contentType,
+  };
+}
+
+/** Content-Range "bytes start-end/total" → start and total (total NaN when '*'). */
+function contentRange(res: http.IncomingMessage): { start: number; total: number } | null {
+  const m = /^bytes\s+(\d+)-\d+\/(\d+|\*)$/i.exec(header(res, 'content-range') ?? '');
+  return m ? { start: Number(m[1]), total: Number(m[2]) } : null;
+}
+
+/** Any status other than 200/206: a cached result, null (optional and missing) or an error. */
+async function answerStatus(hj: HttpJob, status: number, have: number, cached: Meta | null): Promise<FetchedFile | null> {
+  if (status === 304 && cached) return fromCache(hj, cached);
+  if (status === 404 || status === 410) {
+    await discardPart(hj.p);
+    if (hj.opts.optional) return null;
+    throw new AgroError('source_not_found', `${hj.uri}: HTTP ${status}`);
+  }
+  if (status === 416 && have > 0) {
+    // The .part no longer fits the remote file: start from zero.
+    await discardPart(hj.p);
+    hj.best = 0;
+    throw new Retryable('HTTP 416 for the resume range');
+  }
+  if (status >= 500 || status === 408 || status === 429) throw new Retryable(`HTTP ${status}`);
+  throw new AgroError('download_failed', `${hj.uri}: HTTP ${status}`);
+}
+
+function fromCache(hj: HttpJob, meta: Meta): FetchedFile {
+  const { etag, lastModified, contentType, sha256, size } = meta;
+  return { path: hj.p.final, name: hj.name, sha256, size, sourceUri: hj.uri, etag, lastModified, contentType, fromCache: true };
+}
+
+async function attempt(hj: HttpJob): Promise<FetchedFile | null> {
+  const { have, info } = await resumeState(hj);
+  const cached = have === 0 ? await cachedMeta(hj) : null;
+  // Hash the kept bytes before asking: once the response arrives its body must be
+  // consumed at once, or a connection cut would discard what was already buffered.
+  const resumeHash = createHash('sha256');
+  if (have > 0) await hashInto(resumeHash, hj.p.part);
+  const res = await request(hj, requestHeaders(hj.opts.userAgent, have, info, cached));
+  const status = res.statusCode ?? 0;
+  if (status === 200 || status === 206) return receive(hj, res, have, info, resumeHash);
+  res.resume();
+  return answerStatus(hj, status, have, cached);
+}
+
+async function receive(hj: HttpJob, res: http.IncomingMessage, have: number, info: PartInfo | null, resumeHash: Hash): Promise<FetchedFile> {
+  const append = res.statusCode === 206;
+  const range = append ? contentRange(res) : null;
+  if (append && range?.start !== have) {
+    res.resume();
+    await discardPart(hj.p);
+    hj.best = 0;
+    throw new Retryable(`unexpected Content-Range ${header(res, 'content-range')}`);
+  }
+  const v = validatorsOf(res, append ? info : null);
+  if (!append) hj.best = 0;
+  const hash = append ? resumeHash : createHash('sha256');
+  const body = writeBody(res, hj.p.part, append, hash); // attaches its listeners synchronously
+  const partInfo: PartInfo = { sourceUri: hj.uri, ...v };
+  const [received] = await Promise.all([body, append ? null : writeJsonAtomic(hj.p.partInfo, partInfo)]);
+  const size = (append ? have : 0) + received;
+  checkLength(res, received, size, range);
+  return finish(hj, hash.digest('hex'), size, v);
+}
+
+/**
+ * Streams the body to the .part; on a broken connection keeps the bytes received.
+ * A destroyed response drops whatever it still buffers, so the body flows through
+ * 'data' events (not an async iterator) and the file stream gets a roomy buffer,
+ * which makes pausing the response (and losing its buffer on a cut) rare.
+ */
+function writeBody(res: http.IncomingMessage, file: string, append: boolean, hash: Hash): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const out = createWriteStream(file, { flags: append ? 'a' : 'w', highWaterMark: WRITE_BUFFER });
+    let received = 0;
+    let broken: Error | undefined;
+    let ended = false;
+    const stop = (): void => {
+      if (!res.complete) broken ??= new Error('connection closed');
+      if (!ended) out.end();
+      ended = true;
+    };
+    res.on('data', (chunk: Buffer) => {
+      hash.update(chunk);
+      received += chunk.length;
+      if (!out.write(chunk)) {
+        res.pause();
+        out.once('drain', () => res.resume());
+      }
+    });
+    res.on('error', (e) => (broken ??= e));
+    res.on('close', stop);
+    if (res.destroyed) stop();
+    out.on('error', (e) => {
+      res.destroy();
+      reject(e);
+    });
+    out.on('finish', () => {
+      if (broken) reject(new Retryable(`connection broken after ${received} bytes: ${broken.message}`));
+      else resolve(received);
+    });
+  });
+}
+
+function checkLength(res: http.IncomingMessage, received: number, size: number, range: { total: number } | null): void {
+  const declared = header(res, 'content-length');
+  if (declared !== undefined && Number(declared) !== received) {
+    throw new Retryable(`short body: ${received} of ${declared} bytes`);
+  }
+  if (range && Number.isFinite(range.total) && range.total !== size) {
+    throw new Retryable(`short body: ${size} of ${range.total} bytes`);
+  }
+}
