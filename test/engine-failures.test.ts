@@ -218,7 +218,7 @@ describe('a killed run', () => {
     const served = await servedCount('MT');
 
     const big = path.join(work, 'MT-big');
-    await bigState(big, 60_000);
+    await bigState(big, 30_000);
     const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'run', 'sicar', '--uf', 'MT', '--source', big, '--json'], {
       env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent' },
       stdio: 'ignore',
@@ -257,7 +257,7 @@ describe('a killed run', () => {
     // The next run cleans up after the dead one and publishes.
     const next = await run('MT', big);
     expect(next.status).toBe('published');
-    expect(next.rows_loaded).toBe(60_000);
+    expect(next.rows_loaded).toBe(30_000);
     const after = await db.pool.query(`SELECT status, error FROM etl.runs WHERE run_id = $1`, [deadRun]);
     expect(after.rows[0].status).toBe('killed');
     expect((await db.pool.query(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'stage'`)).rows[0].n).toBe(0);
@@ -266,6 +266,6 @@ describe('a killed run', () => {
       expect(s.status).toBe('failed');
       for (const t of s.tables) expect((await db.pool.query(`SELECT to_regclass($1) AS r`, [t])).rows[0].r).toBeNull();
     }
-    expect(await servedCount('MT')).toBe(60_000);
+    expect(await servedCount("MT")).toBe(30_000);
   }, 240_000);
 });

@@ -45,7 +45,7 @@ describe('GO: split layer, latin1 without .cpg, repair, duplicates, neighbour st
     // one neighbour-state row dropped, one duplicate resolved
     expect(o.rows_loaded).toBe(SICAR_FIXTURES.GO.areaImovel.length - 2);
     expect(o.rows_rejected).toBe(0);
-    expect(Object.keys(o.stages)).toEqual(['download', 'read', 'normalise', 'index', 'quality', 'publish']);
+    expect(Object.keys(o.stages)).toEqual(['download', 'read', 'normalise', 'index', 'quality', 'derive', 'publish']);
   });
 
   test('both parts of the split layer are read', async () => {

@@ -6,10 +6,11 @@ import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { ident, withTransaction } from '../db/pool.ts';
 import * as catalog from './catalog.ts';
+import { qualifiedSnapshotTable } from './names.ts';
+import { fillMissingPairs, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import type { Pipeline } from './pipeline.ts';
 
-export const snapshotTableName = (relation: string, snapshotId: number) => `${relation}__s${snapshotId}`;
-export const qualifiedSnapshotTable = (relation: string, snapshotId: number) => `snap.${ident(snapshotTableName(relation, snapshotId))}`;
+export { qualifiedSnapshotTable, snapshotTableName } from './names.ts';
 
 /** Rebuilds current.<relation> as the union of the published snapshot table of every scope. */
 export async function refreshCurrentView(client: pg.ClientBase, relation: string, snapshotIds: number[]): Promise<void> {
@@ -65,6 +66,7 @@ export async function publishSnapshot(
     );
     await catalog.setCurrent(client, pipeline.name, snap.scope, snapshotId);
     await repointViews(client, pipeline);
+    if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
     if (opts.afterPublish) await opts.afterPublish(client);
     return { published: true };
   });
@@ -85,6 +87,7 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
     await client.query(`UPDATE etl.snapshots SET status = 'published', published_at = now() WHERE snapshot_id = $1`, [prev.snapshot_id]);
     await catalog.setCurrent(client, pipeline.name, scope, prev.snapshot_id);
     await repointViews(client, pipeline);
+    if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
     if (afterPublish) await afterPublish(client, prev.snapshot_id);
     return { from: cur.snapshot_id, to: prev.snapshot_id };
   });
@@ -107,6 +110,7 @@ export async function applyRetention(pool: pg.Pool, dataset: string, scope: stri
     if (kept.has(s.snapshot_id)) continue;
     await withTransaction(pool, async (c) => {
       await dropSnapshotTables(c, s.tables);
+      await forgetOverlaps(c, s.snapshot_id);
       await catalog.setSnapshotFields(c, s.snapshot_id, { status: 'dropped' });
     });
     dropped.push(s.snapshot_id);

@@ -13,7 +13,9 @@ import { connectOrFail, ident } from '../db/pool.ts';
 import * as catalog from './catalog.ts';
 import type { FetchedFile } from './download.ts';
 import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } from './pipeline.ts';
-import { applyRetention, dropSnapshotTables, publishSnapshot, qualifiedSnapshotTable } from './publish.ts';
+import { qualifiedSnapshotTable } from './names.ts';
+import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
+import { applyRetention, dropSnapshotTables, publishSnapshot } from './publish.ts';
 import { evaluateGate, renderHtml, sum, type ChangeSummary, type QualityReport } from './quality.ts';
 
 /** Lock class for "this run is alive" (pg_advisory_lock(class, run_id)). */
@@ -75,6 +77,7 @@ export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
         const snaps = await client.query(`SELECT snapshot_id, tables FROM etl.snapshots WHERE run_id = $1 AND status = 'loading'`, [run.run_id]);
         for (const s of snaps.rows) {
           await dropSnapshotTables(client, s.tables);
+          await forgetOverlaps(client, s.snapshot_id);
           await catalog.setSnapshotFields(client, s.snapshot_id, { status: 'failed' });
         }
         await catalog.finishRun(client, run.run_id, { status: 'killed', error: 'the process running this load died; cleaned up by a later run' });
@@ -235,6 +238,10 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline & { key?: strin
     }
     outcome.forced = report.gate.forced;
 
+    if (involvesOverlaps(pipeline.name)) {
+      await stage('derive', () => ensureOverlaps(pool, runLog, { dataset: pipeline.name, scope, snapshotId: sid }), (r) => r.rows, (r) => r);
+    }
+
     const pub = await stage('publish', () =>
       publishSnapshot(pool, pipeline, sid, {
         forced: report.gate.forced,
@@ -254,7 +261,10 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline & { key?: strin
     outcome.status = 'failed';
     outcome.error = { code: err.code, message: err.message };
     if (snapshotId !== null) {
-      await dropSnapshotTables(pool, snapshotTables).catch(() => {});
+      // The catalogue lists every table of the snapshot, including derived ones made for it.
+      const listed = (await catalog.getSnapshot(pool, snapshotId).catch(() => null))?.tables ?? [];
+      await dropSnapshotTables(pool, [...new Set([...snapshotTables, ...listed])]).catch(() => {});
+      await forgetOverlaps(pool, snapshotId).catch(() => {});
       await catalog.setSnapshotFields(pool, snapshotId, { status: 'failed' }).catch(() => {});
     }
     await catalog.finishRun(pool, runId, { status: 'failed', snapshotId, error: err.message, errorCode: err.code, read: outcome.rows_read, loaded: outcome.rows_loaded, rejected: outcome.rows_rejected }).catch(() => {});

@@ -52,6 +52,11 @@ export function schemaFingerprint(layers: VectorLayer[]): string {
 const asText = (v: unknown): CopyValue => {
   if (v === null || v === undefined) return null;
   if (v instanceof Date) return v.toISOString().slice(0, 10);
+  // gdal-async hands DBF D (date) fields out as { year, month, day } objects, not Dates.
+  if (typeof v === 'object' && 'year' in v && 'month' in v && 'day' in v) {
+    const d = v as { year: number; month: number; day: number };
+    return `${String(d.year).padStart(4, '0')}-${String(d.month).padStart(2, '0')}-${String(d.day).padStart(2, '0')}`;
+  }
   return String(v);
 };
 
