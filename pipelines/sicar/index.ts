@@ -238,7 +238,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   }
 }
 
-export const sicar: Pipeline & { key: string } = {
+export const sicar: Pipeline = {
   name: 'sicar',
   scopedByUf: true,
   relations: ['car_imovel', 'car_tema'],

@@ -62,6 +62,8 @@ export interface Pipeline {
   relations: string[];
   /** The relation whose row count is the snapshot's `rows`. */
   mainRelation: string;
+  /** Key column of the main relation: the quality report counts keys added and removed. */
+  key?: string;
   /** Download stage: fetch and validate the source files into the raw store. */
   fetch(ctx: RunContext): Promise<FetchedFile[]>;
   /** The publisher's release date when the files carry one (yyyy-mm-dd). */

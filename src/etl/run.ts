@@ -123,7 +123,7 @@ async function changeAgainst(pool: pg.Pool, pipeline: Pipeline, key: string | un
   };
 }
 
-export async function runPipeline(deps: Deps, pipeline: Pipeline & { key?: string }, options: RunOptions): Promise<RunOutcome> {
+export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOptions): Promise<RunOutcome> {
   const { cfg, pool, log } = deps;
   const started = Date.now();
   let uf: string | null = null;
