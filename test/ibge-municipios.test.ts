@@ -1,0 +1,293 @@
+// ibge-municipios end to end on the real embedded PostGIS: the committed fixture, then
+// variants built by the fixture generator (encodings, drift, bad codes, duplicates, years).
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Geometry } from 'geojson';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// @ts-ignore -- the shapefile package ships no type declarations
+import * as shapefileUntyped from 'shapefile';
+import { extractZip } from '../src/etl/archive.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { buildIbgeMunicipios, box, IBGE_FIXTURE, IBGE_FIXTURE_DIR, IBGE_MUNICIPIOS, ring, type IbgeFeature } from '../fixtures/ibge-municipios.ts';
+import { SICAR_FIXTURES } from '../fixtures/sicar.ts';
+import { ibgeMunicipios } from '../pipelines/ibge-municipios/index.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+interface ShpSource {
+  read(): Promise<{ done: boolean; value: { properties: Record<string, unknown>; geometry: Geometry | null } }>;
+}
+const shapefile = shapefileUntyped as unknown as { open(shp: string, dbf: string, o: { encoding: string }): Promise<ShpSource> };
+
+let db: TestDb;
+let work: string;
+const FIXTURE_ZIP = path.join(IBGE_FIXTURE_DIR, 'BR_Municipios_2024.zip');
+
+beforeAll(async () => {
+  db = await testDatabase();
+  work = await mkdtemp(path.join(tmpdir(), 'ibge-test-'));
+});
+afterAll(async () => {
+  await db?.drop();
+  await rm(work, { recursive: true, force: true });
+});
+
+const run = (source: string, extra: { asOf?: string; force?: boolean } = {}) =>
+  runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibgeMunicipios, { source, ...extra });
+
+async function quality(snapshotId: number) {
+  return (await db.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [snapshotId])).rows[0].quality;
+}
+
+async function servingRows() {
+  return (await db.pool.query(`SELECT geocodigo, nome, uf, snapshot_id FROM serving.ibge_municipios ORDER BY geocodigo`)).rows;
+}
+
+/** A variant folder holding one zip built with these options. */
+async function variant(name: string, opts: Parameters<typeof buildIbgeMunicipios>[1]): Promise<string> {
+  const dir = path.join(work, name);
+  await buildIbgeMunicipios(dir, opts);
+  return dir;
+}
+
+const byCode = (code: string) => IBGE_FIXTURE.find((f) => f.attributes.CD_MUN === code)!;
+
+describe('the committed fixture', () => {
+  let snapshotId: number;
+
+  it('loads every feature and publishes with the mesh year as release date', async () => {
+    const out = await run(IBGE_FIXTURE_DIR);
+    expect(out.error).toBeUndefined();
+    expect(out).toMatchObject({ status: 'published', as_of: '2024-01-01', rows_read: 9, rows_loaded: 9, rows_rejected: 0 });
+    snapshotId = out.snapshot_id!;
+  });
+
+  it('serves the 8 municipalities with their attributes and leaves Lagoa dos Patos out', async () => {
+    const r = await db.pool.query(
+      `SELECT geocodigo, nome, uf, cod_uf, area_oficial_km2, ano, extra, snapshot_id FROM serving.ibge_municipios ORDER BY geocodigo`,
+    );
+    expect(r.rows.map((x) => [x.geocodigo, x.nome, x.uf, x.cod_uf, x.area_oficial_km2, x.ano])).toEqual([
+      ['3550308', 'São Paulo', 'SP', '35', 1521.202, 2024],
+      ['5103403', 'Cuiabá', 'MT', '51', 4327.448, 2024],
+      ['5107925', 'Sorriso', 'MT', '51', 9347.01, 2024],
+      ['5108402', 'Várzea Grande', 'MT', '51', 724.279, 2024],
+      ['5201405', 'Aparecida de Goiânia', 'GO', '52', 279.954, 2024],
+      ['5208707', 'Goiânia', 'GO', '52', 729.296, 2024],
+      ['5218805', 'Rio Verde', 'GO', '52', 8379.659, 2024],
+      ['5300108', 'Brasília', 'DF', '53', 5760.784, 2024],
+    ]);
+    expect(r.rows.every((x) => x.snapshot_id === snapshotId)).toBe(true);
+    // Mapped optional fields land in extra under their lower-cased names; unknown columns: none.
+    expect(r.rows.find((x) => x.geocodigo === '5107925').extra).toEqual({
+      nm_uf: 'Mato Grosso', cd_rgi: '510013', nm_rgi: 'Sorriso', cd_rgint: '5103', nm_rgint: 'Sinop',
+      cd_regiao: '5', nm_regiao: 'Centro-Oeste', sigla_rg: 'CO',
+    });
+    const lake = await db.pool.query(`SELECT geocodigo, nome, uf, is_municipio, extra FROM "current".ibge_municipios WHERE NOT is_municipio`);
+    expect(lake.rows).toEqual([
+      { geocodigo: '4300002', nome: 'Lagoa dos Patos', uf: 'RS', is_municipio: false, extra: { nm_uf: 'Rio Grande do Sul', cd_regiao: '4', nm_regiao: 'Sul', sigla_rg: 'S' } },
+    ]);
+  });
+
+  it('reports the non-municipality feature in the quality report', async () => {
+    const q = await quality(snapshotId);
+    expect(q.facts.ibge).toEqual({
+      ano: 2024, ano_do_arquivo: true, municipios: 8,
+      nao_municipios: [{ geocodigo: '4300002', nome: 'Lagoa dos Patos', uf: 'RS' }],
+      codigos_repetidos: [],
+    });
+    expect(q.facts.notes).toContain(
+      '1 features are not municipalities (kept in the snapshot, left out of serving.ibge_municipios and serving.ref_municipio): 4300002 Lagoa dos Patos (RS)',
+    );
+    expect(q.facts.encoding).toEqual({ name: 'UTF-8', assumed: false, replacementChars: 0 });
+    expect(q.facts.geometry).toMatchObject({ invalid: 0, repaired: 0, rejected: 0, srid: 4674, sridAssumed: false, outsideBrazil: 0 });
+    expect(q.facts.fields.unknown).toEqual([]);
+    expect(q.facts.fields.missingOptional).toEqual([]);
+    expect(q.facts.rejected).toEqual({});
+    expect(q.gate).toEqual({ passed: true, forced: false, failures: [] });
+  });
+
+  it('keeps the crosswalk in serving.ref_municipio with normalised names', async () => {
+    const r = await db.pool.query(`SELECT geocodigo, nome_normalizado, uf, cod_municipio_rf, cod_municipio_bacen, ano FROM serving.ref_municipio ORDER BY geocodigo`);
+    expect(r.rows.map((x) => [x.geocodigo, x.nome_normalizado, x.uf])).toEqual([
+      ['3550308', 'SAO PAULO', 'SP'],
+      ['5103403', 'CUIABA', 'MT'],
+      ['5107925', 'SORRISO', 'MT'],
+      ['5108402', 'VARZEA GRANDE', 'MT'],
+      ['5201405', 'APARECIDA DE GOIANIA', 'GO'],
+      ['5208707', 'GOIANIA', 'GO'],
+      ['5218805', 'RIO VERDE', 'GO'],
+      ['5300108', 'BRASILIA', 'DF'],
+    ]);
+    expect(r.rows.every((x) => x.cod_municipio_rf === null && x.cod_municipio_bacen === null && x.ano === 2024)).toBe(true);
+    // How a name-only source resolves: its own spelling through the same normalisation.
+    const hit = await db.pool.query(
+      `SELECT geocodigo FROM serving.ref_municipio WHERE nome_normalizado = etl.normalize_nome($1) AND uf = $2`,
+      ['SÃ£o Paulo', 'SP'],
+    );
+    expect(hit.rows).toEqual([]); // mojibake does not match …
+    const ok = await db.pool.query(`SELECT geocodigo FROM serving.ref_municipio WHERE nome_normalizado = etl.normalize_nome($1) AND uf = $2`, ['  são   PAULO ', 'SP']);
+    expect(ok.rows).toEqual([{ geocodigo: '3550308' }]); // … accents, case and spacing do not matter
+    const lake = await db.pool.query(`SELECT count(*)::int AS n FROM serving.ref_municipio WHERE geocodigo = '4300002' OR nome_normalizado = 'LAGOA DOS PATOS'`);
+    expect(lake.rows[0].n).toBe(0);
+  });
+
+  it('computes geodesic areas equal to PostGIS on the source file read by another reader', async () => {
+    // Independent path: the `shapefile` package (not GDAL) reads the zip's members.
+    const dir = path.join(work, 'independent');
+    const files = await extractZip(FIXTURE_ZIP, dir);
+    const shp = files.find((f) => f.endsWith('.shp'))!;
+    const src = await shapefile.open(shp, shp.replace(/\.shp$/, '.dbf'), { encoding: 'utf-8' });
+    const features: { code: string; name: string; geojson: string }[] = [];
+    for (let r = await src.read(); !r.done; r = await src.read()) {
+      features.push({ code: String(r.value.properties.CD_MUN), name: String(r.value.properties.NM_MUN), geojson: JSON.stringify(r.value.geometry) });
+    }
+    expect(features.map((f) => f.name)).toEqual(IBGE_FIXTURE.map((f) => f.attributes.NM_MUN));
+    const expected = await db.pool.query(
+      `SELECT f.code, ST_Area(ST_Transform(ST_SetSRID(ST_GeomFromGeoJSON(f.geojson), 4674), 4326)::geography) / 1e6 AS km2
+         FROM jsonb_to_recordset($1::jsonb) AS f(code text, geojson text) ORDER BY f.code`,
+      [JSON.stringify(features)],
+    );
+    const got = await db.pool.query(`SELECT geocodigo AS code, area_calculada_km2 AS km2 FROM "current".ibge_municipios ORDER BY geocodigo`);
+    expect(got.rows.map((r) => r.code)).toEqual(expected.rows.map((r) => r.code));
+    for (let i = 0; i < got.rows.length; i++) expect(got.rows[i].km2).toBeCloseTo(expected.rows[i].km2, 6);
+    // Sanity by hand: Brasília's box is 0.98° × 0.55° at ~15.8° S ≈ 105.0 km × 60.9 km.
+    const df = got.rows.find((r) => r.code === '5300108').km2;
+    expect(df).toBeGreaterThan(6300);
+    expect(df).toBeLessThan(6500);
+  });
+
+  it('puts the interior point inside each polygon and the SICAR properties inside their municipality', async () => {
+    const inside = await db.pool.query(`SELECT count(*)::int AS n FROM "current".ibge_municipios WHERE ST_Within(ponto_interior, geom)`);
+    expect(inside.rows[0].n).toBe(9);
+    const props = Object.values(SICAR_FIXTURES).flatMap((s) =>
+      s.areaImovel.map((p) => ({ id: p.id, code: p.attributes.cod_imovel.slice(3, 10), geojson: JSON.stringify(p.geometry) })),
+    );
+    const r = await db.pool.query(
+      `SELECT p.id, p.code, (SELECT array_agg(m.geocodigo ORDER BY m.geocodigo) FROM serving.ibge_municipios m
+                              WHERE ST_Covers(m.geom, ST_Envelope(ST_SetSRID(ST_GeomFromGeoJSON(p.geojson), 4326)))) AS found
+         FROM jsonb_to_recordset($1::jsonb) AS p(id text, code text, geojson text)`,
+      [JSON.stringify(props)],
+    );
+    expect(r.rows.length).toBe(17);
+    for (const row of r.rows) expect({ id: row.id, found: row.found }).toEqual({ id: row.id, found: [row.code] });
+  });
+
+  it('has adjacent, non-overlapping polygons', async () => {
+    const pairs = await db.pool.query(
+      `SELECT a.geocodigo AS a, b.geocodigo AS b, ST_Touches(a.geom, b.geom) AS touches,
+              ST_Area(ST_Intersection(a.geom, b.geom)) AS overlap
+         FROM "current".ibge_municipios a JOIN "current".ibge_municipios b ON a.geocodigo < b.geocodigo
+        WHERE ST_Intersects(a.geom, b.geom) ORDER BY 1, 2`,
+    );
+    expect(pairs.rows).toEqual([
+      { a: '5103403', b: '5108402', touches: true, overlap: 0 },
+      { a: '5201405', b: '5208707', touches: true, overlap: 0 },
+    ]);
+  });
+
+  it('ends unchanged when the same bytes come again', async () => {
+    const out = await run(FIXTURE_ZIP);
+    expect(out).toMatchObject({ status: 'unchanged', snapshot_id: snapshotId });
+  });
+});
+
+describe('variants', () => {
+  it('fails before loading when CD_MUN is missing', async () => {
+    const before = await servingRows();
+    const out = await run(await variant('no-cd-mun', { dropFields: ['CD_MUN'] }));
+    expect(out.status).toBe('failed');
+    expect(out.error?.code).toBe('required_field_missing');
+    expect(out.error?.message).toMatch(/BR_Municipios_2024 has no geocodigo \(looked for cd_mun/);
+    expect(await servingRows()).toEqual(before);
+  });
+
+  it('rejects malformed codes (never by check digit), repairs invalid polygons and blocks above 1 % rejected', async () => {
+    const before = await servingRows();
+    const bowtie = ring([[-468300, -240100], [-463600, -233600], [-463600, -240100], [-468300, -233600]]);
+    const features: IbgeFeature[] = IBGE_FIXTURE.map((f) => (f.attributes.CD_MUN === '3550308' ? { ...f, geometry: bowtie } : f));
+    const bad = (code: string, uf: 'GO' | 'RS', x: number): IbgeFeature => ({
+      role: 'variant', geometry: box(x, -300000, x + 1000, -299000),
+      attributes: { ...byCode('5208707').attributes, CD_MUN: code, NM_MUN: `Teste ${code}`, SIGLA_UF: uf },
+    });
+    // 9900001: no UF 99; 520870: six digits; 4314902 with SIGLA_UF GO: UF mismatch.
+    // 5300109 (Brasília with a wrong check digit) is well-shaped and must load.
+    features.push(bad('9900001', 'GO', -520000), bad('520870', 'GO', -521000), bad('4314902', 'GO', -522000));
+    features.push({ ...bad('5300109', 'GO', -523000), attributes: { ...byCode('5300108').attributes, CD_MUN: '5300109', NM_MUN: 'Teste DV' } });
+    const out = await run(await variant('bad-codes', { features }));
+    expect(out).toMatchObject({ status: 'blocked', rows_read: 13, rows_loaded: 10, rows_rejected: 3 });
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.rejected).toEqual({ bad_geocodigo: 2, uf_mismatch: 1 });
+    expect(q.facts.geometry).toMatchObject({ invalid: 1, repaired: 1, rejected: 0 });
+    expect(q.gate.failures.map((f: { rule: string }) => f.rule)).toEqual(['rejected_share']);
+    expect(await servingRows()).toEqual(before);
+  });
+
+  it('blocks a DBF whose .cpg lies (U+FFFD in names) unless forced', async () => {
+    const out = await run(await variant('lying-cpg', { encoding: 'latin1', cpg: 'UTF-8' }));
+    expect(out.status).toBe('blocked');
+    const q = await quality(out.snapshot_id!);
+    // Values with a non-ASCII character among the mapped fields, counted on the fixture itself.
+    const accented = IBGE_FIXTURE.flatMap((f) => Object.values(f.attributes)).filter((v) => typeof v === 'string' && /[^\x00-\x7f]/.test(v)).length;
+    expect(q.facts.encoding).toEqual({ name: 'UTF-8', assumed: false, replacementChars: accented });
+    expect(q.gate.failures).toEqual([
+      { rule: 'replacement_characters', message: `${accented} values hold U+FFFD: the DBF is not in the encoding its .cpg declares (UTF-8)`, value: accented },
+    ]);
+  });
+
+  it('detects a Latin-1 DBF without .cpg and keeps the accents', async () => {
+    const out = await run(await variant('latin1-no-cpg', { encoding: 'latin1', cpg: null }));
+    expect(out.status).toBe('published');
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.encoding).toEqual({ name: 'ISO-8859-1', assumed: true, replacementChars: 0 });
+    expect(q.facts.notes).toContain('BR_Municipios_2024 had no .cpg: its DBF bytes read as ISO-8859-1');
+    const r = await db.pool.query(`SELECT nome, nome_normalizado FROM serving.ref_municipio WHERE geocodigo IN ('3550308', '5108402') ORDER BY 1`);
+    expect(r.rows).toEqual([
+      { nome: 'São Paulo', nome_normalizado: 'SAO PAULO' },
+      { nome: 'Várzea Grande', nome_normalizado: 'VARZEA GRANDE' },
+    ]);
+  });
+
+  it('merges features that share a code instead of dropping territory', async () => {
+    const df = byCode('5300108');
+    const features: IbgeFeature[] = IBGE_FIXTURE.flatMap((f) =>
+      f === df
+        ? [{ ...df, geometry: box(-482900, -160500, -478000, -155000) }, { ...df, geometry: box(-478000, -160500, -473100, -155000) }]
+        : [f],
+    );
+    const out = await run(await variant('split-df', { features }));
+    expect(out).toMatchObject({ status: 'published', rows_read: 10, rows_loaded: 9, rows_rejected: 0 });
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.dropped).toEqual({ duplicate_geocodigo_merged: 1 });
+    expect(q.facts.ibge.codigos_repetidos).toEqual([{ geocodigo: '5300108', feicoes: 2 }]);
+    const halves = features.filter((f) => f.attributes.CD_MUN === '5300108').map((f) => JSON.stringify(f.geometry));
+    const r = await db.pool.query(
+      `SELECT ST_NumGeometries(geom) AS parts, area_calculada_km2 AS km2,
+              (SELECT sum(ST_Area(ST_SetSRID(ST_GeomFromGeoJSON(h), 4326)::geography)) / 1e6 FROM unnest($1::text[]) h) AS halves
+         FROM serving.ibge_municipios WHERE geocodigo = '5300108'`,
+      [halves],
+    );
+    expect(r.rows[0].parts).toBe(1); // the two halves dissolve into one polygon …
+    expect(r.rows[0].km2).toBeCloseTo(r.rows[0].halves, 6); // … holding both halves' area
+  });
+
+  it('picks the newest mesh of a folder and takes the year from the file name', async () => {
+    const dir = path.join(work, 'years');
+    await buildIbgeMunicipios(dir, { year: 2023, features: IBGE_MUNICIPIOS.slice(0, 7) });
+    await buildIbgeMunicipios(dir, { year: 2025 });
+    const out = await run(dir);
+    expect(out).toMatchObject({ status: 'published', as_of: '2025-01-01', rows_loaded: 9 });
+    const r = await db.pool.query(`SELECT DISTINCT ano FROM serving.ibge_municipios`);
+    expect(r.rows).toEqual([{ ano: 2025 }]);
+  });
+
+  it('uses the as-of year when the file name carries no year', async () => {
+    const zip = await buildIbgeMunicipios(path.join(work, 'no-year'), { year: 2022, zipName: 'malha.zip' });
+    const out = await run(zip, { asOf: '2022-08-31' });
+    expect(out).toMatchObject({ status: 'published', as_of: '2022-08-31' });
+    const r = await db.pool.query(`SELECT DISTINCT ano FROM serving.ibge_municipios`);
+    expect(r.rows).toEqual([{ ano: 2022 }]);
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.ibge.ano_do_arquivo).toBe(false);
+    expect(q.facts.notes).toContain('malha.zip carries no mesh year (BR_Municipios_<YYYY>.zip): ano = 2022, the as-of year');
+  });
+});
