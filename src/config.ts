@@ -38,6 +38,8 @@ const OFFICIAL_SOURCES: Record<string, string> = {
   'funai-tis':
     'https://geoserver.funai.gov.br/geoserver/Funai/ows?service=WFS&version=1.0.0&request=GetFeature&typeName=Funai%3Atis_poligonais&maxFeatures=10000&outputFormat=SHAPE-ZIP',
   'incra-quilombos': 'https://certificacao.incra.gov.br/csv_shp/zip/%C3%81reas%20de%20Quilombolas.zip',
+  // DNIT Cloud (Nextcloud) public share over WebDAV: the share token is the user name.
+  'dnit-snv': 'https://oTpPRmYs5AAdiNr:@servicos.dnit.gov.br/dnitcloud/public.php/webdav/SNV%20Bases%20Geom%C3%A9tricas%20(2013-Atual)%20(SHP)/',
   'ibge-municipios':
     'https://geoftp.ibge.gov.br/organizacao_do_territorio/malhas_territoriais/malhas_municipais/municipio_2024/Brasil/BR_Municipios_2024.zip',
 };
