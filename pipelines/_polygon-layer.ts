@@ -1,0 +1,370 @@
+// A national polygon layer published as one zip holding one shapefile (FUNAI indigenous
+// lands, CNUC conservation units, INCRA quilombola areas). Each pipeline declares its
+// source file, its field aliases and its named SQL; this module does the rest the same
+// way for all of them:
+//
+//   download  --source (zip, folder holding the official file name, file:// or http(s)
+//             URL, or a URL prefix the official name is joined to) or the configured source
+//   read      unzip (searching sub-folders and zips inside the zip), stage every shapefile
+//             through COPY with alias-mapped text columns; a missing required column fails
+//             here, before anything is loaded
+//   normalise repair invalid polygons row by row; `<p>_classify` gives each row a verdict
+//             (kept, rejected with a reason, or a duplicate key) and its final geometry
+//             (repaired, polygonal, 2D, EPSG:4326, multi); `<p>_build` creates the typed
+//             snapshot table with exactly the template's columns
+//   index     primary key on the key, GiST on geom, GIN on array columns, ANALYZE
+//
+// Quality facts: verdict counts (rejected / dropped.duplicate_key), repairs, empty values,
+// unparseable dates, numbers and flags that did not parse, unknown columns (kept in
+// `extra`), and U+FFFD occurrences in every staged text (a gate failure where the source
+// section says so, e.g. FUNAI §4.2).
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { AgroError } from '../src/errors.ts';
+import { ident } from '../src/db/pool.ts';
+import { extractZip } from '../src/etl/archive.ts';
+import { fetchSource, joinSource, type FetchedFile } from '../src/etl/download.ts';
+import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../src/etl/pipeline.ts';
+import { emptyFacts, sum, type QualityFacts } from '../src/etl/quality.ts';
+import { assertSameShape, repairInvalidPolygons } from '../src/etl/repair.ts';
+import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
+import { findShapefiles, openLayer, type LayerDefaults, type VectorLayer } from '../src/etl/vector-reader.ts';
+import { namedSql, render } from '../src/sql.ts';
+
+export interface LayerField extends FieldSpec {
+  /** Staged so that it stays out of `extra`, then not loaded (e.g. FUNAI's always-zero `epsg`). */
+  drop?: boolean;
+}
+
+/** Placeholders every named SQL file of a polygon layer may use. */
+export type LayerSqlVars = {
+  stage: string;
+  fix: string;
+  classified: string;
+  target: string;
+  snapshot_id: string;
+};
+
+export interface LayerCheckContext {
+  client: pg.ClientBase;
+  vars: LayerSqlVars;
+  facts: QualityFacts;
+  rowsLoaded: number;
+}
+
+export interface PolygonLayerSpec {
+  /** Pipeline name (contract §2). */
+  name: string;
+  /** snap.<relation>__template / current.<relation>. */
+  relation: string;
+  /** Canonical staging fields with every known spelling (lower case). */
+  fields: LayerField[];
+  source: {
+    /** The official file name: looked for in a --source folder, joined to a URL prefix, used to store a service response. */
+    fileName: string;
+    /** Other names the file is published under in a folder (the newest by name wins), e.g. /^shp_cnuc_\d{4}_\d{2}\.zip$/i. */
+    pattern?: RegExp;
+    /** The publisher's release date carried by the file name (yyyy-mm-dd), when it has one. */
+    releaseDate?: (fileName: string) => string | null;
+  };
+  /** Named SQL (without the .sql): classify creates {{classified}}, build creates {{target}}. */
+  sql: { classify: string; build: string };
+  /** Staging columns checked on kept rows; failures load as NULL and are reported. */
+  checks: {
+    dates?: { column: string; kind: 'etl.date_kind' | 'etl.date_dmy_iso_kind' }[];
+    numbers?: string[];
+    flags?: string[];
+  };
+  /** Snapshot columns whose NULLs are counted in the report. */
+  emptyColumns: string[];
+  /** Array columns indexed with GIN for containment filters (ufs @> '{MT}'). */
+  ginColumns?: string[];
+  /** Other columns indexed with a btree. */
+  btreeColumns?: string[];
+  /** U+FFFD in the source text fails the gate (SOURCES §4.2 for FUNAI). */
+  failOnReplacementChars?: boolean;
+  /** Pipeline-specific facts and gate failures, run after the snapshot table is built. */
+  extraChecks?: (c: LayerCheckContext) => Promise<void>;
+}
+
+export type PolygonLayerPipeline = Pipeline & { key: string; spec: PolygonLayerSpec };
+
+/** The layers' own encoding comes from the .cpg; these sources are all UTF-8 (SOURCES §1.9). */
+const LAYER_DEFAULTS: LayerDefaults = { srid: 4674, encoding: 'UTF-8' };
+const MAX_ZIP_DEPTH = 3;
+const KEY = 'codigo';
+
+const isHttp = (s: string) => /^https?:\/\//i.test(s);
+const nfc = (s: string) => s.normalize('NFC');
+
+// ---------- download ----------
+
+/** The zip to take from a folder: the official name (Unicode- and case-insensitive), then the newest pattern match, then the only zip. */
+export function pickFromFolder(dir: string, spec: PolygonLayerSpec['source']): string {
+  const zips = fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isFile() && /\.zip$/i.test(e.name)).map((e) => e.name).sort();
+  const wanted = nfc(spec.fileName).toLowerCase();
+  const exact = zips.find((z) => nfc(z).toLowerCase() === wanted);
+  if (exact) return exact;
+  const matching = spec.pattern ? zips.filter((z) => spec.pattern!.test(nfc(z))) : [];
+  if (matching.length) return matching[matching.length - 1];
+  if (zips.length === 1) return zips[0];
+  throw new AgroError('source_not_found', `${dir} holds no ${spec.fileName}${zips.length ? ` (zips there: ${zips.join(', ')})` : ''}`);
+}
+
+function lastSegment(url: URL): string {
+  const last = url.pathname.split('/').pop() ?? '';
+  try {
+    return decodeURIComponent(last);
+  } catch {
+    return last;
+  }
+}
+
+/** Where to download from and under which name to keep the file in the raw store. */
+export function resolveSource(src: string, spec: PolygonLayerSpec['source']): { uri: string; name: string } {
+  if (isHttp(src)) {
+    const url = new URL(src);
+    const last = lastSegment(url);
+    if (/\.zip$/i.test(last)) return { uri: src, name: nfc(last) };
+    // A service request (FUNAI's WFS GetFeature … outputFormat=SHAPE-ZIP) answers with the zip itself.
+    if (url.search) return { uri: src, name: spec.fileName };
+    return { uri: joinSource(src, spec.fileName), name: spec.fileName };
+  }
+  const local = src.startsWith('file:') ? fileURLToPath(src) : path.resolve(src);
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(local);
+  } catch {
+    throw new AgroError('source_not_found', `${local}: no such file or folder`);
+  }
+  if (st.isDirectory()) {
+    const name = pickFromFolder(local, spec);
+    return { uri: path.join(local, name), name: nfc(name) };
+  }
+  return { uri: local, name: nfc(path.basename(local)) };
+}
+
+async function fetchLayer(ctx: RunContext, spec: PolygonLayerSpec): Promise<FetchedFile[]> {
+  const src = ctx.options.source ?? ctx.cfg.sources[spec.name];
+  if (!src) {
+    const env = `AGRO_SOURCE_${spec.name.toUpperCase().replace(/-/g, '_')}`;
+    throw new AgroError('usage', `${spec.name} has no configured source: pass --source <zip, folder or URL> or set ${env}`);
+  }
+  const { uri, name } = resolveSource(src, spec.source);
+  const file = await fetchSource(uri, {
+    destDir: ctx.rawDir,
+    name,
+    userAgent: ctx.cfg.userAgent,
+    expect: 'zip',
+    log: (m, extra) => ctx.log.info(extra ?? {}, m),
+  });
+  if (!file) throw new AgroError('source_not_found', uri);
+  return [file];
+}
+
+/** File-name date, then Last-Modified, then the local file's modification time (a manual drop). */
+async function releaseDate(spec: PolygonLayerSpec, files: FetchedFile[]): Promise<string | null> {
+  const f = files[0];
+  if (!f) return null;
+  const named = spec.source.releaseDate?.(f.name) ?? null;
+  if (named) return named;
+  const day = (d: Date) => (Number.isNaN(d.getTime()) ? null : d.toISOString().slice(0, 10));
+  if (f.lastModified) {
+    const d = day(new Date(f.lastModified));
+    if (d) return d;
+  }
+  if (!isHttp(f.sourceUri)) {
+    try {
+      return day(fs.statSync(f.sourceUri.startsWith('file:') ? fileURLToPath(f.sourceUri) : f.sourceUri).mtime);
+    } catch {
+      return null;
+    }
+  }
+  return null;
+}
+
+// ---------- read ----------
+
+/** Every shapefile in the zip, in sub-folders or in zips inside it (up to MAX_ZIP_DEPTH levels). */
+export async function layersFromNestedZip(zipPath: string, workDir: string): Promise<VectorLayer[]> {
+  const shps: string[] = [];
+  const visit = async (zip: string, into: string, depth: number) => {
+    const files = await extractZip(zip, into);
+    shps.push(...findShapefiles(files));
+    if (depth >= MAX_ZIP_DEPTH) return;
+    const inner = files.filter((f) => /\.zip$/i.test(f)).sort();
+    for (let i = 0; i < inner.length; i++) await visit(inner[i], `${into}.z${i}`, depth + 1);
+  };
+  await visit(zipPath, path.join(workDir, 'src'), 1);
+  if (shps.length === 0) throw new AgroError('no_layer', `${path.basename(zipPath)} holds no shapefile`);
+  return shps.sort().map((s) => openLayer(s, LAYER_DEFAULTS));
+}
+
+// ---------- quality ----------
+
+async function countReplacementChars(client: pg.ClientBase, stage: string, fields: LayerField[]): Promise<Record<string, number>> {
+  const cols = [...fields.map((f) => f.name), 'extra'];
+  const expr = (c: string) => (c === 'extra' ? `etl.replacement_chars(extra::text)` : `etl.replacement_chars(${ident(c)})`);
+  const r = await client.query(`SELECT ${cols.map((c) => `coalesce(sum(${expr(c)}), 0)::int AS ${ident(c)}`).join(', ')} FROM ${stage}`);
+  return Object.fromEntries(Object.entries(r.rows[0] as Record<string, number>).filter(([, n]) => n > 0));
+}
+
+async function fieldChecks(client: pg.ClientBase, vars: LayerSqlVars, spec: PolygonLayerSpec, facts: QualityFacts) {
+  const parts: string[] = [];
+  for (const d of spec.checks.dates ?? []) {
+    const c = ident(d.column);
+    parts.push(`count(*) FILTER (WHERE ${d.kind}(s.${c}) = 'bad')::int AS ${ident(`date_bad:${d.column}`)}`);
+    parts.push(`count(*) FILTER (WHERE ${d.kind}(s.${c}) = 'placeholder')::int AS ${ident(`date_placeholder:${d.column}`)}`);
+  }
+  for (const n of spec.checks.numbers ?? []) {
+    const c = `s.${ident(n)}`;
+    parts.push(`count(*) FILTER (WHERE btrim(${c}) <> '' AND etl.parse_number(${c}) IS NULL)::int AS ${ident(`number:${n}`)}`);
+  }
+  for (const f of spec.checks.flags ?? []) {
+    const c = `s.${ident(f)}`;
+    parts.push(`count(*) FILTER (WHERE btrim(${c}) <> '' AND etl.parse_flag(${c}) IS NULL)::int AS ${ident(`flag:${f}`)}`);
+  }
+  if (!parts.length) return;
+  const r = await client.query(`SELECT ${parts.join(', ')} FROM ${vars.classified} c JOIN ${vars.stage} s ON s.src_seq = c.src_seq WHERE c.verdict = 'ok'`);
+  for (const [k, v] of Object.entries(r.rows[0] as Record<string, number>)) {
+    if (!v) continue;
+    const [kind, col] = k.split(':');
+    if (kind === 'date_bad') facts.dates.unparseable[col] = v;
+    else if (kind === 'date_placeholder') facts.dates.placeholders[col] = v;
+    else if (kind === 'number') facts.notes.push(`${col}: ${v} value(s) are not numbers (loaded as NULL, source text kept in extra)`);
+    else facts.notes.push(`${col}: ${v} value(s) are not yes/no flags (loaded as NULL, source text kept in extra)`);
+  }
+}
+
+// ---------- load ----------
+
+async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
+  const facts = emptyFacts();
+  const client = await ctx.pool.connect();
+  try {
+    const staged = await ctx.stage(
+      'read',
+      async () => {
+        const layers = await layersFromNestedZip(files[0].path, ctx.workDir);
+        const stage = ctx.stagingTable('src');
+        return { layers, stage, ...(await stageLayers(client, stage, layers, spec.fields)) };
+      },
+      (s) => s.rows,
+      (s) => ({ layers: s.layers.map((l) => ({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding })), unknown: s.unknown }),
+    );
+
+    const vars: LayerSqlVars = {
+      stage: staged.stage,
+      fix: ctx.stagingTable('fix'),
+      classified: ctx.stagingTable('cls'),
+      target: '',
+      snapshot_id: String(target.snapshotId),
+    };
+    const built = await ctx.stage(
+      'normalise',
+      async () => {
+        const repair = await repairInvalidPolygons(client, vars.stage, vars.fix, ctx.cfg.repairTimeoutMs);
+        await client.query(render(namedSql(spec.sql.classify), vars));
+        const v = await client.query(`SELECT verdict, count(*)::int AS n FROM ${vars.classified} GROUP BY verdict`);
+        const verdicts = Object.fromEntries(v.rows.map((x) => [x.verdict, x.n])) as Record<string, number>;
+        vars.target = await target.table(spec.relation);
+        await client.query(render(namedSql(spec.sql.build), vars));
+        await assertSameShape(client, `snap.${ident(`${spec.relation}__template`)}`, vars.target);
+        const rows = Number((await client.query(`SELECT count(*) AS n FROM ${vars.target}`)).rows[0].n);
+        return { repair, verdicts, rows };
+      },
+      (r) => r.rows,
+      (r) => ({ verdicts: r.verdicts, repair: r.repair }),
+    );
+
+    await ctx.stage('index', async () => {
+      const t = vars.target;
+      const base = `${spec.relation}__s${target.snapshotId}`;
+      await client.query(`ALTER TABLE ${t} ALTER COLUMN ${KEY} SET NOT NULL, ADD CONSTRAINT ${ident(base + '_pk')} PRIMARY KEY (${KEY})`);
+      await client.query(`CREATE INDEX ${ident(base + '_geom')} ON ${t} USING gist (geom)`);
+      for (const c of spec.ginColumns ?? []) await client.query(`CREATE INDEX ${ident(`${base}_${c}`)} ON ${t} USING gin (${ident(c)})`);
+      for (const c of spec.btreeColumns ?? []) await client.query(`CREATE INDEX ${ident(`${base}_${c}`)} ON ${t} (${ident(c)})`);
+      await client.query(`ANALYZE ${t}`);
+    });
+
+    // Verdicts: duplicates are dropped by design, everything else not kept is rejected.
+    for (const [verdict, n] of Object.entries(built.verdicts)) {
+      if (verdict === 'ok') continue;
+      if (verdict === 'duplicate_key') facts.dropped.duplicate_key = n;
+      else facts.rejected[verdict] = n;
+    }
+    const { repair } = built;
+    facts.geometry.invalid = repair.invalid;
+    facts.geometry.repaired = repair.repaired;
+    facts.geometry.rejected = repair.rejected + repair.empty;
+    facts.geometry.empty = facts.rejected.no_geometry ?? 0;
+    facts.geometry.outsideBrazil = facts.rejected.outside_brazil ?? 0;
+    facts.geometry.srid = staged.layers[0].srid;
+    facts.geometry.sridAssumed = staged.layers.some((l) => l.sridAssumed);
+    for (const l of staged.layers) facts.layers.push({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding });
+    facts.encoding.name = staged.layers[0].encoding;
+    facts.encoding.assumed = staged.layers.some((l) => l.encodingAssumed);
+    const dropped = new Set(spec.fields.filter((f) => f.drop).map((f) => f.name));
+    facts.fields.missingOptional = staged.missingOptional.filter((n) => !dropped.has(n));
+    facts.fields.unknown = staged.unknown;
+    if (staged.layers.length > 1) facts.notes.push(`${staged.layers.length} shapefiles in the zip, loaded together: ${staged.layers.map((l) => l.name).join(', ')}`);
+    if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${LAYER_DEFAULTS.srid} (SIRGAS 2000) assumed`);
+    if (facts.encoding.assumed) facts.notes.push(`a layer had no .cpg: DBF decoded as ${LAYER_DEFAULTS.encoding}`);
+    if (staged.unknown.length) ctx.log.warn({ columns: staged.unknown }, 'source columns without a mapping, kept in extra');
+
+    const empties = await client.query(
+      `SELECT ${spec.emptyColumns.map((c) => `count(*) FILTER (WHERE ${ident(c)} IS NULL)::int AS ${ident(c)}`).join(', ')} FROM ${vars.target}`,
+    );
+    facts.fields.empty = empties.rows[0] as Record<string, number>;
+    await fieldChecks(client, vars, spec, facts);
+
+    const fffd = await countReplacementChars(client, vars.stage, spec.fields);
+    const fffdTotal = sum(fffd);
+    facts.encoding.replacementChars = fffdTotal;
+    if (fffdTotal > 0) {
+      const where = Object.entries(fffd).map(([c, n]) => `${c} ${n}`).join(', ');
+      facts.notes.push(`U+FFFD replacement characters per field: ${where}`);
+      if (spec.failOnReplacementChars) {
+        facts.failures.push({
+          rule: 'replacement_characters',
+          message: `${fffdTotal} U+FFFD replacement characters in the source text (${where}): accents were lost before publication`,
+          value: fffdTotal,
+          threshold: 0,
+        });
+      }
+    }
+    if (spec.extraChecks) await spec.extraChecks({ client, vars, facts, rowsLoaded: built.rows });
+
+    return {
+      rowsRead: staged.rows,
+      rowsLoaded: built.rows,
+      rowsRejected: sum(facts.rejected),
+      facts,
+      fingerprint: staged.fingerprint,
+    };
+  } finally {
+    client.release();
+  }
+}
+
+/** A pipeline (contract §2) for one national polygon layer described by `spec`. */
+export function polygonLayerPipeline(spec: PolygonLayerSpec): PolygonLayerPipeline {
+  return {
+    name: spec.name,
+    scopedByUf: false,
+    relations: [spec.relation],
+    mainRelation: spec.relation,
+    key: KEY,
+    spec,
+    fetch: (ctx) => fetchLayer(ctx, spec),
+    releaseDate: (_ctx, files) => releaseDate(spec, files),
+    load: (ctx, files, target) => load(ctx, spec, files, target),
+  };
+}
+
+/** Rows named in a check query `SELECT name, n …`, as `"A" (2), "B" (1)` for messages. */
+export function describeCounts(rows: { name: string; n: number }[]): string {
+  return rows.map((r) => `"${r.name}" (${r.n})`).join(', ');
+}

@@ -1,0 +1,27 @@
+-- Why each staged conservation unit is kept or not, with its final geometry (repaired,
+-- polygonal, 2D, EPSG:4326, multi). Duplicate cd_cnuc (the layer carries no update date):
+-- the copy read last (highest src_seq) is kept.
+CREATE UNLOGGED TABLE {{classified}} AS
+WITH g AS (
+  SELECT s.src_seq, nullif(btrim(s.codigo), '') AS codigo,
+         f.status AS repair, s.geom IS NULL AS no_geom,
+         CASE WHEN s.geom IS NOT NULL AND coalesce(f.status, 'repaired') = 'repaired' THEN
+           ST_Multi(ST_CollectionExtract(ST_Force2D(ST_Transform(coalesce(f.geom, ST_SetSRID(s.geom, s.src_srid)), 4326)), 3))
+         END AS geom
+  FROM {{stage}} s LEFT JOIN {{fix}} f ON f.src_seq = s.src_seq
+), v AS (
+  SELECT g.*, CASE
+      WHEN codigo IS NULL THEN 'no_key'
+      WHEN no_geom THEN 'no_geometry'
+      WHEN repair = 'rejected' THEN 'geometry_unrepairable'
+      WHEN repair = 'empty' THEN 'geometry_empty_after_repair'
+      WHEN ST_IsEmpty(geom) THEN 'geometry_not_polygonal'
+      WHEN NOT etl.in_brazil(geom) THEN 'outside_brazil'
+      ELSE 'ok' END AS verdict
+  FROM g
+)
+SELECT src_seq, codigo, geom,
+       CASE WHEN verdict = 'ok'
+             AND row_number() OVER (PARTITION BY codigo, verdict = 'ok' ORDER BY src_seq DESC) > 1
+            THEN 'duplicate_key' ELSE verdict END AS verdict
+FROM v
