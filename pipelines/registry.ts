@@ -2,11 +2,14 @@
 // reference and territorial layers first, so that each CAR state's overlaps are
 // computed once against layers that are already current.
 import type { Pipeline } from '../src/etl/pipeline.ts';
+import { cnucUcs } from './cnuc-ucs/index.ts';
 import { dnitSnv } from './dnit-snv/index.ts';
+import { funaiTis } from './funai-tis/index.ts';
 import { ibgeMunicipios } from './ibge-municipios/index.ts';
+import { incraQuilombos } from './incra-quilombos/index.ts';
 import { sicar } from './sicar/index.ts';
 
-export const PIPELINES: Pipeline[] = [ibgeMunicipios, dnitSnv, sicar];
+export const PIPELINES: Pipeline[] = [ibgeMunicipios, dnitSnv, funaiTis, cnucUcs, incraQuilombos, sicar];
 
 export function findPipeline(name: string): Pipeline | undefined {
   return PIPELINES.find((p) => p.name === name);
