@@ -26,6 +26,12 @@ export interface Config {
   repairTimeoutMs: number;
   /** Descriptive User-Agent for government hosts (FUNAI answers 403 without one). */
   userAgent: string;
+  /**
+   * Key of documento_hmac (keyed hash of CPF/CNPJ for equality lookups across datasets).
+   * AGRO_HMAC_KEY in production; a fixed development key otherwise (reported in quality reports).
+   */
+  hmacKey: string;
+  hmacKeySource: 'env' | 'development';
   /** Official source locations, overridable per pipeline with AGRO_SOURCE_<PIPELINE>. */
   sources: Readonly<Record<string, string>>;
 }
@@ -46,6 +52,9 @@ const OFFICIAL_SOURCES: Record<string, string> = {
   'ibge-municipios':
     'https://geoftp.ibge.gov.br/organizacao_do_territorio/malhas_territoriais/malhas_municipais/municipio_2024/Brasil/BR_Municipios_2024.zip',
 };
+
+/** Used when AGRO_HMAC_KEY is not set: development and tests only. */
+export const DEV_HMAC_KEY = 'agro-dev-hmac-key-not-for-production';
 
 function num(v: string | undefined, fallback: number): number {
   if (v === undefined || v === '') return fallback;
@@ -74,6 +83,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     }),
     repairTimeoutMs: num(env.AGRO_REPAIR_TIMEOUT_MS, 30_000),
     userAgent: env.AGRO_USER_AGENT || 'agro-data/0.1 (+https://github.com/agro-data; data engineering loader)',
+    hmacKey: env.AGRO_HMAC_KEY || DEV_HMAC_KEY,
+    hmacKeySource: env.AGRO_HMAC_KEY ? 'env' : 'development',
     sources: Object.freeze(sources),
   });
 }

@@ -95,23 +95,12 @@ export function documentHmac(documento: string, key: string): string {
   return crypto.createHmac('sha256', key).update(documento).digest('hex');
 }
 
-/** Used when neither the configuration nor AGRO_HMAC_KEY provides a key (development only). */
-export const DEV_HMAC_KEY = 'agro-dev-hmac-key-not-for-production';
-
 export interface HmacKey {
   key: string;
-  source: 'config' | 'env' | 'development';
+  source: 'env' | 'development';
 }
 
-/**
- * The key of documento_hmac. Every dataset must use the same key so that documents match
- * across sources (car-titulares, ibama-embargos): the order is the one ibama-embargos uses.
- * Config has no hmacKey field yet; until the lead wires AGRO_HMAC_KEY into src/config.ts,
- * the environment is read here as a fallback.
- */
-export function resolveHmacKey(cfg: Config, env: NodeJS.ProcessEnv = process.env): HmacKey {
-  const fromCfg = (cfg as Config & { hmacKey?: string }).hmacKey;
-  if (fromCfg) return { key: fromCfg, source: 'config' };
-  if (env.AGRO_HMAC_KEY) return { key: env.AGRO_HMAC_KEY, source: 'env' };
-  return { key: DEV_HMAC_KEY, source: 'development' };
+/** The key of documento_hmac: one for every dataset, so documents match across sources. */
+export function resolveHmacKey(cfg: Config): HmacKey {
+  return { key: cfg.hmacKey, source: cfg.hmacKeySource };
 }

@@ -3,9 +3,10 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  cnpjCheckDigits, cpfCheckDigits, DEV_HMAC_KEY, displayDocument, documentHmac, documentType, isValidCnpj, isValidCpf,
+  cnpjCheckDigits, cpfCheckDigits, displayDocument, documentHmac, documentType, isValidCnpj, isValidCpf,
   normalizeDocument, parseDocument, resolveHmacKey,
 } from '../src/documents.ts';
+import { DEV_HMAC_KEY, loadConfig } from '../src/config.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 // Published vectors: SOURCES §1.5 (Receita's Nota Técnica 49/2024 for the alphanumeric
@@ -92,12 +93,10 @@ describe('documents (TypeScript)', () => {
     expect(displayDocument('123')).toBe('***');
   });
 
-  it('hashes documents with HMAC-SHA256 and resolves the key config → env → development', () => {
+  it('hashes documents with HMAC-SHA256 under the configured key (AGRO_HMAC_KEY, else the development key)', () => {
     expect(documentHmac('52998224725', 'k')).toBe(crypto.createHmac('sha256', 'k').update('52998224725').digest('hex'));
-    const cfg = {} as Parameters<typeof resolveHmacKey>[0];
-    expect(resolveHmacKey({ ...cfg, hmacKey: 'from-config' } as typeof cfg, { AGRO_HMAC_KEY: 'from-env' })).toEqual({ key: 'from-config', source: 'config' });
-    expect(resolveHmacKey(cfg, { AGRO_HMAC_KEY: 'from-env' })).toEqual({ key: 'from-env', source: 'env' });
-    expect(resolveHmacKey(cfg, {})).toEqual({ key: DEV_HMAC_KEY, source: 'development' });
+    expect(resolveHmacKey(loadConfig({ AGRO_HMAC_KEY: 'from-env' }))).toEqual({ key: 'from-env', source: 'env' });
+    expect(resolveHmacKey(loadConfig({}))).toEqual({ key: DEV_HMAC_KEY, source: 'development' });
   });
 
   it('the random sample covers valid and invalid documents of both kinds', () => {
