@@ -1,0 +1,50 @@
+-- One staged season file, typed: each row's verdict and canonical values. The branches of
+-- all files (UNION ALL) are written once into an unlogged table that the next steps read.
+-- chave sorts in byte order (COLLATE "C"): a locale collation makes the 3.3 M-row
+-- deduplication sort and the key index several times slower. {{file_no}} orders files (by name) for "last read wins";
+-- {{file_safra}} is the season in the file name, used only when the header has neither
+-- SafraIni nor SafraFin (staged NULL = column absent, '' = empty cell).
+SELECT {{file_no}}::integer AS file_no, s.src_seq,
+       CASE WHEN NOT etl.zarc_geocodigo_ok(k.geocodigo) THEN 'bad_geocodigo'
+            WHEN k.cultura IS NULL THEN 'missing_cultura'
+            WHEN k.ciclo IS NULL THEN 'bad_ciclo'
+            WHEN k.solo IS NULL THEN 'bad_solo'
+            WHEN z.safra IS NULL THEN 'bad_safra'
+            ELSE 'ok' END AS verdict,
+       k.geocodigo, z.safra, k.cultura, k.cod_cultura, k.ciclo, k.solo, k.manejo,
+       nullif(btrim(s.nome_manejo), '') AS nome_manejo, k.cod_clima, nullif(btrim(s.clima), '') AS clima, k.portaria,
+       nullif(btrim(s.uf), '') AS uf, nullif(btrim(s.municipio), '') AS municipio,
+       nullif(btrim(s.cod_municipio_bacen), '') AS cod_municipio_bacen,
+       {{decs}},
+       CASE WHEN z.safra <> 'perene' THEN left(z.safra, 4)::smallint END AS safra_ini,
+       CASE WHEN z.safra <> 'perene' THEN right(z.safra, 4)::smallint END AS safra_fim,
+       nullif(btrim(s.produtividade), '') AS produtividade, nullif(btrim(s.cod_nm), '') AS cod_nm,
+       etl.zarc_int(s.cod_meso) AS cod_meso, etl.zarc_int(s.cod_micro) AS cod_micro,
+       (k.cultura || '|' || k.ciclo || '|' || k.solo || '|' || k.geocodigo || '|' || coalesce(k.manejo::text, '') || '|'
+         || coalesce(k.cod_clima::text, '') || '|' || z.safra || '|' || coalesce(k.portaria, '')) COLLATE "C" AS chave,
+       s.extra,
+       {{invalid_cells}} AS invalid_cells,
+       (k.cod_cultura IS NULL AND nullif(btrim(s.cod_cultura), '') IS NOT NULL)
+         OR (k.manejo IS NULL AND nullif(btrim(s.manejo), '') IS NOT NULL)
+         OR (k.cod_clima IS NULL AND nullif(btrim(s.cod_clima), '') IS NOT NULL)
+         OR (etl.zarc_int(s.cod_meso) IS NULL AND nullif(btrim(s.cod_meso), '') IS NOT NULL)
+         OR (etl.zarc_int(s.cod_micro) IS NULL AND nullif(btrim(s.cod_micro), '') IS NOT NULL) AS bad_code,
+       (strpos(s.cultura, U&'\FFFD') > 0 OR strpos(s.municipio, U&'\FFFD') > 0 OR strpos(s.portaria, U&'\FFFD') > 0
+         OR strpos(s.nome_manejo, U&'\FFFD') > 0 OR strpos(s.clima, U&'\FFFD') > 0) AS replacement_char,
+       (nullif(btrim(s.uf), '') IS NOT NULL AND etl.zarc_uf_ibge(btrim(s.uf)) IS DISTINCT FROM left(k.geocodigo, 2)) AS uf_mismatch
+FROM {{stage}} s
+CROSS JOIN LATERAL (
+  SELECT btrim(s.geocodigo) AS geocodigo, nullif(btrim(s.cultura), '') AS cultura,
+         etl.zarc_int(s.cod_cultura) AS cod_cultura, etl.zarc_int(s.ciclo) AS ciclo, etl.zarc_int(s.solo) AS solo,
+         etl.zarc_int(s.manejo) AS manejo, etl.zarc_int(s.cod_clima) AS cod_clima,
+         nullif(btrim(s.portaria), '') AS portaria,
+         nullif(btrim(s.safra_ini), '') AS ini, nullif(btrim(s.safra_fim), '') AS fim
+  OFFSET 0 -- evaluated once per row, not once per reference (a pulled-up subquery is inlined)
+) k
+CROSS JOIN LATERAL (
+  SELECT CASE
+    WHEN s.safra_ini IS NULL AND s.safra_fim IS NULL THEN coalesce({{file_safra}}, 'perene')
+    WHEN k.ini IS NULL AND k.fim IS NULL THEN 'perene'
+    WHEN length(k.ini) = 4 AND length(k.fim) = 4 AND btrim(k.ini || k.fim, '0123456789') = '' THEN k.ini || '/' || k.fim END AS safra
+  OFFSET 0
+) z
