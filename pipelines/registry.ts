@@ -8,8 +8,9 @@ import { funaiTis } from './funai-tis/index.ts';
 import { ibgeMunicipios } from './ibge-municipios/index.ts';
 import { incraQuilombos } from './incra-quilombos/index.ts';
 import { sicar } from './sicar/index.ts';
+import { zarc } from './zarc/index.ts';
 
-export const PIPELINES: Pipeline[] = [ibgeMunicipios, dnitSnv, funaiTis, cnucUcs, incraQuilombos, sicar];
+export const PIPELINES: Pipeline[] = [ibgeMunicipios, dnitSnv, funaiTis, cnucUcs, incraQuilombos, zarc, sicar];
 
 export function findPipeline(name: string): Pipeline | undefined {
   return PIPELINES.find((p) => p.name === name);

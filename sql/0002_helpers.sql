@@ -36,14 +36,17 @@ BEGIN
   RETURN s::double precision;
 END $$;
 
--- IBGE code of each UF (first two digits of every municipality code).
+-- IBGE code of each UF (first two digits of every municipality code). A CASE, not a
+-- jsonb lookup: it runs once per row of every CAR load.
 CREATE FUNCTION etl.uf_ibge_code(uf text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT (jsonb_build_object(
-    'RO','11','AC','12','AM','13','RR','14','PA','15','AP','16','TO','17',
-    'MA','21','PI','22','CE','23','RN','24','PB','25','PE','26','AL','27','SE','28','BA','29',
-    'MG','31','ES','32','RJ','33','SP','35','PR','41','SC','42','RS','43',
-    'MS','50','MT','51','GO','52','DF','53') ->> upper(uf))
+  SELECT CASE upper(uf)
+    WHEN 'RO' THEN '11' WHEN 'AC' THEN '12' WHEN 'AM' THEN '13' WHEN 'RR' THEN '14' WHEN 'PA' THEN '15'
+    WHEN 'AP' THEN '16' WHEN 'TO' THEN '17' WHEN 'MA' THEN '21' WHEN 'PI' THEN '22' WHEN 'CE' THEN '23'
+    WHEN 'RN' THEN '24' WHEN 'PB' THEN '25' WHEN 'PE' THEN '26' WHEN 'AL' THEN '27' WHEN 'SE' THEN '28'
+    WHEN 'BA' THEN '29' WHEN 'MG' THEN '31' WHEN 'ES' THEN '32' WHEN 'RJ' THEN '33' WHEN 'SP' THEN '35'
+    WHEN 'PR' THEN '41' WHEN 'SC' THEN '42' WHEN 'RS' THEN '43' WHEN 'MS' THEN '50' WHEN 'MT' THEN '51'
+    WHEN 'GO' THEN '52' WHEN 'DF' THEN '53' END
 $$;
 
 -- Area in hectares in EPSG:10857, SIRGAS 2000 / Brazil Albers (equal-area; contract §3).

@@ -49,6 +49,8 @@ const OFFICIAL_SOURCES: Record<string, string> = {
   'incra-quilombos': 'https://certificacao.incra.gov.br/csv_shp/zip/%C3%81reas%20de%20Quilombolas.zip',
   // DNIT Cloud (Nextcloud) public share over WebDAV: the share token is the user name.
   'dnit-snv': 'https://oTpPRmYs5AAdiNr:@servicos.dnit.gov.br/dnitcloud/public.php/webdav/SNV%20Bases%20Geom%C3%A9tricas%20(2013-Atual)%20(SHP)/',
+  // CKAN discovery: every season CSV and the perennials file (resource ids change every season).
+  zarc: 'https://dados.agricultura.gov.br/api/3/action/package_show?id=tabua-de-risco-zoneamento-agricola-de-risco-climatico',
   'ibge-municipios':
     'https://geoftp.ibge.gov.br/organizacao_do_territorio/malhas_territoriais/malhas_municipais/municipio_2024/Brasil/BR_Municipios_2024.zip',
 };
