@@ -245,14 +245,14 @@ describe('car-titulares: the operator extract', () => {
     const dir = tmpDir('titulares-key-');
     try {
       await buildCarTitularesFixture(dir, { rows: [rowById('S01'), rowById('S04')] });
-      const cfg = { ...db.cfg, hmacKey: 'chave-de-teste' } as typeof db.cfg;
+      const cfg = { ...db.cfg, hmacKey: 'chave-de-teste', hmacKeySource: 'env' as const };
       const r = await runPipeline({ cfg, pool: db.pool, log: db.log }, carTitulares, { source: dir, force: true });
       expect(r.status).toBe('published');
       const rows = (await db.pool.query(`SELECT documento, documento_hmac FROM serving.car_titulares`)).rows;
       expect(rows.map((x) => x.documento).sort()).toEqual([DOCS.cooperativa, DOCS.jose].sort());
       for (const x of rows) expect(x.documento_hmac).toBe(documentHmac(x.documento, 'chave-de-teste'));
       expect(documentHmac(DOCS.jose, 'chave-de-teste')).not.toBe(documentHmac(DOCS.jose, hmacKey));
-      expect((await quality(db, r.snapshot_id!)).facts.titulares.hmac_key).toBe('config');
+      expect((await quality(db, r.snapshot_id!)).facts.titulares.hmac_key).toBe('env');
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

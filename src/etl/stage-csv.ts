@@ -4,12 +4,11 @@
 // positional with a strict field count. Every value stays text here; typing happens
 // in SQL. Cells may be huge (IBAMA's WKT polygons exceed 128 KB): no record size cap.
 import crypto from 'node:crypto';
-import fs from 'node:fs';
-import { parse } from 'csv-parse';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { ident } from '../db/pool.ts';
 import { copyLine, copyLines, type CopyValue } from './copy.ts';
+import { readCsvRecords } from './csv-records.ts';
 import type { FieldSpec } from './stage-vector.ts';
 
 export interface CsvOptions {
@@ -38,9 +37,6 @@ const normaliseHeader = (h: string) => h.replace(/^\uFEFF/, '').trim().toLowerCa
 export async function stageCsv(client: pg.ClientBase, table: string, file: string, specs: FieldSpec[], o: CsvOptions): Promise<CsvStageResult> {
   const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
   await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb)`);
-  const parser = fs.createReadStream(file).pipe(
-    parse({ delimiter: o.delimiter, bom: true, relax_column_count: true, relax_quotes: true, encoding: o.encoding, skip_empty_lines: true }),
-  );
   const result: CsvStageResult = { rows: 0, badRows: 0, badRowSamples: [], missingOptional: [], unknown: [], fingerprint: null, header: null };
   let width = 0;
   let slot: (number | null)[] = []; // canonical index → source column index
@@ -71,9 +67,11 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
 
   async function* lines(): AsyncGenerator<string> {
     try {
-      for await (const rec of parser as AsyncIterable<string[]>) {
-        line++;
-        if (o.columns === 'header' && line === 1) {
+      let headerSeen = o.columns !== 'header';
+      for await (const { fields: rec, line: at } of readCsvRecords(file, o.delimiter, o.encoding)) {
+        line = at;
+        if (!headerSeen) {
+          headerSeen = true;
           setup(rec);
           continue;
         }
@@ -95,7 +93,7 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
       }
     } catch (e) {
       if (e instanceof AgroError) throw e;
-      throw new AgroError('malformed_source', `${(e as Error).message} (near line ${line + 1})`);
+      throw new AgroError('malformed_source', (e as Error).message);
     }
   }
   result.rows = await copyLines(client, `${table} (src_seq, ${specs.map((s) => ident(s.name)).join(', ')}, extra)`, lines());
