@@ -112,6 +112,9 @@ export function evaluateGate(counts: QualityReport['counts'], change: ChangeSumm
   return failures;
 }
 
+// Pipelines may add their own sections to the facts (facts.zarc, facts.snv, …); the HTML shows them too.
+const KNOWN_FACTS = new Set(['rejected', 'dropped', 'geometry', 'fields', 'dates', 'encoding', 'layers', 'failures', 'notes']);
+
 const esc = (s: unknown) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]!);
 
 function table(title: string, rows: [string, unknown][]): string {
@@ -140,6 +143,10 @@ ${table('Encoding', Object.entries(f.encoding))}
 ${table('Change against the current snapshot', Object.entries(r.change))}
 ${table('Source files', r.source.files.map((x) => [x.name, `${x.size} bytes, sha256 ${x.sha256}`] as [string, unknown]))}
 ${table('Layers', f.layers.map((l) => [l.name, `${l.features} features, EPSG:${l.srid}, ${l.encoding}`] as [string, unknown]))}
+${Object.entries(f)
+  .filter(([k]) => !KNOWN_FACTS.has(k))
+  .map(([k, v]) => table(`Details: ${k}`, Object.entries((v ?? {}) as Record<string, unknown>)))
+  .join('')}
 ${f.notes.length ? `<h2>Notes</h2><ul>${f.notes.map((n) => `<li>${esc(n)}</li>`).join('')}</ul>` : ''}
 </body></html>`;
 }
