@@ -2,15 +2,17 @@
 // reference and territorial layers first, so that each CAR state's overlaps are
 // computed once against layers that are already current.
 import type { Pipeline } from '../src/etl/pipeline.ts';
+import { carTitulares } from './car-titulares/index.ts';
 import { cnucUcs } from './cnuc-ucs/index.ts';
 import { dnitSnv } from './dnit-snv/index.ts';
 import { funaiTis } from './funai-tis/index.ts';
+import { ibamaEmbargos } from './ibama-embargos/index.ts';
 import { ibgeMunicipios } from './ibge-municipios/index.ts';
 import { incraQuilombos } from './incra-quilombos/index.ts';
 import { sicar } from './sicar/index.ts';
 import { zarc } from './zarc/index.ts';
 
-export const PIPELINES: Pipeline[] = [ibgeMunicipios, dnitSnv, funaiTis, cnucUcs, incraQuilombos, zarc, sicar];
+export const PIPELINES: Pipeline[] = [ibgeMunicipios, dnitSnv, funaiTis, cnucUcs, incraQuilombos, ibamaEmbargos, zarc, sicar, carTitulares];
 
 export function findPipeline(name: string): Pipeline | undefined {
   return PIPELINES.find((p) => p.name === name);
