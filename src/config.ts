@@ -32,6 +32,8 @@ export interface Config {
    */
   hmacKey: string;
   hmacKeySource: 'env' | 'development';
+  /** States the nightly SICAR load covers (AGRO_SICAR_UFS, comma-separated; default all 27). */
+  sicarUfs: readonly string[];
   /** Official source locations, overridable per pipeline with AGRO_SOURCE_<PIPELINE>. */
   sources: Readonly<Record<string, string>>;
 }
@@ -54,6 +56,8 @@ const OFFICIAL_SOURCES: Record<string, string> = {
   'ibge-municipios':
     'https://geoftp.ibge.gov.br/organizacao_do_territorio/malhas_territoriais/malhas_municipais/municipio_2024/Brasil/BR_Municipios_2024.zip',
 };
+
+const ALL_UFS = 'AC,AL,AM,AP,BA,CE,DF,ES,GO,MA,MG,MS,MT,PA,PB,PE,PI,PR,RJ,RN,RO,RR,RS,SC,SE,SP,TO';
 
 /** Used when AGRO_HMAC_KEY is not set: development and tests only. */
 export const DEV_HMAC_KEY = 'agro-dev-hmac-key-not-for-production';
@@ -87,6 +91,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     userAgent: env.AGRO_USER_AGENT || 'agro-data/0.1 (+https://github.com/agro-data; data engineering loader)',
     hmacKey: env.AGRO_HMAC_KEY || DEV_HMAC_KEY,
     hmacKeySource: env.AGRO_HMAC_KEY ? 'env' : 'development',
+    sicarUfs: Object.freeze((env.AGRO_SICAR_UFS || ALL_UFS).split(',').map((u) => u.trim().toUpperCase()).filter(Boolean)),
     sources: Object.freeze(sources),
   });
 }

@@ -13,7 +13,7 @@ import * as catalog from '../etl/catalog.ts';
 import { publishSnapshot, rollback } from '../etl/publish.ts';
 import { renderHtml, type QualityReport } from '../etl/quality.ts';
 import { runPipeline, type RunOutcome } from '../etl/run.ts';
-import { ROOT_DIR } from '../sql.ts';
+import { namedSql, ROOT_DIR } from '../sql.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 
 const USAGE = `usage: agro <command> [options]
@@ -135,10 +135,30 @@ export function fixtureRuns(root = path.join(ROOT_DIR, 'fixtures')): { pipeline:
   return runs;
 }
 
+/**
+ * The official plan: every pipeline with a configured source. SICAR runs once per UF of
+ * AGRO_SICAR_UFS and only when a mirror is configured (its official route needs a CAPTCHA).
+ */
+function officialRuns(cfg: Config): { plan: { pipeline: string; source?: string; uf?: string }[]; skipped: string[] } {
+  const plan: { pipeline: string; source?: string; uf?: string }[] = [];
+  const skipped: string[] = [];
+  for (const p of PIPELINES) {
+    const source = cfg.sources[p.name];
+    if (!source || (p.name === 'sicar' && /consultapublica\.car\.gov\.br/.test(source))) {
+      skipped.push(`${p.name}: no source configured (set AGRO_SOURCE_${p.name.toUpperCase().replace(/-/g, '_')})`);
+      continue;
+    }
+    if (p.scopedByUf) for (const uf of cfg.sicarUfs) plan.push({ pipeline: p.name, source, uf });
+    else plan.push({ pipeline: p.name, source });
+  }
+  return { plan, skipped };
+}
+
 async function cmdNightly(env: Env): Promise<number> {
   const which = (env.values.sources as string | undefined) ?? 'official';
   if (which !== 'official' && which !== 'fixtures') throw new AgroError('usage', '--sources is official or fixtures');
-  const plan = which === 'fixtures' ? fixtureRuns() : PIPELINES.filter((p) => !p.scopedByUf).map((p) => ({ pipeline: p.name, source: undefined as string | undefined, uf: undefined as string | undefined }));
+  const { plan, skipped } = which === 'fixtures' ? { plan: fixtureRuns(), skipped: [] as string[] } : officialRuns(env.cfg);
+  for (const s of skipped) env.log.warn(`skipped ${s}`);
   const outcomes: RunOutcome[] = [];
   await withDb(env, async (pool) => {
     for (const r of plan) {
@@ -148,7 +168,8 @@ async function cmdNightly(env: Env): Promise<number> {
       if (!env.json) process.stdout.write(describeRun(o) + '\n');
     }
   });
-  if (env.json) process.stdout.write(JSON.stringify({ runs: outcomes }) + '\n');
+  if (env.json) process.stdout.write(JSON.stringify({ runs: outcomes, skipped }) + '\n');
+  else for (const s of skipped) process.stdout.write(`skipped ${s}\n`);
   return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
 }
 
@@ -237,12 +258,21 @@ async function cmdDb(env: Env): Promise<number> {
 async function cmdDemo(env: Env): Promise<number> {
   const code = await cmdNightly({ ...env, values: { ...env.values, sources: 'fixtures' } });
   await withDb(env, async (pool) => {
-    const r = await pool.query(`SELECT uf, count(*)::int AS properties, round(sum(area_calculada_ha)::numeric, 1) AS hectares FROM serving.car_imovel GROUP BY uf ORDER BY uf`);
-    if (!env.json) {
-      process.stdout.write('\nserving.car_imovel now holds:\n');
-      for (const row of r.rows) process.stdout.write(`  ${row.uf}: ${row.properties} properties, ${row.hectares} ha\n`);
-      process.stdout.write(`\nSnapshots: npx agro snapshots    Reports: npx agro report <snapshot_id> --format html --out report.html\nDatabase: ${databaseUrl(env.cfg)}\n`);
+    const r = await pool.query(namedSql('queries/demo_summary'));
+    if (env.json) return;
+    process.stdout.write('\nWhat a lender would ask of each property (serving.car_imovel and its overlaps):\n');
+    for (const x of r.rows) {
+      const flags = [
+        x.embargo_ibama ? 'EMBARGO IBAMA' : null,
+        x.ucs ? `${x.ucs} UC` : null,
+        x.tis ? `${x.tis} TI` : null,
+        x.quilombos ? `${x.quilombos} quilombo` : null,
+      ].filter(Boolean);
+      process.stdout.write(
+        `  ${x.car}  ${x.situacao.padEnd(9)} ${String(x.area_ha).padStart(8)} ha  ${x.municipio}/${x.uf}  road ${x.rodovia_km ?? '?'} km  ${flags.length ? flags.join(', ') : 'clean'}\n`,
+      );
     }
+    process.stdout.write(`\nSnapshots: npx agro snapshots    Reports: npx agro report <snapshot_id> --format html --out report.html\nDatabase: ${databaseUrl(env.cfg)}\n`);
   });
   return code;
 }
