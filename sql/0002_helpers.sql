@@ -1,40 +1,52 @@
 -- Parsing helpers shared by the pipelines. All IMMUTABLE and parallel safe so that
 -- normalisation queries can run in parallel.
 
--- Parses the date layouts seen in the sources; NULL for placeholders and anything invalid.
-CREATE FUNCTION etl.parse_date(t text) RETURNS date
+-- A calendar date from its parts, or NULL when the parts are not one (31/02, month 13).
+-- Plain SQL, so the planner inlines it: no function call, no exception per row.
+CREATE FUNCTION etl.ymd(y int, m int, d int) RETURNS date
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN y BETWEEN 1800 AND 2200 AND m BETWEEN 1 AND 12 AND d >= 1
+               AND d <= CASE WHEN m = 2 THEN 28 + (y % 4 = 0 AND (y % 100 <> 0 OR y % 400 = 0))::int
+                             WHEN m IN (4, 6, 9, 11) THEN 30 ELSE 31 END
+              THEN make_date(y, m, d) END
+$$;
+
+-- Any other layout: d/m/yyyy, dd-mm-yyyy, yyyymmdd, with surrounding spaces.
+CREATE FUNCTION etl.parse_date_any(t text) RETURNS date
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE s text := btrim(coalesce(t, ''));
         m text[];
-        d date;
 BEGIN
   m := regexp_match(s, '^(\d{1,2})[/-](\d{1,2})[/-](\d{4})');
-  IF m IS NULL THEN
-    m := regexp_match(s, '^(\d{4})-(\d{1,2})-(\d{1,2})');
-    IF m IS NOT NULL THEN m := ARRAY[m[3], m[2], m[1]]; END IF;
-  END IF;
-  IF m IS NULL THEN
-    m := regexp_match(s, '^(\d{4})(\d{2})(\d{2})$');
-    IF m IS NOT NULL THEN m := ARRAY[m[3], m[2], m[1]]; END IF;
-  END IF;
-  IF m IS NULL OR m[3]::int < 1800 OR m[3]::int > 2200 OR m[2]::int NOT BETWEEN 1 AND 12 OR m[1]::int NOT BETWEEN 1 AND 31 THEN
-    RETURN NULL;
-  END IF;
-  d := make_date(m[3]::int, m[2]::int, 1) + (m[1]::int - 1);
-  -- 31/02/2020 rolls into March: not a date. (No EXCEPTION block: it would cost a subtransaction per row.)
-  RETURN CASE WHEN extract(month FROM d) = m[2]::int THEN d END;
+  IF m IS NOT NULL THEN RETURN etl.ymd(m[3]::int, m[2]::int, m[1]::int); END IF;
+  m := regexp_match(s, '^(\d{4})-(\d{1,2})-(\d{1,2})');
+  IF m IS NOT NULL THEN RETURN etl.ymd(m[1]::int, m[2]::int, m[3]::int); END IF;
+  m := regexp_match(s, '^(\d{4})(\d{2})(\d{2})$');
+  IF m IS NOT NULL THEN RETURN etl.ymd(m[1]::int, m[2]::int, m[3]::int); END IF;
+  RETURN NULL;
 END $$;
 
--- Numbers written as text, with a decimal comma or point; NULL when not a number.
+-- Parses the date layouts seen in the sources; NULL for placeholders and anything invalid.
+-- The two common layouts (SICAR's dd/mm/yyyy, ISO prefixes) take an inlined fast path:
+-- a plpgsql call per row cost 20 µs, a quarter of a 200,000-property load.
+CREATE FUNCTION etl.parse_date(t text) RETURNS date
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE
+    WHEN t ~ '^\d{2}/\d{2}/\d{4}$' THEN etl.ymd(substr(t, 7, 4)::int, substr(t, 4, 2)::int, substr(t, 1, 2)::int)
+    WHEN t ~ '^\d{4}-\d{2}-\d{2}' THEN etl.ymd(substr(t, 1, 4)::int, substr(t, 6, 2)::int, substr(t, 9, 2)::int)
+    WHEN t IS NULL OR t !~ '\d' THEN NULL
+    ELSE etl.parse_date_any(t) END
+$$;
+
+-- Numbers written as text, with a decimal point or a decimal comma (thousands dots
+-- allowed then); NULL when not a number. Inlined SQL, no exception per row.
 CREATE FUNCTION etl.parse_number(t text) RETURNS double precision
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-DECLARE s text := replace(btrim(coalesce(t, '')), ' ', '');
-BEGIN
-  IF s = '' THEN RETURN NULL; END IF;
-  IF s ~ ',' THEN s := replace(replace(s, '.', ''), ',', '.'); END IF;
-  IF s !~ '^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$' THEN RETURN NULL; END IF;
-  RETURN s::double precision;
-END $$;
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE
+    WHEN t ~ '^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$' THEN btrim(t)::double precision
+    WHEN t ~ '^\s*[-+]?[0-9.]*[0-9],[0-9]*\s*$' THEN replace(replace(btrim(t), '.', ''), ',', '.')::double precision
+  END
+$$;
 
 -- IBGE code of each UF (first two digits of every municipality code). A CASE, not a
 -- jsonb lookup: it runs once per row of every CAR load.
@@ -56,9 +68,10 @@ CREATE FUNCTION etl.area_ha(g geometry) RETURNS double precision
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT ST_Area(ST_Transform(g, 10857)) / 10000 $$;
 
 -- Inside the generous Brazil envelope of SOURCES §1.8 (TIs and UCs reach the sea).
+-- Box containment reads the bounding box stored with the geometry (no full decode).
 CREATE FUNCTION etl.in_brazil(g geometry) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT ST_XMin(g) >= -75 AND ST_XMax(g) <= -28 AND ST_YMin(g) >= -35 AND ST_YMax(g) <= 6
+  SELECT 'BOX(-75 -35,-28 6)'::box2d ~ box2d(g)
 $$;
 
 -- Classifies a source date text: 'null' (absent), 'placeholder' ("", "0", "00/00/0000", …),

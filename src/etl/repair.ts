@@ -22,6 +22,9 @@ export async function repairInvalidPolygons(client: pg.ClientBase, stageTable: s
   await client.query(render(namedSql('queries/repair_create'), vars));
   const invalid = await client.query(render(namedSql('queries/repair_find_invalid'), vars));
   const out: RepairResult = { invalid: invalid.rowCount ?? 0, repaired: 0, rejected: 0, empty: 0 };
+  // Each repair fetches its row by src_seq: without an index every one of them scans the
+  // whole staging table (measured: 130 ms a row at 200,000 properties, 1,029 bow-ties).
+  if (out.invalid > 0) await client.query(`CREATE INDEX ON ${stageTable} (src_seq)`);
   const repairOne = render(namedSql('queries/repair_one'), vars);
   for (const { src_seq } of invalid.rows) {
     try {
