@@ -8,10 +8,12 @@
 //   read      unzip (searching sub-folders and zips inside the zip), stage every shapefile
 //             through COPY with alias-mapped text columns; a missing required column fails
 //             here, before anything is loaded
-//   normalise repair invalid polygons row by row; `<p>_classify` gives each row a verdict
-//             (kept, rejected with a reason, or a duplicate key) and its final geometry
-//             (repaired, polygonal, 2D, EPSG:4326, multi); `<p>_build` creates the typed
-//             snapshot table with exactly the template's columns
+//   normalise repair invalid polygons row by row; `layer_classify` gives each row a verdict
+//             (kept, rejected with a reason, or a duplicate key; the key and the update date
+//             that decides between copies are the pipeline's) and its final geometry
+//             (repaired, polygonal, 2D, EPSG:4326, multi); `layer_build` creates the typed
+//             snapshot table with exactly the template's columns, the pipeline's own typed
+//             columns coming from `<p>_build`
 //   index     primary key on the key, GiST on geom, GIN on array columns, ANALYZE
 //
 // Quality facts: verdict counts (rejected / dropped.duplicate_key), repairs, empty values,
@@ -20,15 +22,16 @@
 // section says so, e.g. FUNAI §4.2).
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { AgroError } from '../src/errors.ts';
 import { ident } from '../src/db/pool.ts';
 import { extractZip } from '../src/etl/archive.ts';
-import { fetchSource, joinSource, type FetchedFile } from '../src/etl/download.ts';
+import { isHttp, joinSource, localPath, type FetchedFile } from '../src/etl/download.ts';
+import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from '../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../src/etl/pipeline.ts';
-import { emptyFacts, sum, type QualityFacts } from '../src/etl/quality.ts';
-import { assertSameShape, repairInvalidPolygons } from '../src/etl/repair.ts';
+import { addLayerFacts, addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum, type QualityFacts } from '../src/etl/quality.ts';
+import { repairInvalidPolygons } from '../src/etl/repair.ts';
+import { fetchOneFile, isoDay, lastModifiedDay } from '../src/etl/source-files.ts';
 import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
 import { findShapefiles, openLayer, type LayerDefaults, type VectorLayer } from '../src/etl/vector-reader.ts';
 import { namedSql, render } from '../src/sql.ts';
@@ -69,8 +72,15 @@ export interface PolygonLayerSpec {
     /** The publisher's release date carried by the file name (yyyy-mm-dd), when it has one. */
     releaseDate?: (fileName: string) => string | null;
   };
-  /** Named SQL (without the .sql): classify creates {{classified}}, build creates {{target}}. */
-  sql: { classify: string; build: string };
+  /** How queries/layer_classify keys and deduplicates the staged rows: SQL over the staged row `s`. */
+  classify: {
+    /** The key (codigo); a NULL key rejects the row ('no_key'). */
+    key: string;
+    /** The row's update date: among copies of a key the latest wins, then the one read last. Without it, the one read last. */
+    newest?: string;
+  };
+  /** Named SQL (without the .sql) of the layer's own snapshot columns: the sections queries/layer_build renders. */
+  build: string;
   /** Staging columns checked on kept rows; failures load as NULL and are reported. */
   checks: {
     dates?: { column: string; kind: 'etl.date_kind' | 'etl.date_dmy_iso_kind' }[];
@@ -96,7 +106,6 @@ const LAYER_DEFAULTS: LayerDefaults = { srid: 4674, encoding: 'UTF-8' };
 const MAX_ZIP_DEPTH = 3;
 const KEY = 'codigo';
 
-const isHttp = (s: string) => /^https?:\/\//i.test(s);
 const nfc = (s: string) => s.normalize('NFC');
 
 // ---------- download ----------
@@ -132,7 +141,7 @@ export function resolveSource(src: string, spec: PolygonLayerSpec['source']): { 
     if (url.search) return { uri: src, name: spec.fileName };
     return { uri: joinSource(src, spec.fileName), name: spec.fileName };
   }
-  const local = src.startsWith('file:') ? fileURLToPath(src) : path.resolve(src);
+  const local = localPath(src);
   let st: fs.Stats;
   try {
     st = fs.statSync(local);
@@ -153,15 +162,7 @@ async function fetchLayer(ctx: RunContext, spec: PolygonLayerSpec): Promise<Fetc
     throw new AgroError('usage', `${spec.name} has no configured source: pass --source <zip, folder or URL> or set ${env}`);
   }
   const { uri, name } = resolveSource(src, spec.source);
-  const file = await fetchSource(uri, {
-    destDir: ctx.rawDir,
-    name,
-    userAgent: ctx.cfg.userAgent,
-    expect: 'zip',
-    log: (m, extra) => ctx.log.info(extra ?? {}, m),
-  });
-  if (!file) throw new AgroError('source_not_found', uri);
-  return [file];
+  return fetchOneFile(ctx, uri, { expect: 'zip', name });
 }
 
 /** File-name date, then Last-Modified, then the local file's modification time (a manual drop). */
@@ -170,14 +171,11 @@ async function releaseDate(spec: PolygonLayerSpec, files: FetchedFile[]): Promis
   if (!f) return null;
   const named = spec.source.releaseDate?.(f.name) ?? null;
   if (named) return named;
-  const day = (d: Date) => (Number.isNaN(d.getTime()) ? null : d.toISOString().slice(0, 10));
-  if (f.lastModified) {
-    const d = day(new Date(f.lastModified));
-    if (d) return d;
-  }
+  const modified = lastModifiedDay(f);
+  if (modified) return modified;
   if (!isHttp(f.sourceUri)) {
     try {
-      return day(fs.statSync(f.sourceUri.startsWith('file:') ? fileURLToPath(f.sourceUri) : f.sourceUri).mtime);
+      return isoDay(fs.statSync(localPath(f.sourceUri)).mtime);
     } catch {
       return null;
     }
@@ -240,6 +238,28 @@ async function fieldChecks(client: pg.ClientBase, vars: LayerSqlVars, spec: Poly
 
 // ---------- load ----------
 
+const BUILD_SECTIONS = ['columns', 'unparsed', 'joins'] as const;
+type BuildParts = Record<(typeof BUILD_SECTIONS)[number], string>;
+
+/**
+ * The sections of a layer's build SQL (`-- @columns`, `-- @unparsed`, `-- @joins`, each on a
+ * line of its own; text before the first one is its header comment), for queries/layer_build.
+ */
+export function buildParts(name: string): BuildParts {
+  const parts: BuildParts = { columns: '', unparsed: '', joins: '' };
+  const chunks = namedSql(name).split(/^-- @(\w+)[ \t]*$/m);
+  for (let i = 1; i < chunks.length; i += 2) {
+    const section = chunks[i] as keyof BuildParts;
+    if (!BUILD_SECTIONS.includes(section)) throw new Error(`${name}.sql: unknown section @${section}`);
+    const text = chunks[i + 1].replace(/^\n+|\s+$/g, '');
+    // The template follows a section with a comma or a parenthesis on the same line.
+    if (text.split('\n').at(-1)!.includes('--')) throw new Error(`${name}.sql: @${section} ends with a comment`);
+    parts[section] = text;
+  }
+  if (!parts.columns) throw new Error(`${name}.sql: no @columns section`);
+  return parts;
+}
+
 async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
   const facts = emptyFacts();
   const client = await ctx.pool.connect();
@@ -252,7 +272,7 @@ async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[
         return { layers, stage, ...(await stageLayers(client, stage, layers, spec.fields)) };
       },
       (s) => s.rows,
-      (s) => ({ layers: s.layers.map((l) => ({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding })), unknown: s.unknown }),
+      (s) => ({ layers: s.layers.map(describeLayer), unknown: s.unknown }),
     );
 
     const vars: LayerSqlVars = {
@@ -266,46 +286,27 @@ async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[
       'normalise',
       async () => {
         const repair = await repairInvalidPolygons(client, vars.stage, vars.fix, ctx.cfg.repairTimeoutMs);
-        await client.query(render(namedSql(spec.sql.classify), vars));
-        const v = await client.query(`SELECT verdict, count(*)::int AS n FROM ${vars.classified} GROUP BY verdict`);
-        const verdicts = Object.fromEntries(v.rows.map((x) => [x.verdict, x.n])) as Record<string, number>;
+        await client.query(render(namedSql('queries/layer_classify'), { ...vars, key: spec.classify.key, newest: spec.classify.newest ?? 'NULL::date' }));
+        const verdicts = await countVerdicts(client, vars.classified);
         vars.target = await target.table(spec.relation);
-        await client.query(render(namedSql(spec.sql.build), vars));
-        await assertSameShape(client, `snap.${ident(`${spec.relation}__template`)}`, vars.target);
-        const rows = Number((await client.query(`SELECT count(*) AS n FROM ${vars.target}`)).rows[0].n);
+        await client.query(render(namedSql('queries/layer_build'), { ...vars, ...buildParts(spec.build) }));
+        const rows = await checkSnapshotTable(client, spec.relation, vars.target);
         return { repair, verdicts, rows };
       },
       (r) => r.rows,
       (r) => ({ verdicts: r.verdicts, repair: r.repair }),
     );
 
-    await ctx.stage('index', async () => {
-      const t = vars.target;
-      const base = `${spec.relation}__s${target.snapshotId}`;
-      await client.query(`ALTER TABLE ${t} ALTER COLUMN ${KEY} SET NOT NULL, ADD CONSTRAINT ${ident(base + '_pk')} PRIMARY KEY (${KEY})`);
-      await client.query(`CREATE INDEX ${ident(base + '_geom')} ON ${t} USING gist (geom)`);
-      for (const c of spec.ginColumns ?? []) await client.query(`CREATE INDEX ${ident(`${base}_${c}`)} ON ${t} USING gin (${ident(c)})`);
-      for (const c of spec.btreeColumns ?? []) await client.query(`CREATE INDEX ${ident(`${base}_${c}`)} ON ${t} (${ident(c)})`);
-      await client.query(`ANALYZE ${t}`);
-    });
+    await ctx.stage('index', () =>
+      indexSnapshotTable(client, vars.target, { primaryKey: [KEY], gist: ['geom'], gin: spec.ginColumns, btree: spec.btreeColumns }),
+    );
 
     // Verdicts: duplicates are dropped by design, everything else not kept is rejected.
-    for (const [verdict, n] of Object.entries(built.verdicts)) {
-      if (verdict === 'ok') continue;
-      if (verdict === 'duplicate_key') facts.dropped.duplicate_key = n;
-      else facts.rejected[verdict] = n;
-    }
-    const { repair } = built;
-    facts.geometry.invalid = repair.invalid;
-    facts.geometry.repaired = repair.repaired;
-    facts.geometry.rejected = repair.rejected + repair.empty;
+    addVerdicts(facts, built.verdicts, { dropped: ['duplicate_key'] });
+    addRepairFacts(facts, built.repair);
     facts.geometry.empty = facts.rejected.no_geometry ?? 0;
     facts.geometry.outsideBrazil = facts.rejected.outside_brazil ?? 0;
-    facts.geometry.srid = staged.layers[0].srid;
-    facts.geometry.sridAssumed = staged.layers.some((l) => l.sridAssumed);
-    for (const l of staged.layers) facts.layers.push({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding });
-    facts.encoding.name = staged.layers[0].encoding;
-    facts.encoding.assumed = staged.layers.some((l) => l.encodingAssumed);
+    addLayerFacts(facts, staged.layers);
     const dropped = new Set(spec.fields.filter((f) => f.drop).map((f) => f.name));
     facts.fields.missingOptional = staged.missingOptional.filter((n) => !dropped.has(n));
     facts.fields.unknown = staged.unknown;
@@ -314,10 +315,7 @@ async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[
     if (facts.encoding.assumed) facts.notes.push(`a layer had no .cpg: DBF decoded as ${LAYER_DEFAULTS.encoding}`);
     if (staged.unknown.length) ctx.log.warn({ columns: staged.unknown }, 'source columns without a mapping, kept in extra');
 
-    const empties = await client.query(
-      `SELECT ${spec.emptyColumns.map((c) => `count(*) FILTER (WHERE ${ident(c)} IS NULL)::int AS ${ident(c)}`).join(', ')} FROM ${vars.target}`,
-    );
-    facts.fields.empty = empties.rows[0] as Record<string, number>;
+    facts.fields.empty = await countNulls(client, vars.target, spec.emptyColumns);
     await fieldChecks(client, vars, spec, facts);
 
     const fffd = await countReplacementChars(client, vars.stage, spec.fields);

@@ -29,25 +29,14 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- An IBGE municipality code by shape: 7 digits, the first two a real UF code (never by
--- check digit: 9 official codes fail it, SOURCES §1.3).
+-- check digit: 9 official codes fail it, SOURCES §1.3). The same test as etl.ibge_code_ok
+-- (0004), written without a regular expression or a jsonb lookup: that one is not inlined
+-- (jsonb_build_object is STABLE) and costs ~20 times more a row, and this runs on 3.3 M rows.
 CREATE FUNCTION etl.zarc_geocodigo_ok(g text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT coalesce(length(g) = 7 AND btrim(g, '0123456789') = '' AND left(g, 2) IN (
     '11','12','13','14','15','16','17','21','22','23','24','25','26','27','28','29',
     '31','32','33','35','41','42','43','50','51','52','53'), false)
-$$;
-
--- IBGE code of a UF abbreviation. A CASE rather than etl.uf_ibge_code: that one builds a
--- jsonb object per call (jsonb_build_object is STABLE, never folded), ~50 µs a row.
-CREATE FUNCTION etl.zarc_uf_ibge(uf text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT CASE upper(uf)
-    WHEN 'RO' THEN '11' WHEN 'AC' THEN '12' WHEN 'AM' THEN '13' WHEN 'RR' THEN '14' WHEN 'PA' THEN '15'
-    WHEN 'AP' THEN '16' WHEN 'TO' THEN '17' WHEN 'MA' THEN '21' WHEN 'PI' THEN '22' WHEN 'CE' THEN '23'
-    WHEN 'RN' THEN '24' WHEN 'PB' THEN '25' WHEN 'PE' THEN '26' WHEN 'AL' THEN '27' WHEN 'SE' THEN '28'
-    WHEN 'BA' THEN '29' WHEN 'MG' THEN '31' WHEN 'ES' THEN '32' WHEN 'RJ' THEN '33' WHEN 'SP' THEN '35'
-    WHEN 'PR' THEN '41' WHEN 'SC' THEN '42' WHEN 'RS' THEN '43' WHEN 'MS' THEN '50' WHEN 'MT' THEN '51'
-    WHEN 'GO' THEN '52' WHEN 'DF' THEN '53' END
 $$;
 
 -- Search form of a crop name: accents stripped, ordinal indicators spelled out, lower case,

@@ -7,6 +7,7 @@ import {
   normalizeDocument, parseDocument, resolveHmacKey,
 } from '../src/documents.ts';
 import { DEV_HMAC_KEY, loadConfig } from '../src/config.ts';
+import { formatCnpj, formatCpf, prng } from '../fixtures/_shared.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 // Published vectors: SOURCES §1.5 (Receita's Nota Técnica 49/2024 for the alphanumeric
@@ -14,25 +15,13 @@ import { testDatabase, type TestDb } from './helpers/db.ts';
 const CNPJ_VECTORS: [string, string][] = [['112223330001', '81'], ['12ABC34501DE', '35']];
 const CPF_VECTORS: [string, string][] = [['529982247', '25'], ['111444777', '35']];
 
-/** Deterministic PRNG (mulberry32), so a failure reproduces. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * 1,000 documents: valid CPFs and CNPJs (numeric and alphanumeric), the same with one
  * character changed, random strings of the right and wrong lengths, lower case, punctuation,
  * blanks, repeated digits.
  */
 function randomDocuments(n: number): string[] {
-  const rnd = prng(49_2024);
+  const rnd = prng(49_2024); // deterministic, so a failure reproduces
   const pick = (s: string) => s[Math.floor(rnd() * s.length)];
   const str = (len: number, alphabet: string) => Array.from({ length: len }, () => pick(alphabet)).join('');
   const D = '0123456789';
@@ -50,8 +39,8 @@ function randomDocuments(n: number): string[] {
       const v = b + cnpjCheckDigits(b);
       const at = Math.floor(rnd() * 14);
       s = v.slice(0, at) + pick(at < 12 ? AN : D) + v.slice(at + 1);
-    } else if (k === 5) { const b = str(9, D); const v = b + cpfCheckDigits(b); s = `${v.slice(0, 3)}.${v.slice(3, 6)}.${v.slice(6, 9)}-${v.slice(9)}`; }
-    else if (k === 6) { const b = str(12, AN); const v = (b + cnpjCheckDigits(b)).toLowerCase(); s = ` ${v.slice(0, 2)}.${v.slice(2, 5)}.${v.slice(5, 8)}/${v.slice(8, 12)}-${v.slice(12)}\u00a0`; }
+    } else if (k === 5) { const b = str(9, D); s = formatCpf(b + cpfCheckDigits(b)); }
+    else if (k === 6) { const b = str(12, AN); s = ` ${formatCnpj((b + cnpjCheckDigits(b)).toLowerCase())}\u00a0`; }
     else if (k === 7) s = str(10 + Math.floor(rnd() * 6), AN);
     else if (k === 8) s = pick(D).repeat(rnd() < 0.5 ? 11 : 14);
     else s = str(14, D);

@@ -20,14 +20,13 @@
 // not loaded; documento_hmac is the equality lookup key.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { ident } from '../../src/db/pool.ts';
 import { resolveHmacKey, type HmacKey } from '../../src/documents.ts';
 import { AgroError, ERRORS, isAgroError } from '../../src/errors.ts';
-import { fetchSource, type FetchedFile } from '../../src/etl/download.ts';
+import { fetchSource, isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
+import { checkSnapshotTable, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
-import { assertSameShape } from '../../src/etl/repair.ts';
+import { addVerdicts, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import { maskCpfsInText } from '../../src/privacy.ts';
@@ -63,9 +62,6 @@ export interface TitularesFacts {
   registros: Record<string, number[]>;
   hmac_key: HmacKey['source'];
 }
-
-const isHttp = (s: string) => /^https?:\/\//i.test(s);
-const localPath = (s: string) => (s.startsWith('file:') ? fileURLToPath(s) : path.resolve(s));
 
 async function fetchExtract(ctx: RunContext): Promise<FetchedFile[]> {
   const src = ctx.options.source ?? ctx.cfg.sources['car-titulares'];
@@ -132,20 +128,15 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
           await client.query('ROLLBACK').catch(() => {});
           throw e;
         }
-        await assertSameShape(client, 'snap.car_titulares__template', table);
-        const rows = Number((await client.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+        const rows = await checkSnapshotTable(client, 'car_titulares', table);
         return { table, rows };
       },
       (r) => r.rows,
     );
 
-    await ctx.stage('index', async () => {
-      const t = built.table;
-      const base = t.replace(/^snap\."?|"$/g, '');
-      await client.query(`ALTER TABLE ${t} ADD CONSTRAINT ${ident(base + '_pk')} PRIMARY KEY (car, documento, vinculo)`);
-      await client.query(`CREATE INDEX ${ident(base + '_documento_hmac')} ON ${t} (documento_hmac)`);
-      await client.query(`ANALYZE ${t}`);
-    });
+    await ctx.stage('index', () =>
+      indexSnapshotTable(client, built.table, { primaryKey: ['car', 'documento', 'vinculo'], btree: ['documento_hmac'] }),
+    );
 
     // ---- quality facts (counts and record numbers only: never a document)
     const verdicts = await client.query(
@@ -156,12 +147,9 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     // only: map both to data-record numbers (exact while every bad row is sampled).
     const badRecords = staged.badRowSamples.map((r) => r - 1).sort((a, b) => a - b);
     const recordOf = (seq: number) => badRecords.reduce((r, b) => (b <= r ? r + 1 : r), seq);
+    addVerdicts(facts, Object.fromEntries(verdicts.rows.map((v) => [v.verdict, v.n])), { dropped: ['duplicate'] });
     const registros: Record<string, number[]> = {};
-    for (const v of verdicts.rows) {
-      if (v.verdict === 'ok') continue;
-      (v.verdict === 'duplicate' ? facts.dropped : facts.rejected)[v.verdict] = v.n;
-      registros[v.verdict] = (v.registros as number[]).map(recordOf);
-    }
+    for (const v of verdicts.rows) if (v.verdict !== 'ok') registros[v.verdict] = (v.registros as number[]).map(recordOf);
     if (staged.badRows) {
       facts.rejected.bad_field_count = staged.badRows;
       registros.bad_field_count = badRecords;
@@ -215,8 +203,7 @@ export const carTitulares: Pipeline = {
   fetch: fetchExtract,
   async releaseDate(_ctx, files) {
     // An extract carries no date of its own: the server's Last-Modified, else the run date (or --as-of).
-    const lm = files[0].lastModified ? new Date(files[0].lastModified) : null;
-    return lm && !Number.isNaN(lm.getTime()) ? lm.toISOString().slice(0, 10) : null;
+    return lastModifiedDay(files[0]);
   },
   load,
 };

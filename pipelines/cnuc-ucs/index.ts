@@ -57,7 +57,9 @@ export const cnucUcs = polygonLayerPipeline({
   relation: 'cnuc_ucs',
   fields: CNUC_FIELDS,
   source: { fileName: 'shp_cnuc.zip', pattern: /^shp_cnuc_\d{4}_\d{2}\.zip$/i, releaseDate: cnucReleaseDate },
-  sql: { classify: 'queries/cnuc_classify', build: 'queries/cnuc_build' },
+  // The layer carries no update date: among copies of a cd_cnuc the one read last wins.
+  classify: { key: "nullif(btrim(s.codigo), '')" },
+  build: 'queries/cnuc_build',
   checks: {
     dates: [{ column: 'data_criacao', kind: 'etl.date_kind' }],
     numbers: ['area_total_ha', 'area_ato_ha', 'area_fonte_ha', ...BIOMES],

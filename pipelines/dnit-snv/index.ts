@@ -7,14 +7,15 @@ import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
 import { AgroError } from '../../src/errors.ts';
-import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
+import { isHttp, joinSource, type FetchedFile } from '../../src/etl/download.ts';
+import { readZipLayers } from '../../src/etl/layers.ts';
+import { checkSnapshotTable, countNulls, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
-import { assertSameShape } from '../../src/etl/repair.ts';
-import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
-import { ident } from '../../src/db/pool.ts';
+import { addLayerFacts, addVerdicts, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { fetchOneFile, pickFromLocalFolder } from '../../src/etl/source-files.ts';
+import type { FieldSpec } from '../../src/etl/stage-vector.ts';
+import type { VectorLayer } from '../../src/etl/vector-reader.ts';
 import { namedSql, render } from '../../src/sql.ts';
-import { openZipLayers, pickFromLocalFolder } from '../ibge-municipios/index.ts';
 
 /**
  * Canonical staging name ← known spellings: the 10-character DBF names of SOURCES §8.4,
@@ -133,15 +134,13 @@ async function fetchVersion(ctx: RunContext): Promise<FetchedFile[]> {
   const pick = (names: string[]) => newestVersion(names)!;
   let uri = await pickFromLocalFolder(base, VERSION_FILE, pick, 'SNV version zip (YYYYMM<letter>.zip)');
   let name: string | undefined;
-  if (/^https?:\/\//i.test(uri) && !/\.zip$/i.test(new URL(uri).pathname)) {
+  if (isHttp(uri) && !/\.zip$/i.test(new URL(uri).pathname)) {
     const names = await listWebdavFolder(uri, ctx.cfg.userAgent);
     name = newestVersion(names) ?? undefined;
     if (!name) throw new AgroError('source_not_found', `${redact(new URL(uri))} lists no SNV version zip (YYYYMM<letter>.zip)`);
     uri = joinSource(uri, name);
   }
-  const f = await fetchSource(uri, { destDir: ctx.rawDir, name, userAgent: ctx.cfg.userAgent, expect: 'zip', log: (m, extra) => ctx.log.info(extra ?? {}, m) });
-  if (!f) throw new AgroError('source_not_found', uri);
-  return [f];
+  return fetchOneFile(ctx, uri, { expect: 'zip', name });
 }
 
 /** Pipeline-specific facts, stored with the quality report beside the common ones. */
@@ -168,26 +167,18 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   const versao = snvVersion(file.name);
   const client = await ctx.pool.connect();
   try {
-    const staged = await ctx.stage(
-      'read',
-      async () => {
-        const opened = await openZipLayers(file.path, ctx.workDir, 4674);
-        // SOURCES §8.3: the SNV CRS is unverified; the reader would assume 4674 without a .prj.
-        const blind = opened.layers.filter((l) => l.sridAssumed);
-        if (blind.length) {
-          throw new AgroError(
-            'missing_layer_part',
-            `${blind.map((l) => path.basename(l.file)).join(', ')} in ${file.name} has no .prj: the SNV coordinate system is not guessed (SOURCES §8.3)`,
-            { part: '.prj', layers: blind.map((l) => l.name) },
-          );
-        }
-        const stage = ctx.stagingTable('snv');
-        const r = await stageLayers(client, stage, opened.layers, SNV_FIELDS);
-        return { ...r, ...opened, stage };
-      },
-      (s) => s.rows,
-      (s) => ({ layers: s.layers.map((l) => ({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding })) }),
-    );
+    // SOURCES §8.3: the SNV CRS is unverified; the reader would assume 4674 without a .prj.
+    const refuseBlind = (layers: VectorLayer[]) => {
+      const blind = layers.filter((l) => l.sridAssumed);
+      if (blind.length) {
+        throw new AgroError(
+          'missing_layer_part',
+          `${blind.map((l) => path.basename(l.file)).join(', ')} in ${file.name} has no .prj: the SNV coordinate system is not guessed (SOURCES §8.3)`,
+          { part: '.prj', layers: blind.map((l) => l.name) },
+        );
+      }
+    };
+    const staged = await readZipLayers(ctx, client, file.path, SNV_FIELDS, { table: 'snv', srid: 4674, check: refuseBlind });
 
     const classified = ctx.stagingTable('snv_cls');
     const built = await ctx.stage(
@@ -207,24 +198,18 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
             versao: versao ? client.escapeLiteral(versao) : 'NULL', snapshot_id: String(target.snapshotId),
           }),
         );
-        await assertSameShape(client, 'snap.dnit_snv__template', table);
-        const rows = Number((await client.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+        const rows = await checkSnapshotTable(client, 'dnit_snv', table);
         return { table, verdicts, invalid, repaired, rows };
       },
       (r) => r.rows,
     );
 
-    await ctx.stage('index', async () => {
-      const t = built.table;
-      const base = t.replace(/^snap\."?|"$/g, '');
-      await client.query(`CREATE INDEX ${ident(base + '_geom')} ON ${t} USING gist (geom)`);
-      await client.query(`CREATE INDEX ${ident(base + '_codigo')} ON ${t} (codigo)`);
-      await client.query(`CREATE INDEX ${ident(base + '_br')} ON ${t} (br, uf)`);
-      await client.query(`ANALYZE ${t}`);
-    });
+    await ctx.stage('index', () =>
+      indexSnapshotTable(client, built.table, { gist: ['geom'], btree: ['codigo', { name: 'br', columns: ['br', 'uf'] }] }),
+    );
 
     // Quality facts.
-    for (const [verdict, n] of Object.entries(built.verdicts)) if (verdict !== 'ok') facts.rejected[verdict] = n;
+    addVerdicts(facts, built.verdicts);
     const rep = (await client.query(render(namedSql('queries/dnit_report'), { target: built.table, limit: String(LENGTH_GAP_LIMIT) }))).rows;
     const superficies = rep.filter((r) => r.kind === 'superficie').map((r) => ({ superficie: r.codigo as string | null, trechos: r.n as number }));
     const divergent = rep
@@ -251,10 +236,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     if (repetidos.length) facts.notes.push(`${repetidos.length} codes are carried by several segments (all kept): ${repetidos.slice(0, 20).map((r) => r.codigo).join(', ')}`);
     if (!versao) facts.notes.push(`${file.name} is not named YYYYMM<letter>.zip: versao is NULL`);
 
-    const empties = await client.query(
-      `SELECT ${['br', 'uf', 'extensao_km', 'tipo_trecho', 'superficie', 'jurisdicao'].map((c) => `count(*) FILTER (WHERE ${ident(c)} IS NULL)::int AS ${ident(c)}`).join(', ')} FROM ${built.table}`,
-    );
-    facts.fields.empty = empties.rows[0];
+    facts.fields.empty = await countNulls(client, built.table, ['br', 'uf', 'extensao_km', 'tipo_trecho', 'superficie', 'jurisdicao']);
     facts.fields.missingOptional = staged.missingOptional.filter((n) => REPORTED_OPTIONAL.has(n));
     facts.fields.unknown = staged.unknown;
     facts.geometry.invalid = built.invalid;
@@ -262,13 +244,10 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     facts.geometry.rejected = built.verdicts.geometry_empty_after_repair ?? 0;
     facts.geometry.empty = built.verdicts.no_geometry ?? 0;
     facts.geometry.outsideBrazil = built.verdicts.outside_brazil ?? 0;
-    facts.geometry.srid = staged.layers[0].srid;
-    facts.encoding.name = staged.layers[0].encoding;
-    facts.encoding.assumed = staged.layers.some((l) => l.encodingAssumed);
+    addLayerFacts(facts, staged.layers); // every layer has a .prj (checked when read): no SRID is assumed
     facts.encoding.replacementChars = staged.replacementChars;
     for (const d of staged.detected) facts.notes.push(`${d.layer} had no .cpg: its DBF bytes read as ${d.encoding}`);
     if (staged.replacementChars) facts.notes.push(`${staged.replacementChars} values hold U+FFFD (bytes not valid in ${facts.encoding.name})`);
-    for (const l of staged.layers) facts.layers.push({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding });
 
     const snvFacts: SnvFacts = {
       ...facts,

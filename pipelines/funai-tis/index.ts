@@ -34,7 +34,8 @@ export const funaiTis = polygonLayerPipeline({
   fields: FUNAI_FIELDS,
   // GeoServer names the SHAPE-ZIP after the layer; a manual drop keeps any *.zip name.
   source: { fileName: 'tis_poligonais.zip', pattern: /^tis_poligonais.*\.zip$/i },
-  sql: { classify: 'queries/funai_classify', build: 'queries/funai_build' },
+  classify: { key: 'etl.code_text(s.codigo)', newest: 'etl.parse_date(s.data_atualizacao)' },
+  build: 'queries/funai_build',
   checks: {
     dates: [{ column: 'data_atualizacao', kind: 'etl.date_kind' }],
     numbers: ['area_declarada_ha'],

@@ -20,16 +20,17 @@
 // personal data: they are never logged; documento_hmac is keyed by configuration.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parse } from 'csv-parse';
 import { ident } from '../../src/db/pool.ts';
 import { AgroError } from '../../src/errors.ts';
 import { extractZip, readHead } from '../../src/etl/archive.ts';
-import { fetchSource, type FetchedFile } from '../../src/etl/download.ts';
+import { isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
+import { checkSnapshotTable, countNulls, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
-import { assertSameShape, repairInvalidPolygons, type RepairResult } from '../../src/etl/repair.ts';
-import { stageCsv } from '../../src/etl/stage-csv.ts';
+import { describeLayer, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { repairInvalidPolygons, type RepairResult } from '../../src/etl/repair.ts';
+import { fetchOneFile, lastModifiedDay } from '../../src/etl/source-files.ts';
+import { normaliseHeader, stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
 import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from '../../src/etl/vector-reader.ts';
 import { namedSql, render } from '../../src/sql.ts';
@@ -138,9 +139,6 @@ export interface EmbargoFacts {
 // ---------------------------------------------------------------------------------
 // Download and route detection
 
-const isHttp = (uri: string) => /^https?:\/\//i.test(uri);
-const localPath = (uri: string) => (uri.startsWith('file:') ? fileURLToPath(uri) : path.resolve(uri));
-
 async function fetchIbama(ctx: RunContext): Promise<FetchedFile[]> {
   const src = ctx.options.source ?? ctx.cfg.sources['ibama-embargos'];
   if (!src) throw new AgroError('usage', 'ibama-embargos needs --source or a configured source');
@@ -151,14 +149,7 @@ async function fetchIbama(ctx: RunContext): Promise<FetchedFile[]> {
     if (!name) throw new AgroError('source_not_found', `${dir} holds none of ${SOURCE_NAMES.join(', ')}`);
     uri = path.join(dir, name);
   }
-  const file = await fetchSource(uri, {
-    destDir: ctx.rawDir,
-    userAgent: ctx.cfg.userAgent,
-    expect: /\.zip$/i.test(uri) ? 'zip' : 'csv',
-    log: (m, extra) => ctx.log.info(extra ?? {}, m),
-  });
-  if (!file) throw new AgroError('source_not_found', uri);
-  return [file];
+  return fetchOneFile(ctx, uri, { expect: /\.zip$/i.test(uri) ? 'zip' : 'csv' });
 }
 
 type Source = { route: 'csv'; csv: string } | { route: 'shp'; layers: VectorLayer[] };
@@ -203,7 +194,7 @@ export async function csvReleaseStamp(file: string): Promise<string | null> {
   try {
     for await (const rec of parser as AsyncIterable<string[]>) {
       if (line++ === 0) {
-        col = rec.findIndex((h) => h.replace(/^\uFEFF/, '').trim().toLowerCase() === 'ultima_atualizacao_relatorio');
+        col = rec.findIndex((h) => normaliseHeader(h) === 'ultima_atualizacao_relatorio');
         if (col < 0) return null;
         continue;
       }
@@ -220,14 +211,8 @@ export async function csvReleaseStamp(file: string): Promise<string | null> {
 // ---------------------------------------------------------------------------------
 // Load
 
-interface Staged {
+interface Staged extends Omit<CsvStageResult, 'header'> {
   route: Route;
-  rows: number;
-  badRows: number;
-  badRowSamples: number[];
-  missingOptional: string[];
-  unknown: string[];
-  fingerprint: string | null;
   layers: VectorLayer[];
   replacementChars: number;
 }
@@ -275,22 +260,15 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         } finally {
           await client.query(`SELECT set_config('agro.hmac_key', '', false)`);
         }
-        await assertSameShape(client, 'snap.ibama_embargos__template', table);
-        const rows = Number((await client.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+        const rows = await checkSnapshotTable(client, 'ibama_embargos', table);
         return { table, rows };
       },
       (r) => r.rows,
     );
 
-    await ctx.stage('index', async () => {
-      const t = built.table;
-      const base = t.replace(/^snap\."?|"$/g, '');
-      await client.query(`ALTER TABLE ${t} ALTER COLUMN id_tad SET NOT NULL, ADD CONSTRAINT ${ident(base + '_pk')} PRIMARY KEY (id_tad)`);
-      await client.query(`CREATE INDEX ${ident(base + '_geom')} ON ${t} USING gist (geom)`);
-      await client.query(`CREATE INDEX ${ident(base + '_numero_tad')} ON ${t} (numero_tad)`);
-      await client.query(`CREATE INDEX ${ident(base + '_documento_hmac')} ON ${t} (documento_hmac)`);
-      await client.query(`ANALYZE ${t}`);
-    });
+    await ctx.stage('index', () =>
+      indexSnapshotTable(client, built.table, { primaryKey: ['id_tad'], gist: ['geom'], btree: ['numero_tad', 'documento_hmac'] }),
+    );
 
     // ---- quality facts
     const c = (await client.query(render(namedSql('queries/ibama_facts'), { classified }))).rows[0];
@@ -312,8 +290,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       outsideBrazil: c.polygons_outside + c.points_outside,
     };
     const t = built.table;
-    const empties = await client.query(`SELECT ${EMPTY_FIELDS.map((f) => `count(*) FILTER (WHERE ${ident(f)} IS NULL)::int AS ${ident(f)}`).join(', ')} FROM ${t}`);
-    facts.fields = { missingOptional: staged.missingOptional.filter((n) => !n.startsWith('drop_')), unknown: staged.unknown, empty: empties.rows[0] };
+    facts.fields = { missingOptional: staged.missingOptional.filter((n) => !n.startsWith('drop_')), unknown: staged.unknown, empty: await countNulls(client, t, EMPTY_FIELDS) };
     const dates = await client.query(
       `SELECT col, etl.date_kind(v) AS kind, count(*)::int AS n
          FROM ${stage} CROSS JOIN LATERAL (VALUES ${DATE_FIELDS.map((f) => `('${f}', nullif(btrim(${ident(f)}), ''))`).join(', ')}) d(col, v)
@@ -329,7 +306,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       assumed: staged.layers.some((l) => l.encodingAssumed),
       replacementChars: staged.route === 'csv' ? fffd.rows[0].n : staged.replacementChars,
     };
-    facts.layers = staged.layers.map((l) => ({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding }));
+    facts.layers = staged.layers.map(describeLayer);
 
     const problems = await client.query(
       `SELECT poly_problem AS p, count(*)::int AS n FROM ${classified}
@@ -404,8 +381,7 @@ export const ibamaEmbargos: Pipeline & { key: string } = {
       const stamp = isoDate(await csvReleaseStamp(source.csv));
       if (stamp) return stamp;
     }
-    const lm = files[0].lastModified ? new Date(files[0].lastModified) : null;
-    return lm && !Number.isNaN(lm.getTime()) ? lm.toISOString().slice(0, 10) : null;
+    return lastModifiedDay(files[0]);
   },
   load,
 };

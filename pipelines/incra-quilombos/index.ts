@@ -42,7 +42,9 @@ export const incraQuilombos = polygonLayerPipeline({
   relation: 'incra_quilombos',
   fields: INCRA_FIELDS,
   source: { fileName: INCRA_FILE_NAME, pattern: /quilomb.*\.zip$/i },
-  sql: { classify: 'queries/incra_classify', build: 'queries/incra_build' },
+  // The layer carries no update date: among copies of a cd_quilomb the one read last wins.
+  classify: { key: 'etl.code_text(s.codigo)' },
+  build: 'queries/incra_build',
   checks: {
     dates: DATE_COLUMNS.map((column) => ({ column, kind: 'etl.date_dmy_iso_kind' as const })),
     numbers: ['area_ha', 'perimetro', 'area_calc_fonte', 'perimetro_calc_fonte'],

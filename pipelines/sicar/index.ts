@@ -5,12 +5,13 @@ import type pg from 'pg';
 import { AgroError } from '../../src/errors.ts';
 import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
 import { layersFromZip } from '../../src/etl/layers.ts';
+import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum } from '../../src/etl/quality.ts';
 import { assertSameShape, repairInvalidPolygons, type RepairResult } from '../../src/etl/repair.ts';
+import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
-import { ident } from '../../src/db/pool.ts';
 import { namedSql, render } from '../../src/sql.ts';
 import { stepTimer, type StepTimer } from '../../src/etl/steps.ts';
 
@@ -91,18 +92,11 @@ async function stageTheme(ctx: RunContext, client: pg.ClientBase, file: FetchedF
 async function classify(ctx: RunContext, client: pg.ClientBase, t: StagedTheme, steps: StepTimer) {
   t.repair = await steps.time(`repair ${t.theme}`, () => repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs));
   await steps.query(`classify ${t.theme}`, render(namedSql('queries/sicar_classify'), { classified: t.classified, stage: t.stage, fix: t.fix, uf: client.escapeLiteral(ctx.scope) }));
-  const r = await client.query(`SELECT verdict, count(*)::int AS n FROM ${t.classified} GROUP BY verdict`);
-  return Object.fromEntries(r.rows.map((x) => [x.verdict, x.n])) as Record<string, number>;
+  return countVerdicts(client, t.classified);
 }
 
-/** Folds a theme's verdicts into the report: other-state rows are dropped by design, the rest rejected. */
-function addVerdicts(facts: QualityFacts, verdicts: Record<string, number>, prefix: string) {
-  for (const [verdict, n] of Object.entries(verdicts)) {
-    if (verdict === 'ok') continue;
-    const bucket = verdict === 'other_state' ? facts.dropped : facts.rejected;
-    bucket[prefix + verdict] = (bucket[prefix + verdict] ?? 0) + n;
-  }
-}
+/** Other-state rows are dropped by design, the rest of what is not kept is rejected. */
+const DROPPED_VERDICTS = ['other_state'];
 
 async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
   const facts = emptyFacts();
@@ -130,9 +124,9 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     const steps = stepTimer(client);
     const carImovel = await ctx.stage('normalise', async () => {
       const verdicts = await classify(ctx, client, main, steps);
-      mainRejected = Object.entries(verdicts).filter(([v]) => v !== 'ok' && v !== 'other_state').reduce((a, [, n]) => a + n, 0);
-      addVerdicts(facts, verdicts, '');
-      for (const t of themes) addVerdicts(facts, await classify(ctx, client, t, steps), `${t.theme.toLowerCase()}:`);
+      mainRejected = Object.entries(verdicts).filter(([v]) => v !== 'ok' && !DROPPED_VERDICTS.includes(v)).reduce((a, [, n]) => a + n, 0);
+      addVerdicts(facts, verdicts, { dropped: DROPPED_VERDICTS });
+      for (const t of themes) addVerdicts(facts, await classify(ctx, client, t, steps), { dropped: DROPPED_VERDICTS, prefix: `${t.theme.toLowerCase()}:` });
 
       // Theme polygons of this snapshot, then hectares per property and theme.
       const carTema = await target.table('car_tema');
@@ -161,31 +155,20 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
           snapshot_id: String(target.snapshotId),
         }),
       );
-      await assertSameShape(client, 'snap.car_imovel__template', table);
+      const rows = await checkSnapshotTable(client, 'car_imovel', table);
       const okRows = verdicts.ok ?? 0;
-      const rows = Number((await client.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
       if (okRows > rows) facts.dropped.duplicate_car = okRows - rows;
       return { table, carTema, rows };
     }, (r) => r.rows, () => ({ steps: steps.timings }));
 
     await ctx.stage('index', async () => {
-      const t = carImovel.table;
-      const base = t.replace(/^snap\."?|"$/g, '');
-      await client.query(`ALTER TABLE ${t} ALTER COLUMN car SET NOT NULL, ADD CONSTRAINT ${ident(base + '_pk')} PRIMARY KEY (car)`);
-      await client.query(`CREATE INDEX ${ident(base + '_geom')} ON ${t} USING gist (geom)`);
-      await client.query(`CREATE INDEX ${ident(base + '_mun')} ON ${t} (cod_municipio_ibge)`);
-      const tt = carImovel.carTema;
-      const tbase = tt.replace(/^snap\."?|"$/g, '');
-      await client.query(`CREATE INDEX ${ident(tbase + '_car')} ON ${tt} (car)`);
-      await client.query(`CREATE INDEX ${ident(tbase + '_geom')} ON ${tt} USING gist (geom)`);
-      await client.query(`ANALYZE ${t}`);
-      await client.query(`ANALYZE ${tt}`);
+      await indexSnapshotTable(client, carImovel.table, { primaryKey: ['car'], gist: ['geom'], btree: [{ name: 'mun', columns: ['cod_municipio_ibge'] }] });
+      await indexSnapshotTable(client, carImovel.carTema, { gist: ['geom'], btree: ['car'] });
     });
 
     // Quality facts beyond the verdicts.
     const t = carImovel.table;
-    const empties = await client.query(`SELECT ${EMPTY_FIELDS.map((c) => `count(*) FILTER (WHERE ${ident(c)} IS NULL) AS ${ident(c)}`).join(', ')} FROM ${t}`);
-    facts.fields.empty = Object.fromEntries(Object.entries(empties.rows[0]).map(([k, v]) => [k, Number(v)]));
+    facts.fields.empty = await countNulls(client, t, EMPTY_FIELDS);
     const dates = await client.query(
       `SELECT col, etl.date_kind(v) AS kind, count(*)::int AS n
          FROM (SELECT 'dat_criaca' AS col, dat_criaca AS v FROM ${main.stage} UNION ALL SELECT 'dat_atuali', dat_atuali FROM ${main.stage}) d
@@ -204,12 +187,10 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     if (orphan.rows[0].n) facts.notes.push(`${orphan.rows[0].n} theme polygons belong to no loaded property`);
 
     for (const s of staged) {
-      facts.geometry.invalid += s.repair.invalid;
-      facts.geometry.repaired += s.repair.repaired;
-      facts.geometry.rejected += s.repair.rejected + s.repair.empty;
+      addRepairFacts(facts, s.repair);
       facts.encoding.replacementChars += s.replacementChars;
       for (const l of s.layers) {
-        facts.layers.push({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding });
+        facts.layers.push(describeLayer(l));
         if (l.sridAssumed) facts.geometry.sridAssumed = true;
       }
     }
@@ -246,9 +227,7 @@ export const sicar: Pipeline = {
   key: 'car',
   fetch: fetchState,
   async releaseDate(_ctx, files) {
-    const lm = files.find((f) => themeOf(f) === 'AREA_IMOVEL')?.lastModified;
-    const d = lm ? new Date(lm) : null;
-    return d && !Number.isNaN(d.getTime()) ? d.toISOString().slice(0, 10) : null;
+    return lastModifiedDay(files.find((f) => themeOf(f) === 'AREA_IMOVEL'));
   },
   load,
 };

@@ -7,16 +7,16 @@
 import { createHash } from 'node:crypto';
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parse as parseSync } from 'csv-parse/sync';
 import { AgroError } from '../../src/errors.ts';
-import { fetchSource, type FetchedFile } from '../../src/etl/download.ts';
+import { fetchSource, isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
+import { countNulls, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
 import { emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
 import { assertSameShape } from '../../src/etl/repair.ts';
-import { stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
+import { lastModifiedDay } from '../../src/etl/source-files.ts';
+import { normaliseHeader, stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
-import { ident } from '../../src/db/pool.ts';
 import { namedSql, render } from '../../src/sql.ts';
 
 const DECS = Array.from({ length: 36 }, (_, i) => i + 1);
@@ -54,9 +54,6 @@ export function safraFromName(name: string): string | null {
   if (m) return `${m[1]}/${m[2]}`;
   return /perene|sem-safra/i.test(name) ? 'perene' : null;
 }
-
-const isHttp = (s: string) => /^https?:\/\//i.test(s);
-const localPath = (s: string) => (s.startsWith('file:') ? fileURLToPath(s) : path.resolve(s));
 
 interface CkanResource {
   name?: string | null;
@@ -111,8 +108,6 @@ async function fetchZarc(ctx: RunContext): Promise<FetchedFile[]> {
   if (!files.length) throw new AgroError('source_not_found', `${src}: no .csv file`);
   return files;
 }
-
-const normaliseHeader = (h: string) => h.replace(/^\uFEFF/, '').trim().toLowerCase();
 
 /** The header row of a file (first line), read without touching the rest. */
 export async function readHeader(file: string): Promise<{ names: string[]; bom: boolean }> {
@@ -244,12 +239,9 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       (r) => ({ ms: r.ms }),
     ).finally(() => client.query('RESET work_mem'));
 
-    await ctx.stage('index', async () => {
-      const base = table.table.replace(/^snap\."?|"$/g, '');
-      await client.query(`ALTER TABLE ${table.table} ADD CONSTRAINT ${ident(base + '_pk')} PRIMARY KEY (chave)`);
-      await client.query(`CREATE INDEX ${ident(base + '_geo')} ON ${table.table} (geocodigo, cultura)`);
-      await client.query(`ANALYZE ${table.table}`);
-    });
+    await ctx.stage('index', () =>
+      indexSnapshotTable(client, table.table, { primaryKey: ['chave'], btree: [{ name: 'geo', columns: ['geocodigo', 'cultura'] }] }),
+    );
 
     // Quality facts.
     const z = facts.zarc;
@@ -277,8 +269,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     const seasons = await client.query(`SELECT safra, count(*)::bigint AS n FROM ${table.table} GROUP BY 1 ORDER BY 1`);
     for (const r of seasons.rows) z.seasons[r.safra] = Number(r.n);
     z.perennial_rows = z.seasons.perene ?? 0;
-    const empties = await client.query(`SELECT ${EMPTY_FIELDS.map((c) => `count(*) FILTER (WHERE ${ident(c)} IS NULL) AS ${ident(c)}`).join(', ')} FROM ${table.table}`);
-    facts.fields.empty = Object.fromEntries(Object.entries(empties.rows[0]).map(([k, v]) => [k, Number(v)]));
+    facts.fields.empty = await countNulls(client, table.table, EMPTY_FIELDS);
 
     z.files = staged.map((f) => ({
       name: f.name, rows: f.rows, bad_rows: f.badRows, bom: f.bom, fingerprint: f.fingerprint, columns: f.header?.length ?? 0,
@@ -326,8 +317,8 @@ export const zarc: Pipeline & { key: string } = {
   key: 'chave',
   fetch: fetchZarc,
   async releaseDate(_ctx, files) {
-    const dates = files.map((f) => (f.lastModified ? new Date(f.lastModified) : null)).filter((d): d is Date => !!d && !Number.isNaN(d.getTime()));
-    return dates.length ? new Date(Math.max(...dates.map((d) => d.getTime()))).toISOString().slice(0, 10) : null;
+    // The newest Last-Modified of the season files.
+    return files.map(lastModifiedDay).filter((d): d is string => d !== null).sort().at(-1) ?? null;
   },
   load,
 };

@@ -1,10 +1,9 @@
--- The cnuc_ucs snapshot: one row per kept unit, typed, in EPSG:4326. Column order and
--- types match snap.cnuc_ucs__template (checked before publishing). Areas arrive as text
--- ('204513.5'); a value that is not a number loads as NULL and keeps its text in `extra`
--- under the canonical name, as does the `uf` list when it names an unknown state (the
--- known names still become siglas).
-CREATE TABLE {{target}} AS
-SELECT c.codigo::text AS codigo,
+-- The cnuc_ucs snapshot's own columns, rendered into queries/layer_build.sql (one row per
+-- kept unit): column order and types match snap.cnuc_ucs__template (checked before
+-- publishing). Areas arrive as text ('204513.5'); a value that is not a number loads as NULL
+-- and keeps its text in `extra` under the canonical name, as does the `uf` list when it
+-- names an unknown state (the known names still become siglas).
+-- @columns
        etl.code_text(s.uc_id) AS uc_id,
        nullif(btrim(s.nome), '')::text AS nome,
        nullif(btrim(s.categoria), '')::text AS categoria,
@@ -34,9 +33,9 @@ SELECT c.codigo::text AS codigo,
          'cerrado', etl.parse_number(s.cerrado), 'matlantica', etl.parse_number(s.matlantica),
          'pampa', etl.parse_number(s.pampa), 'pantanal', etl.parse_number(s.pantanal),
          'marinho', etl.parse_number(s.marinho))), '{}'::jsonb) AS area_bioma_ha,
-       ST_Area(c.geom::geography) / 10000 AS area_calculada_ha, -- geodesic: these polygons reach far from the Albers origin
-       c.geom::geometry(MultiPolygon, 4326) AS geom,
-       nullif(coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
+       -- geodesic: these polygons reach far from the Albers origin
+       ST_Area(c.geom::geography) / 10000 AS area_calculada_ha
+-- @unparsed
          'area_total_ha', CASE WHEN btrim(s.area_total_ha) <> '' AND etl.parse_number(s.area_total_ha) IS NULL THEN s.area_total_ha END,
          'area_ato_ha', CASE WHEN btrim(s.area_ato_ha) <> '' AND etl.parse_number(s.area_ato_ha) IS NULL THEN s.area_ato_ha END,
          'area_fonte_ha', CASE WHEN btrim(s.area_fonte_ha) <> '' AND etl.parse_number(s.area_fonte_ha) IS NULL THEN s.area_fonte_ha END,
@@ -50,13 +49,9 @@ SELECT c.codigo::text AS codigo,
            'marinho', CASE WHEN btrim(s.marinho) <> '' AND etl.parse_number(s.marinho) IS NULL THEN s.marinho END)), '{}'::jsonb),
          'data_criacao', CASE WHEN etl.date_kind(s.data_criacao) = 'bad' THEN s.data_criacao END,
          'ufs', CASE WHEN u.unknown THEN s.ufs END
-       )), '{}'::jsonb) AS extra,
-       {{snapshot_id}}::bigint AS snapshot_id
-FROM {{classified}} c
-JOIN {{stage}} s ON s.src_seq = c.src_seq
+-- @joins
 CROSS JOIN LATERAL (
   SELECT nullif(array_agg(etl.uf_sigla_from_name(x) ORDER BY n) FILTER (WHERE etl.uf_sigla_from_name(x) IS NOT NULL), '{}'::text[]) AS ufs,
          coalesce(bool_or(etl.uf_sigla_from_name(x) IS NULL), false) AS unknown
   FROM unnest(etl.text_list(s.ufs)) WITH ORDINALITY AS l(x, n)
 ) u
-WHERE c.verdict = 'ok'

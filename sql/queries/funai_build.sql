@@ -1,8 +1,8 @@
--- The funai_tis snapshot: one row per kept land, typed, in EPSG:4326. Column order and
--- types match snap.funai_tis__template (checked before publishing). Values that do not
--- parse load as NULL and keep their source text in `extra` under the canonical name.
-CREATE TABLE {{target}} AS
-SELECT c.codigo::text AS codigo,
+-- The funai_tis snapshot's own columns, rendered into queries/layer_build.sql (one row per
+-- kept land): column order and types match snap.funai_tis__template (checked before
+-- publishing). Values that do not parse load as NULL and keep their source text in `extra`
+-- under the canonical name.
+-- @columns
        nullif(btrim(s.nome), '')::text AS nome,
        etl.text_list(s.etnias) AS etnias,
        etl.text_list(s.municipios) AS municipios,
@@ -18,15 +18,9 @@ SELECT c.codigo::text AS codigo,
        nullif(btrim(s.unidade_adm_nome), '')::text AS unidade_adm_nome,
        nullif(btrim(s.unidade_adm_sigla), '')::text AS unidade_adm_sigla,
        etl.parse_flag(s.dominio_uniao) AS dominio_uniao,
-       etl.parse_date(s.data_atualizacao) AS data_atualizacao,
-       c.geom::geometry(MultiPolygon, 4326) AS geom,
-       nullif(coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
+       etl.parse_date(s.data_atualizacao) AS data_atualizacao
+-- @unparsed
          'area_declarada_ha', CASE WHEN btrim(s.area_declarada_ha) <> '' AND etl.parse_number(s.area_declarada_ha) IS NULL THEN s.area_declarada_ha END,
          'faixa_fronteira', CASE WHEN btrim(s.faixa_fronteira) <> '' AND etl.parse_flag(s.faixa_fronteira) IS NULL THEN s.faixa_fronteira END,
          'dominio_uniao', CASE WHEN btrim(s.dominio_uniao) <> '' AND etl.parse_flag(s.dominio_uniao) IS NULL THEN s.dominio_uniao END,
          'data_atualizacao', CASE WHEN etl.date_kind(s.data_atualizacao) = 'bad' THEN s.data_atualizacao END
-       )), '{}'::jsonb) AS extra,
-       {{snapshot_id}}::bigint AS snapshot_id
-FROM {{classified}} c
-JOIN {{stage}} s ON s.src_seq = c.src_seq
-WHERE c.verdict = 'ok'

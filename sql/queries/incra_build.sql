@@ -1,10 +1,9 @@
--- The incra_quilombos snapshot: one row per kept territory, typed, in EPSG:4326. Column
--- order and types match snap.incra_quilombos__template (checked before publishing).
--- Dates come as dd/mm/yyyy or yyyy-mm-dd in the same column; any other text loads as
--- NULL and keeps its source text in `extra` under the canonical name (so do numbers,
--- flags and UF siglas that do not parse).
-CREATE TABLE {{target}} AS
-SELECT c.codigo::text AS codigo,
+-- The incra_quilombos snapshot's own columns, rendered into queries/layer_build.sql (one
+-- row per kept territory): column order and types match snap.incra_quilombos__template
+-- (checked before publishing). Dates come as dd/mm/yyyy or yyyy-mm-dd in the same column;
+-- any other text loads as NULL and keeps its source text in `extra` under the canonical
+-- name (so do numbers, flags and UF siglas that do not parse).
+-- @columns
        nullif(btrim(s.comunidade), '')::text AS comunidade,
        nullif(btrim(s.municipio), '')::text AS municipio,
        CASE WHEN etl.uf_ibge_code(btrim(s.uf)) IS NOT NULL THEN upper(btrim(s.uf)) END::text AS uf,
@@ -26,9 +25,8 @@ SELECT c.codigo::text AS codigo,
        etl.parse_date_dmy_iso(s.data_titulacao) AS data_titulacao,
        nullif(btrim(s.cod_sipra), '')::text AS cod_sipra,
        nullif(btrim(s.observacao), '')::text AS observacao,
-       nullif(btrim(s.tipo_levantamento), '')::text AS tipo_levantamento,
-       c.geom::geometry(MultiPolygon, 4326) AS geom,
-       nullif(coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
+       nullif(btrim(s.tipo_levantamento), '')::text AS tipo_levantamento
+-- @unparsed
          'uf', CASE WHEN btrim(s.uf) <> '' AND etl.uf_ibge_code(btrim(s.uf)) IS NULL THEN s.uf END,
          'familias', CASE WHEN btrim(s.familias) <> '' AND n.familias IS NULL THEN s.familias END,
          'area_ha', CASE WHEN btrim(s.area_ha) <> '' AND etl.parse_number(s.area_ha) IS NULL THEN s.area_ha END,
@@ -38,12 +36,8 @@ SELECT c.codigo::text AS codigo,
          'data_publicacao_decreto', CASE WHEN etl.date_dmy_iso_kind(s.data_publicacao_decreto) = 'bad' THEN s.data_publicacao_decreto END,
          'data_decreto', CASE WHEN etl.date_dmy_iso_kind(s.data_decreto) = 'bad' THEN s.data_decreto END,
          'data_titulacao', CASE WHEN etl.date_dmy_iso_kind(s.data_titulacao) = 'bad' THEN s.data_titulacao END
-       )), '{}'::jsonb) AS extra,
-       {{snapshot_id}}::bigint AS snapshot_id
-FROM {{classified}} c
-JOIN {{stage}} s ON s.src_seq = c.src_seq
+-- @joins
 CROSS JOIN LATERAL (
   SELECT CASE WHEN x = trunc(x) AND abs(x) <= 2147483647 THEN x::integer END AS familias
   FROM etl.parse_number(s.familias) AS x
 ) n
-WHERE c.verdict = 'ok'

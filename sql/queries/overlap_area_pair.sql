@@ -2,6 +2,11 @@
 -- snapshot: hectares (EPSG:10857, the same method as the property's own area) and the
 -- share of the property. Cheap containment cases skip the intersection. Point
 -- features (IBAMA terms without a polygon) count when they lie inside the property.
+-- No JIT: PostGIS' function costs push these plans past jit_above_cost, and compiling
+-- them cost 1.2–2.8 s per pair statement (each parallel worker compiles too) against
+-- 0.3–3.5 s of execution in bench/overlaps.ts. SET LOCAL lasts until the pair's
+-- transaction ends.
+SET LOCAL jit = off;
 CREATE UNLOGGED TABLE {{out}} AS
 SELECT c.car, c.uf, s.fid,
        CASE WHEN bool_and(s.is_point) THEN NULL ELSE sum(x.ha) END AS area_sobreposta_ha,

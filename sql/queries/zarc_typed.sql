@@ -31,7 +31,7 @@ SELECT {{file_no}}::integer AS file_no, s.src_seq,
          OR (etl.zarc_int(s.cod_micro) IS NULL AND nullif(btrim(s.cod_micro), '') IS NOT NULL) AS bad_code,
        (strpos(s.cultura, U&'\FFFD') > 0 OR strpos(s.municipio, U&'\FFFD') > 0 OR strpos(s.portaria, U&'\FFFD') > 0
          OR strpos(s.nome_manejo, U&'\FFFD') > 0 OR strpos(s.clima, U&'\FFFD') > 0) AS replacement_char,
-       (nullif(btrim(s.uf), '') IS NOT NULL AND etl.zarc_uf_ibge(btrim(s.uf)) IS DISTINCT FROM left(k.geocodigo, 2)) AS uf_mismatch
+       (nullif(btrim(s.uf), '') IS NOT NULL AND etl.uf_ibge_code(btrim(s.uf)) IS DISTINCT FROM left(k.geocodigo, 2)) AS uf_mismatch
 FROM {{stage}} s
 CROSS JOIN LATERAL (
   SELECT btrim(s.geocodigo) AS geocodigo, nullif(btrim(s.cultura), '') AS cultura,

@@ -90,7 +90,8 @@ async function hashInto(hash: Hash, file: string): Promise<void> {
   for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
 }
 
-const isHttp = (uri: string): boolean => /^https?:\/\//i.test(uri);
+/** An http(s) URL (anything else is a local path or a file:// URL). */
+export const isHttp = (uri: string): boolean => /^https?:\/\//i.test(uri);
 
 export function joinSource(base: string, name: string): string {
   if (isHttp(base) || base.startsWith('file:')) return `${base.replace(/\/+$/, '')}/${encodeURIComponent(name)}`;
@@ -114,7 +115,8 @@ function checkName(name: string): string {
   return name;
 }
 
-const localPath = (uri: string): string => (uri.startsWith('file:') ? fileURLToPath(uri) : path.resolve(uri));
+/** The absolute local path of a path or file:// URL. */
+export const localPath = (uri: string): string => (uri.startsWith('file:') ? fileURLToPath(uri) : path.resolve(uri));
 
 function pathsFor(destDir: string, name: string): Paths {
   const final = path.join(destDir, name);

@@ -1,5 +1,7 @@
 // The quality report of one load and the gate that decides whether it may publish.
 import type { QualityThresholds } from '../config.ts';
+import type { RepairResult } from './repair.ts';
+import type { VectorLayer } from './vector-reader.ts';
 
 /** What a pipeline observed while reading and normalising. */
 export interface QualityFacts {
@@ -82,6 +84,39 @@ export function emptyFacts(): QualityFacts {
 }
 
 export const sum = (o: Record<string, number>) => Object.values(o).reduce((a, b) => a + b, 0);
+
+/** A layer as the report (and the read stage's detail) lists it. */
+export const describeLayer = (l: VectorLayer): QualityFacts['layers'][number] => ({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding });
+
+/** Lists the layers read; SRID and encoding are the first one's, assumed when any layer's was. */
+export function addLayerFacts(facts: QualityFacts, layers: VectorLayer[]): void {
+  for (const l of layers) facts.layers.push(describeLayer(l));
+  facts.geometry.srid = layers[0].srid;
+  facts.geometry.sridAssumed = layers.some((l) => l.sridAssumed);
+  facts.encoding.name = layers[0].encoding;
+  facts.encoding.assumed = layers.some((l) => l.encodingAssumed);
+}
+
+/**
+ * Folds verdict counts (verdict → rows) into the report: 'ok' is skipped, the verdicts named
+ * in `dropped` are dropped by design, every other one is rejected. Counts add up under
+ * `prefix + verdict` (several layers may fold into one report).
+ */
+export function addVerdicts(facts: QualityFacts, verdicts: Record<string, number>, o: { dropped?: readonly string[]; prefix?: string } = {}): void {
+  const prefix = o.prefix ?? '';
+  for (const [verdict, n] of Object.entries(verdicts)) {
+    if (verdict === 'ok') continue;
+    const bucket = o.dropped?.includes(verdict) ? facts.dropped : facts.rejected;
+    bucket[prefix + verdict] = (bucket[prefix + verdict] ?? 0) + n;
+  }
+}
+
+/** Adds a repair pass's counts to the geometry facts (a repair that failed or left nothing polygonal counts as rejected). */
+export function addRepairFacts(facts: QualityFacts, repair: RepairResult): void {
+  facts.geometry.invalid += repair.invalid;
+  facts.geometry.repaired += repair.repaired;
+  facts.geometry.rejected += repair.rejected + repair.empty;
+}
 
 /** Applies the gate rules of contract §2; an empty list means the load may publish. */
 export function evaluateGate(counts: QualityReport['counts'], change: ChangeSummary, facts: QualityFacts, t: QualityThresholds): GateFailure[] {

@@ -32,7 +32,8 @@ export interface CsvStageResult {
   header: string[] | null;
 }
 
-const normaliseHeader = (h: string) => h.replace(/^\uFEFF/, '').trim().toLowerCase();
+/** A header cell as alias maps spell it: BOM stripped, trimmed, lower case. */
+export const normaliseHeader = (h: string) => h.replace(/^\uFEFF/, '').trim().toLowerCase();
 
 export async function stageCsv(client: pg.ClientBase, table: string, file: string, specs: FieldSpec[], o: CsvOptions): Promise<CsvStageResult> {
   const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');

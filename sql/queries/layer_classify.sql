@@ -1,9 +1,12 @@
--- Why each staged indigenous land is kept or not, with its final geometry (repaired,
--- polygonal, 2D, EPSG:4326, multi). Duplicate terrai_codigo: the copy with the latest
--- data_atualizacao is kept, then the one read last (highest src_seq).
+-- Why each staged feature of a national polygon layer (pipelines/_polygon-layer.ts) is
+-- kept or not, with its final geometry (repaired, polygonal, 2D, EPSG:4326, multi).
+-- Declared by each pipeline: {{key}}, the key expression over the staged row `s`, and
+-- {{newest}}, the staged row's update date (NULL::date for a layer that carries none).
+-- Duplicate keys: the copy with the latest {{newest}} is kept, then the one read last
+-- (highest src_seq).
 CREATE UNLOGGED TABLE {{classified}} AS
 WITH g AS (
-  SELECT s.src_seq, etl.code_text(s.codigo) AS codigo, etl.parse_date(s.data_atualizacao) AS updated,
+  SELECT s.src_seq, {{key}} AS codigo, {{newest}} AS updated,
          f.status AS repair, s.geom IS NULL AS no_geom,
          CASE WHEN s.geom IS NOT NULL AND coalesce(f.status, 'repaired') = 'repaired' THEN
            ST_Multi(ST_CollectionExtract(ST_Force2D(ST_Transform(coalesce(f.geom, ST_SetSRID(s.geom, s.src_srid)), 4326)), 3))

@@ -1,0 +1,53 @@
+// SQL steps every load repeats around its own normalisation: counting verdicts and empty
+// values, checking a freshly built snapshot table against its template, indexing it.
+import type pg from 'pg';
+import { ident } from '../db/pool.ts';
+import { assertSameShape } from './repair.ts';
+
+/** Rows per verdict of a classified staging table (columns `verdict`). */
+export async function countVerdicts(client: pg.ClientBase, classified: string): Promise<Record<string, number>> {
+  const r = await client.query(`SELECT verdict, count(*)::int AS n FROM ${classified} GROUP BY verdict`);
+  return Object.fromEntries(r.rows.map((x) => [x.verdict, x.n]));
+}
+
+/** NULLs per column of a table (facts.fields.empty), in the order of `columns`. */
+export async function countNulls(client: pg.ClientBase, table: string, columns: readonly string[]): Promise<Record<string, number>> {
+  const r = await client.query(`SELECT ${columns.map((c) => `count(*) FILTER (WHERE ${ident(c)} IS NULL)::int AS ${ident(c)}`).join(', ')} FROM ${table}`);
+  return r.rows[0];
+}
+
+/** Fails unless a snapshot table just built has exactly the columns of snap.<relation>__template; returns its row count. */
+export async function checkSnapshotTable(client: pg.ClientBase, relation: string, table: string): Promise<number> {
+  await assertSameShape(client, `snap.${relation}__template`, table);
+  return Number((await client.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+}
+
+/** The indexes of a snapshot table, each named `<table>_<suffix>`. */
+export interface SnapshotIndexes {
+  /** Primary key `<table>_pk` (its columns are set NOT NULL first). */
+  primaryKey?: string[];
+  /** GiST indexes on geometry columns, named after the column. */
+  gist?: string[];
+  /** GIN indexes on array columns, named after the column. */
+  gin?: string[];
+  /** btree indexes: on one column, named after it, or `{ name, columns }`. */
+  btree?: (string | { name: string; columns: string[] })[];
+}
+
+/** Creates the declared indexes of a loaded snapshot table (primary key, GiST, GIN, btree, in that order), then ANALYZE. */
+export async function indexSnapshotTable(client: pg.ClientBase, table: string, ix: SnapshotIndexes): Promise<void> {
+  const base = table.replace(/^snap\."?|"$/g, '');
+  const name = (suffix: string) => ident(`${base}_${suffix}`);
+  const cols = (c: string[]) => c.map(ident).join(', ');
+  if (ix.primaryKey?.length) {
+    const notNull = ix.primaryKey.map((c) => `ALTER COLUMN ${ident(c)} SET NOT NULL, `).join('');
+    await client.query(`ALTER TABLE ${table} ${notNull}ADD CONSTRAINT ${name('pk')} PRIMARY KEY (${cols(ix.primaryKey)})`);
+  }
+  for (const c of ix.gist ?? []) await client.query(`CREATE INDEX ${name(c)} ON ${table} USING gist (${ident(c)})`);
+  for (const c of ix.gin ?? []) await client.query(`CREATE INDEX ${name(c)} ON ${table} USING gin (${ident(c)})`);
+  for (const b of ix.btree ?? []) {
+    const { name: suffix, columns } = typeof b === 'string' ? { name: b, columns: [b] } : b;
+    await client.query(`CREATE INDEX ${name(suffix)} ON ${table} (${cols(columns)})`);
+  }
+  await client.query(`ANALYZE ${table}`);
+}
