@@ -160,6 +160,7 @@ max_parallel_workers_per_gather = 2
 max_parallel_maintenance_workers = 2
 max_connections = 200
 synchronous_commit = off
+jit = off
 `;
 
 /** The URL every command uses: DATABASE_URL when set, otherwise the embedded cluster. */
