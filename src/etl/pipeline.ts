@@ -70,6 +70,4 @@ export interface Pipeline {
   releaseDate?(ctx: RunContext, files: FetchedFile[]): Promise<string | null>;
   /** Read, normalise and load into the snapshot tables (indexes and ANALYZE included). */
   load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult>;
-  /** Derived data to recompute after this pipeline publishes (inside the publish transaction). */
-  afterPublish?(client: pg.PoolClient, ctx: { cfg: Config; log: Logger; snapshotId: number; scope: string }): Promise<void>;
 }

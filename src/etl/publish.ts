@@ -10,7 +10,6 @@ import { qualifiedSnapshotTable } from './names.ts';
 import { fillMissingPairs, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import type { Pipeline } from './pipeline.ts';
 
-export { qualifiedSnapshotTable, snapshotTableName } from './names.ts';
 
 /** Rebuilds current.<relation> as the union of the published snapshot table of every scope. */
 export async function refreshCurrentView(client: pg.ClientBase, relation: string, snapshotIds: number[]): Promise<void> {
@@ -43,7 +42,7 @@ export async function publishSnapshot(
   pool: pg.Pool,
   pipeline: Pipeline,
   snapshotId: number,
-  opts: { forced?: boolean; onlyIfNewer?: boolean; fromRun?: boolean; afterPublish?: (c: pg.PoolClient) => Promise<void> } = {},
+  opts: { forced?: boolean; onlyIfNewer?: boolean; fromRun?: boolean } = {},
 ): Promise<PublishOutcome> {
   return withTransaction(pool, async (client) => {
     await lockDataset(client, pipeline.name);
@@ -67,13 +66,12 @@ export async function publishSnapshot(
     await catalog.setCurrent(client, pipeline.name, snap.scope, snapshotId);
     await repointViews(client, pipeline);
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
-    if (opts.afterPublish) await opts.afterPublish(client);
     return { published: true };
   });
 }
 
 /** Makes the snapshot before the current one current again, in one transaction. */
-export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string, afterPublish?: (c: pg.PoolClient, snapshotId: number) => Promise<void>) {
+export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string) {
   return withTransaction(pool, async (client) => {
     await lockDataset(client, pipeline.name);
     const cur = await catalog.currentSnapshot(client, pipeline.name, scope);
@@ -88,7 +86,6 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
     await catalog.setCurrent(client, pipeline.name, scope, prev.snapshot_id);
     await repointViews(client, pipeline);
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
-    if (afterPublish) await afterPublish(client, prev.snapshot_id);
     return { from: cur.snapshot_id, to: prev.snapshot_id };
   });
 }

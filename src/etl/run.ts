@@ -142,7 +142,6 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
   const lockClient = await connectOrFail(pool);
   const workDir = path.join(cfg.dataDir, 'work', `run-${runId}`);
   let snapshotId: number | null = null;
-  const snapshotTables: string[] = [];
   try {
     await lockClient.query('SELECT pg_advisory_lock($1, $2)', [RUN_ALIVE_LOCK, runId]);
     const scopeLock = await lockClient.query('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`run:${pipeline.name}:${scope}`]);
@@ -197,7 +196,6 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       async table(relation) {
         const t = qualifiedSnapshotTable(relation, sid);
         await catalog.addSnapshotTable(pool, sid, t);
-        snapshotTables.push(t);
         return t;
       },
       previousTable: (relation) => (current ? qualifiedSnapshotTable(relation, current.snapshot_id) : null),
@@ -247,7 +245,6 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
         forced: report.gate.forced,
         onlyIfNewer: options.backfill,
         fromRun: true,
-        afterPublish: pipeline.afterPublish ? (c) => pipeline.afterPublish!(c, { cfg, log: runLog, snapshotId: sid, scope }) : undefined,
       }),
     );
     if (!pub.published) outcome.message = `loaded but not made current: ${pub.reason}`;
@@ -261,9 +258,10 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.status = 'failed';
     outcome.error = { code: err.code, message: err.message };
     if (snapshotId !== null) {
-      // The catalogue lists every table of the snapshot, including derived ones made for it.
+      // The catalogue lists every table of the snapshot (registered before it is created),
+      // derived ones included.
       const listed = (await catalog.getSnapshot(pool, snapshotId).catch(() => null))?.tables ?? [];
-      await dropSnapshotTables(pool, [...new Set([...snapshotTables, ...listed])]).catch(() => {});
+      await dropSnapshotTables(pool, listed).catch(() => {});
       await forgetOverlaps(pool, snapshotId).catch(() => {});
       await catalog.setSnapshotFields(pool, snapshotId, { status: 'failed' }).catch(() => {});
     }
