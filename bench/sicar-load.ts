@@ -20,7 +20,7 @@ import { pathToFileURL } from 'node:url';
 import type { MultiPolygon, Polygon, Position } from 'geojson';
 import pg from 'pg';
 import { AREA_IMOVEL_FIELDS } from '../fixtures/sicar.ts';
-import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles, type DbfValue } from '../src/etl/shapefile-writer.ts';
+import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles, type DbfValue } from '../fixtures/lib/shapefile-writer.ts';
 import {
   AGRO_BIN, BENCH_DATA_DIR, agroSync, benchServerUrl, createDatabase, dropDatabase, embeddedServerLog, log, machineInfo,
   mb, parseFlags, prng, readStatementLog, secs, startStatementLog, table, tail, timedRun, weighted, withDatabase,

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CNUC_FIXTURE, buildCnucZip, type CnucRow } from '../fixtures/cnuc-ucs.ts';
 import { cnucReleaseDate, cnucUcs } from '../pipelines/cnuc-ucs/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { zipFiles } from '../src/etl/shapefile-writer.ts';
+import { zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

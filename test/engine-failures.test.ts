@@ -11,7 +11,7 @@ import { SICAR_FIXTURES, buildSicarState, carNumber } from '../fixtures/sicar.ts
 import { sicar } from '../pipelines/sicar/index.ts';
 import { rollback } from '../src/etl/publish.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles } from '../src/etl/shapefile-writer.ts';
+import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { AREA_IMOVEL_FIELDS } from '../fixtures/sicar.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { FUNAI_FIXTURE, buildFunaiZip } from '../fixtures/funai-tis.ts';
 import { FUNAI_FIELDS, funaiTis } from '../pipelines/funai-tis/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { zipFiles } from '../src/etl/shapefile-writer.ts';
+import { zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { mapFields } from '../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../src/etl/vector-reader.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';

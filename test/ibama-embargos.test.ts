@@ -20,7 +20,7 @@ import { SICAR_FIXTURES } from '../fixtures/sicar.ts';
 import { ibamaEmbargos, type EmbargoFacts } from '../pipelines/ibama-embargos/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { DEV_HMAC_KEY } from '../src/config.ts';
-import { zipFiles } from '../src/etl/shapefile-writer.ts';
+import { zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import { createPool } from '../src/db/pool.ts';

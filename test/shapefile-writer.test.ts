@@ -14,7 +14,7 @@ import {
   ShapefileWriter,
   zipFiles,
   type DbfField,
-} from '../src/etl/shapefile-writer.ts';
+} from '../fixtures/lib/shapefile-writer.ts';
 import {
   AREA_IMOVEL_FIELDS,
   buildSicarState,

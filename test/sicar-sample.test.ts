@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
-import { zipFiles } from '../src/etl/shapefile-writer.ts';
+import { zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
