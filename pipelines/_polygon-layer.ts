@@ -25,7 +25,8 @@ import path from 'node:path';
 import type pg from 'pg';
 import { AgroError } from '../src/errors.ts';
 import { ident } from '../src/db/pool.ts';
-import { extractZip } from '../src/etl/archive.ts';
+import type { ZipLimits } from '../src/etl/archive.ts';
+import { encodingNotes, layersFromZip } from '../src/etl/layers.ts';
 import { isHttp, joinSource, localPath, type FetchedFile } from '../src/etl/download.ts';
 import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from '../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../src/etl/pipeline.ts';
@@ -33,7 +34,7 @@ import { addLayerFacts, addRepairFacts, addVerdicts, describeLayer, emptyFacts, 
 import { repairInvalidPolygons } from '../src/etl/repair.ts';
 import { fetchOneFile, isoDay, lastModifiedDay } from '../src/etl/source-files.ts';
 import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
-import { findShapefiles, openLayer, type LayerDefaults, type VectorLayer } from '../src/etl/vector-reader.ts';
+import type { LayerDefaults, VectorLayer } from '../src/etl/vector-reader.ts';
 import { namedSql, render } from '../src/sql.ts';
 
 export interface LayerField extends FieldSpec {
@@ -102,7 +103,7 @@ export interface PolygonLayerSpec {
 export type PolygonLayerPipeline = Pipeline & { key: string; spec: PolygonLayerSpec };
 
 /** The layers' own encoding comes from the .cpg; these sources are all UTF-8 (SOURCES §1.9). */
-const LAYER_DEFAULTS: LayerDefaults = { srid: 4674, encoding: 'UTF-8' };
+const LAYER_DEFAULTS: LayerDefaults = { srid: 4674 };
 const MAX_ZIP_DEPTH = 3;
 const KEY = 'codigo';
 
@@ -186,18 +187,8 @@ async function releaseDate(spec: PolygonLayerSpec, files: FetchedFile[]): Promis
 // ---------- read ----------
 
 /** Every shapefile in the zip, in sub-folders or in zips inside it (up to MAX_ZIP_DEPTH levels). */
-export async function layersFromNestedZip(zipPath: string, workDir: string): Promise<VectorLayer[]> {
-  const shps: string[] = [];
-  const visit = async (zip: string, into: string, depth: number) => {
-    const files = await extractZip(zip, into);
-    shps.push(...findShapefiles(files));
-    if (depth >= MAX_ZIP_DEPTH) return;
-    const inner = files.filter((f) => /\.zip$/i.test(f)).sort();
-    for (let i = 0; i < inner.length; i++) await visit(inner[i], `${into}.z${i}`, depth + 1);
-  };
-  await visit(zipPath, path.join(workDir, 'src'), 1);
-  if (shps.length === 0) throw new AgroError('no_layer', `${path.basename(zipPath)} holds no shapefile`);
-  return shps.sort().map((s) => openLayer(s, LAYER_DEFAULTS));
+export async function layersFromNestedZip(zipPath: string, workDir: string, limits: ZipLimits): Promise<VectorLayer[]> {
+  return layersFromZip(zipPath, workDir, { srid: LAYER_DEFAULTS.srid, limits, maxDepth: MAX_ZIP_DEPTH });
 }
 
 // ---------- quality ----------
@@ -267,7 +258,7 @@ async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[
     const staged = await ctx.stage(
       'read',
       async () => {
-        const layers = await layersFromNestedZip(files[0].path, ctx.workDir);
+        const layers = await layersFromNestedZip(files[0].path, ctx.workDir, ctx.cfg.zip);
         const stage = ctx.stagingTable('src');
         return { layers, stage, ...(await stageLayers(client, stage, layers, spec.fields)) };
       },
@@ -312,7 +303,7 @@ async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[
     facts.fields.unknown = staged.unknown;
     if (staged.layers.length > 1) facts.notes.push(`${staged.layers.length} shapefiles in the zip, loaded together: ${staged.layers.map((l) => l.name).join(', ')}`);
     if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${LAYER_DEFAULTS.srid} (SIRGAS 2000) assumed`);
-    if (facts.encoding.assumed) facts.notes.push(`a layer had no .cpg: DBF decoded as ${LAYER_DEFAULTS.encoding}`);
+    facts.notes.push(...encodingNotes(staged.layers));
     if (staged.unknown.length) ctx.log.warn({ columns: staged.unknown }, 'source columns without a mapping, kept in extra');
 
     facts.fields.empty = await countNulls(client, vars.target, spec.emptyColumns);

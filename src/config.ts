@@ -1,6 +1,7 @@
 // Configuration, resolved once at start-up into one frozen object.
 // Core code receives a Config and never reads process.env itself.
 import path from 'node:path';
+import { DEFAULT_ZIP_LIMITS, type ZipLimits } from './etl/archive.ts';
 
 export interface QualityThresholds {
   /** Largest allowed drop in row count against the current snapshot (0..1). */
@@ -36,6 +37,8 @@ export interface Config {
   sicarUfs: readonly string[];
   /** Official source locations, overridable per pipeline with AGRO_SOURCE_<PIPELINE>. */
   sources: Readonly<Record<string, string>>;
+  /** Bounds on what one zip may inflate to (AGRO_MAX_UNZIPPED_BYTES, AGRO_MAX_UNZIP_RATIO). */
+  zip: Readonly<ZipLimits>;
 }
 
 /** Official default locations; each is config, never a constant in code (hosts move). */
@@ -93,5 +96,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     hmacKeySource: env.AGRO_HMAC_KEY ? 'env' : 'development',
     sicarUfs: Object.freeze((env.AGRO_SICAR_UFS || ALL_UFS).split(',').map((u) => u.trim().toUpperCase()).filter(Boolean)),
     sources: Object.freeze(sources),
+    zip: Object.freeze({
+      maxBytes: num(env.AGRO_MAX_UNZIPPED_BYTES, DEFAULT_ZIP_LIMITS.maxBytes),
+      maxRatio: num(env.AGRO_MAX_UNZIP_RATIO, DEFAULT_ZIP_LIMITS.maxRatio),
+    }),
   });
 }

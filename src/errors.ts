@@ -12,7 +12,7 @@ export const ERRORS = {
   invalid_request: { exitCode: 2, httpStatus: 400, message: 'invalid request' },
   download_failed: { exitCode: 1, httpStatus: 502, message: 'download failed' },
   source_not_found: { exitCode: 1, httpStatus: 404, message: 'source not found' },
-  html_instead_of_archive: { exitCode: 1, httpStatus: 502, message: 'the server sent an HTML page instead of the expected file' },
+  html_instead_of_archive: { exitCode: 1, httpStatus: 502, message: 'an HTML page came instead of the expected file' },
   corrupt_archive: { exitCode: 1, httpStatus: 502, message: 'the archive is corrupt or truncated' },
   missing_layer_part: { exitCode: 1, httpStatus: 502, message: 'a shapefile part is missing' },
   no_layer: { exitCode: 1, httpStatus: 502, message: 'no layer found in the source' },
@@ -25,6 +25,7 @@ export const ERRORS = {
   cluster: { exitCode: 1, httpStatus: 500, message: 'embedded cluster error' },
   internal: { exitCode: 1, httpStatus: 500, message: 'internal error' },
   run_in_progress: { exitCode: 1, httpStatus: 409, message: 'another run of this dataset is in progress' },
+  archive_too_large: { exitCode: 1, httpStatus: 502, message: 'the archive inflates beyond the allowed size' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

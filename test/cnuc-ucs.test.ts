@@ -138,7 +138,7 @@ describe('cnuc-ucs', () => {
     const out = await run(zip);
     expect(out).toMatchObject({ status: 'published', rows_loaded: 5, as_of: '2025-07-01' });
     const q = await quality(out.snapshot_id!);
-    expect(q.facts.layers).toEqual([{ name: 'shp_cnuc_2025_07', features: 5, srid: 4674, encoding: 'UTF-8' }]);
+    expect(q.facts.layers).toEqual([{ name: 'shp_cnuc_2025_07', features: 5, srid: 4674, encoding: 'UTF-8', decided_by: 'cpg' }]);
   });
 
   test('the real MMA sample loads fully with exact values', async () => {

@@ -155,7 +155,7 @@ describe('the committed version 202507A', () => {
     expect(q.facts.geometry).toMatchObject({ invalid: 0, repaired: 0, rejected: 0, srid: 4674, sridAssumed: false, outsideBrazil: 0 });
     expect(q.facts.encoding).toEqual({ name: 'UTF-8', assumed: false, replacementChars: 0 });
     expect(q.facts.fields).toMatchObject({ unknown: [], missingOptional: [] });
-    expect(q.facts.layers).toEqual([{ name: 'SNV_202507A', features: 11, srid: 4674, encoding: 'UTF-8' }]);
+    expect(q.facts.layers).toEqual([{ name: 'SNV_202507A', features: 11, srid: 4674, encoding: 'UTF-8', decided_by: 'cpg' }]);
   });
 
   it('puts roads near the SICAR properties they were drawn for', async () => {

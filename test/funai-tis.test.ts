@@ -226,7 +226,7 @@ describe('funai-tis', () => {
 
   test('the WFS full names and the 10-character DBF names map to the same columns', () => {
     const layer = (names: string[]): VectorLayer => ({
-      file: 'x.shp', name: 'x', srid: 4674, sridAssumed: false, encoding: 'UTF-8', encodingAssumed: false,
+      file: 'x.shp', name: 'x', srid: 4674, sridAssumed: false, encoding: 'UTF-8', encodingDecidedBy: 'cpg', encodingAssumed: false,
       fields: names.map((name) => ({ name, type: 'string' })), featureCount: 0,
     });
     const wfs = ['gid', 'terrai_codigo', 'terrai_nome', 'etnia_nome', 'municipio_nome', 'uf_sigla', 'superficie_perimetro_ha', 'fase_ti',

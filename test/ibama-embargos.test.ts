@@ -344,7 +344,7 @@ describe('shapefile route (adm_embargo_a zip) and a zip holding the CSV', () => 
   test('loads the 3 features: layer, SRID, encoding, no unknown columns', async () => {
     expect([shp.status, shp.rows_read, shp.rows_loaded, shp.rows_rejected]).toEqual(['published', 3, 3, 0]);
     const q = await reportOf(shpDb, shp.snapshot_id!);
-    expect(q.facts.layers).toEqual([{ name: 'adm_embargo_a', features: 3, srid: 4674, encoding: 'UTF-8' }]);
+    expect(q.facts.layers).toEqual([{ name: 'adm_embargo_a', features: 3, srid: 4674, encoding: 'UTF-8', decided_by: 'cpg' }]);
     expect(q.facts.geometry).toMatchObject({ srid: 4674, sridAssumed: false, invalid: 0, outsideBrazil: 0 });
     expect(q.facts.fields.unknown).toEqual([]);
     expect(q.facts.embargos.route).toBe('shp');

@@ -110,7 +110,7 @@ export function fieldSpecs(route: Route): FieldSpec[] {
 /** jsonb of the x_ columns (empty values left out), keyed by their source name. */
 const EXTRA_SQL = `jsonb_build_object(${EXTRA.map((s) => `'${s.name.slice(2)}', nullif(btrim(s.${ident(s.name)}), '')`).join(', ')})`;
 
-const LAYER_DEFAULTS = { srid: 4674, encoding: 'ISO-8859-1' };
+const LAYER_DEFAULTS = { srid: 4674 };
 const EMPTY_FIELDS = ['data_embargo', 'status_formulario', 'documento', 'nome_embargado', 'cod_municipio_ibge', 'municipio', 'uf', 'area_embargada_ha', 'geom_ponto'];
 const DATE_FIELDS = ['data_embargo', 'data_desembargo', 'data_alteracao', 'ultima_atualizacao'];
 const TEXT_FIELDS = ['nome_embargado', 'municipio', 'nome_imovel', 'descricao', 'localizacao'];
@@ -163,7 +163,7 @@ function resolveSource(ctx: RunContext, file: FetchedFile): Promise<Source> {
     p = (async (): Promise<Source> => {
       const head = await readHead(file.path, 4);
       if (head.length < 4 || head.toString('latin1', 0, 2) !== 'PK') return { route: 'csv', csv: file.path };
-      const files = await extractZip(file.path, path.join(ctx.workDir, 'source'));
+      const files = await extractZip(file.path, path.join(ctx.workDir, 'source'), { limits: ctx.cfg.zip });
       const shps = findShapefiles(files);
       if (shps.length) return { route: 'shp', layers: shps.map((s) => openLayer(s, LAYER_DEFAULTS)) };
       const csv = files.filter((f) => f.toLowerCase().endsWith('.csv')).sort()[0];

@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import { AgroError } from '../../src/errors.ts';
 import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
-import { layersFromZip } from '../../src/etl/layers.ts';
+import { encodingNotes, layersFromZip } from '../../src/etl/layers.ts';
 import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
 import { addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum } from '../../src/etl/quality.ts';
@@ -41,7 +41,7 @@ export const THEME_FIELDS: FieldSpec[] = [
   { name: 'des_condic', aliases: ['des_condic'] },
 ];
 
-const LAYER_DEFAULTS = { srid: 4674, encoding: 'ISO-8859-1' };
+const DEFAULT_SRID = 4674;
 const EMPTY_FIELDS = ['municipio', 'situacao', 'tipo', 'condicao', 'modulos_fiscais', 'area_total_ha', 'data_inscricao', 'data_atualizacao'];
 
 const themeOf = (f: FetchedFile) => (/_(AREA_IMOVEL|APPS|RESERVA_LEGAL|AREA_CONSOLIDADA)\.zip$/i.exec(f.name)?.[1] ?? '').toUpperCase();
@@ -54,7 +54,7 @@ async function fetchState(ctx: RunContext): Promise<FetchedFile[]> {
     // state's zips in a folder (or a mirror) and pass it with --source.
     throw new AgroError('usage', `SICAR's official download needs a CAPTCHA: pass --source <folder or URL prefix> holding ${uf}_AREA_IMOVEL.zip, or set AGRO_SOURCE_SICAR`);
   }
-  const common = { destDir: ctx.rawDir, userAgent: ctx.cfg.userAgent, expect: 'zip' as const, log: (m: string) => ctx.log.info(m), agentOptions: { ciphers: 'DEFAULT:@SECLEVEL=1' } };
+  const common = { destDir: ctx.rawDir, userAgent: ctx.cfg.userAgent, expect: 'zip' as const, zipLimits: ctx.cfg.zip, log: (m: string) => ctx.log.info(m), agentOptions: { ciphers: 'DEFAULT:@SECLEVEL=1' } };
   const files: FetchedFile[] = [];
   const main = await fetchSource(joinSource(base, `${uf}_AREA_IMOVEL.zip`), common);
   if (!main) throw new AgroError('source_not_found', `${uf}_AREA_IMOVEL.zip`);
@@ -81,7 +81,7 @@ interface StagedTheme {
 }
 
 async function stageTheme(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string): Promise<StagedTheme> {
-  const layers = await layersFromZip(file.path, ctx.workDir, LAYER_DEFAULTS);
+  const layers = await layersFromZip(file.path, ctx.workDir, { srid: DEFAULT_SRID, limits: ctx.cfg.zip });
   const name = theme.toLowerCase();
   const stage = ctx.stagingTable(name);
   const specs = theme === 'AREA_IMOVEL' ? PROPERTY_FIELDS : THEME_FIELDS;
@@ -202,7 +202,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     facts.fields.missingOptional = main.missingOptional;
     facts.fields.unknown = [...new Set(staged.flatMap((s) => s.unknown))];
     if (facts.geometry.sridAssumed) facts.notes.push('a layer had no .prj: EPSG:4674 (SIRGAS 2000) assumed');
-    if (facts.encoding.assumed) facts.notes.push('a layer had no .cpg: DBF decoded as ISO-8859-1');
+    facts.notes.push(...encodingNotes(staged.flatMap((s) => s.layers)));
     for (const th of THEMES) if (!themes.some((t) => t.theme === th)) facts.notes.push(`${th} not in the source: ${th.toLowerCase()} areas are NULL`);
 
     const rowsRead = staged.reduce((a, s) => a + s.rows, 0);

@@ -13,7 +13,10 @@ WITH t AS MATERIALIZED (
          CASE WHEN g.geom IS NULL THEN NULL
               WHEN f.src_seq IS NULL THEN ST_Multi(ST_Transform(ST_SetSRID(g.geom, g.src_srid), 4326))
               WHEN f.status = 'repaired' THEN ST_Multi(ST_Transform(f.geom, 4326)) END AS g4326,
-         etl.ibama_point(s.longitude, s.latitude, s.longitude_dms, s.latitude_dms, coalesce(g.src_srid, 4326)) AS p0
+         -- The point columns hold degrees: in the layer's CRS when it is geographic, else SIRGAS 2000.
+         etl.ibama_point(s.longitude, s.latitude, s.longitude_dms, s.latitude_dms,
+                         coalesce((SELECT CASE WHEN r.proj4text LIKE '%+proj=longlat%' THEN r.srid ELSE 4674 END
+                                     FROM spatial_ref_sys r WHERE r.srid = g.src_srid), 4326)) AS p0
   FROM {{stage}} s
   LEFT JOIN {{winners}} w ON w.src_seq = s.src_seq
   LEFT JOIN {{geoms}} g ON g.src_seq = s.src_seq

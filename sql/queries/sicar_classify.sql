@@ -1,4 +1,6 @@
 -- Why each staged row is kept or not, in priority order; one pass over the staging table.
+-- The Brazil envelope is in degrees: a projected layer (UTM, Web Mercator) is checked
+-- after transforming; SIRGAS 2000 and WGS 84 coordinates are checked as they are.
 CREATE UNLOGGED TABLE {{classified}} AS
 SELECT s.src_seq, upper(btrim(s.car)) AS car,
        CASE
@@ -7,7 +9,7 @@ SELECT s.src_seq, upper(btrim(s.car)) AS car,
          WHEN s.geom IS NULL THEN 'no_geometry'
          WHEN f.status = 'rejected' THEN 'geometry_unrepairable'
          WHEN f.status = 'empty' THEN 'geometry_empty_after_repair'
-         WHEN NOT etl.in_brazil(s.geom) THEN 'outside_brazil'
+         WHEN NOT etl.in_brazil(CASE WHEN s.src_srid IN (4326, 4674) THEN s.geom ELSE ST_Transform(ST_SetSRID(s.geom, s.src_srid), 4326) END) THEN 'outside_brazil'
          ELSE 'ok' END AS verdict,
        f.status AS repair
 FROM {{stage}} s LEFT JOIN {{fix}} f ON f.src_seq = s.src_seq

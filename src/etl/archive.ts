@@ -1,6 +1,10 @@
 // Zip validation and extraction. Government servers often answer with HTML error
 // pages or cut archives short, so every entry is streamed end to end and its
 // CRC-32 checked (yauzl checks sizes but not CRCs).
+// A hostile or broken archive may also inflate far beyond its size (a 2 MB zip holding a
+// 2 GiB member): the central directory's declared sizes are checked against ZipLimits
+// before anything is inflated, and the bytes are counted again while inflating, since
+// declared sizes can lie. Extraction takes only the members asked for.
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -9,6 +13,18 @@ import { pipeline } from 'node:stream/promises';
 import { crc32 } from 'node:zlib';
 import yauzl, { type Entry, type ZipFile } from 'yauzl';
 import { AgroError, isAgroError } from '../errors.ts';
+
+export interface ZipLimits {
+  /** Most bytes the members read from one archive may inflate to, together (AGRO_MAX_UNZIPPED_BYTES). */
+  maxBytes: number;
+  /** Largest inflated/compressed ratio of a member that inflates beyond RATIO_FLOOR bytes (AGRO_MAX_UNZIP_RATIO). */
+  maxRatio: number;
+}
+
+/** 8 GiB together; a member beyond 100 MiB may not inflate more than 200 times its compressed size. */
+export const DEFAULT_ZIP_LIMITS: ZipLimits = Object.freeze({ maxBytes: 8 * 2 ** 30, maxRatio: 200 });
+/** Small members compress as they like (a blank DBF column compresses 1000:1); the ratio bounds big ones. */
+const RATIO_FLOOR = 100 * 2 ** 20;
 
 const LOCAL_HEADER = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
 const EMPTY_ZIP = Buffer.from([0x50, 0x4b, 0x05, 0x06]);
@@ -63,10 +79,37 @@ function openEntry(zip: ZipFile, entry: Entry): Promise<Readable> {
   });
 }
 
-function crcCheck(entry: Entry): Transform {
+const isDirectory = (entry: Entry): boolean => entry.fileName.endsWith('/');
+
+const mib = (n: number): string => `${(n / 2 ** 20).toFixed(1)} MiB`;
+
+function tooLarge(file: string, why: string): AgroError {
+  return new AgroError('archive_too_large', `${path.basename(file)}: ${why}`, { file: path.basename(file) });
+}
+
+/** Refuses, from the central directory alone, members that would inflate beyond the limits. */
+function checkDeclared(file: string, entries: Entry[], limits: ZipLimits): void {
+  let total = 0;
+  for (const e of entries) {
+    total += e.uncompressedSize;
+    if (e.uncompressedSize > RATIO_FLOOR && e.uncompressedSize > limits.maxRatio * Math.max(1, e.compressedSize)) {
+      const ratio = Math.round(e.uncompressedSize / Math.max(1, e.compressedSize));
+      throw tooLarge(file, `${e.fileName} declares ${mib(e.uncompressedSize)} from ${mib(e.compressedSize)} (ratio ${ratio}, at most ${limits.maxRatio} allowed)`);
+    }
+  }
+  if (total > limits.maxBytes) throw tooLarge(file, `its members declare ${mib(total)} uncompressed, more than the ${mib(limits.maxBytes)} allowed`);
+}
+
+/** Counts inflated bytes against the archive's budget (shared by all its members) and checks the CRC. */
+function inflateCheck(file: string, entry: Entry, budget: { left: number; limits: ZipLimits }): Transform {
   let crc = 0;
+  let seen = 0;
   return new Transform({
     transform(chunk: Buffer, _enc, cb) {
+      seen += chunk.length;
+      budget.left -= chunk.length;
+      if (budget.left < 0) return cb(tooLarge(file, `${entry.fileName} inflates beyond the ${mib(budget.limits.maxBytes)} allowed (its header declared ${mib(entry.uncompressedSize)})`));
+      if (seen > entry.uncompressedSize) return cb(new Error(`${entry.fileName} inflates beyond its declared ${entry.uncompressedSize} bytes`));
       crc = crc32(chunk, crc);
       cb(null, chunk);
     },
@@ -77,14 +120,31 @@ function crcCheck(entry: Entry): Transform {
   });
 }
 
-async function streamEntry(zip: ZipFile, entry: Entry, sink: Writable): Promise<void> {
-  await pipeline(await openEntry(zip, entry), crcCheck(entry), sink);
+/** The central directory's entries (no member inflated yet). */
+function listEntries(zip: ZipFile): Promise<Entry[]> {
+  return new Promise<Entry[]>((resolve, reject) => {
+    const entries: Entry[] = [];
+    zip.on('error', reject);
+    zip.on('end', () => resolve(entries));
+    zip.on('entry', (entry: Entry) => {
+      entries.push(entry);
+      zip.readEntry();
+    });
+    zip.readEntry();
+  });
 }
 
-const isDirectory = (entry: Entry): boolean => entry.fileName.endsWith('/');
-
-/** Visits entries one at a time (lazyEntries), so only one entry stream is open. */
-async function walkZip(file: string, onEntry: (zip: ZipFile, entry: Entry) => Promise<void>): Promise<void> {
+/**
+ * Opens a zip, lists its entries, checks the declared sizes of the file entries `pick`
+ * selects, then streams those one at a time (inflated bytes counted, CRC checked) into
+ * the sink `onEntry` gives; directory entries go to `onEntry` with no stream.
+ */
+async function walkZip(
+  file: string,
+  limits: ZipLimits,
+  pick: (name: string) => boolean,
+  onEntry: (entry: Entry) => Promise<Writable | null>,
+): Promise<void> {
   let zip: ZipFile;
   try {
     zip = await openZip(file);
@@ -92,14 +152,14 @@ async function walkZip(file: string, onEntry: (zip: ZipFile, entry: Entry) => Pr
     throw asCorrupt(e, file);
   }
   try {
-    await new Promise<void>((resolve, reject) => {
-      zip.on('error', reject);
-      zip.on('end', resolve);
-      zip.on('entry', (entry: Entry) => {
-        onEntry(zip, entry).then(() => zip.readEntry(), reject);
-      });
-      zip.readEntry();
-    });
+    const entries = await listEntries(zip);
+    const chosen = entries.filter((e) => isDirectory(e) || pick(e.fileName));
+    checkDeclared(file, chosen.filter((e) => !isDirectory(e)), limits);
+    const budget = { left: limits.maxBytes, limits };
+    for (const entry of chosen) {
+      const sink = await onEntry(entry);
+      if (sink && !isDirectory(entry)) await pipeline(await openEntry(zip, entry), inflateCheck(file, entry, budget), sink);
+    }
   } catch (e) {
     throw asCorrupt(e, file);
   } finally {
@@ -108,15 +168,16 @@ async function walkZip(file: string, onEntry: (zip: ZipFile, entry: Entry) => Pr
 }
 
 const discard = (): Writable => new Writable({ write: (_chunk, _enc, cb) => cb() });
+const everything = (): boolean => true;
 
 /** Reads every entry through to the end; returns the file entry names. */
-export async function validateZip(file: string): Promise<{ entries: string[] }> {
+export async function validateZip(file: string, limits: ZipLimits = DEFAULT_ZIP_LIMITS): Promise<{ entries: string[] }> {
   await checkSignature(file);
   const entries: string[] = [];
-  await walkZip(file, async (zip, entry) => {
-    if (isDirectory(entry)) return;
+  await walkZip(file, limits, everything, async (entry) => {
+    if (isDirectory(entry)) return null;
     entries.push(entry.fileName);
-    await streamEntry(zip, entry, discard());
+    return discard();
   });
   return { entries };
 }
@@ -131,22 +192,28 @@ function safeTarget(root: string, name: string): string {
   return target;
 }
 
-/** Extracts every file entry under destDir; on failure removes what it wrote. */
-export async function extractZip(file: string, destDir: string): Promise<string[]> {
+export interface ExtractOptions {
+  limits?: ZipLimits;
+  /** The members to extract, by name in the archive (default: all). */
+  only?: (name: string) => boolean;
+}
+
+/** Extracts the file entries `only` selects under destDir; on failure removes what it wrote. */
+export async function extractZip(file: string, destDir: string, o: ExtractOptions = {}): Promise<string[]> {
   await checkSignature(file);
   const root = path.resolve(destDir);
   await mkdir(root, { recursive: true });
   const written = new Set<string>();
   try {
-    await walkZip(file, async (zip, entry) => {
+    await walkZip(file, o.limits ?? DEFAULT_ZIP_LIMITS, o.only ?? everything, async (entry) => {
       const target = safeTarget(root, entry.fileName);
       if (isDirectory(entry)) {
         await mkdir(target, { recursive: true });
-        return;
+        return null;
       }
       await mkdir(path.dirname(target), { recursive: true });
       written.add(target);
-      await streamEntry(zip, entry, createWriteStream(target));
+      return createWriteStream(target);
     });
   } catch (e) {
     await Promise.all([...written].map((f) => rm(f, { force: true })));

@@ -12,7 +12,7 @@ import type { SecureVersion } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { AgroError } from '../errors.ts';
-import { firstContentByte, readHead, validateZip } from './archive.ts';
+import { firstContentByte, readHead, validateZip, type ZipLimits } from './archive.ts';
 
 export interface FetchedFile {
   path: string;
@@ -36,6 +36,8 @@ export interface FetchOptions {
   backoffMs?: number;
   optional?: boolean;
   agentOptions?: { ciphers?: string; minVersion?: string };
+  /** Bounds on what a zip may inflate to (config `zip`; archive.ts defaults otherwise). */
+  zipLimits?: ZipLimits;
   log?: (msg: string, extra?: Record<string, unknown>) => void;
 }
 
@@ -171,8 +173,10 @@ async function fetchLocal(job: Job): Promise<FetchedFile | null> {
     if (job.opts.optional) return null;
     throw new AgroError('source_not_found', `${src}: no such file`);
   }
+  // Validated where it lies: a file that fails never reaches the raw store.
+  await validateFile(job, src, undefined);
   await copyFile(src, job.p.part);
-  return finish(job, await sha256File(job.p.part), st.size, {});
+  return commit(job, await sha256File(job.p.part), st.size, {});
 }
 
 // ---------- validation and commit ----------
@@ -186,30 +190,39 @@ function looksLikeHtml(head: Buffer, expect: 'zip' | 'csv' | 'any'): boolean {
   return expect !== 'any' && first >= 0 && head[first] === 0x3c;
 }
 
-async function validateFile(job: Job, contentType: string | undefined): Promise<void> {
+/** What a message says the bytes came from: a server's answer or a local file. */
+const origin = (job: Job): string => (isHttp(job.uri) ? `the server's answer for ${job.uri}` : `the local file ${localPath(job.uri)}`);
+
+/** Checks `file` (the .part of a download, or a local source in place) against what the job expects. */
+async function validateFile(job: Job, file: string, contentType: string | undefined): Promise<void> {
   const expect = job.opts.expect ?? 'any';
-  try {
-    if (expect === 'zip' && isHtmlType(contentType)) {
-      throw new AgroError('html_instead_of_archive', `${job.uri}: content-type ${contentType}`);
-    }
-    if (looksLikeHtml(await readHead(job.p.part, 1024), expect)) {
-      throw new AgroError('html_instead_of_archive', `${job.uri}: the body is an HTML page`);
-    }
-    if (expect === 'zip') await validateZip(job.p.part);
-  } catch (e) {
-    await discardPart(job.p);
-    throw e;
+  if (expect === 'zip' && isHtmlType(contentType)) {
+    throw new AgroError('html_instead_of_archive', `${origin(job)} has content-type ${contentType}`);
   }
+  if (looksLikeHtml(await readHead(file, 1024), expect)) {
+    throw new AgroError('html_instead_of_archive', `${origin(job)} is an HTML page`);
+  }
+  if (expect === 'zip') await validateZip(file, job.opts.zipLimits);
 }
 
 const isHtmlType = (ct: string | undefined): boolean => /^\s*(text\/html|application\/xhtml)/i.test(ct ?? '');
 
+/** Validates a downloaded .part (dropping it when it fails), then commits it. */
+async function finish(job: Job, sha256: string, size: number, v: Validators): Promise<FetchedFile> {
+  try {
+    await validateFile(job, job.p.part, v.contentType);
+  } catch (e) {
+    await discardPart(job.p);
+    throw e;
+  }
+  return commit(job, sha256, size, v);
+}
+
 /**
- * Validates the .part, then swaps it in. The old meta goes first so a crash never
+ * Swaps a validated .part in as the stored file. The old meta goes first so a crash never
  * pairs it with new bytes. Identical bytes to the previous file count as "from cache".
  */
-async function finish(job: Job, sha256: string, size: number, v: Validators): Promise<FetchedFile> {
-  await validateFile(job, v.contentType);
+async function commit(job: Job, sha256: string, size: number, v: Validators): Promise<FetchedFile> {
   const { p } = job;
   const unchanged = (await readJson<Meta>(p.meta))?.sha256 === sha256 && (await sizeOf(p.final)) === size;
   await rm(p.meta, { force: true });

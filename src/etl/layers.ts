@@ -1,82 +1,72 @@
-// From a downloaded zip to opened vector layers: extract (which validates every
-// member's CRC), find every .shp (all parts of a split layer, sub-folders included),
-// open each.
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
+// From a downloaded zip to opened vector layers: extract only the members a layer needs
+// (shapefile parts, and zips inside the zip when the source nests them), each member
+// inflated once, bounded and CRC-checked (archive.ts); find every .shp (all parts of a
+// split layer, sub-folders included); open each with the engine's encoding and CRS rules
+// (vector-reader.ts), whatever the pipeline.
 import path from 'node:path';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
-import { extractZip } from './archive.ts';
+import { extractZip, type ZipLimits } from './archive.ts';
 import type { RunContext } from './pipeline.ts';
 import { describeLayer } from './quality.ts';
 import { stageLayers, type FieldSpec } from './stage-vector.ts';
-import { findShapefiles, openLayer, type LayerDefaults, type VectorLayer } from './vector-reader.ts';
+import { findShapefiles, openLayer, type VectorLayer } from './vector-reader.ts';
 
-/** Extracts a zip beside its siblings in `workDir` and lists its shapefiles; a zip without one fails (no_layer). */
-async function shapefilesInZip(zipPath: string, workDir: string): Promise<string[]> {
-  const dir = path.join(workDir, path.basename(zipPath).replace(/\.zip$/i, ''));
-  const shps = findShapefiles(await extractZip(zipPath, dir));
+/** Sidecars a shapefile layer is read with; anything else in an archive is never inflated. */
+const LAYER_PART = /\.(shp|shx|dbf|prj|cpg|cst)$/i;
+
+export interface ZipLayerOptions {
+  /** SRID assumed for a layer without a .prj. */
+  srid: number;
+  limits: ZipLimits;
+  /** Levels of zips inside the zip that are searched too (1: the zip alone). */
+  maxDepth?: number;
+}
+
+/** The shapefiles in a zip (and in zips inside it, up to maxDepth levels); a zip without one fails (no_layer). */
+async function shapefilesInZip(zipPath: string, workDir: string, o: ZipLayerOptions): Promise<string[]> {
+  const maxDepth = o.maxDepth ?? 1;
+  const shps: string[] = [];
+  const visit = async (zip: string, into: string, depth: number) => {
+    const nested = depth < maxDepth;
+    const only = (name: string) => LAYER_PART.test(name) || (nested && /\.zip$/i.test(name));
+    const files = await extractZip(zip, into, { limits: o.limits, only });
+    shps.push(...findShapefiles(files));
+    if (!nested) return;
+    const inner = files.filter((f) => /\.zip$/i.test(f)).sort();
+    for (let i = 0; i < inner.length; i++) await visit(inner[i], `${into}.z${i}`, depth + 1);
+  };
+  await visit(zipPath, path.join(workDir, path.basename(zipPath).replace(/\.zip$/i, '')), 1);
   if (shps.length === 0) throw new AgroError('no_layer', `${path.basename(zipPath)} holds no shapefile`);
-  return shps;
+  return shps.sort();
 }
 
-export async function layersFromZip(zipPath: string, workDir: string, defaults: LayerDefaults): Promise<VectorLayer[]> {
-  return (await shapefilesInZip(zipPath, workDir)).map((s) => openLayer(s, defaults));
+/** Every layer of a zip, opened (encoding and CRS decided by the engine's rules). */
+export async function layersFromZip(zipPath: string, workDir: string, o: ZipLayerOptions): Promise<VectorLayer[]> {
+  return (await shapefilesInZip(zipPath, workDir, o)).map((s) => openLayer(s, { srid: o.srid }));
 }
 
-/**
- * Whether a DBF's records are valid UTF-8 (pure ASCII counts as UTF-8). Used only when a
- * layer has no .cpg: a Latin-1 DBF read as UTF-8 would turn every accent into U+FFFD,
- * a UTF-8 DBF read as Latin-1 into mojibake that nothing detects later.
- */
-export async function dbfLooksUtf8(dbf: string): Promise<boolean> {
-  const decoder = new TextDecoder('utf-8', { fatal: true });
-  let headerLeft = -1;
-  try {
-    for await (const chunk of createReadStream(dbf)) {
-      let buf = chunk as Buffer;
-      if (headerLeft < 0) headerLeft = buf.length >= 10 ? buf.readUInt16LE(8) : 32; // header length (bytes 8–9)
-      if (headerLeft > 0) {
-        const skip = Math.min(headerLeft, buf.length);
-        headerLeft -= skip;
-        buf = buf.subarray(skip);
-      }
-      if (buf.length) decoder.decode(buf, { stream: true });
-    }
-    decoder.decode();
-    return true;
-  } catch {
-    return false;
-  }
+/** Report notes on how each layer's encoding was decided, when no sidecar declared it. */
+export function encodingNotes(layers: VectorLayer[]): string[] {
+  return layers
+    .filter((l) => l.encodingAssumed)
+    .map((l) =>
+      l.encodingDecidedBy === 'default'
+        ? `${l.name} has no .cpg or .cst and its text is plain ASCII: read as ${l.encoding}`
+        : `${l.name} has no .cpg or .cst: its DBF read as ${l.encoding} (decided by the ${l.encodingDecidedBy === 'ldid' ? 'language driver byte' : 'bytes'})`,
+    );
 }
 
 export interface OpenedLayers {
   layers: VectorLayer[];
-  /** Layers without a .cpg and the encoding their bytes were found to be in. */
-  detected: { layer: string; encoding: string }[];
+  /** Layers without a .cpg or .cst and the encoding the engine's rule chose for them. */
+  detected: { layer: string; encoding: string; decidedBy: string }[];
 }
 
-/**
- * Extracts a zip and opens every shapefile in it, sub-folders included. A layer without a
- * .cpg is decoded as UTF-8 when its bytes are valid UTF-8, else as ISO-8859-1.
- */
-export async function openZipLayers(zipPath: string, workDir: string, srid: number): Promise<OpenedLayers> {
-  const shps = await shapefilesInZip(zipPath, workDir);
-  const layers: VectorLayer[] = [];
-  const detected: OpenedLayers['detected'] = [];
-  for (const shp of shps) {
-    const base = shp.slice(0, -4);
-    const hasCpg = (await Promise.all(['.cpg', '.CPG'].map((e) => stat(base + e).then(() => true, () => false)))).some(Boolean);
-    let encoding = 'UTF-8';
-    if (!hasCpg) {
-      const dbf = ['.dbf', '.DBF'].map((e) => base + e);
-      const found = (await Promise.all(dbf.map((p) => stat(p).then(() => p, () => null)))).find((p) => p !== null)!;
-      encoding = (await dbfLooksUtf8(found)) ? 'UTF-8' : 'ISO-8859-1';
-    }
-    const layer = openLayer(shp, { srid, encoding });
-    if (layer.encodingAssumed) detected.push({ layer: layer.name, encoding });
-    layers.push(layer);
-  }
+/** Extracts a zip's layer members and opens every shapefile in it, sub-folders included. */
+export async function openZipLayers(zipPath: string, workDir: string, o: ZipLayerOptions): Promise<OpenedLayers> {
+  const layers = await layersFromZip(zipPath, workDir, o);
+  const detected = layers.filter((l) => l.encodingAssumed).map((l) => ({ layer: l.name, encoding: l.encoding, decidedBy: l.encodingDecidedBy }));
   return { layers, detected };
 }
 
@@ -95,7 +85,7 @@ export async function readZipLayers(
   return ctx.stage(
     'read',
     async () => {
-      const opened = await openZipLayers(zipPath, ctx.workDir, o.srid);
+      const opened = await openZipLayers(zipPath, ctx.workDir, { srid: o.srid, limits: ctx.cfg.zip });
       o.check?.(opened.layers);
       const stage = ctx.stagingTable(o.table);
       const r = await stageLayers(client, stage, opened.layers, fields);

@@ -1,6 +1,7 @@
 // The quality report of one load and the gate that decides whether it may publish.
 import type { QualityThresholds } from '../config.ts';
 import type { RepairResult } from './repair.ts';
+import type { TextColumnFinding } from './text-checks.ts';
 import type { VectorLayer } from './vector-reader.ts';
 
 /** What a pipeline observed while reading and normalising. */
@@ -33,7 +34,9 @@ export interface QualityFacts {
     placeholders: Record<string, number>;
   };
   encoding: { name: string | null; assumed: boolean; replacementChars: number };
-  layers: { name: string; features: number; srid: number; encoding: string }[];
+  layers: { name: string; features: number; srid: number; encoding: string; decided_by?: string }[];
+  /** The engine's text check of the snapshot's tables (text-checks.ts), added by the quality stage. */
+  text?: { scanned: Record<string, number>; findings: TextColumnFinding[] };
   /** Pipeline-specific rule failures (e.g. U+FFFD in FUNAI names). */
   failures: GateFailure[];
   notes: string[];
@@ -86,7 +89,9 @@ export function emptyFacts(): QualityFacts {
 export const sum = (o: Record<string, number>) => Object.values(o).reduce((a, b) => a + b, 0);
 
 /** A layer as the report (and the read stage's detail) lists it. */
-export const describeLayer = (l: VectorLayer): QualityFacts['layers'][number] => ({ name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding });
+export const describeLayer = (l: VectorLayer): QualityFacts['layers'][number] => ({
+  name: l.name, features: l.featureCount, srid: l.srid, encoding: l.encoding, decided_by: l.encodingDecidedBy,
+});
 
 /** Lists the layers read; SRID and encoding are the first one's, assumed when any layer's was. */
 export function addLayerFacts(facts: QualityFacts, layers: VectorLayer[]): void {
@@ -177,7 +182,7 @@ ${table('Date placeholders', Object.entries(f.dates.placeholders))}
 ${table('Encoding', Object.entries(f.encoding))}
 ${table('Change against the current snapshot', Object.entries(r.change))}
 ${table('Source files', r.source.files.map((x) => [x.name, `${x.size} bytes, sha256 ${x.sha256}`] as [string, unknown]))}
-${table('Layers', f.layers.map((l) => [l.name, `${l.features} features, EPSG:${l.srid}, ${l.encoding}`] as [string, unknown]))}
+${table('Layers', f.layers.map((l) => [l.name, `${l.features} features, EPSG:${l.srid}, ${l.encoding}${l.decided_by ? ` (by ${l.decided_by})` : ''}`] as [string, unknown]))}
 ${Object.entries(f)
   .filter(([k]) => !KNOWN_FACTS.has(k))
   .map(([k, v]) => table(`Details: ${k}`, Object.entries((v ?? {}) as Record<string, unknown>)))

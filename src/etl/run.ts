@@ -17,6 +17,7 @@ import { qualifiedSnapshotTable } from './names.ts';
 import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import { applyRetention, dropSnapshotTables, publishSnapshot } from './publish.ts';
 import { evaluateGate, renderHtml, sum, type ChangeSummary, type QualityReport } from './quality.ts';
+import { checkSnapshotText, mergeTextFailures } from './text-checks.ts';
 
 /** Lock class for "this run is alive" (pg_advisory_lock(class, run_id)). */
 const RUN_ALIVE_LOCK = 727001;
@@ -210,11 +211,13 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
       const change = await changeAgainst(pool, pipeline, pipeline.key, current, mainTable, load.rowsLoaded);
       const counts = { read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, dropped: sum(load.facts.dropped) };
-      const failures = evaluateGate(counts, change, load.facts, cfg.quality);
+      // Every text column of the snapshot: U+FFFD and double-encoded text fail the gate (text-checks.ts).
+      const text = await checkSnapshotText(pool, (await catalog.getSnapshot(pool, sid))?.tables ?? []);
+      const failures = mergeTextFailures(evaluateGate(counts, change, load.facts, cfg.quality), text);
       const r: QualityReport = {
         dataset: pipeline.name, uf, run_id: runId, snapshot_id: sid, as_of: asOf, generated_at: new Date().toISOString(),
         source: { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha },
-        counts, facts: load.facts, change,
+        counts, facts: { ...load.facts, text: { scanned: text.scanned, findings: text.findings } }, change,
         gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
       };
       fs.mkdirSync(path.dirname(reportPath(cfg, sid)), { recursive: true });

@@ -27,6 +27,7 @@ export async function fetchOneFile(ctx: RunContext, uri: string, o: { expect: 'z
     name: o.name,
     userAgent: ctx.cfg.userAgent,
     expect: o.expect,
+    zipLimits: ctx.cfg.zip,
     log: (m, extra) => ctx.log.info(extra ?? {}, m),
   });
   if (!file) throw new AgroError('source_not_found', uri);

@@ -1,12 +1,15 @@
 // Reads shapefile layers with GDAL (gdal-async, synchronous API: one native call per
 // feature, no thread hop) and hands out attributes plus ISO WKB geometry.
-// Encoding comes from the .cpg (GDAL honours it); without one the DBF is decoded as
-// the pipeline's default (latin1 for SICAR). CRS comes from the .prj; without one the
-// pipeline's default (EPSG:4674) is assumed and the assumption is reported.
+// Encoding: the engine's one rule (layer-encoding.ts: .cpg, .cst, LDID, bytes), set
+// explicitly as SHAPE_ENCODING so GDAL's own LDID guess never applies. CRS: the .prj,
+// identified tolerantly (layer-crs.ts); without one the pipeline's default (EPSG:4674)
+// is assumed and the assumption is reported.
 import fs from 'node:fs';
 import path from 'node:path';
 import gdal from 'gdal-async';
 import { AgroError } from '../errors.ts';
+import { identifySrid } from './layer-crs.ts';
+import { decideEncoding, type EncodingRule } from './layer-encoding.ts';
 
 export interface LayerField {
   name: string;
@@ -20,15 +23,17 @@ export interface VectorLayer {
   srid: number;
   sridAssumed: boolean;
   encoding: string;
+  /** Which step of the encoding rule decided (layer-encoding.ts). */
+  encodingDecidedBy: EncodingRule;
+  /** No sidecar declared the encoding (it came from the LDID, the bytes or the default). */
   encodingAssumed: boolean;
   fields: LayerField[];
   featureCount: number;
 }
 
 export interface LayerDefaults {
+  /** SRID assumed when a layer has no .prj. */
   srid: number;
-  /** GDAL encoding name used when no .cpg exists, e.g. 'ISO-8859-1'. */
-  encoding: string;
 }
 
 export interface RawFeature {
@@ -53,9 +58,9 @@ export function findShapefiles(files: string[]): string[] {
   return shps;
 }
 
-function withEncoding<T>(encoding: string | null, fn: () => T): T {
+function withEncoding<T>(encoding: string, fn: () => T): T {
   const before = gdal.config.get('SHAPE_ENCODING');
-  if (encoding) gdal.config.set('SHAPE_ENCODING', encoding);
+  gdal.config.set('SHAPE_ENCODING', encoding);
   try {
     return fn();
   } finally {
@@ -63,23 +68,12 @@ function withEncoding<T>(encoding: string | null, fn: () => T): T {
   }
 }
 
-function identifySrid(srs: gdal.SpatialReference | null, file: string): number | null {
-  if (!srs) return null;
-  try {
-    srs.autoIdentifyEPSG();
-  } catch {
-    /* falls through to the authority lookup below */
-  }
-  const code = srs.getAuthorityCode(null as unknown as string) ?? srs.getAuthorityCode('GEOGCS');
-  if (!code) throw new AgroError('malformed_source', `cannot identify the CRS in the .prj of ${path.basename(file)}`);
-  return Number(code);
-}
-
 export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
-  const cpg = sibling(shp, '.cpg');
   const prj = sibling(shp, '.prj');
-  const encoding = cpg ? fs.readFileSync(cpg, 'utf8').trim() : defaults.encoding;
-  return withEncoding(cpg ? null : defaults.encoding, () => {
+  const dbf = sibling(shp, '.dbf');
+  if (!dbf) throw new AgroError('missing_layer_part', `${path.basename(shp)} has no .dbf file`, { file: path.basename(shp), part: '.dbf' });
+  const decision = decideEncoding({ cpg: sibling(shp, '.cpg'), cst: sibling(shp, '.cst'), dbf });
+  return withEncoding(decision.encoding, () => {
     let ds: gdal.Dataset;
     try {
       ds = gdal.open(shp);
@@ -94,8 +88,9 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
         name: path.basename(shp).slice(0, -4),
         srid: srid ?? defaults.srid,
         sridAssumed: srid === null,
-        encoding,
-        encodingAssumed: !cpg,
+        encoding: decision.encoding,
+        encodingDecidedBy: decision.decidedBy,
+        encodingAssumed: decision.decidedBy !== 'cpg' && decision.decidedBy !== 'cst',
         fields: layer.fields.map((f) => ({ name: f.name.toLowerCase(), type: f.type })),
         featureCount: layer.features.count(),
       };
@@ -107,7 +102,7 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
 
 /** Streams a layer's features; the dataset stays open only while iterating. */
 export function* readFeatures(layer: VectorLayer): Generator<RawFeature> {
-  const ds = withEncoding(layer.encodingAssumed ? layer.encoding : null, () => gdal.open(layer.file));
+  const ds = withEncoding(layer.encoding, () => gdal.open(layer.file));
   try {
     const lyr = ds.layers.get(0);
     const names = lyr.fields.map((f) => f.name.toLowerCase());

@@ -1,0 +1,121 @@
+// The one rule that decides how a shapefile's DBF text is decoded, for every pipeline:
+//   1. the .cpg sidecar (ESRI's code page file),
+//   2. the .cst sidecar (GeoServer's SHAPE-ZIP writes its charset there),
+//   3. the DBF's language driver id (LDID, header byte 29) when it makes a specific claim,
+//   4. the bytes themselves: valid UTF-8 holding multibyte sequences → UTF-8, else ISO-8859-1.
+// LDID 0x00 (none), 0x03 and 0x57/0x58/0x59 (Windows ANSI) make no reliable claim in
+// practice: ESRI writes 0x57 by default and SICAR's older zips carry UTF-8 bytes under it
+// (GDAL alone would read them as ISO-8859-1 and publish 'PlÃ¡cido'), so the bytes decide.
+// A DBF with ASCII bytes only proves nothing; it is read as ISO-8859-1 ('default').
+import fs from 'node:fs';
+
+export type EncodingRule = 'cpg' | 'cst' | 'ldid' | 'bytes' | 'default';
+
+export interface EncodingDecision {
+  /** Encoding name GDAL's SHAPE_ENCODING understands ('UTF-8', 'ISO-8859-1', 'CP850', …). */
+  encoding: string;
+  decidedBy: EncodingRule;
+  /** A sidecar or LDID that was present but not usable, for the report. */
+  ignored?: string;
+}
+
+/** LDIDs that name one code page (dBase/ESRI table); the ANSI ones are left to the bytes. */
+const LDID_CODEPAGES: Record<number, string> = {
+  0x01: 'CP437', 0x02: 'CP850', 0x08: 'CP865', 0x09: 'CP437', 0x0a: 'CP850', 0x0b: 'CP437', 0x0d: 'CP437',
+  0x0e: 'CP850', 0x0f: 'CP437', 0x10: 'CP850', 0x11: 'CP437', 0x12: 'CP850', 0x13: 'CP932', 0x14: 'CP850',
+  0x15: 'CP437', 0x16: 'CP850', 0x17: 'CP865', 0x18: 'CP437', 0x19: 'CP437', 0x1a: 'CP850', 0x1b: 'CP437',
+  0x1c: 'CP863', 0x1d: 'CP850', 0x1f: 'CP852', 0x22: 'CP852', 0x23: 'CP852', 0x24: 'CP860', 0x25: 'CP850',
+  0x26: 'CP866', 0x37: 'CP850', 0x40: 'CP852', 0x4d: 'CP936', 0x4e: 'CP949', 0x4f: 'CP950', 0x50: 'CP874',
+  0x64: 'CP852', 0x65: 'CP866', 0x66: 'CP865', 0x67: 'CP861', 0x6a: 'CP737', 0x6b: 'CP857', 0x6c: 'CP863',
+  0x78: 'CP950', 0x79: 'CP949', 0x7a: 'CP936', 0x7b: 'CP932', 0x7c: 'CP874', 0x7d: 'CP1255', 0x7e: 'CP1256',
+  0xc8: 'CP1250', 0xc9: 'CP1251', 0xca: 'CP1254', 0xcb: 'CP1253',
+};
+
+/**
+ * A code page as written in a .cpg or .cst ('UTF-8', 'utf8', '65001', 'ISO-8859-1', '88591',
+ * 'ANSI 1252', '1252', 'windows-1252', 'Cp1252', 'latin1') → the name GDAL recodes with;
+ * null when it is not recognised.
+ */
+export function codePageName(text: string): string | null {
+  const t = text.replace(/^\uFEFF/, '').trim().toUpperCase().replace(/[\s_]+/g, ' ');
+  if (!t) return null;
+  if (/^(UTF-?8|65001)$/.test(t)) return 'UTF-8';
+  if (/^(ISO[- ]?8859[- ]?1|8859[- ]?1|88591|28591|LATIN-?1|L1|ISO LATIN 1)$/.test(t)) return 'ISO-8859-1';
+  const win = /^(?:ANSI |WINDOWS-?|CP-?|MS)?(125[0-8])$/.exec(t);
+  if (win) return `CP${win[1]}`;
+  const iso = /^(?:ISO[- ]?)?8859[- ]?(\d{1,2})$/.exec(t);
+  if (iso) return `ISO-8859-${iso[1]}`;
+  const oem = /^(?:OEM |IBM|CP-?)?(437|850|852|860|861|863|865|866)$/.exec(t);
+  if (oem) return `CP${oem[1]}`;
+  return null;
+}
+
+const CHUNK = 1 << 20;
+
+/**
+ * Scans a DBF's records (header skipped) in 1 MiB chunks: 'utf8' when every byte sequence
+ * is valid UTF-8 and at least one is multibyte, 'latin1' when some sequence is not UTF-8
+ * (stops there), 'ascii' when there is no byte above 0x7F.
+ */
+export function scanDbfBytes(dbf: string): 'utf8' | 'latin1' | 'ascii' {
+  const fd = fs.openSync(dbf, 'r');
+  try {
+    const head = Buffer.alloc(32);
+    const got = fs.readSync(fd, head, 0, 32, 0);
+    if (got < 12) return 'ascii';
+    const records = head.readUInt32LE(4);
+    const headerLen = head.readUInt16LE(8);
+    const recordLen = head.readUInt16LE(10);
+    const end = headerLen + records * recordLen;
+    const decoder = new TextDecoder('utf-8', { fatal: true });
+    const buf = Buffer.alloc(CHUNK);
+    // A multibyte sequence decodes to fewer UTF-16 units than it has bytes.
+    let bytes = 0;
+    let units = 0;
+    try {
+      for (let pos = headerLen; pos < end; ) {
+        const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
+        if (n === 0) break;
+        units += decoder.decode(buf.subarray(0, n), { stream: true }).length;
+        bytes += n;
+        pos += n;
+      }
+      units += decoder.decode().length;
+    } catch {
+      return 'latin1';
+    }
+    return units < bytes ? 'utf8' : 'ascii';
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** The DBF's language driver id (byte 29), or null when the file is too short. */
+export function dbfLdid(dbf: string): number | null {
+  const fd = fs.openSync(dbf, 'r');
+  try {
+    const b = Buffer.alloc(1);
+    return fs.readSync(fd, b, 0, 1, 29) === 1 ? b[0] : null;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Applies the rule to one layer: its sidecars (paths or null) and its DBF. */
+export function decideEncoding(parts: { cpg: string | null; cst: string | null; dbf: string }): EncodingDecision {
+  const ignored: string[] = [];
+  for (const [rule, file] of [['cpg', parts.cpg], ['cst', parts.cst]] as const) {
+    if (!file) continue;
+    const text = fs.readFileSync(file, 'latin1');
+    const name = codePageName(text);
+    if (name) return { encoding: name, decidedBy: rule, ...(ignored.length ? { ignored: ignored.join('; ') } : {}) };
+    ignored.push(`.${rule} "${text.trim().slice(0, 40)}" not recognised`);
+  }
+  const ldid = dbfLdid(parts.dbf);
+  const claimed = ldid === null ? undefined : LDID_CODEPAGES[ldid];
+  const extra = ignored.length ? { ignored: ignored.join('; ') } : {};
+  if (claimed) return { encoding: claimed, decidedBy: 'ldid', ...extra };
+  const bytes = scanDbfBytes(parts.dbf);
+  if (bytes === 'ascii') return { encoding: 'ISO-8859-1', decidedBy: 'default', ...extra };
+  return { encoding: bytes === 'utf8' ? 'UTF-8' : 'ISO-8859-1', decidedBy: 'bytes', ...extra };
+}

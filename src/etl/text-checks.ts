@@ -1,0 +1,118 @@
+// The engine's text check, run on every snapshot of every pipeline before the gate: a text
+// column holding U+FFFD (bytes that were not valid in the encoding they were read with)
+// or double-encoded text (UTF-8 bytes read as Latin-1 or CP1252: 'PlÃ¡cido', 'AÃ‡ÃƒO')
+// means accents were lost or garbled on their way in, and publishing it is silent damage.
+// One scan per table counts the rows per text column (jsonb `extra` included, as text);
+// up to 5 example values per column are kept, CPFs masked.
+import type pg from 'pg';
+import { ident } from '../db/pool.ts';
+import { maskCpfsInText } from '../privacy.ts';
+import type { GateFailure } from './quality.ts';
+
+/**
+ * UTF-8 read as Latin-1 or CP1252: a lead byte 0xC2/0xC3 read as 'Â'/'Ã' followed by a
+ * continuation byte read as U+0080–U+00BF (Latin-1) or as CP1252's 0x80–0x9F characters
+ * ('Ã‡' is Ç, 'Ãƒ' is Ã, 'Ã‰' is É), and 'â€' (the start of every 0xE2 0x80 punctuation:
+ * ‘ ’ “ ” – —). 'Â' before U+0080–U+009F is left out: it would be a C1 control either way.
+ */
+const CP1252_CONTINUATION = '\\u0152\\u0153\\u0160\\u0161\\u0178\\u017D\\u017E\\u0192\\u02C6\\u02DC\\u2013\\u2014\\u2018-\\u201A\\u201C-\\u201E\\u2020-\\u2022\\u2026\\u2030\\u2039\\u203A\\u20AC\\u2122';
+export const DOUBLE_ENCODED_RE = `\\u00C3[\\u0080-\\u00BF${CP1252_CONTINUATION}]|\\u00C2[\\u00A0-\\u00BF]|\\u00E2\\u20AC`;
+
+const EXAMPLES = 5;
+const EXAMPLE_CHARS = 120;
+
+export interface TextColumnFinding {
+  table: string;
+  column: string;
+  /** Rows whose value holds U+FFFD. */
+  replacement: number;
+  /** Rows whose value holds a double-encoding pattern. */
+  double_encoded: number;
+  /** Up to 5 distinct offending values (CPFs masked, cut at 120 characters). */
+  examples: string[];
+}
+
+export interface TextCheckResult {
+  /** Text columns scanned per table. */
+  scanned: Record<string, number>;
+  findings: TextColumnFinding[];
+  failures: GateFailure[];
+}
+
+/** Text, varchar, char and jsonb columns of a table (jsonb read as its text). */
+async function textColumns(db: pg.Pool | pg.ClientBase, table: string): Promise<{ name: string; json: boolean }[]> {
+  const r = await db.query(
+    `SELECT a.attname AS name, t.typname = 'jsonb' OR t.typname = 'json' AS json
+       FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+      WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+        AND t.typname IN ('text', 'varchar', 'bpchar', 'jsonb', 'json')
+      ORDER BY a.attnum`,
+    [table],
+  );
+  return r.rows;
+}
+
+const valueOf = (c: { name: string; json: boolean }) => (c.json ? `${ident(c.name)}::text` : ident(c.name));
+const hasFffd = (v: string) => `strpos(${v}, U&'\\FFFD') > 0`;
+const hasDouble = (v: string) => `${v} ~ '${DOUBLE_ENCODED_RE}'`;
+
+/** Scans one table: the counts per column in one pass, examples only for columns with hits. */
+async function scanTable(db: pg.Pool | pg.ClientBase, table: string): Promise<{ columns: number; findings: TextColumnFinding[] }> {
+  const cols = await textColumns(db, table);
+  if (cols.length === 0) return { columns: 0, findings: [] };
+  const exprs = cols.flatMap((c, i) => [
+    `count(*) FILTER (WHERE ${hasFffd(valueOf(c))})::int AS f${i}`,
+    `count(*) FILTER (WHERE ${hasDouble(valueOf(c))})::int AS d${i}`,
+  ]);
+  const counts = (await db.query(`SELECT ${exprs.join(', ')} FROM ${table}`)).rows[0] as Record<string, number>;
+  const findings: TextColumnFinding[] = [];
+  for (let i = 0; i < cols.length; i++) {
+    const replacement = counts[`f${i}`];
+    const doubleEncoded = counts[`d${i}`];
+    if (!replacement && !doubleEncoded) continue;
+    const v = valueOf(cols[i]);
+    const ex = await db.query(`SELECT DISTINCT left(${v}, ${EXAMPLE_CHARS}) AS v FROM ${table} WHERE ${hasFffd(v)} OR ${hasDouble(v)} LIMIT ${EXAMPLES}`);
+    findings.push({
+      table,
+      column: cols[i].name,
+      replacement,
+      double_encoded: doubleEncoded,
+      examples: ex.rows.map((r) => maskCpfsInText(r.v as string)),
+    });
+  }
+  return { columns: cols.length, findings };
+}
+
+function failure(rule: string, what: string, findings: TextColumnFinding[], count: (f: TextColumnFinding) => number): GateFailure[] {
+  const hit = findings.filter((f) => count(f) > 0);
+  const total = hit.reduce((a, f) => a + count(f), 0);
+  if (total === 0) return [];
+  const where = hit.map((f) => `${f.table}.${f.column} ${count(f)} (e.g. ${JSON.stringify(f.examples[0] ?? '')})`).join(', ');
+  return [{ rule, message: `${total} values ${what}: ${where}`, value: total, threshold: 0 }];
+}
+
+/** Checks every text column of the snapshot's tables; a table that does not exist (yet) is skipped. */
+export async function checkSnapshotText(db: pg.Pool | pg.ClientBase, tables: string[]): Promise<TextCheckResult> {
+  const scanned: Record<string, number> = {};
+  const findings: TextColumnFinding[] = [];
+  for (const table of tables) {
+    const exists = (await db.query('SELECT to_regclass($1) IS NOT NULL AS ok', [table])).rows[0].ok;
+    if (!exists) continue;
+    const r = await scanTable(db, table);
+    scanned[table] = r.columns;
+    findings.push(...r.findings);
+  }
+  return {
+    scanned,
+    findings,
+    failures: [
+      ...failure('replacement_characters', 'hold U+FFFD (bytes not valid in the encoding they were read with)', findings, (f) => f.replacement),
+      ...failure('double_encoding', "look double-encoded (UTF-8 read as Latin-1: 'Ã¡' for 'á')", findings, (f) => f.double_encoded),
+    ],
+  };
+}
+
+/** Adds the text check's failures to the gate's, except a rule the pipeline already reported (its message is the more specific). */
+export function mergeTextFailures(gate: GateFailure[], text: TextCheckResult): GateFailure[] {
+  return [...gate, ...text.failures.filter((f) => !gate.some((g) => g.rule === f.rule))];
+}
