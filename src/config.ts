@@ -99,6 +99,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     zip: Object.freeze({
       maxBytes: num(env.AGRO_MAX_UNZIPPED_BYTES, DEFAULT_ZIP_LIMITS.maxBytes),
       maxRatio: num(env.AGRO_MAX_UNZIP_RATIO, DEFAULT_ZIP_LIMITS.maxRatio),
+      ratioFloor: DEFAULT_ZIP_LIMITS.ratioFloor,
     }),
   });
 }

@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import yazl from 'yazl';
-import { extractZip, validateZip } from '../src/etl/archive.ts';
+import { DEFAULT_ZIP_LIMITS, extractZip, validateZip } from '../src/etl/archive.ts';
+import { zipWithBigMember } from '../fixtures/readers.ts';
 
 interface ZipInput {
   name: string;
@@ -128,6 +129,66 @@ describe('validateZip / extractZip', () => {
 
     const abs = await put('abs.zip', renameEntry(await buildZip([{ name: 'xtmp/agro-evil.txt', data: 'x' }]), 'xtmp/agro-evil.txt', '/tmp/agro-evil.txt'));
     await expect(extractZip(abs, dest)).rejects.toMatchObject({ code: 'corrupt_archive', message: expect.stringContaining('/tmp/agro-evil.txt') });
+    expect(await readdir(dest)).toEqual([]);
+  });
+
+  it('extracts only the members asked for', async () => {
+    const zip = await put('some.zip', await buildZip([{ name: 'a.shp', data: 'shp' }, { name: 'dir/a.dbf', data: 'dbf' }, { name: 'leia-me.pdf', data: TEXT }]));
+    const dest = path.join(tmp, 'out');
+    const files = await extractZip(zip, dest, { only: (n) => /\.(shp|dbf)$/.test(n) });
+    expect(files).toEqual([path.join(dest, 'a.shp'), path.join(dest, 'dir/a.dbf')]);
+    expect(existsSync(path.join(dest, 'leia-me.pdf'))).toBe(false);
+  });
+});
+
+describe('bounds on what a zip inflates to', () => {
+  const MIB = 2 ** 20;
+  const small = { ...DEFAULT_ZIP_LIMITS, maxBytes: 4 * MIB };
+  let layer: { path: string; name: string }[];
+  beforeEach(async () => {
+    layer = [{ path: await put('a.shp', 'shape bytes'), name: 'a.shp' }, { path: await put('a.dbf', 'dbf bytes'), name: 'a.dbf' }];
+  });
+
+  it('refuses members whose declared sizes add up beyond maxBytes, before inflating anything', async () => {
+    const zip = await zipWithBigMember(path.join(tmp, 'big.zip'), layer, { name: 'dump.bin', bytes: 16 * MIB });
+    const err = { code: 'archive_too_large', message: expect.stringContaining('big.zip: its members declare 16.0 MiB uncompressed, more than the 4.0 MiB allowed') };
+    await expect(validateZip(zip, small)).rejects.toMatchObject(err);
+    const dest = path.join(tmp, 'out');
+    await expect(extractZip(zip, dest, { limits: small })).rejects.toMatchObject(err);
+    expect(existsSync(path.join(dest, 'a.shp'))).toBe(false);
+    // Left out, the big member is never read: the layer's members extract within the bound.
+    expect(await extractZip(zip, dest, { limits: small, only: (n) => n.startsWith('a.') })).toHaveLength(2);
+    // The default bound takes it.
+    expect((await validateZip(zip)).entries).toEqual(['a.shp', 'a.dbf', 'dump.bin']);
+  });
+
+  it('refuses a big member that inflates more than maxRatio times its compressed size', async () => {
+    // The default floor is 100 MiB; 1 MiB here keeps the test fast.
+    const zip = await zipWithBigMember(path.join(tmp, 'bomb.zip'), layer, { name: 'bomb.bin', bytes: 16 * MIB });
+    const limits = { ...DEFAULT_ZIP_LIMITS, ratioFloor: MIB };
+    await expect(validateZip(zip, limits)).rejects.toMatchObject({ code: 'archive_too_large', message: expect.stringMatching(/bomb\.bin declares 16\.0 MiB from 0\.0 MiB \(ratio \d+, at most 200 allowed\)/) });
+    expect((await validateZip(zip, { ...limits, maxRatio: 2000 })).entries).toContain('bomb.bin');
+  });
+
+  it('counts the bytes while inflating: a member that declares less than it holds is refused, and nothing stays on disk', async () => {
+    const zip = await buildZip([{ name: 'a.shp', data: 'shape bytes' }, { name: 'dump.bin', data: Buffer.alloc(2 * MIB) }]);
+    const lied = Buffer.from(zip);
+    // Declared uncompressed size of dump.bin: local header (offset 22) and central directory (offset 24).
+    let patched = 0;
+    for (const [sig, at] of [[0x04034b50, 22], [0x02014b50, 24]] as const) {
+      for (let i = lied.indexOf(Buffer.from('dump.bin')); i > 0; i = lied.indexOf(Buffer.from('dump.bin'), i + 1)) {
+        const start = sig === 0x04034b50 ? i - 30 : i - 46;
+        if (start >= 0 && lied.readUInt32LE(start) === sig) {
+          lied.writeUInt32LE(1000, start + at);
+          patched++;
+        }
+      }
+    }
+    expect(patched).toBe(2);
+    const file = await put('lied.zip', lied);
+    await expect(validateZip(file, small)).rejects.toMatchObject({ code: 'corrupt_archive', message: expect.stringMatching(/dump\.bin|too many bytes/) });
+    const dest = path.join(tmp, 'out');
+    await expect(extractZip(file, dest, { limits: small })).rejects.toMatchObject({ code: 'corrupt_archive' });
     expect(await readdir(dest)).toEqual([]);
   });
 });

@@ -346,6 +346,33 @@ describe('fetchSource on local files', () => {
     await expect(fetchSource(src, opts())).rejects.toMatchObject({ code: 'html_instead_of_archive' });
     expect(await listDest()).toEqual([]);
   });
+
+  it('validates a local file where it lies: a bad one never reaches the raw store, and messages name a local file', async () => {
+    const src = path.join(tmp, 'src', 'base.zip');
+    await mkdir(path.dirname(src), { recursive: true });
+    await writeFile(src, zip);
+    await fetchSource(src, opts());
+    const stored = await readFile(path.join(dest, 'base.zip'));
+    const meta = await readFile(path.join(dest, 'base.zip.meta.json'), 'utf8');
+
+    await writeFile(src, '<!DOCTYPE html><html>erro</html>');
+    const html = await fetchSource(src, opts()).catch((e: Error) => e);
+    expect(html).toMatchObject({ code: 'html_instead_of_archive', message: `an HTML page came instead of the expected file: the local file ${src} is an HTML page` });
+    expect(html.message).not.toMatch(/server/);
+    await writeFile(src, zip.subarray(0, 40));
+    await expect(fetchSource(src, opts())).rejects.toMatchObject({ code: 'corrupt_archive' });
+    // The stored file and its meta are the good ones; no .part was ever written.
+    expect(await listDest()).toEqual(['base.zip', 'base.zip.meta.json']);
+    expect((await readFile(path.join(dest, 'base.zip'))).equals(stored)).toBe(true);
+    expect(await readFile(path.join(dest, 'base.zip.meta.json'), 'utf8')).toBe(meta);
+  });
+
+  it("says the server's answer when an HTTP download is an HTML page", async () => {
+    const s = await serve((req, res, hit) => sendFile(req, res, hit, Buffer.from('<html>erro</html>'), '"p"', { type: 'text/html' }));
+    await expect(fetchSource(`${s.base}/base.zip`, opts())).rejects.toMatchObject({
+      code: 'html_instead_of_archive', message: expect.stringContaining(`the server's answer for ${s.base}/base.zip has content-type text/html`),
+    });
+  });
 });
 
 describe('joinSource', () => {

@@ -134,7 +134,7 @@ describe('the gate fails on U+FFFD and on double-encoded text, whatever the pipe
 });
 
 describe('CRS: a labelled projected layer loads, checked against Brazil after transforming', () => {
-  const areas = async () =>
+  const areas = async (): Promise<Record<string, number>> =>
     Object.fromEntries((await db.pool.query(`SELECT car, area_calculada_ha FROM serving.car_imovel WHERE uf = 'GO'`)).rows.map((r) => [r.car, r.area_calculada_ha]));
 
   test('SICAR GO in EPSG:3857 (ArcGIS WKT) and in SIRGAS 2000 / UTM 23S publish the same properties', async () => {

@@ -17,14 +17,14 @@ import { AgroError, isAgroError } from '../errors.ts';
 export interface ZipLimits {
   /** Most bytes the members read from one archive may inflate to, together (AGRO_MAX_UNZIPPED_BYTES). */
   maxBytes: number;
-  /** Largest inflated/compressed ratio of a member that inflates beyond RATIO_FLOOR bytes (AGRO_MAX_UNZIP_RATIO). */
+  /** Largest inflated/compressed ratio of a member that inflates beyond ratioFloor bytes (AGRO_MAX_UNZIP_RATIO). */
   maxRatio: number;
+  /** Members up to this size compress as they like (a blank DBF column compresses 1000:1); the ratio bounds big ones. */
+  ratioFloor: number;
 }
 
 /** 8 GiB together; a member beyond 100 MiB may not inflate more than 200 times its compressed size. */
-export const DEFAULT_ZIP_LIMITS: ZipLimits = Object.freeze({ maxBytes: 8 * 2 ** 30, maxRatio: 200 });
-/** Small members compress as they like (a blank DBF column compresses 1000:1); the ratio bounds big ones. */
-const RATIO_FLOOR = 100 * 2 ** 20;
+export const DEFAULT_ZIP_LIMITS: ZipLimits = Object.freeze({ maxBytes: 8 * 2 ** 30, maxRatio: 200, ratioFloor: 100 * 2 ** 20 });
 
 const LOCAL_HEADER = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
 const EMPTY_ZIP = Buffer.from([0x50, 0x4b, 0x05, 0x06]);
@@ -92,7 +92,7 @@ function checkDeclared(file: string, entries: Entry[], limits: ZipLimits): void 
   let total = 0;
   for (const e of entries) {
     total += e.uncompressedSize;
-    if (e.uncompressedSize > RATIO_FLOOR && e.uncompressedSize > limits.maxRatio * Math.max(1, e.compressedSize)) {
+    if (e.uncompressedSize > limits.ratioFloor && e.uncompressedSize > limits.maxRatio * Math.max(1, e.compressedSize)) {
       const ratio = Math.round(e.uncompressedSize / Math.max(1, e.compressedSize));
       throw tooLarge(file, `${e.fileName} declares ${mib(e.uncompressedSize)} from ${mib(e.compressedSize)} (ratio ${ratio}, at most ${limits.maxRatio} allowed)`);
     }

@@ -48,13 +48,17 @@ export async function layersFromZip(zipPath: string, workDir: string, o: ZipLaye
 
 /** Report notes on how each layer's encoding was decided, when no sidecar declared it. */
 export function encodingNotes(layers: VectorLayer[]): string[] {
-  return layers
-    .filter((l) => l.encodingAssumed)
-    .map((l) =>
+  const notes: string[] = [];
+  for (const l of layers) {
+    if (l.encodingIgnored) notes.push(`${l.name}: ${l.encodingIgnored}`);
+    if (!l.encodingAssumed) continue;
+    notes.push(
       l.encodingDecidedBy === 'default'
         ? `${l.name} has no .cpg or .cst and its text is plain ASCII: read as ${l.encoding}`
         : `${l.name} has no .cpg or .cst: its DBF read as ${l.encoding} (decided by the ${l.encodingDecidedBy === 'ldid' ? 'language driver byte' : 'bytes'})`,
     );
+  }
+  return notes;
 }
 
 export interface OpenedLayers {

@@ -27,6 +27,8 @@ export interface VectorLayer {
   encodingDecidedBy: EncodingRule;
   /** No sidecar declared the encoding (it came from the LDID, the bytes or the default). */
   encodingAssumed: boolean;
+  /** A .cpg or .cst that was present but not understood (the next rule decided). */
+  encodingIgnored?: string;
   fields: LayerField[];
   featureCount: number;
 }
@@ -91,6 +93,7 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
         encoding: decision.encoding,
         encodingDecidedBy: decision.decidedBy,
         encodingAssumed: decision.decidedBy !== 'cpg' && decision.decidedBy !== 'cst',
+        ...(decision.ignored ? { encodingIgnored: decision.ignored } : {}),
         fields: layer.fields.map((f) => ({ name: f.name.toLowerCase(), type: f.type })),
         featureCount: layer.features.count(),
       };

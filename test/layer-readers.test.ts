@@ -1,0 +1,132 @@
+// The engine's reading rules on their own: which encoding a DBF is read with (.cpg, .cst,
+// LDID, bytes), and which SRID a .prj names (GDAL's own identification, then the
+// candidates by isSame / isSameGeogCS), on shapefiles written by the fixture writer.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import gdal from 'gdal-async';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { PRJ_SIRGAS2000, PRJ_WGS84, type DbfField } from '../fixtures/lib/shapefile-writer.ts';
+import { PRJ_GEOSERVER_SIRGAS2000, PRJ_SIRGAS2000_UTM23S, PRJ_WEB_MERCATOR, writeLayer, type LayerFormat } from '../fixtures/readers.ts';
+import { identifySrid } from '../src/etl/layer-crs.ts';
+import { codePageName, decideEncoding, scanDbfBytes } from '../src/etl/layer-encoding.ts';
+import { openLayer, readFeatures } from '../src/etl/vector-reader.ts';
+
+let tmp: string;
+beforeAll(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'layer-readers-'));
+});
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+const FIELDS: DbfField[] = [{ name: 'nome', type: 'C', length: 60 }];
+const SQUARE = { type: 'Polygon' as const, coordinates: [[[-48, -16], [-48, -15.9], [-47.9, -15.9], [-47.9, -16], [-48, -16]]] };
+
+let n = 0;
+/** Writes a one-field layer holding `names` and returns its .shp. */
+async function layer(names: string[], f: LayerFormat): Promise<string> {
+  const dir = path.join(tmp, `l${++n}`);
+  fs.mkdirSync(dir);
+  await writeLayer(dir, 'camada', FIELDS, names.map((nome) => ({ geometry: SQUARE, attributes: { nome } })), f);
+  return path.join(dir, 'camada.shp');
+}
+const parts = (shp: string) => {
+  const side = (ext: string) => (fs.existsSync(shp.replace(/\.shp$/, ext)) ? shp.replace(/\.shp$/, ext) : null);
+  return { cpg: side('.cpg'), cst: side('.cst'), dbf: shp.replace(/\.shp$/, '.dbf') };
+};
+const namesRead = (shp: string) => [...readFeatures(openLayer(shp, { srid: 4674 }))].map((f) => f.props.nome);
+
+describe('the encoding rule', () => {
+  const ACCENTED = ['Plácido de Castro', 'FAMÍLIA Conceição', 'São Félix do Araguaia'];
+
+  test('code page names as .cpg and .cst files spell them', () => {
+    expect(['UTF-8', 'utf8', ' UTF-8\r\n', '65001', '\uFEFFUTF-8'].map(codePageName)).toEqual(Array(5).fill('UTF-8'));
+    expect(['ISO-8859-1', 'ISO8859-1', '88591', '8859-1', 'latin1', '28591'].map(codePageName)).toEqual(Array(6).fill('ISO-8859-1'));
+    expect(['1252', 'ANSI 1252', 'windows-1252', 'Cp1252'].map(codePageName)).toEqual(Array(4).fill('CP1252'));
+    expect(codePageName('850')).toBe('CP850');
+    expect(codePageName('ISO-8859-15')).toBe('ISO-8859-15');
+    expect(codePageName('')).toBeNull();
+    expect(codePageName('EBCDIC-XYZ')).toBeNull();
+  });
+
+  test('UTF-8 bytes without a .cpg under LDID 0x57 are read as UTF-8, decided by the bytes', async () => {
+    const shp = await layer(ACCENTED, { encoding: 'utf8', cpg: null, ldid: 0x57 });
+    expect(fs.readFileSync(shp.replace(/shp$/, 'dbf'))[29]).toBe(0x57);
+    expect(decideEncoding(parts(shp))).toEqual({ encoding: 'UTF-8', decidedBy: 'bytes' });
+    expect(namesRead(shp)).toEqual(ACCENTED);
+  });
+
+  test('ISO-8859-1 bytes without a .cpg (LDID 0x00, 0x03 or 0x57) are read as ISO-8859-1, decided by the bytes', async () => {
+    for (const ldid of [0x00, 0x03, 0x57]) {
+      const shp = await layer(ACCENTED, { encoding: 'latin1', cpg: null, ldid });
+      expect(decideEncoding(parts(shp))).toEqual({ encoding: 'ISO-8859-1', decidedBy: 'bytes' });
+      expect(namesRead(shp)).toEqual(ACCENTED);
+    }
+  });
+
+  test('plain ASCII proves nothing: read as ISO-8859-1 by default', async () => {
+    const shp = await layer(['Rio Verde', 'Sorriso'], { encoding: 'utf8', cpg: null });
+    expect(decideEncoding(parts(shp))).toEqual({ encoding: 'ISO-8859-1', decidedBy: 'default' });
+    expect(scanDbfBytes(parts(shp).dbf)).toBe('ascii');
+  });
+
+  test('a .cpg decides before everything, a .cst before the LDID and the bytes', async () => {
+    const cpg = await layer(ACCENTED, { encoding: 'latin1', cpg: 'ISO-8859-1', cst: 'UTF-8', ldid: 0x57 });
+    expect(decideEncoding(parts(cpg))).toEqual({ encoding: 'ISO-8859-1', decidedBy: 'cpg' });
+    const cst = await layer(ACCENTED, { encoding: 'utf8', cpg: null, cst: 'UTF-8', ldid: 0x57 });
+    expect(decideEncoding(parts(cst))).toEqual({ encoding: 'UTF-8', decidedBy: 'cst' });
+    expect(namesRead(cst)).toEqual(ACCENTED);
+    expect(openLayer(cst, { srid: 4674 })).toMatchObject({ encoding: 'UTF-8', encodingDecidedBy: 'cst', encodingAssumed: false });
+  });
+
+  test('an unreadable .cpg is passed over and said so; a specific LDID (0x02, DOS 850) is honoured', async () => {
+    const odd = await layer(ACCENTED, { encoding: 'utf8', cpg: 'what?' });
+    expect(decideEncoding(parts(odd))).toEqual({ encoding: 'UTF-8', decidedBy: 'bytes', ignored: '.cpg "what?" not recognised' });
+    const dos = await layer(['ASCII only'], { encoding: 'latin1', cpg: null, ldid: 0x02 });
+    expect(decideEncoding(parts(dos))).toEqual({ encoding: 'CP850', decidedBy: 'ldid' });
+  });
+
+  test('the byte scan streams: a UTF-8 sequence split across a 1 MiB chunk boundary stays valid', async () => {
+    // 1 MiB of records, the accented value placed so that its 2 bytes straddle the chunk edge.
+    const dir = path.join(tmp, 'big');
+    fs.mkdirSync(dir);
+    const fields: DbfField[] = [{ name: 'nome', type: 'C', length: 100 }];
+    const recordLen = 101;
+    const headerLen = 32 + 32 + 1;
+    const edge = headerLen + (1 << 20);
+    const rows = Math.ceil((1 << 20) / recordLen) + 2;
+    const atRecord = Math.floor((edge - headerLen) / recordLen);
+    const offsetInValue = edge - headerLen - atRecord * recordLen - 1 - 1; // 'á' starts 1 byte before the edge
+    const names = Array.from({ length: rows }, (_, i) => (i === atRecord ? `${'x'.repeat(offsetInValue)}á` : 'abc'));
+    await writeLayer(dir, 'grande', fields, names.map((nome) => ({ geometry: SQUARE, attributes: { nome } })), { encoding: 'utf8', cpg: null });
+    const dbf = path.join(dir, 'grande.dbf');
+    expect(fs.readFileSync(dbf).subarray(edge - 1, edge + 1)).toEqual(Buffer.from('á'));
+    expect(scanDbfBytes(dbf)).toBe('utf8');
+  });
+});
+
+describe('CRS identification', () => {
+  const srsOf = (wkt: string) => gdal.SpatialReference.fromWKT(wkt);
+  const viaShapefile = async (prj: string, epsg?: number) => openLayer(await layer(['a'], { encoding: 'utf8', cpg: 'UTF-8', prj, epsg }), { srid: 4674 });
+
+  test("GeoServer's SIRGAS 2000 (TOWGS84, AXIS) is EPSG:4674, though GDAL's autoIdentifyEPSG fails on it", async () => {
+    const srs = srsOf(PRJ_GEOSERVER_SIRGAS2000);
+    expect(() => srs.clone().autoIdentifyEPSG()).toThrow();
+    expect(identifySrid(srs, 'tis.shp')).toBe(4674);
+    expect(await viaShapefile(PRJ_GEOSERVER_SIRGAS2000)).toMatchObject({ srid: 4674, sridAssumed: false });
+  });
+
+  test('ESRI WKTs: SIRGAS 2000, WGS 84, Web Mercator, SIRGAS 2000 / UTM 23S', async () => {
+    expect((await viaShapefile(PRJ_SIRGAS2000)).srid).toBe(4674);
+    expect((await viaShapefile(PRJ_WGS84)).srid).toBe(4326);
+    expect((await viaShapefile(PRJ_WEB_MERCATOR, 3857)).srid).toBe(3857);
+    expect((await viaShapefile(PRJ_SIRGAS2000_UTM23S, 31983)).srid).toBe(31983);
+    expect(identifySrid(gdal.SpatialReference.fromEPSG(29193), 'x.shp')).toBe(29193);
+  });
+
+  test('a CRS matching no candidate fails, naming its datum', async () => {
+    const unknown =
+      'GEOGCS["GCS_Local",DATUM["D_Fazenda_Local",SPHEROID["Local_Sphere",6370000.0,0.0]],PRIMEM["Greenwich",0.0],UNIT["Degree",0.0174532925199433]]';
+    const shp = await layer(['a'], { encoding: 'utf8', cpg: 'UTF-8', prj: unknown });
+    expect(() => openLayer(shp, { srid: 4674 })).toThrow(/cannot identify the CRS in the \.prj of camada\.shp: "GCS_Local" on datum "(D_)?Fazenda_Local"/);
+  });
+});

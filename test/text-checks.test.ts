@@ -1,0 +1,60 @@
+// The engine's text check on tables of its own: rows per text column holding U+FFFD or
+// double-encoded text (Latin-1 and CP1252 readings of UTF-8), jsonb included, examples
+// capped and CPF-masked, clean text (Portuguese accents, symbols) never flagged.
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { checkSnapshotText, mergeTextFailures } from '../src/etl/text-checks.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+let db: TestDb;
+beforeAll(async () => {
+  db = await testDatabase();
+  await db.pool.query(`CREATE TABLE snap.texto__s1 (id int, nome text, sigla varchar(4), extra jsonb, n double precision)`);
+});
+afterAll(() => db.drop());
+
+/** `s` as UTF-8 bytes read as Latin-1 (or as CP1252 for the 0x80–0x9F bytes). */
+const latin1Reading = (s: string) => Buffer.from(s, 'utf8').toString('latin1');
+const CP1252: Record<number, string> = { 0x80: '€', 0x83: 'ƒ', 0x87: '‡', 0x89: '‰', 0x93: '“', 0x94: '”', 0x99: '™', 0x9a: 'š' };
+const cp1252Reading = (s: string) => [...Buffer.from(s, 'utf8')].map((b) => CP1252[b] ?? String.fromCharCode(b)).join('');
+
+describe('checkSnapshotText', () => {
+  test('clean Portuguese text, symbols and empty tables pass', async () => {
+    const clean = ['Plácido de Castro', 'FAMÍLIA Conceição', 'São João d’Aliança', 'Nº 12 — 3ª gleba', 'Área: 12,5 m² (±1%)', 'AÇÃO', 'Ônibus à noite'];
+    for (const [i, nome] of clean.entries()) await db.pool.query(`INSERT INTO snap.texto__s1 (id, nome) VALUES ($1, $2)`, [i, nome]);
+    const r = await checkSnapshotText(db.pool, ['snap.texto__s1', 'snap.nao_existe__s1']);
+    expect(r).toEqual({ scanned: { 'snap.texto__s1': 3 }, findings: [], failures: [] });
+  });
+
+  test('counts rows per column, jsonb included, and keeps up to 5 masked examples', async () => {
+    const bad = [
+      latin1Reading('Plácido de Castro'), // PlÃ¡cido
+      latin1Reading('FAMÍLIA'), // FAMÃ\u008dLIA
+      cp1252Reading('AÇÃO'), // AÃ‡ÃƒO
+      cp1252Reading('“Fazenda”'), // â€œFazendaâ€\u009d
+      latin1Reading('à venda'), // Ã\u00a0 venda
+      latin1Reading('Goiânia 529.982.247-25'),
+    ];
+    for (const [i, nome] of bad.entries()) await db.pool.query(`INSERT INTO snap.texto__s1 (id, nome) VALUES ($1, $2)`, [100 + i, nome]);
+    await db.pool.query(`INSERT INTO snap.texto__s1 (id, sigla, extra) VALUES (200, 'S\uFFFDo', '{"obs": "Crian\uFFFDa"}'), (201, 'S\uFFFDo', null)`);
+
+    const r = await checkSnapshotText(db.pool, ['snap.texto__s1']);
+    expect(r.findings.map(({ column, replacement, double_encoded }) => ({ column, replacement, double_encoded }))).toEqual([
+      { column: 'nome', replacement: 0, double_encoded: bad.length },
+      { column: 'sigla', replacement: 2, double_encoded: 0 },
+      { column: 'extra', replacement: 1, double_encoded: 0 },
+    ]);
+    const nome = r.findings[0];
+    expect(nome.examples).toHaveLength(5);
+    expect(nome.examples.every((e) => bad.map((b) => b.replace('529.982.247-25', '***.982.247-**')).includes(e))).toBe(true);
+    expect(JSON.stringify(r)).not.toContain('529.982.247-25');
+    expect(r.findings[1].examples).toEqual(['S\uFFFDo']);
+    expect(r.failures.map((f) => [f.rule, f.value])).toEqual([['replacement_characters', 3], ['double_encoding', bad.length]]);
+    expect(r.failures[1].message).toMatch(/^6 values look double-encoded .*: snap\.texto__s1\.nome 6 \(e\.g\. "/);
+  });
+
+  test("a rule the pipeline already reported keeps the pipeline's message", () => {
+    const pipeline = [{ rule: 'replacement_characters', message: '21 U+FFFD in the source text', value: 21 }];
+    const text = { scanned: {}, findings: [], failures: [{ rule: 'replacement_characters', message: 'x', value: 3 }, { rule: 'double_encoding', message: 'y', value: 1 }] };
+    expect(mergeTextFailures(pipeline, text)).toEqual([pipeline[0], text.failures[1]]);
+  });
+});
