@@ -356,7 +356,7 @@ describe('fetchSource on local files', () => {
     const meta = await readFile(path.join(dest, 'base.zip.meta.json'), 'utf8');
 
     await writeFile(src, '<!DOCTYPE html><html>erro</html>');
-    const html = await fetchSource(src, opts()).catch((e: Error) => e);
+    const html = (await fetchSource(src, opts()).then(() => new Error('no error'), (e: Error) => e));
     expect(html).toMatchObject({ code: 'html_instead_of_archive', message: `an HTML page came instead of the expected file: the local file ${src} is an HTML page` });
     expect(html.message).not.toMatch(/server/);
     await writeFile(src, zip.subarray(0, 40));
