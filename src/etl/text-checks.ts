@@ -54,16 +54,17 @@ async function textColumns(db: pg.Pool | pg.ClientBase, table: string): Promise<
 
 const valueOf = (c: { name: string; json: boolean }) => (c.json ? `${ident(c.name)}::text` : ident(c.name));
 const hasFffd = (v: string) => `strpos(${v}, U&'\\FFFD') > 0`;
-const hasDouble = (v: string) => `${v} ~ '${DOUBLE_ENCODED_RE}'`;
+// strpos is a byte search and far cheaper than the regex: only values holding a lead
+// character of the pattern reach it (accented text is common, mojibake is not).
+const hasDouble = (v: string) => `(strpos(${v}, 'Ã') > 0 OR strpos(${v}, 'Â') > 0 OR strpos(${v}, 'â€') > 0) AND ${v} ~ '${DOUBLE_ENCODED_RE}'`;
 
 /** Scans one table: the counts per column in one pass, examples only for columns with hits. */
 async function scanTable(db: pg.Pool | pg.ClientBase, table: string): Promise<{ columns: number; findings: TextColumnFinding[] }> {
   const cols = await textColumns(db, table);
   if (cols.length === 0) return { columns: 0, findings: [] };
-  const exprs = cols.flatMap((c, i) => [
-    `count(*) FILTER (WHERE ${hasFffd(valueOf(c))})::int AS f${i}`,
-    `count(*) FILTER (WHERE ${hasDouble(valueOf(c))})::int AS d${i}`,
-  ]);
+  // Plain expressions over the table (a subquery fenced with OFFSET 0 would cast jsonb once
+  // but lose the parallel scan: 2.3 s against 1.0 s on 1 M rows).
+  const exprs = cols.flatMap((c, i) => [`count(*) FILTER (WHERE ${hasFffd(valueOf(c))})::int AS f${i}`, `count(*) FILTER (WHERE ${hasDouble(valueOf(c))})::int AS d${i}`]);
   const counts = (await db.query(`SELECT ${exprs.join(', ')} FROM ${table}`)).rows[0] as Record<string, number>;
   const findings: TextColumnFinding[] = [];
   for (let i = 0; i < cols.length; i++) {
@@ -71,7 +72,7 @@ async function scanTable(db: pg.Pool | pg.ClientBase, table: string): Promise<{ 
     const doubleEncoded = counts[`d${i}`];
     if (!replacement && !doubleEncoded) continue;
     const v = valueOf(cols[i]);
-    const ex = await db.query(`SELECT DISTINCT left(${v}, ${EXAMPLE_CHARS}) AS v FROM ${table} WHERE ${hasFffd(v)} OR ${hasDouble(v)} LIMIT ${EXAMPLES}`);
+    const ex = await db.query(`SELECT DISTINCT left(${v}, ${EXAMPLE_CHARS}) AS v FROM ${table} WHERE ${hasFffd(v)} OR (${hasDouble(v)}) LIMIT ${EXAMPLES}`);
     findings.push({
       table,
       column: cols[i].name,
