@@ -8,12 +8,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { FUNAI_DBF_FIELDS, FUNAI_FIXTURE } from '../fixtures/funai-tis.ts';
+import { SHAPEFILE_FIELDS, SHAPEFILE_TERM_IDS, shapefileAttributes, termById } from '../fixtures/ibama-embargos.ts';
 import { INCRA_DBF_FIELDS, INCRA_FIXTURE, INCRA_ZIP_NAME } from '../fixtures/incra-quilombos.ts';
 import {
   PRJ_GEOSERVER_SIRGAS2000, PRJ_SIRGAS2000_UTM23S, PRJ_WEB_MERCATOR, buildLayerZip, writeLayer, zipWithBigMember, type LayerFormat, type LayerRow,
 } from '../fixtures/readers.ts';
 import { AREA_IMOVEL_FIELDS, SICAR_FIXTURES } from '../fixtures/sicar.ts';
 import { funaiTis } from '../pipelines/funai-tis/index.ts';
+import { ibamaEmbargos } from '../pipelines/ibama-embargos/index.ts';
 import { incraQuilombos } from '../pipelines/incra-quilombos/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { DEFAULT_ZIP_LIMITS } from '../src/etl/archive.ts';
@@ -151,6 +153,17 @@ describe('CRS: a labelled projected layer loads, checked against Brazil after tr
       expect(Object.keys(got).sort()).toEqual(Object.keys(reference).sort());
       for (const [car, ha] of Object.entries(reference)) expect(Math.abs(got[car] - ha) / ha, `${car} in EPSG:${epsg}`).toBeLessThan(1e-5);
     }
+  });
+
+  test("IBAMA's adm_embargo_a in SIRGAS 2000 / UTM 23S: polygons transformed, the DMS point columns still read as degrees", async () => {
+    const rows = SHAPEFILE_TERM_IDS.map((id) => termById(id)).map((t) => ({ geometry: t.geometry!, attributes: shapefileAttributes(t) }));
+    const dir = await zipIn('ibama-31983', 'adm_embargo_a.zip', 'adm_embargo_a', SHAPEFILE_FIELDS, rows, { encoding: 'utf8', cpg: 'UTF-8', prj: PRJ_SIRGAS2000_UTM23S, epsg: 31983 });
+    const out = await run(db, ibamaEmbargos, path.join(dir, 'adm_embargo_a.zip'));
+    expect(out).toMatchObject({ status: 'published', rows_read: 3, rows_loaded: 3, rows_rejected: 0 });
+    const q = await report(db, out.snapshot_id!);
+    expect(q.facts.geometry).toMatchObject({ srid: 31983, sridAssumed: false, outsideBrazil: 0 });
+    const got = (await db.pool.query(`SELECT geom IS NOT NULL AS poly, geom_ponto IS NOT NULL AS pt FROM serving.ibama_embargos ORDER BY numero_tad`)).rows;
+    expect(got).toEqual(rows.map(() => ({ poly: true, pt: true })));
   });
 
   test('INCRA in EPSG:3857 loads too', async () => {
