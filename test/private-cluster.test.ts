@@ -146,5 +146,14 @@ describe('C.5 the database stopped in the middle of a run', () => {
     const next = agro(['run', 'sicar', '--uf', 'MT', '--source', big, '--json']);
     expect(next.code, next.stderr).toBe(0);
     expect(oneObject(next)).toMatchObject({ status: 'published', rows_loaded: 20_000 });
+    const check = new pg.Client({ connectionString: url });
+    await check.connect();
+    try {
+      const runs = await check.query(`SELECT status, (SELECT count(*)::int FROM etl.run_stages s WHERE s.run_id = r.run_id AND s.status = 'running') AS running_stages
+                                        FROM etl.runs r WHERE run_id = $1`, [o.run_id]);
+      expect(runs.rows[0]).toEqual({ status: 'killed', running_stages: 0 });
+    } finally {
+      await check.end();
+    }
   }, 400_000);
 });

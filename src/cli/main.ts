@@ -354,6 +354,7 @@ export async function main(argv: string[]): Promise<number> {
     process.exit();
   };
   process.on('uncaughtException', onUncaught);
+  process.on('unhandledRejection', onUncaught);
   try {
     switch (cmd) {
       case 'db': return await cmdDb(env);
@@ -380,5 +381,6 @@ export async function main(argv: string[]): Promise<number> {
     return fail(json, e);
   } finally {
     process.off('uncaughtException', onUncaught);
+    process.off('unhandledRejection', onUncaught);
   }
 }

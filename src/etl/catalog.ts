@@ -52,7 +52,7 @@ export interface RunRow {
 export async function insertRun(db: Db, pipeline: string, scope: string, options: object): Promise<number> {
   const r = await db.query(
     `INSERT INTO etl.runs (pipeline, scope, options, pid, host) VALUES ($1, $2, $3, $4, $5) RETURNING run_id`,
-    [pipeline, scope, JSON.stringify(options), process.pid, os.hostname()],
+    [pipeline, scope, JSON.stringify(maskCpfsDeep(options)), process.pid, os.hostname()],
   );
   return r.rows[0].run_id;
 }
@@ -117,7 +117,7 @@ export async function insertSnapshot(
   const r = await db.query(
     `INSERT INTO etl.snapshots (dataset, uf, as_of, source_sha256, source, run_id, schema_fingerprint)
      VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING snapshot_id`,
-    [s.dataset, s.uf, s.asOf, s.sourceSha256, JSON.stringify(s.source), s.runId, s.fingerprint],
+    [s.dataset, s.uf, s.asOf, s.sourceSha256, JSON.stringify(maskCpfsDeep(s.source)), s.runId, s.fingerprint],
   );
   return r.rows[0].snapshot_id;
 }
