@@ -100,11 +100,8 @@ export interface PublishOutcome {
   failures?: GateFailure[];
 }
 
-/** A snapshot is older than another by its as-of date, then by when it was loaded. */
-function isNotNewer(snap: catalog.SnapshotRow, than: catalog.SnapshotRow): boolean {
-  if (snap.as_of !== than.as_of) return snap.as_of < than.as_of;
-  return snap.created_at.getTime() <= than.created_at.getTime();
-}
+/** A backfill becomes current only when its as-of date is later than the current one's (contract §1). */
+const isNotNewer = (snap: catalog.SnapshotRow, than: catalog.SnapshotRow) => snap.as_of <= than.as_of;
 
 const gateRules = (snap: catalog.SnapshotRow) =>
   (((snap.quality as { gate?: { failures?: GateFailure[] } } | null)?.gate?.failures) ?? []).map((f) => `${f.rule}: ${f.message}`);
