@@ -17,12 +17,20 @@ export interface Config {
   databaseUrl: string | null;
   /** Port of the embedded cluster (loopback only). */
   embeddedPort: number;
+  /** AGRO_DB_PORT was set: a taken port is an error, not a reason to pick another one. */
+  embeddedPortExplicit: boolean;
   logLevel: string;
   port: number;
   host: string;
   /** Snapshots kept per dataset (and per state for sicar). */
   retention: number;
   quality: QualityThresholds;
+  /**
+   * Publishing waits for readers at most `publishLockTimeoutMs` per attempt (a pending view
+   * lock queues every new reader), retries with backoff, and gives up after `publishMaxWaitMs`.
+   */
+  publishLockTimeoutMs: number;
+  publishMaxWaitMs: number;
   /** Per-geometry repair budget: a feature that takes longer is rejected, not the load. */
   repairTimeoutMs: number;
   /** Descriptive User-Agent for government hosts (FUNAI answers 403 without one). */
@@ -61,6 +69,8 @@ const OFFICIAL_SOURCES: Record<string, string> = {
 };
 
 const ALL_UFS = 'AC,AL,AM,AP,BA,CE,DF,ES,GO,MA,MG,MS,MT,PA,PB,PE,PI,PR,RJ,RN,RO,RR,RS,SC,SE,SP,TO';
+/** The 27 federative units (26 states and the Federal District). */
+export const KNOWN_UFS: readonly string[] = Object.freeze(ALL_UFS.split(','));
 
 /** Used when AGRO_HMAC_KEY is not set: development and tests only. */
 export const DEV_HMAC_KEY = 'agro-dev-hmac-key-not-for-production';
@@ -82,6 +92,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     dataDir: path.resolve(cwd, env.AGRO_DATA_DIR || '.data'),
     databaseUrl: env.DATABASE_URL || null,
     embeddedPort: num(env.AGRO_DB_PORT, 54329),
+    embeddedPortExplicit: !!env.AGRO_DB_PORT,
     logLevel: env.LOG_LEVEL || 'info',
     port: num(env.PORT, 8080),
     host: env.HOST || '127.0.0.1',
@@ -90,6 +101,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       maxRowDrop: num(env.AGRO_QUALITY_MAX_ROW_DROP, 0.2),
       maxRejectedShare: num(env.AGRO_QUALITY_MAX_REJECTED, 0.01),
     }),
+    publishLockTimeoutMs: Math.max(1, num(env.AGRO_PUBLISH_LOCK_TIMEOUT_MS, 250)),
+    publishMaxWaitMs: Math.max(0, num(env.AGRO_PUBLISH_MAX_WAIT_MS, 30_000)),
     repairTimeoutMs: num(env.AGRO_REPAIR_TIMEOUT_MS, 30_000),
     userAgent: env.AGRO_USER_AGENT || 'agro-data/0.1 (+https://github.com/agro-data; data engineering loader)',
     hmacKey: env.AGRO_HMAC_KEY || DEV_HMAC_KEY,

@@ -24,3 +24,20 @@ const CPF_IN_TEXT = /(?<![\dA-Za-z])(\d{3})\.?(\d{3})\.?(\d{3})-?(\d{2})(?![\dA-
 export function maskCpfsInText(text: string): string {
   return text.replace(CPF_IN_TEXT, (_m, _a, b, c) => `***.${b}.${c}-**`);
 }
+
+/**
+ * Masks CPFs in every string of a value, object keys included (a source's column names
+ * are text it wrote: a header line that lost its line break carries row values).
+ */
+export function maskCpfsDeep<T>(value: T, depth = 0): T {
+  if (typeof value === 'string') return maskCpfsInText(value) as T;
+  if (depth > 32 || value === null || typeof value !== 'object') return value;
+  if (value instanceof Error) {
+    return { type: value.name, message: maskCpfsInText(value.message), stack: value.stack && maskCpfsInText(value.stack) } as T;
+  }
+  if (value instanceof Date) return value;
+  if (Array.isArray(value)) return value.map((v) => maskCpfsDeep(v, depth + 1)) as T;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[maskCpfsInText(k)] = maskCpfsDeep(v, depth + 1);
+  return out as T;
+}

@@ -13,8 +13,12 @@ let db: TestDb;
 let work: string;
 
 function agro(...args: string[]) {
+  return agroEnv({}, ...args);
+}
+
+function agroEnv(env: Record<string, string>, ...args: string[]) {
   const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), ...args], {
-    env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'info' },
+    env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'info', ...env },
     encoding: 'utf8',
     timeout: 120_000,
   });
@@ -26,6 +30,8 @@ beforeAll(async () => {
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-'));
   await buildSicarState('DF', path.join(work, 'DF'));
   await buildSicarState('DF', path.join(work, 'DF-half'), { filter: (_r, i) => i === 0 });
+  await buildSicarState('DF', path.join(work, 'DF-half2'), { filter: (_r, i) => i === 0, mtime: new Date(2024, 5, 1) });
+  await buildSicarState('DF', path.join(work, 'DF-full2'), { mtime: new Date(2024, 5, 2) });
 });
 afterAll(async () => {
   await db.drop();
@@ -96,5 +102,106 @@ describe('agro', () => {
     const bad = agro('run', 'sicar', '--uf', 'DF', '--source', path.join(work, 'broken'), '--json');
     expect(bad.code).toBe(1);
     expect(bad.json()).toMatchObject({ status: 'failed', error: { code: 'html_instead_of_archive' } });
+  });
+});
+
+/** With --json, stdout is exactly one JSON object, whatever happened. */
+function oneObject(r: { stdout: string }) {
+  const lines = r.stdout.split('\n').filter((l) => l !== '');
+  expect(lines, r.stdout).toHaveLength(1);
+  const o = JSON.parse(lines[0]);
+  expect(typeof o === 'object' && o !== null && !Array.isArray(o)).toBe(true);
+  return o;
+}
+
+describe('--json is strict (issue 6 B.5): one JSON object on stdout on every path', () => {
+  const usage = (...args: string[]) => {
+    const r = agro(...args);
+    expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+    const o = oneObject(r);
+    expect(o).toEqual({ error: { code: 'usage', message: expect.any(String) } });
+    expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    return o.error.message as string;
+  };
+
+  test('usage errors', () => {
+    expect(usage('--json')).toMatch(/missing <command>/);
+    expect(usage('--json', '--bogus')).toMatch(/--bogus/);
+    expect(usage('frobnicate', '--json')).toMatch(/unknown command "frobnicate"/);
+    expect(usage('run', '--json')).toMatch(/missing <pipeline>/);
+    expect(usage('run', 'nope', '--json')).toMatch(/unknown pipeline/);
+    expect(usage('run', 'sicar', '--uf', '--json')).toMatch(/--uf/); // parseArgs: --uf needs a value
+    expect(usage('db', 'frobnicate', '--json')).toMatch(/db start\|stop/);
+    expect(usage('publish', 'abc', '--json')).toMatch(/snapshot id/);
+    expect(usage('report', '--json')).toMatch(/run id or a snapshot id/);
+    expect(usage('report', '1', '--format', 'pdf', '--json')).toMatch(/json or html/);
+    expect(usage('nightly', '--sources', 'elsewhere', '--json')).toMatch(/official or fixtures/);
+  });
+
+  test('C.8: an impossible --as-of date and an unknown --uf are usage errors that say why', () => {
+    expect(usage('run', 'sicar', '--uf', 'DF', '--as-of', '2026-02-30', '--json')).toMatch(/--as-of must be a calendar date \(yyyy-mm-dd\), got "2026-02-30"/);
+    expect(usage('backfill', 'sicar', '--uf', 'DF', '--as-of', '2025-04-31', '--source', work, '--json')).toMatch(/calendar date/);
+    const uf = usage('run', 'sicar', '--uf', 'XX', '--source', work, '--json');
+    expect(uf).toMatch(/--uf "XX" is not a Brazilian state/);
+    expect(uf).toMatch(/known: AC, AL, .*TO/);
+    expect(usage('snapshots', '--uf', 'ZZ', '--json')).toMatch(/"ZZ" is not a Brazilian state/);
+    const plain = agro('run', 'sicar', '--uf', 'DF', '--as-of', '2026-02-30');
+    expect(plain.code).toBe(2);
+    expect(plain.stderr).toMatch(/calendar date/);
+    expect(plain.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  test('help, report formats, not-found and an unreachable database', () => {
+    const help = agro('--help', '--json');
+    expect(help.code).toBe(0);
+    expect(oneObject(help).usage).toMatch(/^usage: agro/);
+
+    const id = String(oneObject(agro('snapshots', 'sicar', '--json')).snapshots[0].snapshot_id);
+    const html = agro('report', id, '--format', 'html', '--json');
+    expect(html.code).toBe(0);
+    expect(oneObject(html)).toEqual({ snapshot_id: Number(id), format: 'html', html: expect.stringMatching(/^<!doctype html>/) });
+    const out = path.join(work, 'report.html');
+    const written = agro('report', id, '--format', 'html', '--out', out, '--json');
+    expect(oneObject(written)).toEqual({ snapshot_id: Number(id), format: 'html', out });
+    expect(fs.readFileSync(out, 'utf8')).toMatch(/^<!doctype html>/);
+    expect(oneObject(agro('report', id, '--json')).snapshot_id).toBe(Number(id));
+
+    const missing = agro('report', '999999', '--json');
+    expect(missing.code).toBe(1);
+    expect(oneObject(missing)).toEqual({ error: { code: 'snapshot_not_found', message: expect.stringMatching(/999999/) } });
+    const noSnap = agro('publish', '999999', '--json');
+    expect(noSnap.code).toBe(1);
+    expect(oneObject(noSnap).error.code).toBe('snapshot_not_found');
+
+    // A port nothing listens on (the test's own, never the shared cluster's).
+    const down = agroEnv({ DATABASE_URL: 'postgres://agro@127.0.0.1:9/agro' }, 'snapshots', '--json');
+    expect(down.code).toBe(1);
+    expect(oneObject(down)).toEqual({ error: { code: 'database_unavailable', message: expect.any(String) } });
+  });
+});
+
+describe('publish <id> of a blocked snapshot (issue 6 C.2)', () => {
+  test('refused without --force, naming the failed rules (exit 3); --force publishes; keep exempts from retention', () => {
+    expect(oneObject(agro('run', 'sicar', '--uf', 'DF', '--source', path.join(work, 'DF-full2'), '--json')).status).toBe('published');
+    const blocked = agro('run', 'sicar', '--uf', 'DF', '--source', path.join(work, 'DF-half2'), '--json');
+    expect(blocked.code).toBe(3);
+    const id = String(oneObject(blocked).snapshot_id);
+    const current = () => oneObject(agro('snapshots', 'sicar', '--uf', 'DF', '--json')).snapshots.find((s: { status: string }) => s.status === 'current').snapshot_id;
+    const before = current();
+
+    const refused = agro('publish', id, '--json');
+    expect(refused.code).toBe(3);
+    expect(oneObject(refused)).toMatchObject({ error: { code: 'quality_gate', message: expect.stringMatching(/row_drop: rows dropped/) } });
+    expect(current()).toBe(before);
+
+    const forced = agro('publish', id, '--force', '--json');
+    expect(forced.code).toBe(0);
+    expect(oneObject(forced)).toEqual({ snapshot_id: Number(id), published: true, status: 'published', forced: true });
+    expect(current()).toBe(Number(id));
+
+    const kept = agro('keep', String(before), '--json');
+    expect(kept.code).toBe(0);
+    expect(oneObject(kept)).toEqual({ snapshot_id: before, kept: true });
+    expect(oneObject(agro('snapshots', 'sicar', '--uf', 'DF', '--json')).snapshots.find((s: { snapshot_id: number }) => s.snapshot_id === before).kept).toBe(true);
   });
 });

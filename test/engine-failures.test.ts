@@ -135,8 +135,12 @@ describe('quality gate, force, rollback, retention, backfill', () => {
       await buildSicarState('GO', dir, { filter: (r) => r !== skip, mtime: new Date(2024, 1, i + 1) });
       expect((await run('GO', dir, { asOf: `2025-0${i + 1}-01` })).status).toBe('published');
     }
-    const kept = await db.pool.query(`SELECT snapshot_id, tables FROM etl.snapshots WHERE dataset = 'sicar' AND scope = 'GO' AND status <> 'dropped' AND status <> 'failed'`);
+    // Good snapshots count against retention; the latest blocked one is kept by its own rule (issue 6 B.1).
+    const kept = await db.pool.query(`SELECT snapshot_id, tables FROM etl.snapshots WHERE dataset = 'sicar' AND scope = 'GO' AND status NOT IN ('dropped', 'failed', 'blocked')`);
     expect(kept.rowCount).toBe(3);
+    const blocked = await db.pool.query(`SELECT tables FROM etl.snapshots WHERE dataset = 'sicar' AND scope = 'GO' AND status = 'blocked'`);
+    expect(blocked.rowCount).toBe(1);
+    for (const t of blocked.rows[0].tables) expect((await db.pool.query(`SELECT to_regclass($1) AS r`, [t])).rows[0].r).not.toBeNull();
     const dropped = await db.pool.query(`SELECT tables FROM etl.snapshots WHERE dataset = 'sicar' AND scope = 'GO' AND status = 'dropped'`);
     expect(dropped.rowCount).toBeGreaterThan(0);
     for (const d of dropped.rows) {
@@ -149,11 +153,16 @@ describe('quality gate, force, rollback, retention, backfill', () => {
     const dir = path.join(work, 'old');
     await buildSicarState('GO', dir, { mtime: new Date(2023, 0, 1), filter: (r) => r.role !== 'hole' });
     const o = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: dir, asOf: '2020-01-01', backfill: true });
-    expect(o.status).toBe('published');
+    // Contract §1: a backfill kept but not made current is `loaded` (was `published` / `superseded`).
+    expect(o.status).toBe('loaded');
     expect(o.message).toMatch(/not made current/);
     expect(await currentId('GO')).toBe(cur);
     const s = await db.pool.query(`SELECT status, as_of::text FROM etl.snapshots WHERE snapshot_id = $1`, [o.snapshot_id]);
-    expect(s.rows[0]).toEqual({ status: 'superseded', as_of: '2020-01-01' });
+    expect(s.rows[0]).toEqual({ status: 'loaded', as_of: '2020-01-01' });
+    const run_ = await db.pool.query(`SELECT status FROM etl.runs WHERE run_id = $1`, [o.run_id]);
+    expect(run_.rows[0].status).toBe('loaded');
+    const served = await db.pool.query(`SELECT status FROM serving.snapshots WHERE snapshot_id = $1`, [o.snapshot_id]);
+    expect(served.rows[0].status).toBe('loaded');
   });
 });
 
@@ -254,12 +263,19 @@ describe('a killed run', () => {
     const deadRun = dead.rows[0].run_id;
     expect((await db.pool.query(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE $1`, [`r${deadRun}\\_%`])).rows[0].n).toBeGreaterThan(0);
 
+    const stagesRunning = `SELECT stage FROM etl.run_stages WHERE run_id = $1 AND status = 'running'`;
+    expect((await db.pool.query(stagesRunning, [deadRun])).rowCount).toBeGreaterThan(0);
+
     // The next run cleans up after the dead one and publishes.
     const next = await run('MT', big);
     expect(next.status).toBe('published');
     expect(next.rows_loaded).toBe(30_000);
     const after = await db.pool.query(`SELECT status, error FROM etl.runs WHERE run_id = $1`, [deadRun]);
     expect(after.rows[0].status).toBe('killed');
+    // Its stage rows do not stay `running` (issue 6 C.8).
+    expect((await db.pool.query(stagesRunning, [deadRun])).rowCount).toBe(0);
+    const failedStages = await db.pool.query(`SELECT detail->>'error' AS error FROM etl.run_stages WHERE run_id = $1 AND status = 'failed'`, [deadRun]);
+    expect(failedStages.rows.map((r) => r.error)).toContainEqual(expect.stringMatching(/killed/));
     expect((await db.pool.query(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'stage'`)).rows[0].n).toBe(0);
     const orphan = await db.pool.query(`SELECT status, tables FROM etl.snapshots WHERE run_id = $1`, [deadRun]);
     for (const s of orphan.rows) {

@@ -8,11 +8,12 @@ import { AgroError, isAgroError } from '../errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { EmbeddedCluster, databaseUrl } from '../db/cluster.ts';
 import { migrate } from '../db/migrate.ts';
-import { createPool, type Pool } from '../db/pool.ts';
+import { createPool, isConnectionError, type Pool } from '../db/pool.ts';
 import * as catalog from '../etl/catalog.ts';
-import { publishSnapshot, rollback } from '../etl/publish.ts';
+import { publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
 import { renderHtml, type QualityReport } from '../etl/quality.ts';
-import { runPipeline, type RunOutcome } from '../etl/run.ts';
+import { isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
+import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 
@@ -25,7 +26,8 @@ const USAGE = `usage: agro <command> [options]
   nightly [--sources official|fixtures]
   snapshots [dataset] [--uf UF]
   rollback <dataset> [--uf UF]
-  publish <snapshot_id>
+  publish <snapshot_id> [--force]    (--force: a snapshot the quality gate blocked)
+  keep <snapshot_id>                exempt a snapshot from retention
   report <run_id|snapshot_id> [--format json|html] [--out FILE]
   demo                              start the cluster, load every fixture, print what was published
 
@@ -54,9 +56,16 @@ interface Env {
   applied?: string[];
 }
 
-function print(env: Env, obj: unknown, human: () => string) {
-  process.stdout.write(env.json ? JSON.stringify(obj) + '\n' : human() + '\n');
+/** Everything a command prints goes through here: CPFs masked, one JSON object with --json. */
+function out(text: string) {
+  process.stdout.write(maskCpfsInText(text) + '\n');
 }
+
+function print(env: Env, obj: unknown, human: () => string) {
+  out(env.json ? JSON.stringify(maskCpfsDeep(obj)) : human());
+}
+
+const lockBudget = (cfg: Config): LockBudget => ({ lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs });
 
 /** Opens the database (starting the embedded cluster when DATABASE_URL is unset) and migrates it. */
 async function openDb(env: Env): Promise<Pool> {
@@ -67,7 +76,7 @@ async function openDb(env: Env): Promise<Pool> {
     env.applied = (await migrate(pool)).applied;
   } catch (e) {
     await pool.end();
-    if ((e as { code?: string }).code === 'ECONNREFUSED') throw new AgroError('database_unavailable', (e as Error).message);
+    if (isConnectionError(e)) throw new AgroError('database_unavailable', (e as Error).message);
     throw e;
   }
   return pool;
@@ -82,7 +91,11 @@ async function withDb<T>(env: Env, fn: (pool: Pool) => Promise<T>): Promise<T> {
   }
 }
 
-const isDate = (s: string) => /^\d{4}-\d{2}-\d{2}$/.test(s) && !Number.isNaN(Date.parse(s));
+/** --uf for commands that read (snapshots, rollback): validated like a run's. */
+function ufOption(env: Env): string | undefined {
+  const uf = env.values.uf as string | undefined;
+  return uf === undefined ? undefined : parseUf('this command', uf);
+}
 
 function pipelineArg(env: Env, i = 1) {
   const name = env.args[i];
@@ -107,8 +120,9 @@ function describeRun(o: RunOutcome): string {
 async function cmdRun(env: Env, backfill: boolean): Promise<number> {
   const pipeline = pipelineArg(env);
   const asOf = env.values['as-of'] as string | undefined;
-  if (asOf !== undefined && !isDate(asOf)) throw new AgroError('usage', `--as-of must be a date (yyyy-mm-dd), got "${asOf}"`);
+  if (asOf !== undefined && !isCalendarDate(asOf)) throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${asOf}"`);
   if (backfill && (!asOf || !env.values.source)) throw new AgroError('usage', 'backfill needs --as-of DATE and --source S');
+  if (pipeline.scopedByUf) parseUf(pipeline.name, env.values.uf as string | undefined);
   const outcome = await withDb(env, (pool) =>
     runPipeline({ cfg: env.cfg, pool, log: env.log }, pipeline, {
       source: env.values.source as string | undefined,
@@ -165,20 +179,20 @@ async function cmdNightly(env: Env): Promise<number> {
       const p = findPipeline(r.pipeline)!;
       const o = await runPipeline({ cfg: env.cfg, pool, log: env.log }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
       outcomes.push(o);
-      if (!env.json) process.stdout.write(describeRun(o) + '\n');
+      if (!env.json) out(describeRun(o));
     }
   });
-  if (env.json) process.stdout.write(JSON.stringify({ runs: outcomes, skipped }) + '\n');
-  else for (const s of skipped) process.stdout.write(`skipped ${s}\n`);
+  if (env.json) print(env, { runs: outcomes, skipped }, () => '');
+  else for (const s of skipped) out(`skipped ${s}`);
   return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
 }
 
 async function cmdSnapshots(env: Env): Promise<number> {
-  const rows = await withDb(env, (pool) => catalog.listSnapshots(pool, env.args[1] ?? null, (env.values.uf as string | undefined)?.toUpperCase() ?? null));
+  const rows = await withDb(env, (pool) => catalog.listSnapshots(pool, env.args[1] ?? null, ufOption(env) ?? null));
   const snapshots = rows.map((s) => ({
     snapshot_id: s.snapshot_id, dataset: s.dataset, uf: s.uf, as_of: s.as_of,
     status: s.is_current ? 'current' : s.status, rows: s.rows, source_sha256: s.source_sha256,
-    published_at: s.published_at, forced: s.forced, run_id: s.run_id,
+    published_at: s.published_at, forced: s.forced, kept: s.kept, run_id: s.run_id,
   }));
   print(env, { snapshots }, () =>
     snapshots.length === 0
@@ -190,9 +204,9 @@ async function cmdSnapshots(env: Env): Promise<number> {
 
 async function cmdRollback(env: Env): Promise<number> {
   const pipeline = pipelineArg(env);
-  const uf = (env.values.uf as string | undefined)?.toUpperCase();
+  const uf = ufOption(env);
   if (pipeline.scopedByUf && !uf) throw new AgroError('usage', `${pipeline.name} rollback needs --uf UF`);
-  const r = await withDb(env, (pool) => rollback(pool, pipeline, uf ?? ''));
+  const r = await withDb(env, (pool) => rollback(pool, pipeline, uf ?? '', lockBudget(env.cfg)));
   print(env, { dataset: pipeline.name, uf: uf ?? null, from_snapshot_id: r.from, snapshot_id: r.to }, () => `${pipeline.name}${uf ? ' ' + uf : ''}: snapshot ${r.to} is current again (was ${r.from})`);
   return 0;
 }
@@ -205,9 +219,22 @@ async function cmdPublish(env: Env): Promise<number> {
     if (!snap) throw new AgroError('snapshot_not_found', String(id));
     const p = findPipeline(snap.dataset);
     if (!p) throw new AgroError('snapshot_not_found', `unknown dataset ${snap.dataset}`);
-    return publishSnapshot(pool, p, id, { forced: snap.status === 'blocked' });
+    // A blocked snapshot needs --force (publishSnapshot refuses it, naming the failed rules).
+    return publishSnapshot(pool, p, id, { force: !!env.values.force, budget: lockBudget(env.cfg) });
   });
-  print(env, { snapshot_id: id, published: r.published }, () => `snapshot ${id} is current`);
+  print(env, { snapshot_id: id, published: r.published, status: r.status, forced: r.forced }, () => `snapshot ${id} is current${r.forced ? ' (forced past the quality gate)' : ''}`);
+  return 0;
+}
+
+async function cmdKeep(env: Env): Promise<number> {
+  const id = Number(env.args[1]);
+  if (!Number.isInteger(id) || id <= 0) throw new AgroError('usage', 'keep needs a snapshot id');
+  const ok = await withDb(env, async (pool) => {
+    const snap = await catalog.getSnapshot(pool, id);
+    if (!snap || !catalog.GOOD_STATUSES.includes(snap.status)) throw new AgroError('snapshot_not_found', `snapshot ${id} has no loaded tables${snap ? ` (status ${snap.status})` : ''}`);
+    return catalog.setKept(pool, id, true);
+  });
+  print(env, { snapshot_id: id, kept: ok }, () => `snapshot ${id} is exempt from retention`);
   return 0;
 }
 
@@ -226,12 +253,14 @@ async function cmdReport(env: Env): Promise<number> {
     if (!snap?.quality) throw new AgroError('snapshot_not_found', `no quality report for ${arg}`);
     return snap.quality as unknown as QualityReport;
   });
-  const text = format === 'html' ? renderHtml(report) : JSON.stringify(report, null, 2);
+  const safe = maskCpfsDeep(report);
+  const text = format === 'html' ? renderHtml(safe) : JSON.stringify(safe, null, 2);
   if (env.values.out) {
     fs.writeFileSync(env.values.out as string, text);
-    print(env, { snapshot_id: report.snapshot_id, out: env.values.out }, () => `report written to ${env.values.out}`);
-  } else if (format === 'html' || !env.json) process.stdout.write(text + '\n');
-  else process.stdout.write(JSON.stringify(report) + '\n');
+    print(env, { snapshot_id: report.snapshot_id, format, out: env.values.out }, () => `report written to ${env.values.out}`);
+  } else if (!env.json) out(text);
+  else if (format === 'html') print(env, { snapshot_id: report.snapshot_id, format, html: text }, () => text);
+  else print(env, safe, () => text);
   return 0;
 }
 
@@ -251,7 +280,7 @@ async function cmdDb(env: Env): Promise<number> {
   else if (sub === 'stop') st = await cluster.stop();
   else if (sub === 'status') st = await cluster.status();
   else throw new AgroError('usage', 'db start|stop|status|url');
-  print(env, st, () => `${st.running ? 'running' : 'stopped'}  ${st.url}  (${st.dataDir})`);
+  print(env, st, () => `${st.note ? st.note + '\n' : ''}${st.running ? 'running' : 'stopped'}  ${st.url}  (${st.dataDir})`);
   return sub === 'status' && !st.running ? 1 : 0;
 }
 
@@ -277,21 +306,55 @@ async function cmdDemo(env: Env): Promise<number> {
   return code;
 }
 
+/** The one failure output: `{"error": {code, message}}` on stdout with --json, a line on stderr always. */
+function fail(json: boolean, e: unknown): number {
+  const err = isAgroError(e)
+    ? e
+    : isConnectionError(e)
+      ? new AgroError('database_unavailable', (e as Error).message)
+      : new AgroError('internal', (e as Error)?.message ?? String(e));
+  const details = Object.keys(err.details).length ? { details: err.details } : {};
+  if (json) out(JSON.stringify(maskCpfsDeep({ error: { code: err.code, message: err.message, ...details } })));
+  process.stderr.write(`agro: ${maskCpfsInText(err.message)}${err.code === 'usage' ? `\n\n${USAGE}` : ''}\n`);
+  return err.exitCode;
+}
+
 export async function main(argv: string[]): Promise<number> {
+  // Known before parsing, so that even a parse error answers in JSON.
+  const json = argv.includes('--json');
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
   } catch (e) {
-    process.stderr.write(`${(e as Error).message}\n\n${USAGE}\n`);
-    return 2;
+    return fail(json, new AgroError('usage', (e as Error).message));
   }
-  const cfg = loadConfig();
-  const env: Env = { cfg, log: createLogger(cfg.logLevel), json: !!parsed.values.json, values: parsed.values, args: parsed.positionals };
+  let cfg: Config;
+  try {
+    cfg = loadConfig();
+  } catch (e) {
+    return fail(json, new AgroError('usage', `configuration: ${(e as Error).message}`));
+  }
+  const env: Env = { cfg, log: createLogger(cfg.logLevel), json, values: parsed.values, args: parsed.positionals };
   const cmd = env.args[0];
-  if (!cmd || parsed.values.help) {
-    process.stdout.write(USAGE + '\n');
-    return cmd ? 0 : 2;
+  if (parsed.values.help) {
+    if (json) print(env, { usage: USAGE }, () => USAGE);
+    else out(USAGE);
+    return 0;
   }
+  if (!cmd) {
+    if (!json) {
+      out(USAGE);
+      return 2;
+    }
+    return fail(json, new AgroError('usage', 'missing <command>'));
+  }
+  // A last resort: an error event nobody listened to still ends in one result.
+  const onUncaught = (e: unknown) => {
+    process.exitCode = fail(json, e);
+    process.exit();
+  };
+  process.on('uncaughtException', onUncaught);
+  process.on('unhandledRejection', onUncaught);
   try {
     switch (cmd) {
       case 'db': return await cmdDb(env);
@@ -307,16 +370,17 @@ export async function main(argv: string[]): Promise<number> {
       case 'snapshots': return await cmdSnapshots(env);
       case 'rollback': return await cmdRollback(env);
       case 'publish': return await cmdPublish(env);
+      case 'keep': return await cmdKeep(env);
       case 'report': return await cmdReport(env);
       case 'demo': return await cmdDemo(env);
       default:
         throw new AgroError('usage', `unknown command "${cmd}"`);
     }
   } catch (e) {
-    const err = isAgroError(e) ? e : new AgroError('internal', (e as Error).message);
-    if (!isAgroError(e)) env.log.error({ err: e }, 'unexpected error');
-    if (env.json) process.stdout.write(JSON.stringify({ error: { code: err.code, message: err.message } }) + '\n');
-    process.stderr.write(`agro: ${err.message}${err.code === 'usage' ? `\n\n${USAGE}` : ''}\n`);
-    return err.exitCode;
+    if (!isAgroError(e) && !isConnectionError(e)) env.log.error({ err: e }, 'unexpected error');
+    return fail(json, e);
+  } finally {
+    process.off('uncaughtException', onUncaught);
+    process.off('unhandledRejection', onUncaught);
   }
 }

@@ -3,6 +3,7 @@
 // system user (created by the Debian package) and the cluster folder is handed to it.
 import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -19,7 +20,10 @@ export interface ClusterStatus {
   running: boolean;
   dataDir: string;
   url: string;
+  port: number;
   pid?: number;
+  /** Set when start() had to move to another port (the configured one was taken). */
+  note?: string;
 }
 
 const isRoot = () => typeof process.getuid === 'function' && process.getuid() === 0;
@@ -50,12 +54,47 @@ export async function ensureServerPackages(log: (m: string) => void = () => {}):
   return dir;
 }
 
+/** Whether something already listens on 127.0.0.1:port. */
+export function portInUse(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.once('error', (e: NodeJS.ErrnoException) => resolve(e.code === 'EADDRINUSE' || e.code === 'EACCES'));
+    srv.listen({ port, host: '127.0.0.1', exclusive: true }, () => srv.close(() => resolve(false)));
+  });
+}
+
+/** A port the system says is free on 127.0.0.1 right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen({ port: 0, host: '127.0.0.1' }, () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The cluster's port: AGRO_DB_PORT when set; otherwise the one remembered in
+ * <dataDir>/pg/port (written when the default was taken); otherwise the default.
+ */
 export class EmbeddedCluster {
   readonly dir: string;
-  readonly port: number;
+  port: number;
+  private readonly explicitPort: boolean;
   constructor(cfg: Config) {
     this.dir = path.join(cfg.dataDir, 'pg');
+    this.explicitPort = cfg.embeddedPortExplicit;
     this.port = cfg.embeddedPort;
+    if (!this.explicitPort) {
+      const remembered = Number(fs.existsSync(this.portFile) ? fs.readFileSync(this.portFile, 'utf8').trim() : NaN);
+      if (Number.isInteger(remembered) && remembered > 0 && remembered < 65536) this.port = remembered;
+    }
+  }
+
+  get portFile() {
+    return path.join(this.dir, 'port');
   }
 
   get pgdata() {
@@ -96,7 +135,28 @@ export class EmbeddedCluster {
         pid = undefined;
       }
     }
-    return { running: pid !== undefined, dataDir: this.pgdata, url: this.url, pid };
+    return { running: pid !== undefined, dataDir: this.pgdata, url: this.url, port: this.port, pid };
+  }
+
+  /**
+   * Before starting: a port another program holds (a second checkout's cluster) is an error
+   * when AGRO_DB_PORT named it, otherwise a reason to pick a free one and remember it.
+   */
+  private async choosePort(log: (m: string) => void): Promise<string | undefined> {
+    if (!(await portInUse(this.port))) return undefined;
+    if (this.explicitPort) {
+      throw new AgroError(
+        'port_in_use',
+        `127.0.0.1:${this.port} (AGRO_DB_PORT) is used by another program, perhaps the cluster of another checkout; set AGRO_DB_PORT to a free port, or unset it to let agro choose one`,
+      );
+    }
+    const taken = this.port;
+    this.port = await freePort();
+    fs.mkdirSync(this.dir, { recursive: true });
+    fs.writeFileSync(this.portFile, `${this.port}\n`);
+    const note = `port ${taken} is used by another program (another checkout's cluster?); this cluster uses port ${this.port}, remembered in ${this.portFile} (AGRO_DB_PORT overrides it)`;
+    log(note);
+    return note;
   }
 
   async start(log: (m: string) => void = () => {}): Promise<ClusterStatus> {
@@ -116,12 +176,27 @@ export class EmbeddedCluster {
       fs.appendFileSync(path.join(this.pgdata, 'postgresql.conf'), TUNING);
     }
     const st = await this.status();
+    let note: string | undefined;
     if (!st.running) {
+      note = await this.choosePort(log);
       log(`starting PostgreSQL on 127.0.0.1:${this.port}`);
-      await this.exec('pg_ctl', ['-D', this.pgdata, '-l', this.logFile, '-w', '-t', '120', '-o', `-p ${this.port} -k ${this.socketDir} -c listen_addresses=127.0.0.1`, 'start']);
+      try {
+        await this.exec('pg_ctl', ['-D', this.pgdata, '-l', this.logFile, '-w', '-t', '120', '-o', `-p ${this.port} -k ${this.socketDir} -c listen_addresses=127.0.0.1`, 'start']);
+      } catch (e) {
+        throw new AgroError('cluster', `${(e as Error).message}\n${this.logTail()}`);
+      }
     }
     await this.ensureDatabase();
-    return this.status();
+    return { ...(await this.status()), ...(note ? { note } : {}) };
+  }
+
+  /** The server log's last lines: what pg_ctl's "Examine the log output" refers to. */
+  private logTail(lines = 8): string {
+    try {
+      return fs.readFileSync(this.logFile, 'utf8').trim().split('\n').slice(-lines).join('\n');
+    } catch {
+      return `(no server log at ${this.logFile})`;
+    }
   }
 
   async stop(): Promise<ClusterStatus> {
@@ -131,6 +206,7 @@ export class EmbeddedCluster {
 
   private async ensureDatabase() {
     const client = new pg.Client({ connectionString: `postgres://${DB_USER}@127.0.0.1:${this.port}/postgres` });
+    client.on('error', () => {}); // the query in flight rejects; the event must not crash the process
     await client.connect();
     try {
       const r = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DB_NAME]);

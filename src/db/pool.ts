@@ -1,4 +1,7 @@
-// Connection pools. One pool per URL per process; errors on idle clients are logged, not fatal.
+// Connection pools. One pool per URL per process. A server that goes away (stopped,
+// restarted, network cut) must never crash the process with an unhandled 'error' event:
+// idle and checked-out clients both have a listener, and the query in flight rejects
+// with an error that isConnectionError() recognises.
 import pg from 'pg';
 import { AgroError } from '../errors.ts';
 
@@ -18,7 +21,22 @@ export function createPool(url: string, max = 10): pg.Pool {
   pool.on('error', () => {
     /* an idle client died (server restart); the next checkout reconnects */
   });
+  // A checked-out client has no pool listener: its query rejects, and the event must not throw.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
+}
+
+// SQLSTATE classes 08 (connection exception) and 57P0x (admin shutdown, crash, cannot connect now).
+const CONNECTION_SQLSTATE = /^(08|57P0)/;
+const CONNECTION_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH']);
+const CONNECTION_MESSAGE = /Connection terminated|connection error|Client was closed|not queryable|terminating connection/i;
+
+/** True when an error means the database went away or cannot be reached (not a bad statement). */
+export function isConnectionError(e: unknown): boolean {
+  const err = e as { code?: unknown; message?: unknown } | null;
+  if (!err || typeof err !== 'object') return false;
+  const code = typeof err.code === 'string' ? err.code : '';
+  return CONNECTION_SQLSTATE.test(code) || CONNECTION_ERRNO.has(code) || (typeof err.message === 'string' && CONNECTION_MESSAGE.test(err.message));
 }
 
 /** Turns connection failures into the catalogue's `database_unavailable`. */

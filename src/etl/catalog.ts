@@ -1,11 +1,17 @@
 // The run ledger and the snapshot catalogue: every statement on etl.* lives here.
+// Free text written here (errors, stage details, quality reports) passes through the
+// CPF mask: this is the choke point between what a source says and what we keep.
 import os from 'node:os';
 import type pg from 'pg';
+import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 
 type Db = pg.Pool | pg.ClientBase;
 
-export type RunStatus = 'running' | 'published' | 'unchanged' | 'blocked' | 'failed' | 'killed';
-export type SnapshotStatus = 'loading' | 'blocked' | 'published' | 'superseded' | 'rolled_back' | 'failed' | 'dropped';
+export type RunStatus = 'running' | 'published' | 'loaded' | 'unchanged' | 'blocked' | 'failed' | 'killed';
+/** `loaded`: complete and kept, not made current (an older backfill, or a publish that gave up on locks). */
+export type SnapshotStatus = 'loading' | 'blocked' | 'published' | 'superseded' | 'rolled_back' | 'loaded' | 'failed' | 'dropped';
+/** Statuses of snapshots whose tables are complete and readable. */
+export const GOOD_STATUSES: readonly SnapshotStatus[] = ['published', 'superseded', 'rolled_back', 'loaded'];
 
 export interface SnapshotRow {
   snapshot_id: number;
@@ -20,6 +26,7 @@ export interface SnapshotRow {
   tables: string[];
   quality: Record<string, unknown> | null;
   forced: boolean;
+  kept: boolean;
   run_id: number | null;
   created_at: Date;
   published_at: Date | null;
@@ -45,7 +52,7 @@ export interface RunRow {
 export async function insertRun(db: Db, pipeline: string, scope: string, options: object): Promise<number> {
   const r = await db.query(
     `INSERT INTO etl.runs (pipeline, scope, options, pid, host) VALUES ($1, $2, $3, $4, $5) RETURNING run_id`,
-    [pipeline, scope, JSON.stringify(options), process.pid, os.hostname()],
+    [pipeline, scope, JSON.stringify(maskCpfsDeep(options)), process.pid, os.hostname()],
   );
   return r.rows[0].run_id;
 }
@@ -59,7 +66,7 @@ export async function finishRun(
     `UPDATE etl.runs SET status = $2, snapshot_id = coalesce($3, snapshot_id), rows_read = $4, rows_loaded = $5,
             rows_rejected = $6, error = $7, error_code = $8, finished_at = now()
       WHERE run_id = $1`,
-    [runId, f.status, f.snapshotId ?? null, f.read ?? null, f.loaded ?? null, f.rejected ?? null, f.error ?? null, f.errorCode ?? null],
+    [runId, f.status, f.snapshotId ?? null, f.read ?? null, f.loaded ?? null, f.rejected ?? null, f.error === undefined ? null : maskCpfsInText(f.error), f.errorCode ?? null],
   );
 }
 
@@ -76,7 +83,7 @@ export async function endStage(db: Db, runId: number, stage: string, status: 'do
     `UPDATE etl.run_stages SET status = $3, rows = $4, detail = $5, finished_at = clock_timestamp(),
             duration_ms = (extract(epoch FROM clock_timestamp() - started_at) * 1000)::int
       WHERE run_id = $1 AND stage = $2 RETURNING duration_ms`,
-    [runId, stage, status, rows, JSON.stringify(detail)],
+    [runId, stage, status, rows, JSON.stringify(maskCpfsDeep(detail))],
   );
   return r.rows[0]?.duration_ms ?? 0;
 }
@@ -110,7 +117,7 @@ export async function insertSnapshot(
   const r = await db.query(
     `INSERT INTO etl.snapshots (dataset, uf, as_of, source_sha256, source, run_id, schema_fingerprint)
      VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING snapshot_id`,
-    [s.dataset, s.uf, s.asOf, s.sourceSha256, JSON.stringify(s.source), s.runId, s.fingerprint],
+    [s.dataset, s.uf, s.asOf, s.sourceSha256, JSON.stringify(maskCpfsDeep(s.source)), s.runId, s.fingerprint],
   );
   return r.rows[0].snapshot_id;
 }
@@ -125,7 +132,7 @@ export async function setSnapshotFields(db: Db, snapshotId: number, f: { status?
     `UPDATE etl.snapshots SET status = coalesce($2, status), rows = coalesce($3, rows), quality = coalesce($4, quality),
             forced = coalesce($5, forced), schema_fingerprint = coalesce($6, schema_fingerprint)
       WHERE snapshot_id = $1`,
-    [snapshotId, f.status ?? null, f.rows ?? null, f.quality ? JSON.stringify(f.quality) : null, f.forced ?? null, f.fingerprint ?? null],
+    [snapshotId, f.status ?? null, f.rows ?? null, f.quality ? JSON.stringify(maskCpfsDeep(f.quality)) : null, f.forced ?? null, f.fingerprint ?? null],
   );
 }
 
@@ -167,8 +174,8 @@ export async function listSnapshots(db: Db, dataset: string | null, uf: string |
 export async function snapshotsWithTables(db: Db, dataset: string, scope: string): Promise<SnapshotRow[]> {
   const r = await db.query(
     `SELECT ${SNAPSHOT_COLUMNS} FROM etl.snapshots s LEFT JOIN etl.current c ON c.snapshot_id = s.snapshot_id
-      WHERE s.dataset = $1 AND s.scope = $2 AND s.status IN ('published', 'superseded', 'rolled_back', 'blocked')
-      ORDER BY s.as_of DESC, s.snapshot_id DESC`,
+      WHERE s.dataset = $1 AND s.scope = $2 AND s.status IN ('published', 'superseded', 'rolled_back', 'loaded', 'blocked')
+      ORDER BY s.as_of DESC, s.published_at DESC NULLS LAST, s.snapshot_id DESC`,
     [dataset, scope],
   );
   return r.rows;
@@ -179,5 +186,58 @@ export async function setCurrent(db: Db, dataset: string, scope: string, snapsho
     `INSERT INTO etl.current (dataset, scope, snapshot_id) VALUES ($1, $2, $3)
      ON CONFLICT (dataset, scope) DO UPDATE SET snapshot_id = EXCLUDED.snapshot_id`,
     [dataset, scope, snapshotId],
+  );
+}
+
+export async function setSnapshotStatus(db: Db, snapshotId: number, status: SnapshotStatus): Promise<void> {
+  await db.query('UPDATE etl.snapshots SET status = $2 WHERE snapshot_id = $1', [snapshotId, status]);
+}
+
+export async function markPublished(db: Db, snapshotId: number, forced: boolean): Promise<void> {
+  await db.query(`UPDATE etl.snapshots SET status = 'published', published_at = now(), forced = forced OR $2 WHERE snapshot_id = $1`, [snapshotId, forced]);
+}
+
+/** `agro keep`: exempts a snapshot from retention (or gives it back to retention). */
+export async function setKept(db: Db, snapshotId: number, kept: boolean): Promise<boolean> {
+  const r = await db.query('UPDATE etl.snapshots SET kept = $2 WHERE snapshot_id = $1', [snapshotId, kept]);
+  return (r.rowCount ?? 0) > 0;
+}
+
+// ---- publication history -------------------------------------------------------
+
+export type PublicationAction = 'publish' | 'rollback';
+
+export interface PublicationRow {
+  publication_id: number;
+  snapshot_id: number;
+  action: PublicationAction;
+  at: Date;
+}
+
+export async function recordPublication(
+  db: Db,
+  p: { dataset: string; scope: string; snapshotId: number; action: PublicationAction; forced?: boolean; runId?: number | null },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO etl.publications (dataset, scope, snapshot_id, action, forced, run_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+    [p.dataset, p.scope, p.snapshotId, p.action, p.forced ?? false, p.runId ?? null],
+  );
+}
+
+/** The publication history of one (dataset, scope), oldest first. */
+export async function publications(db: Db, dataset: string, scope: string): Promise<PublicationRow[]> {
+  const r = await db.query(
+    'SELECT publication_id, snapshot_id, action, at FROM etl.publications WHERE dataset = $1 AND scope = $2 ORDER BY publication_id',
+    [dataset, scope],
+  );
+  return r.rows;
+}
+
+/** Stage rows a dead run left `running`: they failed with it. */
+export async function failRunningStages(db: Db, runId: number, reason: string): Promise<void> {
+  await db.query(
+    `UPDATE etl.run_stages SET status = 'failed', finished_at = clock_timestamp(), detail = detail || jsonb_build_object('error', $2::text)
+      WHERE run_id = $1 AND status = 'running'`,
+    [runId, reason],
   );
 }

@@ -2,14 +2,28 @@
 // which are regenerated inside the same transaction that moves the etl.current
 // pointer: a reader sees the old snapshot or the new one, never a mix, and the
 // serving.* views on top of them are never dropped (so they never error).
+//
+// Readers never queue behind a publish for long: replacing a view needs an
+// AccessExclusive lock, and a pending one makes every new reader wait. So the views
+// are locked last, with a short lock_timeout; on timeout the transaction is retried
+// with backoff, and after a bounded total wait the publish gives up cleanly
+// (`publish_lock_timeout`), leaving the snapshot for a later `agro publish`.
 import type pg from 'pg';
-import { AgroError } from '../errors.ts';
+import { AgroError, isAgroError } from '../errors.ts';
 import { ident, withTransaction } from '../db/pool.ts';
 import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { fillMissingPairs, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import type { Pipeline } from './pipeline.ts';
+import type { GateFailure } from './quality.ts';
 
+/** How long a publish may wait for readers: per attempt, and in total. */
+export interface LockBudget {
+  lockTimeoutMs: number;
+  maxWaitMs: number;
+}
+
+export const DEFAULT_LOCK_BUDGET: LockBudget = { lockTimeoutMs: 250, maxWaitMs: 30_000 };
 
 /** Rebuilds current.<relation> as the union of the published snapshot table of every scope. */
 export async function refreshCurrentView(client: pg.ClientBase, relation: string, snapshotIds: number[]): Promise<void> {
@@ -23,70 +37,160 @@ async function lockDataset(client: pg.ClientBase, dataset: string) {
   await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`publish:${dataset}`]);
 }
 
-async function repointViews(client: pg.ClientBase, pipeline: Pipeline) {
+/**
+ * The last step of a publish transaction: rewrites the views with a short lock timeout
+ * (a waiting AccessExclusive request would queue every new reader behind it). Everything else the transaction does comes before, so readers are held
+ * only for the view rewrite and the commit.
+ */
+async function repointViews(client: pg.ClientBase, pipeline: Pipeline, budget: LockBudget) {
   const ids = await catalog.currentSnapshotIds(client, pipeline.name);
+  await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(budget.lockTimeoutMs))}`);
   for (const rel of pipeline.relations) await refreshCurrentView(client, rel, ids);
 }
 
-export interface PublishOutcome {
-  published: boolean;
-  /** Set when a backfill was older than the current snapshot and stayed non-current. */
-  reason?: string;
+const isLockTimeout = (e: unknown) => (e as { code?: string }).code === '55P03';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Runs a publish transaction, retrying it with backoff while readers hold the views; gives up after `maxWaitMs`. */
+async function withPublishTransaction<T>(pool: pg.Pool, budget: LockBudget, what: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const deadline = Date.now() + budget.maxWaitMs;
+  let backoff = Math.max(10, budget.lockTimeoutMs / 2);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await withTransaction(pool, fn);
+    } catch (e) {
+      if (!isLockTimeout(e)) throw e;
+      // Jitter keeps two waiting publishers from retrying in step.
+      const pause = Math.min(backoff * (0.5 + Math.random()), Math.max(0, deadline - Date.now()));
+      if (Date.now() + pause + budget.lockTimeoutMs > deadline) {
+        throw new AgroError(
+          'publish_lock_timeout',
+          `${what}: readers held the serving views for ${budget.maxWaitMs} ms (${attempt} attempts of ${budget.lockTimeoutMs} ms)`,
+        );
+      }
+      await sleep(pause);
+      backoff = Math.min(backoff * 2, 2_000);
+    }
+  }
 }
 
-/**
- * Makes a snapshot current in one transaction. With `onlyIfNewer` (backfill), a
- * snapshot older than the current one is kept as superseded instead.
- */
-export async function publishSnapshot(
-  pool: pg.Pool,
-  pipeline: Pipeline,
-  snapshotId: number,
-  opts: { forced?: boolean; onlyIfNewer?: boolean; fromRun?: boolean } = {},
-): Promise<PublishOutcome> {
-  return withTransaction(pool, async (client) => {
+export interface PublishOptions {
+  /** --force: publish even when the quality gate fails. */
+  force?: boolean;
+  /** Already known to be forced (the run's own gate failed and --force was given). */
+  forced?: boolean;
+  /** backfill: make it current only when it is newer than the current snapshot. */
+  onlyIfNewer?: boolean;
+  /** The run that loads the snapshot publishes it while it is still `loading`. */
+  fromRun?: boolean;
+  /**
+   * Evaluates the gate against what is current now, inside the publish transaction
+   * (the snapshot current when the run started may have been rolled back meanwhile).
+   */
+  gate?: (client: pg.ClientBase, current: catalog.SnapshotRow | null) => Promise<GateFailure[]>;
+  budget?: LockBudget;
+}
+
+export interface PublishOutcome {
+  /** published: made current; loaded: kept, not current (older backfill); blocked: the gate refused. */
+  status: 'published' | 'loaded' | 'blocked';
+  published: boolean;
+  forced: boolean;
+  reason?: string;
+  failures?: GateFailure[];
+}
+
+/** A backfill becomes current only when its as-of date is later than the current one's (contract §1). */
+const isNotNewer = (snap: catalog.SnapshotRow, than: catalog.SnapshotRow) => snap.as_of <= than.as_of;
+
+const gateRules = (snap: catalog.SnapshotRow) =>
+  (((snap.quality as { gate?: { failures?: GateFailure[] } } | null)?.gate?.failures) ?? []).map((f) => `${f.rule}: ${f.message}`);
+
+/** Makes a snapshot current in one transaction. */
+export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapshotId: number, opts: PublishOptions = {}): Promise<PublishOutcome> {
+  const budget = opts.budget ?? DEFAULT_LOCK_BUDGET;
+  return withPublishTransaction(pool, budget, `publishing snapshot ${snapshotId}`, async (client) => {
     await lockDataset(client, pipeline.name);
     const snap = await catalog.getSnapshot(client, snapshotId);
     // A snapshot still loading may only be published by the run that loads it.
     if (!snap || snap.status === 'dropped' || snap.status === 'failed' || (snap.status === 'loading' && !opts.fromRun)) {
       throw new AgroError('snapshot_not_found', `snapshot ${snapshotId} has no loaded tables`);
     }
+    if (snap.status === 'blocked' && !opts.force) {
+      const rules = gateRules(snap);
+      throw new AgroError('quality_gate', `snapshot ${snapshotId} was blocked (${rules.length ? rules.join('; ') : 'no rule recorded'}); publish it with --force to override`, {
+        failures: rules,
+      });
+    }
     const cur = await catalog.currentSnapshot(client, pipeline.name, snap.scope);
-    if (opts.onlyIfNewer && cur && cur.as_of >= snap.as_of && cur.snapshot_id !== snapshotId) {
-      await client.query(`UPDATE etl.snapshots SET status = 'superseded' WHERE snapshot_id = $1`, [snapshotId]);
-      return { published: false, reason: `current snapshot ${cur.snapshot_id} (as of ${cur.as_of}) is not older` };
+    if (cur?.snapshot_id === snapshotId) return { status: 'published', published: true, forced: snap.forced };
+    if (opts.onlyIfNewer && cur && isNotNewer(snap, cur)) {
+      await catalog.setSnapshotStatus(client, snapshotId, 'loaded');
+      return { status: 'loaded', published: false, forced: false, reason: `current snapshot ${cur.snapshot_id} (as of ${cur.as_of}) is not older` };
     }
-    if (cur && cur.snapshot_id !== snapshotId) {
-      await client.query(`UPDATE etl.snapshots SET status = 'superseded' WHERE snapshot_id = $1`, [cur.snapshot_id]);
+    const failures = opts.gate ? await opts.gate(client, cur) : [];
+    if (failures.length > 0 && !opts.force) {
+      await catalog.setSnapshotStatus(client, snapshotId, 'blocked');
+      return { status: 'blocked', published: false, forced: false, failures, reason: failures.map((f) => f.message).join('; ') };
     }
-    await client.query(
-      `UPDATE etl.snapshots SET status = 'published', published_at = now(), forced = forced OR $2 WHERE snapshot_id = $1`,
-      [snapshotId, opts.forced ?? false],
-    );
+    const forced = !!opts.forced || failures.length > 0 || snap.status === 'blocked';
+    if (cur) await catalog.setSnapshotStatus(client, cur.snapshot_id, 'superseded');
+    await catalog.markPublished(client, snapshotId, forced);
     await catalog.setCurrent(client, pipeline.name, snap.scope, snapshotId);
-    await repointViews(client, pipeline);
+    await catalog.recordPublication(client, { dataset: pipeline.name, scope: snap.scope, snapshotId, action: 'publish', forced, runId: snap.run_id });
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
-    return { published: true };
+    await repointViews(client, pipeline, budget);
+    return { status: 'published', published: true, forced };
   });
 }
 
-/** Makes the snapshot before the current one current again, in one transaction. */
-export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string) {
-  return withTransaction(pool, async (client) => {
+/**
+ * Where rollback goes: the publication history read as an undo stack (a publish pushes,
+ * a rollback pops back to its target); the answer is the entry below the current one
+ * whose tables are still kept.
+ */
+export function rollbackTarget(history: catalog.PublicationRow[], currentId: number, kept: Set<number>): number | null {
+  const stack: number[] = [];
+  for (const h of history) {
+    if (h.action === 'publish') {
+      if (stack[stack.length - 1] !== h.snapshot_id) stack.push(h.snapshot_id);
+    } else {
+      const i = stack.length >= 2 ? stack.lastIndexOf(h.snapshot_id, stack.length - 2) : -1;
+      if (i >= 0) stack.length = i + 1;
+      else {
+        stack.pop();
+        stack.push(h.snapshot_id);
+      }
+    }
+  }
+  if (stack[stack.length - 1] === currentId) stack.pop();
+  for (let i = stack.length - 1; i >= 0; i--) if (stack[i] !== currentId && kept.has(stack[i])) return stack[i];
+  return null;
+}
+
+async function rollbackTargetOf(db: pg.ClientBase | pg.Pool, dataset: string, scope: string, currentId: number): Promise<number | null> {
+  const keptIds = new Set(
+    (await catalog.snapshotsWithTables(db, dataset, scope)).filter((s) => catalog.GOOD_STATUSES.includes(s.status)).map((s) => s.snapshot_id),
+  );
+  return rollbackTarget(await catalog.publications(db, dataset, scope), currentId, keptIds);
+}
+
+/** Makes the previously current snapshot current again, in one transaction. */
+export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string, budget: LockBudget = DEFAULT_LOCK_BUDGET) {
+  const where = `${pipeline.name}${scope ? ' ' + scope : ''}`;
+  return withPublishTransaction(pool, budget, `rolling back ${where}`, async (client) => {
     await lockDataset(client, pipeline.name);
     const cur = await catalog.currentSnapshot(client, pipeline.name, scope);
-    if (!cur) throw new AgroError('nothing_to_rollback', `${pipeline.name}${scope ? ' ' + scope : ''} has no published snapshot`);
-    const candidates = (await catalog.snapshotsWithTables(client, pipeline.name, scope)).filter(
-      (s) => s.snapshot_id !== cur.snapshot_id && s.status === 'superseded' && s.snapshot_id < cur.snapshot_id,
-    );
-    const prev = candidates.sort((a, b) => b.snapshot_id - a.snapshot_id)[0];
-    if (!prev) throw new AgroError('nothing_to_rollback', `no earlier snapshot of ${pipeline.name}${scope ? ' ' + scope : ''} is kept`);
-    await client.query(`UPDATE etl.snapshots SET status = 'rolled_back' WHERE snapshot_id = $1`, [cur.snapshot_id]);
-    await client.query(`UPDATE etl.snapshots SET status = 'published', published_at = now() WHERE snapshot_id = $1`, [prev.snapshot_id]);
-    await catalog.setCurrent(client, pipeline.name, scope, prev.snapshot_id);
-    await repointViews(client, pipeline);
+    if (!cur) throw new AgroError('nothing_to_rollback', `${where} has no published snapshot`);
+    const prev = await rollbackTargetOf(client, pipeline.name, scope, cur.snapshot_id);
+    if (prev === null) throw new AgroError('nothing_to_rollback', `no snapshot of ${where} that was current before ${cur.snapshot_id} is kept`);
+    await catalog.setSnapshotStatus(client, cur.snapshot_id, 'rolled_back');
+    await client.query(`UPDATE etl.snapshots SET status = 'published', published_at = now() WHERE snapshot_id = $1`, [prev]);
+    await catalog.setCurrent(client, pipeline.name, scope, prev);
+    await catalog.recordPublication(client, { dataset: pipeline.name, scope, snapshotId: prev, action: 'rollback' });
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
-    return { from: cur.snapshot_id, to: prev.snapshot_id };
+    await repointViews(client, pipeline, budget);
+    return { from: cur.snapshot_id, to: prev };
   });
 }
 
@@ -94,17 +198,57 @@ export async function dropSnapshotTables(db: pg.ClientBase | pg.Pool, tables: st
   for (const t of tables) await db.query(`DROP TABLE IF EXISTS ${t}`);
 }
 
-/** Keeps the current snapshot plus the newest others up to `keep` per (dataset, scope); drops the rest. */
-export async function applyRetention(pool: pg.Pool, dataset: string, scope: string, keep: number): Promise<number[]> {
+/** Newest first by what the data is about (as-of date), then by when it was published or loaded. */
+function byDateDesc(a: catalog.SnapshotRow, b: catalog.SnapshotRow): number {
+  if (a.as_of !== b.as_of) return a.as_of < b.as_of ? 1 : -1;
+  const pa = (a.published_at ?? a.created_at).getTime();
+  const pb = (b.published_at ?? b.created_at).getTime();
+  return pb - pa || b.snapshot_id - a.snapshot_id;
+}
+
+/** Which snapshots of one (dataset, scope) retention keeps; the others are dropped. */
+export function retentionPlan(
+  snapshots: catalog.SnapshotRow[],
+  o: { keep: number; rollbackTo: number | null; protect?: number[] },
+): { keep: Set<number>; drop: catalog.SnapshotRow[] } {
+  const good = snapshots.filter((s) => catalog.GOOD_STATUSES.includes(s.status)).sort(byDateDesc);
+  const blocked = snapshots.filter((s) => s.status === 'blocked').sort((a, b) => b.snapshot_id - a.snapshot_id);
+  // Never dropped, and counted: what is current and what rollback returns to.
+  const mandatory = new Set<number>([...good.filter((s) => s.is_current).map((s) => s.snapshot_id), ...(o.rollbackTo !== null ? [o.rollbackTo] : [])]);
+  // Never dropped, not counted: `agro keep` snapshots, and what this run just loaded (an
+  // older backfill stays until a later run's retention, without pushing out a newer one).
+  const exempt = new Set(o.protect ?? []);
+  const keep = new Set<number>();
+  let counted = 0;
+  for (const s of good) {
+    if (mandatory.has(s.snapshot_id) && !s.kept) {
+      keep.add(s.snapshot_id);
+      counted++;
+    } else if (s.kept || exempt.has(s.snapshot_id)) keep.add(s.snapshot_id);
+  }
+  for (const s of good) {
+    if (keep.has(s.snapshot_id)) continue;
+    if (counted >= o.keep) break;
+    keep.add(s.snapshot_id);
+    counted++;
+  }
+  // Blocked snapshots have their own rule: the latest one stays (its report, a `publish --force`).
+  if (blocked[0]) keep.add(blocked[0].snapshot_id);
+  return { keep, drop: snapshots.filter((s) => !keep.has(s.snapshot_id)) };
+}
+
+/**
+ * Keeps `keep` good snapshots per (dataset, scope), newest by date, always including the
+ * current one and the one rollback would return to; `protect` names snapshots this run
+ * loaded (an older backfill is kept until a later run's retention).
+ */
+export async function applyRetention(pool: pg.Pool, dataset: string, scope: string, keep: number, protect: number[] = []): Promise<number[]> {
   const all = await catalog.snapshotsWithTables(pool, dataset, scope);
-  const byNewest = [...all].sort((a, b) => b.snapshot_id - a.snapshot_id);
-  const current = byNewest.find((s) => s.is_current);
-  const others = byNewest.filter((s) => !s.is_current);
-  const kept = new Set<number>(current ? [current.snapshot_id] : []);
-  for (const s of others) if (kept.size < keep) kept.add(s.snapshot_id);
+  const current = all.find((s) => s.is_current);
+  const rollbackTo = current ? await rollbackTargetOf(pool, dataset, scope, current.snapshot_id) : null;
+  const plan = retentionPlan(all, { keep, rollbackTo, protect });
   const dropped: number[] = [];
-  for (const s of byNewest) {
-    if (kept.has(s.snapshot_id)) continue;
+  for (const s of plan.drop) {
     await withTransaction(pool, async (c) => {
       await dropSnapshotTables(c, s.tables);
       await forgetOverlaps(c, s.snapshot_id);

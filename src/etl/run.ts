@@ -6,17 +6,18 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
-import type { Config } from '../config.ts';
+import { KNOWN_UFS, type Config } from '../config.ts';
 import { AgroError, isAgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { connectOrFail, ident } from '../db/pool.ts';
+import { connectOrFail, ident, isConnectionError } from '../db/pool.ts';
+import { maskCpfsDeep } from '../privacy.ts';
 import * as catalog from './catalog.ts';
 import type { FetchedFile } from './download.ts';
 import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } from './pipeline.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import { applyRetention, dropSnapshotTables, publishSnapshot } from './publish.ts';
-import { evaluateGate, renderHtml, sum, type ChangeSummary, type QualityReport } from './quality.ts';
+import { evaluateGate, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
 import { checkSnapshotText, mergeTextFailures } from './text-checks.ts';
 
 /** Lock class for "this run is alive" (pg_advisory_lock(class, run_id)). */
@@ -26,6 +27,8 @@ export interface Deps {
   cfg: Config;
   pool: pg.Pool;
   log: Logger;
+  /** Pause points for tests that change the world mid-run (e.g. a rollback before publish). */
+  hooks?: { beforePublish?(snapshotId: number): Promise<void> };
 }
 
 export interface RunOutcome {
@@ -57,6 +60,30 @@ export function reportPath(cfg: Config, snapshotId: number, ext = 'json') {
   return path.join(cfg.dataDir, 'reports', `${snapshotId}.${ext}`);
 }
 
+/** Writes the report's JSON and HTML files; like every report output, CPFs are masked. */
+function writeReportFiles(cfg: Config, r: QualityReport) {
+  const safe = maskCpfsDeep(r);
+  fs.mkdirSync(path.dirname(reportPath(cfg, r.snapshot_id)), { recursive: true });
+  fs.writeFileSync(reportPath(cfg, r.snapshot_id), JSON.stringify(safe, null, 2));
+  fs.writeFileSync(reportPath(cfg, r.snapshot_id, 'html'), renderHtml(safe));
+}
+
+/** A real calendar date written yyyy-mm-dd (2026-02-30 is not one). */
+export function isCalendarDate(s: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);
+  if (!m) return false;
+  const d = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
+  return d.getUTCFullYear() === Number(m[1]) && d.getUTCMonth() === Number(m[2]) - 1 && d.getUTCDate() === Number(m[3]);
+}
+
+/** The UF of a per-state run, validated (usage error naming the known ones). */
+export function parseUf(pipeline: string, uf: string | undefined): string {
+  if (!uf) throw new AgroError('usage', `${pipeline} needs --uf <UF> (one of ${KNOWN_UFS.join(', ')})`);
+  const u = uf.trim().toUpperCase();
+  if (!KNOWN_UFS.includes(u)) throw new AgroError('usage', `--uf "${uf}" is not a Brazilian state (known: ${KNOWN_UFS.join(', ')})`);
+  return u;
+}
+
 async function dropStagingTables(db: pg.Pool | pg.ClientBase, runId: number) {
   const r = await db.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE $1`, [`r${runId}\\_%`]);
   for (const row of r.rows) await db.query(`DROP TABLE IF EXISTS stage.${ident(row.tablename)}`);
@@ -81,6 +108,7 @@ export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
           await forgetOverlaps(client, s.snapshot_id);
           await catalog.setSnapshotFields(client, s.snapshot_id, { status: 'failed' });
         }
+        await catalog.failRunningStages(client, run.run_id, 'killed: the process running this stage died');
         await catalog.finishRun(client, run.run_id, { status: 'killed', error: 'the process running this load died; cleaned up by a later run' });
         fs.rmSync(path.join(deps.cfg.dataDir, 'work', `run-${run.run_id}`), { recursive: true, force: true });
         deps.log.warn({ run_id: run.run_id, pipeline: run.pipeline, scope: run.scope }, 'cleaned up a dead run');
@@ -99,7 +127,7 @@ function todayUtc() {
   return new Date().toISOString().slice(0, 10);
 }
 
-async function changeAgainst(pool: pg.Pool, pipeline: Pipeline, key: string | undefined, prev: catalog.SnapshotRow | null, newTable: string, rows: number): Promise<ChangeSummary> {
+async function changeAgainst(pool: pg.Pool | pg.ClientBase, pipeline: Pipeline, key: string | undefined, prev: catalog.SnapshotRow | null, newTable: string, rows: number): Promise<ChangeSummary> {
   if (!prev) return { previous_snapshot_id: null, previous_rows: null, rows, delta_share: null, added: null, removed: null };
   const prevTable = qualifiedSnapshotTable(pipeline.mainRelation, prev.snapshot_id);
   let added: number | null = null;
@@ -128,9 +156,9 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
   const { cfg, pool, log } = deps;
   const started = Date.now();
   let uf: string | null = null;
-  if (pipeline.scopedByUf) {
-    if (!options.uf || !/^[A-Za-z]{2}$/.test(options.uf)) throw new AgroError('usage', `${pipeline.name} needs --uf <UF>`);
-    uf = options.uf.toUpperCase();
+  if (pipeline.scopedByUf) uf = parseUf(pipeline.name, options.uf);
+  if (options.asOf !== undefined && !isCalendarDate(options.asOf)) {
+    throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${options.asOf}"`);
   }
   const scope = uf ?? '';
   const runId = await catalog.insertRun(pool, pipeline.name, scope, options);
@@ -143,6 +171,8 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
   const lockClient = await connectOrFail(pool);
   const workDir = path.join(cfg.dataDir, 'work', `run-${runId}`);
   let snapshotId: number | null = null;
+  /** A complete snapshot that could not be made current (publish gave up on locks) is kept. */
+  let keepSnapshot = false;
   try {
     await lockClient.query('SELECT pg_advisory_lock($1, $2)', [RUN_ALIVE_LOCK, runId]);
     const scopeLock = await lockClient.query('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`run:${pipeline.name}:${scope}`]);
@@ -207,22 +237,22 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.rows_loaded = load.rowsLoaded;
     outcome.rows_rejected = load.rowsRejected;
 
+    let text: Awaited<ReturnType<typeof checkSnapshotText>> | null = null;
     const report = await stage('quality', async () => {
       const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
       const change = await changeAgainst(pool, pipeline, pipeline.key, current, mainTable, load.rowsLoaded);
       const counts = { read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, dropped: sum(load.facts.dropped) };
       // Every text column of the snapshot: U+FFFD and double-encoded text fail the gate (text-checks.ts).
-      const text = await checkSnapshotText(pool, (await catalog.getSnapshot(pool, sid))?.tables ?? []);
-      const failures = mergeTextFailures(evaluateGate(counts, change, load.facts, cfg.quality), text);
+      const scan = await checkSnapshotText(pool, (await catalog.getSnapshot(pool, sid))?.tables ?? []);
+      text = scan;
+      const failures = mergeTextFailures(evaluateGate(counts, change, load.facts, cfg.quality), scan);
       const r: QualityReport = {
         dataset: pipeline.name, uf, run_id: runId, snapshot_id: sid, as_of: asOf, generated_at: new Date().toISOString(),
         source: { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha },
-        counts, facts: { ...load.facts, text: { scanned: text.scanned, findings: text.findings } }, change,
+        counts, facts: { ...load.facts, text: { scanned: scan.scanned, findings: scan.findings } }, change,
         gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
       };
-      fs.mkdirSync(path.dirname(reportPath(cfg, sid)), { recursive: true });
-      fs.writeFileSync(reportPath(cfg, sid), JSON.stringify(r, null, 2));
-      fs.writeFileSync(reportPath(cfg, sid, 'html'), renderHtml(r));
+      writeReportFiles(cfg, r);
       await catalog.setSnapshotFields(pool, sid, { rows: load.rowsLoaded, quality: r, fingerprint: load.fingerprint ?? undefined });
       return r;
     }, () => null, (r) => ({ passed: r.gate.passed, failures: r.gate.failures.map((f) => f.rule) }));
@@ -234,7 +264,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       outcome.status = 'blocked';
       outcome.message = report.gate.failures.map((f) => f.message).join('; ');
       await catalog.finishRun(pool, runId, { status: 'blocked', snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, error: outcome.message });
-      await applyRetention(pool, pipeline.name, scope, cfg.retention);
+      await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid]);
       return outcome;
     }
     outcome.forced = report.gate.forced;
@@ -243,24 +273,69 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       await stage('derive', () => ensureOverlaps(pool, runLog, { dataset: pipeline.name, scope, snapshotId: sid }), (r) => r.rows, (r) => r);
     }
 
-    const pub = await stage('publish', () =>
-      publishSnapshot(pool, pipeline, sid, {
-        forced: report.gate.forced,
-        onlyIfNewer: options.backfill,
-        fromRun: true,
-      }),
-    );
-    if (!pub.published) outcome.message = `loaded but not made current: ${pub.reason}`;
-    await applyRetention(pool, pipeline.name, scope, cfg.retention);
-    outcome.status = 'published';
-    await catalog.finishRun(pool, runId, { status: 'published', snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected });
+    // The row-drop rule compares with what is current when the snapshot becomes current,
+    // inside the publish transaction: a rollback during the run must not let a big drop through.
+    const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
+    const gateNow = async (client: pg.ClientBase, cur: catalog.SnapshotRow | null): Promise<GateFailure[]> => {
+      if ((cur?.snapshot_id ?? null) === report.change.previous_snapshot_id) return report.gate.failures;
+      const change = await changeAgainst(client, pipeline, pipeline.key, cur, mainTable, load.rowsLoaded);
+      const evaluated = evaluateGate(report.counts, change, load.facts, cfg.quality);
+      const failures = text ? mergeTextFailures(evaluated, text) : evaluated;
+      report.facts.notes.push(
+        `the gate was evaluated again at publish time: snapshot ${cur?.snapshot_id ?? 'none'} was current then (snapshot ${report.change.previous_snapshot_id ?? 'none'} when the run started)`,
+      );
+      report.change = change;
+      report.gate = { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures };
+      await catalog.setSnapshotFields(client, sid, { quality: report });
+      return failures;
+    };
+    await deps.hooks?.beforePublish?.(sid);
+    let pub;
+    try {
+      pub = await stage('publish', () =>
+        publishSnapshot(pool, pipeline, sid, {
+          force: !!options.force,
+          forced: report.gate.forced,
+          onlyIfNewer: options.backfill,
+          fromRun: true,
+          gate: gateNow,
+          budget: { lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs },
+        }),
+      );
+    } catch (e) {
+      if (isAgroError(e, 'publish_lock_timeout')) {
+        await catalog.setSnapshotFields(pool, sid, { status: 'loaded' });
+        keepSnapshot = true;
+        throw new AgroError('publish_lock_timeout', `snapshot ${sid} is kept (status loaded); make it current with \`agro publish ${sid}\` — ${e.message}`);
+      }
+      throw e;
+    }
+    writeReportFiles(cfg, report);
+    outcome.gate = report.gate;
+    outcome.forced = pub.forced;
+    const counts = { snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected };
+    await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid]);
+    if (pub.status === 'blocked') {
+      outcome.status = 'blocked';
+      outcome.message = pub.reason;
+      await catalog.finishRun(pool, runId, { status: 'blocked', ...counts, error: outcome.message });
+      return outcome;
+    }
+    if (pub.status === 'loaded') outcome.message = `loaded but not made current: ${pub.reason}`;
+    outcome.status = pub.status;
+    await catalog.finishRun(pool, runId, { status: pub.status, ...counts });
     return outcome;
   } catch (e) {
-    const err = isAgroError(e) ? e : new AgroError('internal', (e as Error).message);
-    if (!isAgroError(e)) runLog.error({ err: e }, 'run failed with an unexpected error');
+    const err = isAgroError(e)
+      ? e
+      : isConnectionError(e)
+        ? new AgroError('database_unavailable', `the database connection was lost during the run (${(e as Error).message})`)
+        : new AgroError('internal', (e as Error).message);
+    if (err.code === 'internal') runLog.error({ err: e }, 'run failed with an unexpected error');
+    else if (err.code === 'database_unavailable') runLog.error(err.message);
     outcome.status = 'failed';
     outcome.error = { code: err.code, message: err.message };
-    if (snapshotId !== null) {
+    if (snapshotId !== null && !keepSnapshot) {
       // The catalogue lists every table of the snapshot (registered before it is created),
       // derived ones included.
       const listed = (await catalog.getSnapshot(pool, snapshotId).catch(() => null))?.tables ?? [];
@@ -274,7 +349,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.duration_ms = Date.now() - started;
     await dropStagingTables(pool, runId).catch(() => {});
     fs.rmSync(workDir, { recursive: true, force: true });
-    await lockClient.query('SELECT pg_advisory_unlock_all()').catch(() => {});
-    lockClient.release();
+    const lockOk = await lockClient.query('SELECT pg_advisory_unlock_all()').then(() => true, () => false);
+    lockClient.release(!lockOk); // a broken connection is destroyed, not returned to the pool
   }
 }
