@@ -5,12 +5,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterAll, expect, test } from 'vitest';
-import { readCsvRecords } from '../src/etl/csv-records.ts';
+import { readCsvRecords, type CsvEncoding } from '../src/etl/csv-records.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csv-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-async function ours(text: string | Buffer, encoding: BufferEncoding = 'utf8', delim = ';') {
+async function ours(text: string | Buffer, encoding: CsvEncoding = 'utf8', delim = ';') {
   const f = path.join(dir, `f${Math.random()}.csv`);
   fs.writeFileSync(f, text);
   const out: string[][] = [];

@@ -2,7 +2,8 @@
 // told apart by the file's content (SOURCES.md §3, contract §2b/§3):
 // - the SIFISC CSV `termo_embargo.csv` (`;`, header, UTF-8 with BOM, polygons as inline
 //   WKT cells that exceed 128 KB, many terms with only a point), streamed into staging
-//   by header with csv-parse; WKT is parsed in SQL, per row, so a bad cell never aborts;
+//   by header through the one CSV reader (src/etl/csv-records.ts: encoding and delimiter
+//   detected); WKT is parsed in SQL, per row, so a bad cell never aborts;
 // - a zip: the `adm_embargo_a` shapefile layout (truncated DBF names, EPSG:4674,
 //   status_tad 'AL' = lavrado, DMS coordinates), or a zip holding the CSV.
 // Both land in the same staging columns and go through the same SQL.
@@ -20,7 +21,6 @@
 // personal data: they are never logged; documento_hmac is keyed by configuration.
 import fs from 'node:fs';
 import path from 'node:path';
-import { parse } from 'csv-parse';
 import { ident } from '../../src/db/pool.ts';
 import { AgroError } from '../../src/errors.ts';
 import { extractZip, readHead } from '../../src/etl/archive.ts';
@@ -30,6 +30,7 @@ import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src
 import { describeLayer, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
 import { repairInvalidPolygons, type RepairResult } from '../../src/etl/repair.ts';
 import { fetchOneFile, lastModifiedDay } from '../../src/etl/source-files.ts';
+import { csvEncodingName, readCsvHead } from '../../src/etl/csv-records.ts';
 import { normaliseHeader, stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
 import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from '../../src/etl/vector-reader.ts';
@@ -188,31 +189,22 @@ export function isoDate(text: string | null | undefined): string | null {
 
 /** ULTIMA_ATUALIZACAO_RELATORIO of the first data row (the file's own release stamp). */
 export async function csvReleaseStamp(file: string): Promise<string | null> {
-  const parser = fs.createReadStream(file).pipe(parse({ delimiter: ';', bom: true, relax_column_count: true, relax_quotes: true, skip_empty_lines: true }));
-  let col = -1;
-  let line = 0;
   try {
-    for await (const rec of parser as AsyncIterable<string[]>) {
-      if (line++ === 0) {
-        col = rec.findIndex((h) => normaliseHeader(h) === 'ultima_atualizacao_relatorio');
-        if (col < 0) return null;
-        continue;
-      }
-      return rec[col] ?? null;
-    }
+    const { header, first } = await readCsvHead(file, ';');
+    const col = header.findIndex((h) => normaliseHeader(h) === 'ultima_atualizacao_relatorio');
+    return col < 0 || !first ? null : first[col] ?? null;
   } catch {
     return null; // a broken file fails properly in load()
-  } finally {
-    parser.destroy();
   }
-  return null;
 }
 
 // ---------------------------------------------------------------------------------
 // Load
 
-interface Staged extends Omit<CsvStageResult, 'header'> {
+interface Staged extends Omit<CsvStageResult, 'header' | 'format'> {
   route: Route;
+  /** The CSV route's detected encoding (UTF-8, ISO-8859-1, UTF-16LE, UTF-16BE). */
+  csvEncoding: string | null;
   layers: VectorLayer[];
   replacementChars: number;
 }
@@ -229,11 +221,11 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       'read',
       async (): Promise<Staged> => {
         if (source.route === 'csv') {
-          const r = await stageCsv(client, stage, source.csv, fieldSpecs('csv'), { delimiter: ';', encoding: 'utf8', columns: 'header', badRows: 'reject' });
-          return { route: 'csv', rows: r.rows, badRows: r.badRows, badRowSamples: r.badRowSamples, missingOptional: r.missingOptional, unknown: r.unknown, fingerprint: r.fingerprint, layers: [], replacementChars: 0 };
+          const r = await stageCsv(client, stage, source.csv, fieldSpecs('csv'), { delimiter: ';', columns: 'header', badRows: 'reject' });
+          return { route: 'csv', rows: r.rows, badRows: r.badRows, badRowSamples: r.badRowSamples, missingOptional: r.missingOptional, unknown: r.unknown, fingerprint: r.fingerprint, layers: [], replacementChars: 0, csvEncoding: csvEncodingName(r.format.encoding) };
         }
         const r = await stageLayers(client, stage, source.layers, fieldSpecs('shp'));
-        return { route: 'shp', rows: r.rows, badRows: 0, badRowSamples: [], missingOptional: r.missingOptional, unknown: r.unknown, fingerprint: r.fingerprint, layers: source.layers, replacementChars: r.replacementChars };
+        return { route: 'shp', rows: r.rows, badRows: 0, badRowSamples: [], missingOptional: r.missingOptional, unknown: r.unknown, fingerprint: r.fingerprint, layers: source.layers, replacementChars: r.replacementChars, csvEncoding: null };
       },
       (s) => s.rows + s.badRows,
       (s) => ({ route: s.route, rows: s.rows, bad_rows: s.badRows, bad_row_lines: s.badRowSamples }),
@@ -302,7 +294,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     }
     const fffd = await client.query(`SELECT count(*)::int AS n FROM ${stage} WHERE concat_ws(' ', ${TEXT_FIELDS.map(ident).join(', ')}) LIKE '%' || chr(65533) || '%'`);
     facts.encoding = {
-      name: staged.route === 'csv' ? 'UTF-8' : staged.layers[0]?.encoding ?? null,
+      name: staged.route === 'csv' ? staged.csvEncoding : staged.layers[0]?.encoding ?? null,
       assumed: staged.layers.some((l) => l.encodingAssumed),
       replacementChars: staged.route === 'csv' ? fffd.rows[0].n : staged.replacementChars,
     };

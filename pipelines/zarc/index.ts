@@ -5,9 +5,8 @@
 // change every season). Files are streamed into staging through COPY (3.3 M rows a season),
 // mapped by header (the column set changes between seasons) and normalised in SQL.
 import { createHash } from 'node:crypto';
-import { open, readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { parse as parseSync } from 'csv-parse/sync';
 import { AgroError } from '../../src/errors.ts';
 import { fetchSource, isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
 import { countNulls, indexSnapshotTable } from '../../src/etl/load-steps.ts';
@@ -15,7 +14,8 @@ import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src
 import { emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
 import { assertSameShape } from '../../src/etl/repair.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
-import { normaliseHeader, stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
+import { csvEncodingName, readCsvHead, type CsvFormat } from '../../src/etl/csv-records.ts';
+import { headerMismatch, normaliseHeader, stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import { namedSql, render } from '../../src/sql.ts';
 
@@ -109,29 +109,19 @@ async function fetchZarc(ctx: RunContext): Promise<FetchedFile[]> {
   return files;
 }
 
-/** The header row of a file (first line), read without touching the rest. */
-export async function readHeader(file: string): Promise<{ names: string[]; bom: boolean }> {
-  const fh = await open(file);
-  try {
-    const buf = Buffer.alloc(1 << 16);
-    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-    const text = buf.subarray(0, bytesRead).toString('utf8');
-    const nl = text.search(/\r?\n/);
-    const line = nl >= 0 ? text.slice(0, nl) : text;
-    const rec = (parseSync(line, { delimiter: ';', bom: true, relax_quotes: true, relax_column_count: true }) as string[][])[0] ?? [];
-    return { names: rec, bom: text.startsWith('\uFEFF') };
-  } finally {
-    await fh.close();
-  }
+/** The header row of a file and the format it was detected in (nothing else is read). */
+export async function readHeader(file: string): Promise<{ names: string[]; bom: boolean; format: CsvFormat }> {
+  const { format, header } = await readCsvHead(file, ';');
+  return { names: header, bom: format.bom, format };
 }
 
 /** Fails (before anything is staged) when a file lacks a required column. */
-function checkRequired(file: string, names: string[]) {
+function checkRequired(file: string, names: string[], format: CsvFormat) {
   const present = new Set(names.map(normaliseHeader));
   const missing = ZARC_FIELDS.filter((s) => s.required && !s.aliases.some((a) => present.has(a))).map((s) => s.name);
   if (missing.length) {
     const shown = missing.length > 8 ? `${missing.slice(0, 8).join(', ')} … (${missing.length} in all)` : missing.join(', ');
-    throw new AgroError('required_field_missing', `${file}: required columns missing: ${shown}; the header has ${names.length} columns`, { file, fields: missing });
+    throw new AgroError('required_field_missing', `${file}: required columns missing: ${shown}; ${headerMismatch(file, format, names)}`, { file, fields: missing });
   }
 }
 
@@ -192,11 +182,11 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       async () => {
         // Every header first: a drifted file fails the run before any file is staged.
         const headers = await Promise.all(ordered.map((f) => readHeader(f.path)));
-        ordered.forEach((f, i) => checkRequired(f.name, headers[i].names));
+        ordered.forEach((f, i) => checkRequired(f.name, headers[i].names, headers[i].format));
         const out: StagedFile[] = [];
         for (const [i, f] of ordered.entries()) {
           const table = ctx.stagingTable(`f${i}`);
-          const r = await stageCsv(client, table, f.path, ZARC_FIELDS, { delimiter: ';', encoding: 'utf8', columns: 'header', badRows: 'reject' });
+          const r = await stageCsv(client, table, f.path, ZARC_FIELDS, { delimiter: ';', columns: 'header', badRows: 'reject' });
           out.push({ ...r, name: f.name, table, fileNo: i, bom: headers[i].bom, safraFromName: safraFromName(f.name) });
         }
         return out;
@@ -277,7 +267,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     }));
     facts.fields.unknown = [...new Set(staged.flatMap((f) => f.unknown))];
     facts.fields.missingOptional = [...new Set(staged.flatMap((f) => f.missingOptional))];
-    facts.encoding.name = 'UTF-8';
+    facts.encoding.name = [...new Set(staged.map((f) => csvEncodingName(f.format.encoding)))].join(', ');
 
     const n = facts.notes;
     n.push(`seasons loaded: ${Object.entries(z.seasons).map(([s, c]) => `${s} (${c} rows)`).join(', ') || 'none'}`);
