@@ -11,7 +11,7 @@ import { AgroError } from '../../src/errors.ts';
 import { fetchSource, isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
 import { countNulls, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { addCounts, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
 import { assertSameShape } from '../../src/etl/repair.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { csvEncodingName, readCsvHead, type CsvFormat } from '../../src/etl/csv-records.ts';
@@ -155,12 +155,14 @@ const decNames = (prefix = '') => DECS.map((n) => `${prefix}dec${n}`).join(', ')
 function typedUnion(files: StagedFile[]): string {
   const tpl = namedSql('queries/zarc_typed');
   const decs = DECS.map((n) => `etl.zarc_risco(s.dec${n}) AS dec${n}`).join(', ');
+  const decKeys = DECS.map((n) => `'dec${n}'`).join(', ');
+  const invalidJson = `(SELECT jsonb_object_agg('dec' || x.n, x.v) FROM unnest(ARRAY[${decNames('s.')}]) WITH ORDINALITY AS x(v, n) WHERE etl.zarc_risco_invalido(x.v))`;
   // Most rows hold only the common spellings: one array test per row spares them 36 checks.
   let common = `ARRAY[${decNames('s.')}]`;
   for (const v of ['0', '', '20', '30', '40']) common = `array_remove(${common}, '${v}')`;
   const invalid = `CASE WHEN cardinality(${common}) = 0 THEN 0 ELSE ${DECS.map((n) => `etl.zarc_risco_invalido(s.dec${n})::int`).join(' + ')} END`;
   return files
-    .map((f) => render(tpl, { file_no: String(f.fileNo), stage: f.table, file_safra: lit(f.safraFromName), decs, invalid_cells: invalid }))
+    .map((f) => render(tpl, { file_no: String(f.fileNo), stage: f.table, file_safra: lit(f.safraFromName), decs, invalid_cells: invalid, dec_keys: decKeys, invalid_json: invalidJson }))
     .join('\nUNION ALL\n');
 }
 
@@ -256,6 +258,10 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         else z.invalid_risk.samples.push({ file: staged[r.file_no].name, record: Number(r.src_seq), decendio: r.decendio, valor: r.valor });
       }
     }
+    const unparsed = await client.query(render(namedSql('queries/zarc_unparsed'), { typed }));
+    for (const kind of ['unparsed', 'overflowed'] as const) {
+      addCounts(facts, kind, Object.fromEntries(unparsed.rows.filter((r) => r.kind === kind).map((r) => [r.col, r.n])));
+    }
     const seasons = await client.query(`SELECT safra, count(*)::bigint AS n FROM ${table.table} GROUP BY 1 ORDER BY 1`);
     for (const r of seasons.rows) z.seasons[r.safra] = Number(r.n);
     z.perennial_rows = z.seasons.perene ?? 0;
@@ -273,11 +279,12 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     n.push(`seasons loaded: ${Object.entries(z.seasons).map(([s, c]) => `${s} (${c} rows)`).join(', ') || 'none'}`);
     if (z.perennial_rows) n.push(`${z.perennial_rows} perennial / no-season rows loaded with safra = 'perene'`);
     if (z.invalid_risk.cells) {
-      n.push(`${z.invalid_risk.cells} risk cells in ${z.invalid_risk.rows} rows are not 20/30/40/0/empty (loaded as NULL): ${Object.entries(z.invalid_risk.values).map(([v, c]) => `"${v}" × ${c}`).join(', ')}`);
+      n.push(`${z.invalid_risk.cells} risk cells in ${z.invalid_risk.rows} rows are not 20/30/40/0/empty (loaded as NULL, text kept in extra): ${Object.entries(z.invalid_risk.values).map(([v, c]) => `"${v}" × ${c}`).join(', ')}`);
     }
     if (z.duplicates.exact) n.push(`${z.duplicates.exact} exact duplicate rows dropped`);
     if (z.duplicates.conflicting) n.push(`${z.duplicates.conflicting} rows share a key with different risk cells; ${DEDUP_RULE}; e.g. ${z.duplicates.conflicting_keys.slice(0, 3).join(' ; ')}`);
-    if (z.bad_codes) n.push(`${z.bad_codes} rows have a non-numeric optional code (cod_cultura, manejo, cod_clima, cod_meso or cod_micro), loaded as NULL`);
+    if (z.bad_codes) n.push(`${z.bad_codes} rows have a non-numeric optional code (cod_cultura, manejo, cod_clima, cod_meso or cod_micro), loaded as NULL, text kept in extra`);
+    if (facts.fields.overflowed) n.push(`overflowed codes (asterisks, no value) per column: ${JSON.stringify(facts.fields.overflowed)}`);
     if (z.uf_mismatch) n.push(`${z.uf_mismatch} rows have a UF that does not match their geocodigo`);
     if (facts.encoding.replacementChars) n.push(`${facts.encoding.replacementChars} rows hold U+FFFD: a file is probably not UTF-8`);
     for (const f of z.files) {
