@@ -2,7 +2,7 @@
 -- kept or not, with its final geometry (repaired, polygonal, 2D, EPSG:4326, multi).
 -- Declared by each pipeline: {{key}}, the key expression over the staged row `s`, and
 -- {{newest}}, the staged row's update date (NULL::date for a layer that carries none);
--- {{key_join}} joins the layer's fallback keys as `k` when it declares them (else empty).
+-- key_join (a placeholder) joins the layer's fallback keys as `k` when it declares them (else empty).
 -- Duplicate keys: the copy with the latest {{newest}} is kept, then the one read last
 -- (highest src_seq).
 CREATE UNLOGGED TABLE {{classified}} AS
