@@ -17,7 +17,11 @@
 //   index     primary key on the key, GiST on geom, GIN on array columns, ANALYZE
 //
 // Quality facts: verdict counts (rejected / dropped.duplicate_key), repairs, empty values,
-// unparseable dates, numbers and flags that did not parse, unknown columns (kept in
+// unparseable dates, numbers and flags that did not parse (fields.unparsed: NULL, text kept
+// in `extra`), overflowed cells (fields.overflowed: a run of asterisks is no value, counted
+// from the DBF bytes for numeric fields, which GDAL reads as NULL, and from the staged text
+// for the others; an overflowed key is no key), dates after the release date (contract §3:
+// dates.implausible, set to NULL with their text kept in `extra`), unknown columns (kept in
 // `extra`), and U+FFFD occurrences in every staged text (a gate failure where the source
 // section says so, e.g. FUNAI §4.2).
 import fs from 'node:fs';
@@ -28,9 +32,10 @@ import { ident } from '../src/db/pool.ts';
 import type { ZipLimits } from '../src/etl/archive.ts';
 import { encodingNotes, layersFromZip } from '../src/etl/layers.ts';
 import { isHttp, joinSource, localPath, type FetchedFile } from '../src/etl/download.ts';
-import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from '../src/etl/load-steps.ts';
+import { countDbfOverflows } from '../src/etl/dbf-overflow.ts';
+import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable, releaseDateLiteral } from '../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../src/etl/pipeline.ts';
-import { addLayerFacts, addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum, type QualityFacts } from '../src/etl/quality.ts';
+import { addCounts, addLayerFacts, addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum, type QualityFacts } from '../src/etl/quality.ts';
 import { repairInvalidPolygons } from '../src/etl/repair.ts';
 import { fetchOneFile, isoDay, lastModifiedDay } from '../src/etl/source-files.ts';
 import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
@@ -46,6 +51,8 @@ export interface LayerField extends FieldSpec {
 export type LayerSqlVars = {
   stage: string;
   fix: string;
+  /** Fallback keys (src_seq, codigo, origem) when the layer declares classify.fallbackKeys; else never created. */
+  keys: string;
   classified: string;
   target: string;
   snapshot_id: string;
@@ -79,6 +86,12 @@ export interface PolygonLayerSpec {
     key: string;
     /** The row's update date: among copies of a key the latest wins, then the one read last. Without it, the one read last. */
     newest?: string;
+    /**
+     * Named SQL creating {{keys}} (src_seq, codigo, origem): a stable key for rows whose own key
+     * is missing or overflowed, used when `key` is NULL (see incra_keys.sql). Also joined in the
+     * build as `k`.
+     */
+    fallbackKeys?: string;
   };
   /** Named SQL (without the .sql) of the layer's own snapshot columns: the sections queries/layer_build renders. */
   build: string;
@@ -209,7 +222,7 @@ async function fieldChecks(client: pg.ClientBase, vars: LayerSqlVars, spec: Poly
   }
   for (const n of spec.checks.numbers ?? []) {
     const c = `s.${ident(n)}`;
-    parts.push(`count(*) FILTER (WHERE btrim(${c}) <> '' AND etl.parse_number(${c}) IS NULL)::int AS ${ident(`number:${n}`)}`);
+    parts.push(`count(*) FILTER (WHERE btrim(${c}) <> '' AND etl.parse_number(${c}) IS NULL AND NOT etl.is_overflow(${c}))::int AS ${ident(`number:${n}`)}`);
   }
   for (const f of spec.checks.flags ?? []) {
     const c = `s.${ident(f)}`;
@@ -222,9 +235,47 @@ async function fieldChecks(client: pg.ClientBase, vars: LayerSqlVars, spec: Poly
     const [kind, col] = k.split(':');
     if (kind === 'date_bad') facts.dates.unparseable[col] = v;
     else if (kind === 'date_placeholder') facts.dates.placeholders[col] = v;
-    else if (kind === 'number') facts.notes.push(`${col}: ${v} value(s) are not numbers (loaded as NULL, source text kept in extra)`);
-    else facts.notes.push(`${col}: ${v} value(s) are not yes/no flags (loaded as NULL, source text kept in extra)`);
+    else if (kind === 'number') {
+      facts.notes.push(`${col}: ${v} value(s) are not numbers (loaded as NULL, source text kept in extra)`);
+      addCounts(facts, 'unparsed', { [col]: v });
+    } else {
+      facts.notes.push(`${col}: ${v} value(s) are not yes/no flags (loaded as NULL, source text kept in extra)`);
+      addCounts(facts, 'unparsed', { [col]: v });
+    }
   }
+}
+
+/** Overflowed cells: numeric DBF fields from the bytes (GDAL reads them as NULL), other staged text by etl.is_overflow. */
+async function overflowCounts(client: pg.ClientBase, stage: string, layers: VectorLayer[], fields: LayerField[]): Promise<Record<string, number>> {
+  const canonical = (src: string) => fields.find((f) => f.aliases.includes(src))?.name ?? src;
+  const out: Record<string, number> = {};
+  for (const l of layers) {
+    const dbf = ['.dbf', '.DBF'].map((e) => l.file.slice(0, -4) + e).find((p) => fs.existsSync(p));
+    if (!dbf) continue;
+    for (const [src, n] of Object.entries(await countDbfOverflows(dbf))) out[canonical(src)] = (out[canonical(src)] ?? 0) + n;
+  }
+  const cols = fields.map((f) => f.name);
+  const r = await client.query(`SELECT ${cols.map((c) => `count(*) FILTER (WHERE etl.is_overflow(${ident(c)}))::int AS ${ident(c)}`).join(', ')} FROM ${stage}`);
+  for (const [c, n] of Object.entries(r.rows[0] as Record<string, number>)) if (n) out[c] = (out[c] ?? 0) + n;
+  return out;
+}
+
+/**
+ * Contract §3: a date after the release date is implausible. Declared date columns of the
+ * built snapshot later than it become NULL, their source text kept in `extra`; counts per column.
+ */
+async function nullFutureDates(client: pg.ClientBase, vars: LayerSqlVars, spec: PolygonLayerSpec, releaseDate: string): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const d of spec.checks.dates ?? []) {
+    const c = ident(d.column);
+    const r = await client.query(
+      `UPDATE ${vars.target} t SET ${c} = NULL, extra = coalesce(t.extra, '{}'::jsonb) || jsonb_build_object(${client.escapeLiteral(d.column)}, s.${c})
+         FROM ${vars.classified} x JOIN ${vars.stage} s ON s.src_seq = x.src_seq
+        WHERE x.verdict = 'ok' AND x.codigo = t.codigo AND t.${c} > ${releaseDate}`,
+    );
+    if (r.rowCount) out[d.column] = r.rowCount;
+  }
+  return out;
 }
 
 // ---------- load ----------
@@ -269,6 +320,7 @@ async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[
     const vars: LayerSqlVars = {
       stage: staged.stage,
       fix: ctx.stagingTable('fix'),
+      keys: ctx.stagingTable('keys'),
       classified: ctx.stagingTable('cls'),
       target: '',
       snapshot_id: String(target.snapshotId),
@@ -277,12 +329,23 @@ async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[
       'normalise',
       async () => {
         const repair = await repairInvalidPolygons(client, vars.stage, vars.fix, ctx.cfg.repairTimeoutMs);
-        await client.query(render(namedSql('queries/layer_classify'), { ...vars, key: spec.classify.key, newest: spec.classify.newest ?? 'NULL::date' }));
+        // An overflowed key ('**********') is no key; a declared fallback then gives a stable one.
+        let key = `CASE WHEN NOT etl.is_overflow(${spec.classify.key}) THEN ${spec.classify.key} END`;
+        let keyJoin = '';
+        if (spec.classify.fallbackKeys) {
+          await client.query(render(namedSql(spec.classify.fallbackKeys), vars));
+          key = `coalesce(${key}, k.codigo)`;
+          keyJoin = `LEFT JOIN ${vars.keys} k ON k.src_seq = s.src_seq`;
+        }
+        await client.query(render(namedSql('queries/layer_classify'), { ...vars, key, key_join: keyJoin, newest: spec.classify.newest ?? 'NULL::date' }));
         const verdicts = await countVerdicts(client, vars.classified);
         vars.target = await target.table(spec.relation);
-        await client.query(render(namedSql('queries/layer_build'), { ...vars, ...buildParts(spec.build) }));
+        // The layer's sections may name staging tables too ({{keys}}): rendered before insertion.
+        const parts = Object.fromEntries(Object.entries(buildParts(spec.build)).map(([k, v]) => [k, render(v, vars)]));
+        await client.query(render(namedSql('queries/layer_build'), { ...vars, ...parts }));
+        const future = await nullFutureDates(client, vars, spec, await releaseDateLiteral(client, target.snapshotId));
         const rows = await checkSnapshotTable(client, spec.relation, vars.target);
-        return { repair, verdicts, rows };
+        return { repair, verdicts, rows, future };
       },
       (r) => r.rows,
       (r) => ({ verdicts: r.verdicts, repair: r.repair }),
@@ -308,6 +371,10 @@ async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[
 
     facts.fields.empty = await countNulls(client, vars.target, spec.emptyColumns);
     await fieldChecks(client, vars, spec, facts);
+    addCounts(facts, 'implausible', built.future);
+    if (facts.dates.implausible) facts.notes.push(`dates after the release date loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
+    addCounts(facts, 'overflowed', await overflowCounts(client, vars.stage, staged.layers, spec.fields));
+    if (facts.fields.overflowed) facts.notes.push(`overflowed cells (a run of asterisks: no value, loaded as NULL) per field: ${JSON.stringify(facts.fields.overflowed)}`);
 
     const fffd = await countReplacementChars(client, vars.stage, spec.fields);
     const fffdTotal = sum(fffd);

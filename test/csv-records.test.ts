@@ -5,12 +5,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterAll, expect, test } from 'vitest';
-import { readCsvRecords } from '../src/etl/csv-records.ts';
+import { detectCsvFormat, detectDelimiter, readCsvRecords, type CsvEncoding, type CsvFormat } from '../src/etl/csv-records.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'csv-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-async function ours(text: string | Buffer, encoding: BufferEncoding = 'utf8', delim = ';') {
+async function ours(text: string | Buffer, encoding: CsvEncoding = 'utf8', delim = ';') {
   const f = path.join(dir, `f${Math.random()}.csv`);
   fs.writeFileSync(f, text);
   const out: string[][] = [];
@@ -60,4 +60,46 @@ test('latin1 bytes decode, and line numbers count physical lines', async () => {
 
 test('an unclosed quote at the end of the file is an error', async () => {
   await expect(ours('a;b\n1;"never closed\n2;3\n')).rejects.toThrow(/unclosed quoted field/);
+});
+
+test('format detection: BOMs, UTF-16 by its NUL pattern, UTF-8 validity against latin1, the delimiter of the header', async () => {
+  const write = (name: string, bytes: Buffer) => {
+    const f = path.join(dir, name);
+    fs.writeFileSync(f, bytes);
+    return f;
+  };
+  const text = 'nome|cidade|"a;b"\nJoão|Goiânia|1\n';
+  const cases: [string, Buffer, Partial<CsvFormat>][] = [
+    ['u8bom', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]), { encoding: 'utf8', encodingRule: 'bom', bom: true }],
+    ['u8', Buffer.from(text), { encoding: 'utf8', encodingRule: 'utf8_valid', bom: false }],
+    ['l1', Buffer.from(text, 'latin1'), { encoding: 'latin1', encodingRule: 'not_utf8', bom: false }],
+    ['ascii', Buffer.from('a;b\n1;2\n'), { encoding: 'utf8', encodingRule: 'ascii', delimiter: ';' }],
+    ['u16le', Buffer.from('\uFEFF' + text, 'utf16le'), { encoding: 'utf16le', encodingRule: 'bom', bom: true }],
+    ['u16le-nobom', Buffer.from(text, 'utf16le'), { encoding: 'utf16le', encodingRule: 'nul_pattern', bom: false }],
+    ['u16be', Buffer.from('\uFEFF' + text, 'utf16le').swap16(), { encoding: 'utf16be', encodingRule: 'bom', bom: true }],
+    ['u16be-nobom', Buffer.from(text, 'utf16le').swap16(), { encoding: 'utf16be', encodingRule: 'nul_pattern', bom: false }],
+  ];
+  for (const [name, bytes, want] of cases) {
+    const f = write(`${name}.csv`, bytes);
+    const fmt = await detectCsvFormat(f, { expectedDelimiter: ';' });
+    expect(fmt, name).toMatchObject({ delimiter: want.delimiter ?? '|', delimiterRule: 'header', ...want });
+    const recs: string[][] = [];
+    for await (const r of readCsvRecords(f, fmt.delimiter, fmt.encoding)) recs.push(r.fields);
+    if (name !== 'ascii') expect(recs, name).toEqual([['nome', 'cidade', 'a;b'], ['João', 'Goiânia', '1']]);
+  }
+  // A latin1 byte after a megabyte of ASCII still decides the encoding.
+  const late = write('late.csv', Buffer.concat([Buffer.from('a,b\n' + 'x,y\n'.repeat(400_000)), Buffer.from('S\xe3o,1\n', 'latin1')]));
+  expect(await detectCsvFormat(late, { expectedDelimiter: ';' })).toMatchObject({ encoding: 'latin1', delimiter: ',' });
+  // Ties go to the expected delimiter; a header with none keeps it; a given one is not detected.
+  expect(detectDelimiter('a;b,c', ',')).toBe(',');
+  expect(detectDelimiter('a;b,c', ';')).toBe(';');
+  expect(detectDelimiter('"x;y;z",b,c', ';')).toBe(',');
+  expect(detectDelimiter('single', ';')).toBeNull();
+  expect(await detectCsvFormat(write('one.csv', Buffer.from('single\n1\n')), { expectedDelimiter: ';' })).toMatchObject({ delimiter: ';', delimiterRule: 'expected' });
+  expect(await detectCsvFormat(late, { expectedDelimiter: ';', delimiter: ';', encoding: 'utf8' })).toMatchObject({ delimiter: ';', delimiterRule: 'given', encoding: 'utf8', encodingRule: 'given' });
+  // A UTF-16BE chunk boundary falling inside a character pair decodes cleanly.
+  const big = write('u16be-big.csv', Buffer.from('\uFEFFc1;c2\n' + 'ção;1\n'.repeat(300_001), 'utf16le').swap16());
+  let n = 0;
+  for await (const r of readCsvRecords(big, ';', 'utf16be')) if (n++ > 0) expect(r.fields).toEqual(['ção', '1']);
+  expect(n).toBe(300_002);
 });

@@ -13,8 +13,8 @@ import { parse } from 'csv-parse/sync';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
-  IBAMA_FIXTURE_DIR, IBAMA_RELEASE_DATE, IBAMA_TERMS, WORKFLOW_COLUMNS, ibamaCsv, termById, toDms, truncatedIbamaCsv,
-  writeIbamaCsv, type CsvRow, type IbamaTerm,
+  IBAMA_FIXTURE_DIR, IBAMA_RELEASE_DATE, IBAMA_TERMS, IBAMA_VARIANTS, IBAMA_VARIANT_TERMS, WORKFLOW_COLUMNS, encodeText, ibamaCsv,
+  termById, toDms, truncatedIbamaCsv, writeIbamaCsv, writeIbamaVariants, type CsvRow, type IbamaTerm,
 } from '../fixtures/ibama-embargos.ts';
 import { SICAR_FIXTURES } from '../fixtures/sicar.ts';
 import { ibamaEmbargos, type EmbargoFacts } from '../pipelines/ibama-embargos/index.ts';
@@ -46,8 +46,13 @@ const rawOf = (t: IbamaTerm) => {
   return withoutMalformed[nth];
 };
 const hmac = (doc: string, key = DEV_HMAC_KEY) => crypto.createHmac('sha256', key).update(doc).digest('hex');
-const isActive = (r: Record<string, string>) =>
-  (r.DES_STATUS_FORMULARIO || r.DES_STATUS_FORMULARIO_AIE) === 'Lavrado' && r.SIT_CANCELADO !== 'S' && r.SIT_DESEMBARGO !== 'S';
+/** Contract §3: issued = 'Lavrado' in either status column or 'Impresso' in the AIe one; a status not known to be inactive is active too. */
+const KNOWN_INACTIVE = /^(cancelad|exclu[ií]d|substitu[ií]d|anulad)/i;
+const isActive = (r: Record<string, string>) => {
+  const issued = r.DES_STATUS_FORMULARIO === 'Lavrado' || ['Lavrado', 'Impresso'].includes(r.DES_STATUS_FORMULARIO_AIE);
+  const inactive = KNOWN_INACTIVE.test(r.DES_STATUS_FORMULARIO) || KNOWN_INACTIVE.test(r.DES_STATUS_FORMULARIO_AIE);
+  return (issued || !inactive) && r.SIT_CANCELADO !== 'S' && r.SIT_DESEMBARGO !== 'S';
+};
 
 let db: TestDb;
 let work: string;
@@ -285,9 +290,11 @@ describe('CSV route: the committed fixture', () => {
     for (const t of LOADED_TERMS) {
       const raw = rawOf(t);
       const row = rows.get(idOf(raw as CsvRow))!;
-      const expected = Object.fromEntries(WORKFLOW_COLUMNS.filter((c) => c !== 'DAT_ULT_ALTERACAO' && raw[c] !== '').map((c) => [c.toLowerCase(), raw[c]]));
+      const expected: Record<string, string> = Object.fromEntries(WORKFLOW_COLUMNS.filter((c) => c !== 'DAT_ULT_ALTERACAO' && raw[c] !== '').map((c) => [c.toLowerCase(), raw[c]]));
+      // A date that does not parse is NULL and its text kept (contract §3: never silently nulled): T16's year 2925.
+      if (t.id === 'T16') expected.data_embargo = raw.DAT_EMBARGO;
       expect(row.extra, t.id).toEqual(expected);
-      for (const k of Object.keys(row.extra)) expect(workflow.has(k)).toBe(true);
+      for (const k of Object.keys(row.extra)) expect(workflow.has(k) || k === 'data_embargo').toBe(true);
     }
     expect(rows.get('1112209')!.extra).toMatchObject({ tipo_alteracao: 'Cancelamento', justificativa_alteracao: 'Termo cancelado por erro de preenchimento; lavrado novo termo' });
   });
@@ -560,5 +567,92 @@ describe('parallel query plans', () => {
     } finally {
       await pool.end();
     }
+  });
+});
+
+describe('issue 6: electronic-system statuses, future dates, other encodings and delimiters (fixtures/ibama-embargos/variants)', () => {
+  const VARIANTS = path.join(IBAMA_FIXTURE_DIR, 'variants');
+  let vDb: TestDb;
+  let first: RunOutcome;
+  const served = async () =>
+    (await vDb.pool.query(`SELECT *, data_embargo::text AS data_embargo, data_desembargo::text AS data_desembargo, ST_AsText(geom) AS wkt FROM serving.ibama_embargos ORDER BY id_tad`)).rows.map(({ snapshot_id, ...r }) => r);
+  const byTerm = async (num: string) => (await vDb.pool.query(`SELECT *, data_embargo::text AS data_embargo_t, data_desembargo::text AS data_desembargo_t FROM serving.ibama_embargos WHERE numero_tad = $1`, [num])).rows[0];
+  beforeAll(async () => {
+    vDb = await testDatabase();
+  });
+  afterAll(async () => {
+    await vDb.drop();
+  });
+
+  test('the committed variants are what the generator writes', async () => {
+    const dir = path.join(work, 'variants-fresh');
+    for (const f of await writeIbamaVariants(dir)) {
+      expect(fs.readFileSync(f).equals(fs.readFileSync(path.join(VARIANTS, path.basename(f)))), path.basename(f)).toBe(true);
+    }
+    // The encodings are what they say: a UTF-16LE BOM, UTF-16BE without one (NUL first), latin1 bytes for 'ã'.
+    expect([...fs.readFileSync(path.join(VARIANTS, 'termo_embargo_utf16le_bom.csv')).subarray(0, 4)]).toEqual([0xff, 0xfe, 0x53, 0x00]);
+    expect([...fs.readFileSync(path.join(VARIANTS, 'termo_embargo_utf16be.csv')).subarray(0, 4)]).toEqual([0x00, 0x53, 0x00, 0x45]);
+    expect(fs.readFileSync(path.join(VARIANTS, 'termo_embargo_latin1_tab.csv')).includes(Buffer.from('Goi\xe2nia', 'latin1'))).toBe(true);
+  });
+
+  test('electronic terms (empty status, AIE Impresso) are active; unknown statuses are active and listed; future dates are NULL, kept and counted', async () => {
+    first = await runPipeline({ cfg: vDb.cfg, pool: vDb.pool, log: vDb.log }, ibamaEmbargos, { source: path.join(VARIANTS, 'termo_embargo_regras.csv') });
+    expect([first.status, first.error]).toEqual(['published', undefined]);
+    expect(first.as_of).toBe(IBAMA_RELEASE_DATE);
+    expect(first.rows_read).toBe(IBAMA_VARIANT_TERMS.length);
+
+    const t17 = await byTerm('R4T8W2KZ');
+    expect(t17).toMatchObject({ id_tad: 'tad:R4T8W2KZ', situacao: 'ativo', ativo: true, status_formulario: 'Impresso', area_embargada_ha: 307, tipo_area: 'Desmatamento', data_embargo_t: '2026-10-20' });
+    expect(t17.extra).toMatchObject({ des_status_formulario_aie: 'Impresso' });
+
+    const t18 = await byTerm('681204');
+    expect(t18).toMatchObject({ data_embargo_t: null, ativo: true });
+    expect(t18.extra).toMatchObject({ data_embargo: '2063-08-14 00:00:00' });
+    const t19 = await byTerm('681377');
+    expect(t19).toMatchObject({ data_desembargo_t: null, data_alteracao: null, situacao: 'desembargado', ativo: false, data_embargo_t: '2019-02-11' });
+    expect(t19.extra).toMatchObject({ data_desembargo: '2090-06-30 00:00:00', data_alteracao: '2080-01-15 08:00:00' });
+    expect(await byTerm('681500')).toMatchObject({ situacao: 'ativo', ativo: true, status_formulario: 'Em análise' });
+    expect(await byTerm('681655')).toMatchObject({ situacao: 'ativo', ativo: true, status_formulario: null });
+    // Known inactive statuses stay inactive.
+    expect(await byTerm('645512')).toMatchObject({ situacao: 'substituído por outro', ativo: false });
+
+    const q = await reportOf(vDb, first.snapshot_id!);
+    expect(q.facts.dates.implausible).toEqual({ data_embargo: 1, data_desembargo: 1, data_alteracao: 1 });
+    expect(q.facts.dates.unparseable).toEqual({ data_embargo: 1 }); // T16, year 2925
+    expect(q.facts.embargos.status_desconhecido).toEqual({ 'Em análise / ∅': 1, '∅ / ∅': 1 });
+    expect(q.facts.notes.join('\n')).toMatch(/counted as active because their status is not known to be inactive/);
+    const loaded = IBAMA_VARIANT_TERMS.filter((t) => t.role !== 'sem-geometria' && !['T09b', 'T10a'].includes(t.id));
+    expect(q.facts.embargos.ativos).toBe(loaded.filter((t) => isActive(t.row)).length);
+    expect(loaded.filter((t) => isActive(t.row)).map((t) => t.id)).toEqual(expect.arrayContaining(['T12', 'T17', 'T18', 'T20', 'T21']));
+  });
+
+  test.each(Object.keys(IBAMA_VARIANTS).filter((n) => n !== 'termo_embargo_regras.csv'))('%s loads the same rows (encoding and delimiter detected)', async (name) => {
+    const before = await served();
+    const o = await runPipeline({ cfg: vDb.cfg, pool: vDb.pool, log: vDb.log }, ibamaEmbargos, { source: path.join(VARIANTS, name) });
+    expect([o.status, o.error, o.rows_read, o.rows_loaded]).toEqual(['published', undefined, first.rows_read, first.rows_loaded]);
+    expect(await served()).toEqual(before);
+    const v = IBAMA_VARIANTS[name as keyof typeof IBAMA_VARIANTS];
+    const q = await reportOf(vDb, o.snapshot_id!);
+    expect(q.facts.encoding.name).toBe({ utf8: 'UTF-8', utf16le: 'UTF-16LE', utf16be: 'UTF-16BE', latin1: 'ISO-8859-1' }[v.encoding]);
+    expect(q.facts.encoding.replacementChars).toBe(0);
+  });
+
+  test('a required column missing from a UTF-16 or comma file says what was detected, CPFs masked', async () => {
+    const dir = path.join(work, 'detected');
+    fs.mkdirSync(dir, { recursive: true });
+    const text = ibamaCsv({ terms: IBAMA_VARIANT_TERMS.slice(0, 5), bom: false, renameColumns: { NUM_TAD: 'NUMERO_DO_TERMO', NOME_IMOVEL: '529.982.247-25' }, delimiter: ',' });
+    const utf16 = path.join(dir, 'utf16.csv');
+    fs.writeFileSync(utf16, encodeText(text, 'utf16le', false));
+    const o = await runPipeline({ cfg: vDb.cfg, pool: vDb.pool, log: vDb.log }, ibamaEmbargos, { source: utf16 });
+    expect(o.status).toBe('failed');
+    expect(o.error?.code).toBe('required_field_missing');
+    expect(o.error?.message).toContain('column numero_tad not found');
+    expect(o.error?.message).toContain("read as UTF-16LE (nul pattern), delimiter ','");
+    expect(o.error?.message).toContain('its header has 51 column(s): ["SEQ_TAD", "DES_STATUS_FORMULARIO"');
+    expect(o.error?.message).toContain('"NUMERO_DO_TERMO"');
+    expect(o.error?.message).toContain('***.982.247-**');
+    expect(o.error?.message).not.toContain('529.982.247-25');
+    const stage = (await vDb.pool.query(`SELECT detail FROM etl.run_stages WHERE run_id = $1 AND stage = 'read'`, [o.run_id])).rows[0];
+    expect(JSON.stringify(stage.detail)).not.toContain('529.982.247-25');
   });
 });

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { INCRA_FIXTURE, buildIncraZip, type IncraRow } from '../fixtures/incra-quilombos.ts';
+import { INCRA_FIXTURE, INCRA_OVERFLOW_FIXTURE, buildIncraOverflowZip, buildIncraZip, type IncraRow } from '../fixtures/incra-quilombos.ts';
 import { resolveSource } from '../pipelines/_polygon-layer.ts';
 import { INCRA_FILE_NAME, incraQuilombos } from '../pipelines/incra-quilombos/index.ts';
 import { joinSource } from '../src/etl/download.ts';
@@ -18,6 +18,7 @@ import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FIXTURE_DIR = path.join(ROOT, 'fixtures/incra-quilombos');
+const OVERFLOW_DIR = path.join(ROOT, 'fixtures/incra-quilombos-overflow');
 const OFFICIAL_PATH = '/csv_shp/zip/%C3%81reas%20de%20Quilombolas.zip';
 
 let db: TestDb;
@@ -173,5 +174,48 @@ describe('incra-quilombos', () => {
   test('the committed fixture matches a fresh build (rerun fixtures/incra-quilombos.ts if not)', async () => {
     const fresh = await buildIncraZip(path.join(tmp, 'fresh'));
     expect(fs.readFileSync(fresh).equals(fs.readFileSync(path.join(FIXTURE_DIR, INCRA_FILE_NAME)))).toBe(true);
+    const overflow = await buildIncraOverflowZip(path.join(tmp, 'fresh-overflow'));
+    expect(fs.readFileSync(overflow).equals(fs.readFileSync(path.join(OVERFLOW_DIR, INCRA_FILE_NAME)))).toBe(true);
+  });
+
+  test('overflowed cd_quilomb (the real layer\'s "**********"): every area is kept under a stable fallback key, counted', async () => {
+    // The committed zip really holds asterisks in the N(10) cells (what a dBase writer leaves on overflow).
+    const dir = path.join(tmp, 'unzipped-overflow');
+    fs.mkdirSync(dir, { recursive: true });
+    const { extractZip } = await import('../src/etl/archive.ts');
+    const dbf = (await extractZip(path.join(OVERFLOW_DIR, INCRA_FILE_NAME), dir)).find((f) => f.endsWith('.dbf'))!;
+    expect(fs.readFileSync(dbf).toString('latin1').split('**********').length - 1).toBe(6); // 5 keys + 1 nr_familia
+
+    const out = await run(OVERFLOW_DIR);
+    expect(out).toMatchObject({ status: 'published', rows_read: 7, rows_loaded: 7, rows_rejected: 0 });
+    const rows = await servingRows();
+    const by = Object.fromEntries(rows.map((r) => [r.comunidade + (r.comunidade === 'São José' ? `#${r.familias}` : ''), r]));
+    expect(by['Rio dos Macacos']).toMatchObject({ codigo: 'processo:54160.000212/2006-31', uf: 'BA', familias: 67, extra: { codigo_origem: 'processo' } });
+    // Two territories under one process number: neither takes it, each keeps its own name key.
+    expect(by['Santa Rosa dos Pretos']).toMatchObject({ codigo: 'comunidade:MA/itapecuru mirim/santa rosa dos pretos', extra: { codigo_origem: 'comunidade' } });
+    expect(by['Monge Belo']).toMatchObject({ codigo: 'comunidade:MA/itapecuru mirim/monge belo', extra: { codigo_origem: 'comunidade' } });
+    // No process and a shared name: the geometry hash, distinct per polygon.
+    expect(by['São José#40'].codigo).toMatch(/^geometria:[0-9a-f]{32}$/);
+    expect(by['São José#22'].codigo).toMatch(/^geometria:[0-9a-f]{32}$/);
+    expect(by['São José#40'].codigo).not.toBe(by['São José#22'].codigo);
+    // Real codes stay codes; an overflowed number is NULL (no value), not kept as text.
+    expect(by['Kalunga do Mimoso']).toMatchObject({ codigo: '1201', familias: null, extra: null });
+    // A date after the release date (contract §3): NULL, its text kept.
+    expect(by['Castainho']).toMatchObject({ codigo: '1202', data_portaria: null, data_decreto: '2015-08-19', extra: { data_portaria: '02/05/2061' } });
+
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.incra).toEqual({ chave_substituta: { comunidade: 2, geometria: 2, processo: 1 } });
+    expect(q.facts.fields.overflowed).toEqual({ codigo: 5, familias: 1 });
+    expect(q.facts.dates.implausible).toEqual({ data_portaria: 1 });
+    expect(q.facts.rejected).toEqual({});
+    expect(q.gate.passed).toBe(true);
+
+    // The same release again under new bytes (another zip time) keeps the same keys: they are stable.
+    const again = path.join(tmp, 'overflow-again');
+    await buildIncraZip(again, { rows: [...INCRA_OVERFLOW_FIXTURE].reverse() });
+    const o2 = await run(again);
+    expect(o2.status).toBe('published');
+    const q2 = await quality(o2.snapshot_id!);
+    expect(q2.change).toMatchObject({ previous_rows: 7, rows: 7, added: 0, removed: 0 });
   });
 });

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { SICAR_FIXTURES, buildSicarState, type SicarUf } from '../fixtures/sicar.ts';
+import { GO9, SICAR_FIXTURES, buildSicarMunicipalGo, buildSicarState, municipalAppsRows, type MunicipalThemeRow, type SicarUf } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
@@ -32,8 +32,8 @@ afterAll(async () => {
   fs.rmSync(work, { recursive: true, force: true });
 });
 
-async function report(snapshotId: number): Promise<QualityReport> {
-  const r = await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [snapshotId]);
+async function report(snapshotId: number, d: TestDb = db): Promise<QualityReport> {
+  const r = await d.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [snapshotId]);
   return r.rows[0].quality;
 }
 
@@ -219,5 +219,81 @@ describe('MT and DF', () => {
     expect(o.status).toBe('unchanged');
     expect(o.snapshot_id).toBe(outcomes.MT!.snapshot_id);
     expect((await db.pool.query(`SELECT count(*) AS n FROM etl.snapshots`)).rows[0].n).toBe(before);
+  });
+});
+
+describe('issue 6: a GO theme in the older per-municipality layout (IDF, NOM_TEMA, NUM_AREA; no cod_imovel)', () => {
+  const DIR = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'fixtures', 'sicar-municipal', 'GO');
+  let mdb: TestDb;
+  beforeAll(async () => {
+    mdb = await testDatabase();
+  });
+  afterAll(async () => {
+    await mdb.drop();
+  });
+  const runM = (source: string) => runPipeline({ cfg: mdb.cfg, pool: mdb.pool, log: mdb.log }, sicar, { uf: 'GO', source });
+
+  test('the committed fixture is what the generator writes', async () => {
+    const fresh = path.join(work, 'municipal-fresh');
+    for (const z of await buildSicarMunicipalGo(fresh)) {
+      expect(fs.readFileSync(z).equals(fs.readFileSync(path.join(DIR, path.basename(z)))), path.basename(z)).toBe(true);
+    }
+  });
+
+  test('the properties load; each theme polygon is linked to the one property containing its point-on-surface; none or several → counted, not linked', async () => {
+    const out = await runM(DIR);
+    expect([out.status, out.error]).toEqual(['published', undefined]);
+    const rows = municipalAppsRows();
+    const linked = rows.filter((r): r is MunicipalThemeRow & { expect: { car: string } } => 'car' in r.expect);
+    // car_tema holds exactly the linked polygons, under the property the fixture says.
+    const tema = await mdb.pool.query(
+      `SELECT car, cod_tema, nome_tema, area_ha, extra, ST_AsGeoJSON(geom) AS gj FROM serving.car_temas WHERE tema_base = 'APPS' ORDER BY (extra->>'idf')::int`,
+    );
+    expect(tema.rows.map((r) => r.car)).toEqual(linked.map((r) => r.expect.car));
+    expect(tema.rows.every((r) => r.cod_tema === null)).toBe(true);
+    expect(tema.rows[0]).toMatchObject({ nome_tema: linked[0].nom_tema, extra: { idf: 1 } });
+    // app_ha equals the union of each property's APP polygons (the APP_TOTAL copy is not double counted).
+    for (const car of [...new Set(linked.map((r) => r.expect.car))]) {
+      const polys = linked.filter((r) => r.expect.car === car).map((r) => JSON.stringify(r.geometry));
+      const want = (await mdb.pool.query(`SELECT ST_Area(ST_Union(ST_GeomFromGeoJSON(g))::geography) / 10000 AS ha FROM unnest($1::text[]) g`, [polys])).rows[0].ha;
+      const got = (await mdb.pool.query(`SELECT app_ha FROM serving.car_imovel WHERE car = $1`, [car])).rows[0].app_ha;
+      expect(got).toBeCloseTo(want, 4);
+    }
+    // The ambiguous polygon lies in GO8 ∩ GO9: neither gets it; the theme was loaded, so their app_ha is 0, not NULL.
+    const go8 = SICAR_FIXTURES.GO.areaImovel.find((r) => r.id === 'GO8')!.attributes.cod_imovel;
+    const others = await mdb.pool.query(`SELECT car, app_ha, reserva_legal_ha FROM serving.car_imovel WHERE car = ANY($1)`, [[go8, GO9.attributes.cod_imovel]]);
+    expect(others.rows.map((r) => r.app_ha)).toEqual([0, 0]);
+    expect(others.rows.find((r) => r.car === go8)!.reserva_legal_ha).toBeGreaterThan(0); // current-layout themes load as usual
+    expect((await mdb.pool.query(`SELECT count(*)::int AS n FROM serving.car_imovel`)).rows[0].n).toBe(8);
+
+    const q = await report(out.snapshot_id!, mdb);
+    const f = q.facts as QualityReport['facts'] & { temas_sem_imovel: Record<string, unknown> };
+    expect(f.temas_sem_imovel).toEqual({
+      APPS: { layers: ['APP_5208707', 'APP_5218805'], vinculados: linked.length, sem_imovel: 1, ambiguos: 1, regra: expect.stringContaining('point-on-surface') },
+    });
+    expect(f.dropped).toMatchObject({ 'apps:not_linked_no_property': 1, 'apps:not_linked_ambiguous': 1 });
+    expect(f.fields.unknown).toContain('idf');
+    expect(f.notes.join('\n')).toMatch(/APPS: 2 layer\(s\) without cod_imovel .* 6 polygon\(s\) linked to a property, 1 inside none, 1 inside several/);
+    expect(q.gate.passed).toBe(true);
+  });
+
+  test('a theme none of whose polygons can be linked is skipped with a note; its areas are NULL', async () => {
+    const dir = path.join(work, 'municipal-unlinkable');
+    await buildSicarMunicipalGo(dir, municipalAppsRows().filter((r) => !('car' in r.expect)));
+    const out = await runM(dir);
+    expect([out.status, out.error]).toEqual(['published', undefined]);
+    const r = await mdb.pool.query(`SELECT count(*) FILTER (WHERE app_ha IS NULL)::int AS app_null, count(*) FILTER (WHERE reserva_legal_ha IS NULL)::int AS rl_null, count(*)::int AS n FROM serving.car_imovel`);
+    expect(r.rows[0]).toEqual({ app_null: 8, rl_null: 0, n: 8 });
+    const q = await report(out.snapshot_id!, mdb);
+    expect(q.facts.notes.join('\n')).toContain('APPS: no polygon of its layers without cod_imovel could be linked to a property; the theme is skipped and apps areas are NULL');
+  });
+
+  test('a current-layout theme layer with cod_imovel but no cod_tema still fails the run (schema drift)', async () => {
+    const dir = path.join(work, 'municipal-drift');
+    await buildSicarState('GO', dir, { dropFields: ['cod_tema'], themes: ['APPS'] });
+    const out = await runM(dir);
+    expect(out.status).toBe('failed');
+    expect(out.error).toMatchObject({ code: 'required_field_missing' });
+    expect(out.error?.message).toMatch(/GO_APPS \(APPS\) has cod_imovel but no cod_tema/);
   });
 });

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runPipeline } from '../src/etl/run.ts';
-import { LAYOUT_2026, ZARC_FILE_NAMES, buildZarcFixtures, zarcFiles } from '../fixtures/zarc.ts';
+import { LAYOUT_2026, SOJA_COD_CULTURA, ZARC_FILE_NAMES, buildZarcFixtures, zarcFiles } from '../fixtures/zarc.ts';
 import { pickCkanResources, safraFromName, zarc } from '../pipelines/zarc/index.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -53,7 +53,8 @@ function expectedFromFiles(dir: string) {
       read++;
       const cells = line.split(';');
       const get = (h: string): string | null => (header.includes(h) ? cells[header.indexOf(h)].trim() : null);
-      const int = (h: string) => (get(h) ? Number(get(h)) : null);
+      // Codes are text (contract: codes are text everywhere; 14-digit crop codes exist).
+      const code = (h: string) => get(h) || null;
       const text = (h: string) => get(h) || null;
       const geocodigo = get('geocodigo')!;
       if (!/^\d{7}$/.test(geocodigo) || !UF_CODES.has(geocodigo.slice(0, 2))) {
@@ -65,17 +66,18 @@ function expectedFromFiles(dir: string) {
       const safra = !ini && !fim ? 'perene' : `${ini}/${fim}`;
       const cultura = get('nome_cultura')!;
       const decs = DECS.map((d) => (['20', '30', '40'].includes(get(d) ?? '') ? Number(get(d)) : null));
-      const chave = [cultura, int('cod_ciclo'), int('cod_solo'), geocodigo, int('cod_outros_manejos') ?? '', int('cod_clima') ?? '', safra, text('portaria') ?? ''].join('|');
+      const chave = [cultura, code('cod_ciclo'), code('cod_solo'), geocodigo, code('cod_outros_manejos') ?? '', code('cod_clima') ?? '', safra, text('portaria') ?? ''].join('|');
       const row: Record<string, unknown> = {
         geocodigo, safra, cultura,
         cultura_busca: cultura.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').toLowerCase(),
-        cod_cultura: int('cod_cultura'), ciclo: int('cod_ciclo'), solo: int('cod_solo'), manejo: int('cod_outros_manejos'),
-        nome_manejo: text('nome_outros_manejos'), cod_clima: int('cod_clima'), clima: text('nome_clima'), portaria: text('portaria'),
+        cod_cultura: code('cod_cultura'), ciclo: code('cod_ciclo'), solo: code('cod_solo'), manejo: code('cod_outros_manejos'),
+        nome_manejo: text('nome_outros_manejos'), cod_clima: code('cod_clima'), clima: text('nome_clima'), portaria: text('portaria'),
         uf: text('uf'), municipio: text('municipio'), cod_municipio_bacen: text('cod_munic'),
         ...Object.fromEntries(DECS.map((d, i) => [d, decs[i]])),
         safra_ini: ini ? Number(ini) : null, safra_fim: fim ? Number(fim) : null,
-        produtividade: text('produtividade'), cod_nm: text('cod_nm'), cod_meso: int('cod_meso'), cod_micro: int('cod_micro'),
-        chave, extra: null,
+        produtividade: text('produtividade'), cod_nm: text('cod_nm'), cod_meso: code('cod_meso'), cod_micro: code('cod_micro'),
+        // The invalid risk cell (25) is NULL and its text is kept in extra (contract: never silently nulled).
+        chave, extra: decs.some((d, i) => d === null && !['', '0'].includes(get(DECS[i]) ?? '')) ? Object.fromEntries(DECS.filter((d, i) => decs[i] === null && !['', '0'].includes(get(d) ?? '')).map((d) => [d, get(d)])) : null,
       };
       const prev = decsByKey.get(chave);
       if (prev) {
@@ -151,6 +153,9 @@ describe('zarc on the fixtures', () => {
     // Empty counts among loaded rows: the 2016 file has no climate (36 rows).
     expect(f.fields.empty).toMatchObject({ cod_clima: 36, clima: 36, portaria: 0, cod_cultura: 0, manejo: 0 });
     expect(f.notes.join('\n')).toContain('"25" × 1');
+    // The invalid cell's text is kept (contract: an unparseable value is never silently nulled).
+    expect(f.fields.unparsed).toEqual({ dec30: 1 });
+    expect(f.fields.overflowed).toBeUndefined();
     expect(q.quality.gate.passed).toBe(true);
   });
 
@@ -164,13 +169,13 @@ describe('zarc on the fixtures', () => {
 
   test('hand-checked rows: accents, search names, conflict winner, invalid cell, perennial, old layout', async () => {
     const one = async (where: string) => (await db.pool.query(`SELECT * FROM serving.zarc_risco WHERE ${where}`)).rows;
-    const feijao = await one(`cultura_busca = 'feijao' AND geocodigo = '5208707' AND safra = '2025/2026' AND solo = 12 AND manejo = 2`);
+    const feijao = await one(`cultura_busca = 'feijao' AND geocodigo = '5208707' AND safra = '2025/2026' AND solo = '12' AND manejo = '2'`);
     expect(feijao).toHaveLength(1);
-    expect(feijao[0]).toMatchObject({ cultura: 'Feijão', municipio: 'Goiânia', nome_manejo: 'Irrigado', clima: 'Padrão', ciclo: 20, cod_cultura: 32 });
+    expect(feijao[0]).toMatchObject({ cultura: 'Feijão', municipio: 'Goiânia', nome_manejo: 'Irrigado', clima: 'Padrão', ciclo: '20', cod_cultura: '32' });
     // window(30, 9): dec30..dec36 then dec1, dec2 (wraps into January)
     expect([feijao[0].dec29, feijao[0].dec30, feijao[0].dec31, feijao[0].dec32, feijao[0].dec36, feijao[0].dec1, feijao[0].dec2, feijao[0].dec3]).toEqual([null, 40, 30, 20, 20, 30, 40, null]);
 
-    const milho = await one(`cultura_busca = 'milho 2a safra' AND geocodigo = '5218805' AND safra = '2025/2026' AND ciclo = 21 AND solo = 12`);
+    const milho = await one(`cultura_busca = 'milho 2a safra' AND geocodigo = '5218805' AND safra = '2025/2026' AND ciclo = '21' AND solo = '12'`);
     expect(milho).toHaveLength(1);
     expect(milho[0].cultura).toBe('Milho 2ª Safra');
 
@@ -180,7 +185,7 @@ describe('zarc on the fixtures', () => {
     expect([conflict[0].dec27, conflict[0].dec28, conflict[0].dec34, conflict[0].dec35, conflict[0].dec1]).toEqual([40, 30, 40, null, null]);
 
     // Invalid cell 25 at dec30 of Soja/Sorriso/21/11: NULL, neighbours kept.
-    const inv = await one(`cultura = 'Soja' AND geocodigo = '5107925' AND safra = '2025/2026' AND ciclo = 21 AND solo = 11`);
+    const inv = await one(`cultura = 'Soja' AND geocodigo = '5107925' AND safra = '2025/2026' AND ciclo = '21' AND solo = '11'`);
     expect([inv[0].dec27, inv[0].dec28, inv[0].dec29, inv[0].dec30, inv[0].dec31, inv[0].dec33, inv[0].dec34]).toEqual([40, 30, 20, null, 20, 40, null]);
 
     const perene = await one(`safra = 'perene' ORDER BY chave`);
@@ -188,12 +193,22 @@ describe('zarc on the fixtures', () => {
     expect(perene.every((r) => r.safra_ini === null && r.safra_fim === null)).toBe(true);
     expect(perene[1].cultura_busca).toBe('cafe arabica producao');
 
-    const old = await one(`safra = '2016/2017' AND cultura = 'Soja' AND geocodigo = '5300108' AND solo = 1`);
-    expect(old[0]).toMatchObject({ safra_ini: 2016, safra_fim: 2017, cod_clima: null, clima: null, produtividade: null, cod_nm: null, manejo: 1, uf: 'DF', municipio: 'Brasília', cod_municipio_bacen: '10001', cod_meso: 5301, cod_micro: 53001 });
+    const old = await one(`safra = '2016/2017' AND cultura = 'Soja' AND geocodigo = '5300108' AND solo = '1'`);
+    expect(old[0]).toMatchObject({ safra_ini: 2016, safra_fim: 2017, cod_clima: null, clima: null, produtividade: null, cod_nm: null, manejo: '1', uf: 'DF', municipio: 'Brasília', cod_municipio_bacen: '10001', cod_meso: '5301', cod_micro: '53001' });
     // riskWindow(29, 7) with empty cells written as "": dec29..dec35
     expect(DECS.map((d) => old[0][d])).toEqual([...Array(28).fill(null), 40, 30, 20, 20, 20, 30, 40, null]);
 
     expect(await one(`geocodigo = '5408707'`)).toEqual([]);
+    // A 14-digit crop code (the real soy code) is kept whole: codes are text, never an overflowing integer.
+    expect(SOJA_COD_CULTURA).toBe('12016720000011');
+    const soja = await db.pool.query(`SELECT DISTINCT cod_cultura FROM serving.zarc_risco WHERE cultura = 'Soja'`);
+    expect(soja.rows).toEqual([{ cod_cultura: '12016720000011' }]);
+    const types = await db.pool.query(
+      `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'serving' AND table_name = 'zarc_risco'
+          AND column_name IN ('cod_cultura', 'ciclo', 'solo', 'manejo', 'cod_clima', 'cod_meso', 'cod_micro') ORDER BY 1`,
+    );
+    expect(types.rows.every((r) => r.data_type === 'text')).toBe(true);
+    expect(types.rows).toHaveLength(7);
     const chaves = (await db.pool.query(`SELECT count(*)::int AS n, count(DISTINCT chave)::int AS d FROM serving.zarc_risco`)).rows[0];
     expect(chaves).toEqual({ n: 102, d: 102 });
   });
@@ -201,7 +216,7 @@ describe('zarc on the fixtures', () => {
   test('serving.zarc_periodos: one row per indicated decêndio with its calendar days', async () => {
     const r = await db.pool.query(
       `SELECT decendio, risco, inicio, fim FROM serving.zarc_periodos
-        WHERE cultura = 'Milho 2ª Safra' AND geocodigo = '5208707' AND safra = '2025/2026' AND ciclo = 21 AND solo = 12 ORDER BY decendio`,
+        WHERE cultura = 'Milho 2ª Safra' AND geocodigo = '5208707' AND safra = '2025/2026' AND ciclo = '21' AND solo = '12' ORDER BY decendio`,
     );
     expect(r.rows).toEqual([
       { decendio: 1, risco: 40, inicio: '01-01', fim: '01-10' },
@@ -213,7 +228,7 @@ describe('zarc on the fixtures', () => {
     ]);
     const d36 = await db.pool.query(
       `SELECT decendio, risco, inicio, fim FROM serving.zarc_periodos
-        WHERE cultura = 'Soja' AND geocodigo = '5107925' AND safra = '2025/2026' AND ciclo = 22 AND solo = 13 AND decendio >= 35 ORDER BY decendio`,
+        WHERE cultura = 'Soja' AND geocodigo = '5107925' AND safra = '2025/2026' AND ciclo = '22' AND solo = '13' AND decendio >= 35 ORDER BY decendio`,
     );
     expect(d36.rows).toEqual([
       { decendio: 35, risco: 30, inicio: '12-11', fim: '12-20' },
@@ -246,8 +261,8 @@ describe('zarc on the fixtures', () => {
     for (const name of Object.values(ZARC_FILE_NAMES)) {
       expect([...fs.readFileSync(path.join(FIXTURES, name)).subarray(0, 4)]).toEqual([0xef, 0xbb, 0xbf, 0x4e]); // BOM + 'N'
     }
-    const nulls = await db.pool.query(`SELECT count(*)::int AS n FROM serving.zarc_risco WHERE cultura IS NULL OR extra IS NOT NULL`);
-    expect(nulls.rows[0].n).toBe(0);
+    const nulls = await db.pool.query(`SELECT count(*)::int AS n FROM serving.zarc_risco WHERE cultura IS NULL OR (extra IS NOT NULL AND extra <> '{"dec30": "25"}')`);
+    expect(nulls.rows[0].n).toBe(0); // the one extra is the invalid risk cell's text
     // The same files without a BOM load the same keys; the report says the BOM is missing.
     const dir = path.join(tmp, 'nobom');
     await buildZarcFixtures(dir, zarcFiles(), { bom: false });
@@ -317,8 +332,13 @@ describe('zarc variants', () => {
     const forced = await runPipeline(deps(), zarc, { source: file, force: true });
     expect(forced.status).toBe('published');
     expect(forced.forced).toBe(true);
-    const extra = await db.pool.query(`SELECT chave, extra FROM serving.zarc_risco WHERE extra IS NOT NULL`);
-    expect(extra.rows).toEqual([{ chave: 'Soja|21|11|5103403|1|1|2025/2026|Portaria SPA/MAPA nº 312, de 1º de agosto de 2025', extra: { cod_grupo: 'G1' } }]);
+    const extra = await db.pool.query(`SELECT chave, extra FROM serving.zarc_risco WHERE extra IS NOT NULL ORDER BY chave`);
+    expect(extra.rows).toEqual([
+      { chave: 'Soja Safrinha|21|12|5103403|1|1|2025/2026|Portaria SPA/MAPA nº 312, de 1º de agosto de 2025', extra: { cod_cultura: 'sessenta' } },
+      { chave: 'Soja|21|11|5103403|1|1|2025/2026|Portaria SPA/MAPA nº 312, de 1º de agosto de 2025', extra: { cod_grupo: 'G1' } },
+      { chave: 'Soja|21|11|5107925|1|1|2025/2026|Portaria SPA/MAPA nº 312, de 1º de agosto de 2025', extra: { dec30: '25' } },
+    ]);
+    expect(q.quality.facts.fields.unparsed).toEqual({ cod_cultura: 1, dec30: 1 });
     expect((await servingRows()).every((r) => r.safra === '2025/2026')).toBe(true);
     const sessenta = await db.pool.query(`SELECT cod_cultura, cultura_busca FROM serving.zarc_risco WHERE cultura = 'Soja Safrinha'`);
     expect(sessenta.rows).toEqual([{ cod_cultura: null, cultura_busca: 'soja safrinha' }]);
@@ -390,6 +410,14 @@ describe('zarc variants', () => {
       ['20', 20, false, 20], [' 30 ', 30, false, 30], ['40', 40, false, 40], ['0', null, false, 0], ['00', null, false, 0],
       ['', null, false, null], [' ', null, false, null], ['25', null, true, 25], ['2', null, true, 2], ['x', null, true, null],
       ['20.0', null, true, null], ['1234567890', null, true, null], ['-1', null, true, null], [null, null, false, null],
+    ]);
+    const c = await db.pool.query(
+      `SELECT v, etl.zarc_code(v) AS code, etl.is_overflow(v) AS overflow
+         FROM unnest(ARRAY['12016720000011', ' 21 ', '0013', '', ' ', 'x', '20.0', '**********', ' *** ', '-1', NULL]) WITH ORDINALITY AS t(v, i) ORDER BY i`,
+    );
+    expect(c.rows.map((x) => [x.v, x.code, x.overflow])).toEqual([
+      ['12016720000011', '12016720000011', false], [' 21 ', '21', false], ['0013', '0013', false], ['', null, false], [' ', null, false],
+      ['x', null, false], ['20.0', null, false], ['**********', null, true], [' *** ', null, true], ['-1', null, false], [null, null, false],
     ]);
     const g = await db.pool.query(
       `SELECT array_agg(etl.zarc_geocodigo_ok(v) ORDER BY i) AS ok FROM unnest(ARRAY['5300108', '5408707', '520870', '52087070', '1100015', '5208a07', NULL]) WITH ORDINALITY AS t(v, i)`,

@@ -1,6 +1,7 @@
 // car-titulares: who holds a CAR property. Public CAR data names no owner (SOURCES §12.1),
 // so the declared links come from an operator-supplied extract, one national snapshot per
-// extract: CSV `car;documento;nome;vinculo` (header row, `;`, UTF-8, a BOM tolerated),
+// extract: CSV `car;documento;nome;vinculo` (header row; `;` expected, another delimiter and
+// UTF-8, latin1 or UTF-16 are detected by the one CSV reader, src/etl/csv-records.ts),
 // vinculo ∈ proprietario | possuidor (contract §3). `--source` is the CSV (file, file:// or
 // http(s):// URL) or a folder holding `titulares.csv` (or exactly one .csv).
 //
@@ -27,6 +28,7 @@ import { checkSnapshotTable, indexSnapshotTable } from '../../src/etl/load-steps
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
 import { addVerdicts, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
+import { csvEncodingName } from '../../src/etl/csv-records.ts';
 import { stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import { maskCpfsInText } from '../../src/privacy.ts';
@@ -104,7 +106,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       'read',
       async () => {
         try {
-          return await stageCsv(client, stage, files[0].path, TITULARES_FIELDS, { delimiter: ';', encoding: 'utf8', columns: 'header', badRows: 'reject' });
+          return await stageCsv(client, stage, files[0].path, TITULARES_FIELDS, { delimiter: ';', columns: 'header', badRows: 'reject' });
         } catch (e) {
           throw scrubbed(e);
         }
@@ -156,7 +158,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     }
     const f = (await client.query(render(namedSql('queries/titulares_facts'), { target: built.table, classified }))).rows[0];
     facts.fields = { missingOptional: staged.missingOptional, unknown: staged.unknown, empty: { nome: f.sem_nome } };
-    facts.encoding = { name: 'UTF-8', assumed: false, replacementChars: f.fffd };
+    facts.encoding = { name: csvEncodingName(staged.format.encoding), assumed: false, replacementChars: f.fffd };
     const titulares: TitularesFacts = {
       por_vinculo: { proprietario: f.proprietario, possuidor: f.possuidor },
       por_tipo_documento: { cpf: f.cpf, cnpj: f.cnpj },

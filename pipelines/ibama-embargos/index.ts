@@ -2,7 +2,8 @@
 // told apart by the file's content (SOURCES.md §3, contract §2b/§3):
 // - the SIFISC CSV `termo_embargo.csv` (`;`, header, UTF-8 with BOM, polygons as inline
 //   WKT cells that exceed 128 KB, many terms with only a point), streamed into staging
-//   by header with csv-parse; WKT is parsed in SQL, per row, so a bad cell never aborts;
+//   by header through the one CSV reader (src/etl/csv-records.ts: encoding and delimiter
+//   detected); WKT is parsed in SQL, per row, so a bad cell never aborts;
 // - a zip: the `adm_embargo_a` shapefile layout (truncated DBF names, EPSG:4674,
 //   status_tad 'AL' = lavrado, DMS coordinates), or a zip holding the CSV.
 // Both land in the same staging columns and go through the same SQL.
@@ -20,16 +21,16 @@
 // personal data: they are never logged; documento_hmac is keyed by configuration.
 import fs from 'node:fs';
 import path from 'node:path';
-import { parse } from 'csv-parse';
 import { ident } from '../../src/db/pool.ts';
 import { AgroError } from '../../src/errors.ts';
 import { extractZip, readHead } from '../../src/etl/archive.ts';
 import { isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
-import { checkSnapshotTable, countNulls, indexSnapshotTable } from '../../src/etl/load-steps.ts';
+import { checkSnapshotTable, countNulls, indexSnapshotTable, releaseDateLiteral } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { describeLayer, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { addCounts, describeLayer, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
 import { repairInvalidPolygons, type RepairResult } from '../../src/etl/repair.ts';
 import { fetchOneFile, lastModifiedDay } from '../../src/etl/source-files.ts';
+import { csvEncodingName, readCsvHead } from '../../src/etl/csv-records.ts';
 import { normaliseHeader, stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
 import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from '../../src/etl/vector-reader.ts';
@@ -132,6 +133,11 @@ export interface EmbargoFacts {
   documentos: { cpf: number; cnpj: number; outro: number; ausente: number };
   /** Distinct ULTIMA_ATUALIZACAO_RELATORIO values and their range. */
   ultima_atualizacao: { distintos: number; min: string | null; max: string | null };
+  /**
+   * Loaded terms whose statuses (DES_STATUS_FORMULARIO / DES_STATUS_FORMULARIO_AIE, '∅' for
+   * empty) say neither issued nor a known inactive status: counted as active (contract §3).
+   */
+  status_desconhecido: Record<string, number>;
   /** Where cfg.hmacKey came from (AGRO_HMAC_KEY or the development key). */
   hmac_key: 'env' | 'development';
 }
@@ -188,31 +194,22 @@ export function isoDate(text: string | null | undefined): string | null {
 
 /** ULTIMA_ATUALIZACAO_RELATORIO of the first data row (the file's own release stamp). */
 export async function csvReleaseStamp(file: string): Promise<string | null> {
-  const parser = fs.createReadStream(file).pipe(parse({ delimiter: ';', bom: true, relax_column_count: true, relax_quotes: true, skip_empty_lines: true }));
-  let col = -1;
-  let line = 0;
   try {
-    for await (const rec of parser as AsyncIterable<string[]>) {
-      if (line++ === 0) {
-        col = rec.findIndex((h) => normaliseHeader(h) === 'ultima_atualizacao_relatorio');
-        if (col < 0) return null;
-        continue;
-      }
-      return rec[col] ?? null;
-    }
+    const { header, first } = await readCsvHead(file, ';');
+    const col = header.findIndex((h) => normaliseHeader(h) === 'ultima_atualizacao_relatorio');
+    return col < 0 || !first ? null : first[col] ?? null;
   } catch {
     return null; // a broken file fails properly in load()
-  } finally {
-    parser.destroy();
   }
-  return null;
 }
 
 // ---------------------------------------------------------------------------------
 // Load
 
-interface Staged extends Omit<CsvStageResult, 'header'> {
+interface Staged extends Omit<CsvStageResult, 'header' | 'format'> {
   route: Route;
+  /** The CSV route's detected encoding (UTF-8, ISO-8859-1, UTF-16LE, UTF-16BE). */
+  csvEncoding: string | null;
   layers: VectorLayer[];
   replacementChars: number;
 }
@@ -229,11 +226,11 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       'read',
       async (): Promise<Staged> => {
         if (source.route === 'csv') {
-          const r = await stageCsv(client, stage, source.csv, fieldSpecs('csv'), { delimiter: ';', encoding: 'utf8', columns: 'header', badRows: 'reject' });
-          return { route: 'csv', rows: r.rows, badRows: r.badRows, badRowSamples: r.badRowSamples, missingOptional: r.missingOptional, unknown: r.unknown, fingerprint: r.fingerprint, layers: [], replacementChars: 0 };
+          const r = await stageCsv(client, stage, source.csv, fieldSpecs('csv'), { delimiter: ';', columns: 'header', badRows: 'reject' });
+          return { route: 'csv', rows: r.rows, badRows: r.badRows, badRowSamples: r.badRowSamples, missingOptional: r.missingOptional, unknown: r.unknown, fingerprint: r.fingerprint, layers: [], replacementChars: 0, csvEncoding: csvEncodingName(r.format.encoding) };
         }
         const r = await stageLayers(client, stage, source.layers, fieldSpecs('shp'));
-        return { route: 'shp', rows: r.rows, badRows: 0, badRowSamples: [], missingOptional: r.missingOptional, unknown: r.unknown, fingerprint: r.fingerprint, layers: source.layers, replacementChars: r.replacementChars };
+        return { route: 'shp', rows: r.rows, badRows: 0, badRowSamples: [], missingOptional: r.missingOptional, unknown: r.unknown, fingerprint: r.fingerprint, layers: source.layers, replacementChars: r.replacementChars, csvEncoding: null };
       },
       (s) => s.rows + s.badRows,
       (s) => ({ route: s.route, rows: s.rows, bad_rows: s.badRows, bad_row_lines: s.badRowSamples }),
@@ -245,6 +242,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     const classified = ctx.stagingTable('classified');
     const key = { key: ctx.cfg.hmacKey, source: ctx.cfg.hmacKeySource };
     let repair: RepairResult = { invalid: 0, repaired: 0, rejected: 0, empty: 0 };
+    const releaseDate = await releaseDateLiteral(client, target.snapshotId);
 
     const built = await ctx.stage(
       'normalise',
@@ -256,7 +254,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         const table = await target.table('ibama_embargos');
         await client.query(`SELECT set_config('agro.hmac_key', $1, false)`, [key.key]);
         try {
-          await client.query(render(namedSql('queries/ibama_embargos'), { target: table, stage, classified, extra: EXTRA_SQL, snapshot_id: String(target.snapshotId) }));
+          await client.query(render(namedSql('queries/ibama_embargos'), { target: table, stage, classified, extra: EXTRA_SQL, snapshot_id: String(target.snapshotId), release_date: releaseDate }));
         } finally {
           await client.query(`SELECT set_config('agro.hmac_key', '', false)`);
         }
@@ -292,17 +290,25 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     const t = built.table;
     facts.fields = { missingOptional: staged.missingOptional.filter((n) => !n.startsWith('drop_')), unknown: staged.unknown, empty: await countNulls(client, t, EMPTY_FIELDS) };
     const dates = await client.query(
-      `SELECT col, etl.date_kind(v) AS kind, count(*)::int AS n
+      `SELECT col, CASE WHEN etl.parse_date(v) > ${releaseDate} AND col <> 'ultima_atualizacao' THEN 'implausible' ELSE etl.date_kind(v) END AS kind, count(*)::int AS n
          FROM ${stage} CROSS JOIN LATERAL (VALUES ${DATE_FIELDS.map((f) => `('${f}', nullif(btrim(${ident(f)}), ''))`).join(', ')}) d(col, v)
         GROUP BY 1, 2`,
     );
     for (const d of dates.rows) {
       if (d.kind === 'placeholder') facts.dates.placeholders[d.col] = d.n;
       if (d.kind === 'bad') facts.dates.unparseable[d.col] = d.n;
+      if (d.kind === 'implausible') addCounts(facts, 'implausible', { [d.col]: d.n });
     }
+    // Statuses the rule does not know (contract §3): counted as active, listed by value.
+    const unknownStatus = await client.query(
+      `SELECT coalesce(nullif(btrim(s.status_formulario), ''), '∅') || ' / ' || coalesce(nullif(btrim(s.x_des_status_formulario_aie), ''), '∅') AS status, count(*)::int AS n
+         FROM ${classified} c JOIN ${stage} s ON s.src_seq = c.src_seq
+        WHERE c.verdict IN ('poligono', 'ponto') AND NOT etl.ibama_status_conhecido(etl.ibama_status(s.status_formulario), s.x_des_status_formulario_aie)
+        GROUP BY 1 ORDER BY 2 DESC, 1`,
+    );
     const fffd = await client.query(`SELECT count(*)::int AS n FROM ${stage} WHERE concat_ws(' ', ${TEXT_FIELDS.map(ident).join(', ')}) LIKE '%' || chr(65533) || '%'`);
     facts.encoding = {
-      name: staged.route === 'csv' ? 'UTF-8' : staged.layers[0]?.encoding ?? null,
+      name: staged.route === 'csv' ? staged.csvEncoding : staged.layers[0]?.encoding ?? null,
       assumed: staged.layers.some((l) => l.encodingAssumed),
       replacementChars: staged.route === 'csv' ? fffd.rows[0].n : staged.replacementChars,
     };
@@ -342,6 +348,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       numero_tad_repetido: loaded.repetidos,
       documentos: { cpf: loaded.cpf, cnpj: loaded.cnpj, outro: loaded.outro, ausente: loaded.ausente },
       ultima_atualizacao: stamps,
+      status_desconhecido: Object.fromEntries(unknownStatus.rows.map((r) => [r.status, r.n])),
       hmac_key: key.source,
     };
 
@@ -349,6 +356,8 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     if (c.no_geometry) facts.notes.push(`${c.no_geometry} terms have neither a polygon nor a usable point (lon/lat empty or 0/0): not loaded`);
     if (c.ponto_em_vez_de_poligono) facts.notes.push(`${c.ponto_em_vez_de_poligono} terms loaded with their point because their polygon was unusable (see geom_problema)`);
     if (loaded.repetidos) facts.notes.push(`${loaded.repetidos} loaded terms share their NUM_TAD with another term (${loaded.grupos} numbers): numero_tad is not unique`);
+    if (unknownStatus.rows.length) facts.notes.push(`terms counted as active because their status is not known to be inactive (contract §3): ${unknownStatus.rows.map((r) => `"${r.status}" × ${r.n}`).join(', ')}`);
+    if (facts.dates.implausible) facts.notes.push(`dates after the release date ${releaseDate.slice(1, 11)} loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
     if (stamps.distintos > 1) facts.notes.push(`ULTIMA_ATUALIZACAO_RELATORIO differs between rows (${stamps.distintos} values, ${stamps.min} … ${stamps.max})`);
     if (key.source === 'development') facts.notes.push('documento_hmac computed with the development key: set AGRO_HMAC_KEY in production');
     if (staged.route === 'csv') facts.notes.push('CSV coordinates and WKT taken as EPSG:4326 (the file declares no CRS)');

@@ -3,6 +3,12 @@
 // is often unavailable, SOURCES §6.1). Dates mix dd/mm/yyyy and yyyy-mm-dd in one column:
 // both parse, anything else is NULL, counted, and kept as text in `extra`. `cd_uf` is a
 // sigla. Duplicate cd_quilomb: the copy read last is kept.
+//
+// Keys: cd_quilomb when it holds a code. In the real layer it is '**********' in most rows
+// (a DBF numeric overflow, no value): those territories are kept under a stable fallback key,
+// the process number, else UF/municipality/community, else a hash of the geometry, whichever
+// no other such row shares (sql/queries/incra_keys.sql). The report counts the overflowed
+// cells (fields.overflowed.codigo) and the fallbacks (facts.incra.chave_substituta).
 import { describeCounts, polygonLayerPipeline, type LayerField } from '../_polygon-layer.ts';
 import { namedSql, render } from '../../src/sql.ts';
 
@@ -43,7 +49,7 @@ export const incraQuilombos = polygonLayerPipeline({
   fields: INCRA_FIELDS,
   source: { fileName: INCRA_FILE_NAME, pattern: /quilomb.*\.zip$/i },
   // The layer carries no update date: among copies of a cd_quilomb the one read last wins.
-  classify: { key: 'etl.code_text(s.codigo)' },
+  classify: { key: 'etl.code_text(s.codigo)', fallbackKeys: 'queries/incra_keys' },
   build: 'queries/incra_build',
   checks: {
     dates: DATE_COLUMNS.map((column) => ({ column, kind: 'etl.date_dmy_iso_kind' as const })),
@@ -53,6 +59,14 @@ export const incraQuilombos = polygonLayerPipeline({
   emptyColumns: ['comunidade', 'municipio', 'uf', 'fase', 'esfera', 'familias', 'area_ha', 'titulado', ...DATE_COLUMNS],
   btreeColumns: ['uf'],
   async extraChecks({ client, vars, facts }) {
+    const keys = await client.query(
+      `SELECT k.origem, count(*)::int AS n FROM ${vars.keys} k JOIN ${vars.classified} c ON c.src_seq = k.src_seq
+        WHERE c.verdict = 'ok' AND k.origem IS NOT NULL GROUP BY 1 ORDER BY 1`,
+    );
+    const fallbacks: Record<string, number> = Object.fromEntries(keys.rows.map((r) => [r.origem, r.n]));
+    Object.assign(facts, { incra: { chave_substituta: fallbacks } });
+    const total = Object.values(fallbacks).reduce((a, b) => a + b, 0);
+    if (total) facts.notes.push(`${total} territories without a usable cd_quilomb kept under a fallback key (${keys.rows.map((r) => `${r.origem} ${r.n}`).join(', ')}; extra.codigo_origem says which)`);
     const r = await client.query(render(namedSql('queries/incra_unknown_ufs'), vars));
     if (r.rows.length) facts.notes.push(`cd_uf values that are not UF siglas (uf loaded as NULL, text kept in extra): ${describeCounts(r.rows)}`);
     const frac = await client.query(`SELECT count(*)::int AS n FROM ${vars.target} WHERE extra ? 'familias'`);

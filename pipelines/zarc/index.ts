@@ -5,17 +5,17 @@
 // change every season). Files are streamed into staging through COPY (3.3 M rows a season),
 // mapped by header (the column set changes between seasons) and normalised in SQL.
 import { createHash } from 'node:crypto';
-import { open, readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { parse as parseSync } from 'csv-parse/sync';
 import { AgroError } from '../../src/errors.ts';
 import { fetchSource, isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
 import { countNulls, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { addCounts, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
 import { assertSameShape } from '../../src/etl/repair.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
-import { normaliseHeader, stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
+import { csvEncodingName, readCsvHead, type CsvFormat } from '../../src/etl/csv-records.ts';
+import { headerMismatch, normaliseHeader, stageCsv, type CsvStageResult } from '../../src/etl/stage-csv.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import { namedSql, render } from '../../src/sql.ts';
 
@@ -109,29 +109,19 @@ async function fetchZarc(ctx: RunContext): Promise<FetchedFile[]> {
   return files;
 }
 
-/** The header row of a file (first line), read without touching the rest. */
-export async function readHeader(file: string): Promise<{ names: string[]; bom: boolean }> {
-  const fh = await open(file);
-  try {
-    const buf = Buffer.alloc(1 << 16);
-    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-    const text = buf.subarray(0, bytesRead).toString('utf8');
-    const nl = text.search(/\r?\n/);
-    const line = nl >= 0 ? text.slice(0, nl) : text;
-    const rec = (parseSync(line, { delimiter: ';', bom: true, relax_quotes: true, relax_column_count: true }) as string[][])[0] ?? [];
-    return { names: rec, bom: text.startsWith('\uFEFF') };
-  } finally {
-    await fh.close();
-  }
+/** The header row of a file and the format it was detected in (nothing else is read). */
+export async function readHeader(file: string): Promise<{ names: string[]; bom: boolean; format: CsvFormat }> {
+  const { format, header } = await readCsvHead(file, ';');
+  return { names: header, bom: format.bom, format };
 }
 
 /** Fails (before anything is staged) when a file lacks a required column. */
-function checkRequired(file: string, names: string[]) {
+function checkRequired(file: string, names: string[], format: CsvFormat) {
   const present = new Set(names.map(normaliseHeader));
   const missing = ZARC_FIELDS.filter((s) => s.required && !s.aliases.some((a) => present.has(a))).map((s) => s.name);
   if (missing.length) {
     const shown = missing.length > 8 ? `${missing.slice(0, 8).join(', ')} … (${missing.length} in all)` : missing.join(', ');
-    throw new AgroError('required_field_missing', `${file}: required columns missing: ${shown}; the header has ${names.length} columns`, { file, fields: missing });
+    throw new AgroError('required_field_missing', `${file}: required columns missing: ${shown}; ${headerMismatch(file, format, names)}`, { file, fields: missing });
   }
 }
 
@@ -165,12 +155,14 @@ const decNames = (prefix = '') => DECS.map((n) => `${prefix}dec${n}`).join(', ')
 function typedUnion(files: StagedFile[]): string {
   const tpl = namedSql('queries/zarc_typed');
   const decs = DECS.map((n) => `etl.zarc_risco(s.dec${n}) AS dec${n}`).join(', ');
+  const decKeys = DECS.map((n) => `'dec${n}'`).join(', ');
+  const invalidJson = `(SELECT jsonb_object_agg('dec' || x.n, x.v) FROM unnest(ARRAY[${decNames('s.')}]) WITH ORDINALITY AS x(v, n) WHERE etl.zarc_risco_invalido(x.v))`;
   // Most rows hold only the common spellings: one array test per row spares them 36 checks.
   let common = `ARRAY[${decNames('s.')}]`;
   for (const v of ['0', '', '20', '30', '40']) common = `array_remove(${common}, '${v}')`;
   const invalid = `CASE WHEN cardinality(${common}) = 0 THEN 0 ELSE ${DECS.map((n) => `etl.zarc_risco_invalido(s.dec${n})::int`).join(' + ')} END`;
   return files
-    .map((f) => render(tpl, { file_no: String(f.fileNo), stage: f.table, file_safra: lit(f.safraFromName), decs, invalid_cells: invalid }))
+    .map((f) => render(tpl, { file_no: String(f.fileNo), stage: f.table, file_safra: lit(f.safraFromName), decs, invalid_cells: invalid, dec_keys: decKeys, invalid_json: invalidJson }))
     .join('\nUNION ALL\n');
 }
 
@@ -192,11 +184,11 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       async () => {
         // Every header first: a drifted file fails the run before any file is staged.
         const headers = await Promise.all(ordered.map((f) => readHeader(f.path)));
-        ordered.forEach((f, i) => checkRequired(f.name, headers[i].names));
+        ordered.forEach((f, i) => checkRequired(f.name, headers[i].names, headers[i].format));
         const out: StagedFile[] = [];
         for (const [i, f] of ordered.entries()) {
           const table = ctx.stagingTable(`f${i}`);
-          const r = await stageCsv(client, table, f.path, ZARC_FIELDS, { delimiter: ';', encoding: 'utf8', columns: 'header', badRows: 'reject' });
+          const r = await stageCsv(client, table, f.path, ZARC_FIELDS, { delimiter: ';', columns: 'header', badRows: 'reject' });
           out.push({ ...r, name: f.name, table, fileNo: i, bom: headers[i].bom, safraFromName: safraFromName(f.name) });
         }
         return out;
@@ -266,6 +258,10 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         else z.invalid_risk.samples.push({ file: staged[r.file_no].name, record: Number(r.src_seq), decendio: r.decendio, valor: r.valor });
       }
     }
+    const unparsed = await client.query(render(namedSql('queries/zarc_unparsed'), { typed }));
+    for (const kind of ['unparsed', 'overflowed'] as const) {
+      addCounts(facts, kind, Object.fromEntries(unparsed.rows.filter((r) => r.kind === kind).map((r) => [r.col, r.n])));
+    }
     const seasons = await client.query(`SELECT safra, count(*)::bigint AS n FROM ${table.table} GROUP BY 1 ORDER BY 1`);
     for (const r of seasons.rows) z.seasons[r.safra] = Number(r.n);
     z.perennial_rows = z.seasons.perene ?? 0;
@@ -277,17 +273,18 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     }));
     facts.fields.unknown = [...new Set(staged.flatMap((f) => f.unknown))];
     facts.fields.missingOptional = [...new Set(staged.flatMap((f) => f.missingOptional))];
-    facts.encoding.name = 'UTF-8';
+    facts.encoding.name = [...new Set(staged.map((f) => csvEncodingName(f.format.encoding)))].join(', ');
 
     const n = facts.notes;
     n.push(`seasons loaded: ${Object.entries(z.seasons).map(([s, c]) => `${s} (${c} rows)`).join(', ') || 'none'}`);
     if (z.perennial_rows) n.push(`${z.perennial_rows} perennial / no-season rows loaded with safra = 'perene'`);
     if (z.invalid_risk.cells) {
-      n.push(`${z.invalid_risk.cells} risk cells in ${z.invalid_risk.rows} rows are not 20/30/40/0/empty (loaded as NULL): ${Object.entries(z.invalid_risk.values).map(([v, c]) => `"${v}" × ${c}`).join(', ')}`);
+      n.push(`${z.invalid_risk.cells} risk cells in ${z.invalid_risk.rows} rows are not 20/30/40/0/empty (loaded as NULL, text kept in extra): ${Object.entries(z.invalid_risk.values).map(([v, c]) => `"${v}" × ${c}`).join(', ')}`);
     }
     if (z.duplicates.exact) n.push(`${z.duplicates.exact} exact duplicate rows dropped`);
     if (z.duplicates.conflicting) n.push(`${z.duplicates.conflicting} rows share a key with different risk cells; ${DEDUP_RULE}; e.g. ${z.duplicates.conflicting_keys.slice(0, 3).join(' ; ')}`);
-    if (z.bad_codes) n.push(`${z.bad_codes} rows have a non-numeric optional code (cod_cultura, manejo, cod_clima, cod_meso or cod_micro), loaded as NULL`);
+    if (z.bad_codes) n.push(`${z.bad_codes} rows have a non-numeric optional code (cod_cultura, manejo, cod_clima, cod_meso or cod_micro), loaded as NULL, text kept in extra`);
+    if (facts.fields.overflowed) n.push(`overflowed codes (asterisks, no value) per column: ${JSON.stringify(facts.fields.overflowed)}`);
     if (z.uf_mismatch) n.push(`${z.uf_mismatch} rows have a UF that does not match their geocodigo`);
     if (facts.encoding.replacementChars) n.push(`${facts.encoding.replacementChars} rows hold U+FFFD: a file is probably not UTF-8`);
     for (const f of z.files) {

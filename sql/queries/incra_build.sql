@@ -2,7 +2,9 @@
 -- row per kept territory): column order and types match snap.incra_quilombos__template
 -- (checked before publishing). Dates come as dd/mm/yyyy or yyyy-mm-dd in the same column;
 -- any other text loads as NULL and keeps its source text in `extra` under the canonical
--- name (so do numbers, flags and UF siglas that do not parse).
+-- name (so do numbers, flags and UF siglas that do not parse; a run of asterisks is no value
+-- and is not kept). A territory keyed by a fallback (incra_keys.sql) says so in
+-- extra.codigo_origem ('processo', 'comunidade' or 'geometria').
 -- @columns
        nullif(btrim(s.comunidade), '')::text AS comunidade,
        nullif(btrim(s.municipio), '')::text AS municipio,
@@ -28,15 +30,17 @@
        nullif(btrim(s.tipo_levantamento), '')::text AS tipo_levantamento
 -- @unparsed
          'uf', CASE WHEN btrim(s.uf) <> '' AND etl.uf_ibge_code(btrim(s.uf)) IS NULL THEN s.uf END,
-         'familias', CASE WHEN btrim(s.familias) <> '' AND n.familias IS NULL THEN s.familias END,
-         'area_ha', CASE WHEN btrim(s.area_ha) <> '' AND etl.parse_number(s.area_ha) IS NULL THEN s.area_ha END,
-         'perimetro', CASE WHEN btrim(s.perimetro) <> '' AND etl.parse_number(s.perimetro) IS NULL THEN s.perimetro END,
+         'codigo_origem', k.origem,
+         'familias', CASE WHEN btrim(s.familias) <> '' AND n.familias IS NULL AND NOT etl.is_overflow(s.familias) THEN s.familias END,
+         'area_ha', CASE WHEN btrim(s.area_ha) <> '' AND etl.parse_number(s.area_ha) IS NULL AND NOT etl.is_overflow(s.area_ha) THEN s.area_ha END,
+         'perimetro', CASE WHEN btrim(s.perimetro) <> '' AND etl.parse_number(s.perimetro) IS NULL AND NOT etl.is_overflow(s.perimetro) THEN s.perimetro END,
          'titulado', CASE WHEN btrim(s.titulado) <> '' AND etl.parse_flag(s.titulado) IS NULL THEN s.titulado END,
          'data_portaria', CASE WHEN etl.date_dmy_iso_kind(s.data_portaria) = 'bad' THEN s.data_portaria END,
          'data_publicacao_decreto', CASE WHEN etl.date_dmy_iso_kind(s.data_publicacao_decreto) = 'bad' THEN s.data_publicacao_decreto END,
          'data_decreto', CASE WHEN etl.date_dmy_iso_kind(s.data_decreto) = 'bad' THEN s.data_decreto END,
          'data_titulacao', CASE WHEN etl.date_dmy_iso_kind(s.data_titulacao) = 'bad' THEN s.data_titulacao END
 -- @joins
+LEFT JOIN {{keys}} k ON k.src_seq = s.src_seq
 CROSS JOIN LATERAL (
   SELECT CASE WHEN x = trunc(x) AND abs(x) <= 2147483647 THEN x::integer END AS familias
   FROM etl.parse_number(s.familias) AS x

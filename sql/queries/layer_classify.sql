@@ -1,7 +1,8 @@
 -- Why each staged feature of a national polygon layer (pipelines/_polygon-layer.ts) is
 -- kept or not, with its final geometry (repaired, polygonal, 2D, EPSG:4326, multi).
 -- Declared by each pipeline: {{key}}, the key expression over the staged row `s`, and
--- {{newest}}, the staged row's update date (NULL::date for a layer that carries none).
+-- {{newest}}, the staged row's update date (NULL::date for a layer that carries none);
+-- key_join (a placeholder) joins the layer's fallback keys as `k` when it declares them (else empty).
 -- Duplicate keys: the copy with the latest {{newest}} is kept, then the one read last
 -- (highest src_seq).
 CREATE UNLOGGED TABLE {{classified}} AS
@@ -12,6 +13,7 @@ WITH g AS (
            ST_Multi(ST_CollectionExtract(ST_Force2D(ST_Transform(coalesce(f.geom, ST_SetSRID(s.geom, s.src_srid)), 4326)), 3))
          END AS geom
   FROM {{stage}} s LEFT JOIN {{fix}} f ON f.src_seq = s.src_seq
+  {{key_join}}
 ), v AS (
   SELECT g.*, CASE
       WHEN codigo IS NULL THEN 'no_key'

@@ -1,9 +1,20 @@
-// A streaming reader of delimited text. Records are split by hand because the general
-// parser (csv-parse) cost 7x a plain split on ZARC's 3.3 M-row files: lines without a
-// quote take a plain split; lines with quotes get an RFC 4180 scan (quoted fields may
-// hold delimiters, doubled quotes and line breaks, and may span read chunks; a quote
-// inside an unquoted field is kept as text). A leading BOM is dropped.
+// The one reader of delimited text (every CSV of every pipeline goes through here).
+//
+// Format detection (detectCsvFormat), from the bytes, never from the file name:
+//   encoding   a BOM first (UTF-8, UTF-16LE, UTF-16BE); without one, UTF-16 by its NUL
+//              pattern (ASCII text in UTF-16 has a NUL in every other byte); otherwise the
+//              first stretch holding a non-ASCII byte decides: valid UTF-8 → UTF-8, else
+//              latin1 (ISO-8859-1). A file of pure ASCII is UTF-8.
+//   delimiter  the most frequent of `;`, `,`, tab and `|` outside quotes in the header line
+//              (ties go to the expected one, then in that order).
+//
+// Records are split by hand because the general parser (csv-parse) cost 7x a plain split on
+// ZARC's 3.3 M-row files: lines without a quote take a plain split; lines with quotes get an
+// RFC 4180 scan (quoted fields may hold delimiters, doubled quotes and line breaks, and may
+// span read chunks; a quote inside an unquoted field is kept as text). A leading BOM is dropped.
 import fs from 'node:fs';
+import { isAscii, isUtf8 } from 'node:buffer';
+import { StringDecoder } from 'node:string_decoder';
 
 export interface CsvRecord {
   fields: string[];
@@ -11,7 +22,150 @@ export interface CsvRecord {
   line: number;
 }
 
+export type CsvEncoding = 'utf8' | 'latin1' | 'utf16le' | 'utf16be';
+
+export interface CsvFormat {
+  encoding: CsvEncoding;
+  /** How the encoding was decided: 'bom', 'nul_pattern', 'utf8_valid', 'not_utf8', 'ascii' or 'given'. */
+  encodingRule: 'bom' | 'nul_pattern' | 'utf8_valid' | 'not_utf8' | 'ascii' | 'given';
+  bom: boolean;
+  delimiter: string;
+  /** How the delimiter was decided: 'header' (counted in the header line), 'expected' (no candidate in it) or 'given'. */
+  delimiterRule: 'header' | 'expected' | 'given';
+}
+
 export class CsvSyntaxError extends Error {}
+
+/** Delimiters looked for in a header line. */
+export const CSV_DELIMITERS = [';', ',', '\t', '|'] as const;
+
+const ENCODING_NAMES: Record<CsvEncoding, string> = { utf8: 'UTF-8', latin1: 'ISO-8859-1', utf16le: 'UTF-16LE', utf16be: 'UTF-16BE' };
+const DELIMITER_NAMES: Record<string, string> = { ';': "';'", ',': "','", '\t': 'tab', '|': "'|'" };
+
+/** 'UTF-16LE (BOM), delimiter ','' — what a message says about a detected format. */
+export function describeCsvFormat(f: CsvFormat): string {
+  const how = f.bom ? 'BOM' : f.encodingRule.replace('_', ' ');
+  return `${ENCODING_NAMES[f.encoding]} (${how}), delimiter ${DELIMITER_NAMES[f.delimiter] ?? JSON.stringify(f.delimiter)}`;
+}
+
+/** The encoding's usual name (UTF-8, ISO-8859-1, UTF-16LE, UTF-16BE) for reports. */
+export const csvEncodingName = (e: CsvEncoding) => ENCODING_NAMES[e];
+
+/** Bytes → text in any of the supported encodings, across chunk boundaries. */
+class ChunkDecoder {
+  private dec: StringDecoder;
+  private carry: Buffer | null = null;
+  constructor(private enc: CsvEncoding) {
+    this.dec = new StringDecoder(enc === 'utf16be' ? 'utf16le' : enc);
+  }
+  write(chunk: Buffer): string {
+    if (this.enc !== 'utf16be') return this.dec.write(chunk);
+    // UTF-16BE: swap each byte pair and decode as little-endian; an odd byte waits for the next chunk.
+    let buf = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
+    this.carry = null;
+    if (buf.length % 2) {
+      this.carry = buf.subarray(buf.length - 1);
+      buf = buf.subarray(0, buf.length - 1);
+    }
+    return this.dec.write(Buffer.from(buf).swap16());
+  }
+  end(): string {
+    return this.dec.end();
+  }
+}
+
+/** The length of `buf` without a UTF-8 sequence cut at its end (so a chunk can be validated alone). */
+function completeUtf8Length(buf: Buffer): number {
+  for (let back = 1; back <= Math.min(3, buf.length); back++) {
+    const b = buf[buf.length - back];
+    if ((b & 0xc0) === 0x80) continue; // continuation byte: keep looking for the lead
+    if (b < 0x80) return buf.length;
+    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+    return need > back ? buf.length - back : buf.length;
+  }
+  return buf.length;
+}
+
+/** Encoding of a file without a BOM, from its bytes. */
+async function sniffEncoding(file: string, head: Buffer): Promise<{ encoding: CsvEncoding; rule: CsvFormat['encodingRule'] }> {
+  // UTF-16 without a BOM: most ASCII characters leave a NUL in one byte of each pair.
+  const n = Math.min(head.length, 4096) & ~1;
+  let evenNul = 0;
+  let oddNul = 0;
+  for (let i = 0; i < n; i += 2) {
+    if (head[i] === 0) evenNul++;
+    if (head[i + 1] === 0) oddNul++;
+  }
+  const pairs = n / 2;
+  if (pairs >= 2 && oddNul > pairs * 0.3 && evenNul < pairs * 0.05) return { encoding: 'utf16le', rule: 'nul_pattern' };
+  if (pairs >= 2 && evenNul > pairs * 0.3 && oddNul < pairs * 0.05) return { encoding: 'utf16be', rule: 'nul_pattern' };
+  // The first chunk holding a non-ASCII byte decides between UTF-8 and latin1.
+  // (Chunks before it are pure ASCII, so it starts on a character boundary.)
+  for await (const chunk of fs.createReadStream(file, { highWaterMark: 1 << 20 })) {
+    const buf = chunk as Buffer;
+    if (isAscii(buf)) continue;
+    const whole = completeUtf8Length(buf);
+    return isUtf8(buf.subarray(0, whole)) ? { encoding: 'utf8', rule: 'utf8_valid' } : { encoding: 'latin1', rule: 'not_utf8' };
+  }
+  return { encoding: 'utf8', rule: 'ascii' };
+}
+
+/** The first line of a text (a quoted field may hold line breaks: they do not end it). */
+function firstLine(text: string): string {
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') quoted = !quoted;
+    else if (c === '\n' && !quoted) return text.slice(0, i).replace(/\r$/, '');
+  }
+  return text;
+}
+
+/** Counts each candidate delimiter outside quotes; the most frequent wins (ties: `expected`, then CSV_DELIMITERS order). */
+export function detectDelimiter(header: string, expected: string): string | null {
+  const counts = new Map<string, number>(CSV_DELIMITERS.map((d) => [d, 0]));
+  let quoted = false;
+  for (const c of header) {
+    if (c === '"') quoted = !quoted;
+    else if (!quoted && counts.has(c)) counts.set(c, counts.get(c)! + 1);
+  }
+  const order = [expected, ...CSV_DELIMITERS.filter((d) => d !== expected)].filter((d) => counts.has(d));
+  let best: string | null = null;
+  for (const d of order) if (counts.get(d)! > 0 && (best === null || counts.get(d)! > counts.get(best)!)) best = d;
+  return best;
+}
+
+const readHeadBytes = async (file: string, size: number): Promise<Buffer> => {
+  const fh = await fs.promises.open(file);
+  try {
+    const buf = Buffer.alloc(size);
+    const { bytesRead } = await fh.read(buf, 0, size, 0);
+    return buf.subarray(0, bytesRead);
+  } finally {
+    await fh.close();
+  }
+};
+
+/**
+ * Detects a file's encoding and delimiter (see the header of this module). `given` fixes
+ * either (e.g. Receita's headerless latin1 files): then it is not detected.
+ */
+export async function detectCsvFormat(file: string, o: { expectedDelimiter: string; encoding?: CsvEncoding; delimiter?: string }): Promise<CsvFormat> {
+  const head = await readHeadBytes(file, 1 << 16);
+  let encoding: CsvEncoding;
+  let encodingRule: CsvFormat['encodingRule'];
+  let bom = false;
+  if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) [encoding, encodingRule, bom] = ['utf8', 'bom', true];
+  else if (head[0] === 0xff && head[1] === 0xfe) [encoding, encodingRule, bom] = ['utf16le', 'bom', true];
+  else if (head[0] === 0xfe && head[1] === 0xff) [encoding, encodingRule, bom] = ['utf16be', 'bom', true];
+  else ({ encoding, rule: encodingRule } = await sniffEncoding(file, head));
+  if (o.encoding) [encoding, encodingRule] = [o.encoding, 'given'];
+  if (o.delimiter) return { encoding, encodingRule, bom, delimiter: o.delimiter, delimiterRule: 'given' };
+  const dec = new ChunkDecoder(encoding);
+  const text = (dec.write(head) + dec.end()).replace(/^\uFEFF/, '');
+  const found = detectDelimiter(firstLine(text), o.expectedDelimiter);
+  return { encoding, encodingRule, bom, delimiter: found ?? o.expectedDelimiter, delimiterRule: found ? 'header' : 'expected' };
+}
 
 /** Parses one record starting at `pos`; returns null when the buffer ends inside it. */
 function scanQuoted(buf: string, pos: number, delim: string, eof: boolean): { fields: string[]; next: number; lines: number } | null {
@@ -64,8 +218,10 @@ function scanQuoted(buf: string, pos: number, delim: string, eof: boolean): { fi
   }
 }
 
-export async function* readCsvRecords(file: string, delimiter: string, encoding: BufferEncoding): AsyncGenerator<CsvRecord> {
-  const stream = fs.createReadStream(file, { encoding, highWaterMark: 1 << 20 });
+/** Streams the records of a file in a known delimiter and encoding (detectCsvFormat finds both). */
+export async function* readCsvRecords(file: string, delimiter: string, encoding: CsvEncoding): AsyncGenerator<CsvRecord> {
+  const stream = fs.createReadStream(file, { highWaterMark: 1 << 20 });
+  const decoder = new ChunkDecoder(encoding);
   let buf = '';
   let line = 1;
   let first = true;
@@ -95,15 +251,36 @@ export async function* readCsvRecords(file: string, delimiter: string, encoding:
     }
     buf = buf.slice(pos);
   };
+  const add = (text: string) => {
+    buf += first ? text.replace(/^\uFEFF/, '') : text;
+    if (text !== '') first = false;
+  };
   try {
-    for await (const chunk of stream as AsyncIterable<string>) {
-      buf += first ? chunk.replace(/^\uFEFF/, '') : chunk;
-      first = false;
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      add(decoder.write(chunk));
       yield* drain(false);
     }
+    add(decoder.end());
     yield* drain(true);
   } catch (e) {
     if (e instanceof CsvSyntaxError) throw new CsvSyntaxError(`${e.message} (record starting at line ${line})`);
     throw e;
+  } finally {
+    stream.destroy();
   }
+}
+
+/** The header row and the first data row of a file, in its detected format (nothing else is read). */
+export async function readCsvHead(file: string, expectedDelimiter: string): Promise<{ format: CsvFormat; header: string[]; first: string[] | null }> {
+  const format = await detectCsvFormat(file, { expectedDelimiter });
+  let header: string[] = [];
+  let first: string[] | null = null;
+  for await (const r of readCsvRecords(file, format.delimiter, format.encoding)) {
+    if (!header.length) header = r.fields;
+    else {
+      first = r.fields;
+      break;
+    }
+  }
+  return { format, header, first };
 }

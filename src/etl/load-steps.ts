@@ -2,6 +2,7 @@
 // values, checking a freshly built snapshot table against its template, indexing it.
 import type pg from 'pg';
 import { ident } from '../db/pool.ts';
+import { getSnapshot } from './catalog.ts';
 import { assertSameShape } from './repair.ts';
 
 /** Rows per verdict of a classified staging table (columns `verdict`). */
@@ -50,4 +51,14 @@ export async function indexSnapshotTable(client: pg.ClientBase, table: string, i
     await client.query(`CREATE INDEX ${name(suffix)} ON ${table} (${cols(columns)})`);
   }
   await client.query(`ANALYZE ${table}`);
+}
+
+/**
+ * The release date of the snapshot being loaded (its as_of: the publisher's date when the
+ * files carry one), as a SQL date literal. Dates after it are implausible (contract §3).
+ */
+export async function releaseDateLiteral(client: pg.ClientBase, snapshotId: number): Promise<string> {
+  const asOf = (await getSnapshot(client, snapshotId))?.as_of;
+  if (!asOf || !/^\d{4}-\d{2}-\d{2}$/.test(asOf)) throw new Error(`snapshot ${snapshotId} has no as_of date`);
+  return `'${asOf}'::date`;
 }

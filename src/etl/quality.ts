@@ -26,12 +26,18 @@ export interface QualityFacts {
     unknown: string[];
     /** Null or empty values per canonical column among loaded rows. */
     empty: Record<string, number>;
+    /** Values that did not parse, per column: loaded as NULL, source text kept in `extra` (set when any). */
+    unparsed?: Record<string, number>;
+    /** Runs of asterisks (a DBF numeric overflow) per column: no value, loaded as NULL (set when any). */
+    overflowed?: Record<string, number>;
   };
   dates: {
     /** Values that are neither a valid date nor a known placeholder. */
     unparseable: Record<string, number>;
     /** Placeholders such as "", "0", "00/00/0000" turned into NULL. */
     placeholders: Record<string, number>;
+    /** Dates after the source's release date (contract §3): NULL, source text kept in `extra` (set when any). */
+    implausible?: Record<string, number>;
   };
   encoding: { name: string | null; assumed: boolean; replacementChars: number };
   layers: { name: string; features: number; srid: number; encoding: string; decided_by?: string }[];
@@ -116,6 +122,14 @@ export function addVerdicts(facts: QualityFacts, verdicts: Record<string, number
   }
 }
 
+/** Adds per-column counts into an optional facts map (created on the first non-zero count). */
+export function addCounts(facts: QualityFacts, where: 'unparsed' | 'overflowed' | 'implausible', counts: Record<string, number>): void {
+  const entries = Object.entries(counts).filter(([, n]) => n > 0);
+  if (!entries.length) return;
+  const map = where === 'implausible' ? (facts.dates.implausible ??= {}) : (facts.fields[where] ??= {});
+  for (const [k, n] of entries) map[k] = (map[k] ?? 0) + n;
+}
+
 /** Adds a repair pass's counts to the geometry facts (a repair that failed or left nothing polygonal counts as rejected). */
 export function addRepairFacts(facts: QualityFacts, repair: RepairResult): void {
   facts.geometry.invalid += repair.invalid;
@@ -179,6 +193,9 @@ ${table('Empty values per field', Object.entries(f.fields.empty))}
 ${table('Fields', [['missing optional', f.fields.missingOptional.join(', ') || '—'], ['unknown (kept in extra)', f.fields.unknown.join(', ') || '—']])}
 ${table('Unparseable dates', Object.entries(f.dates.unparseable))}
 ${table('Date placeholders', Object.entries(f.dates.placeholders))}
+${table('Dates after the release date (NULL, text kept in extra)', Object.entries(f.dates.implausible ?? {}))}
+${table('Values that did not parse (NULL, text kept in extra)', Object.entries(f.fields.unparsed ?? {}))}
+${table('Overflowed fields (asterisks: NULL)', Object.entries(f.fields.overflowed ?? {}))}
 ${table('Encoding', Object.entries(f.encoding))}
 ${table('Change against the current snapshot', Object.entries(r.change))}
 ${table('Source files', r.source.files.map((x) => [x.name, `${x.size} bytes, sha256 ${x.sha256}`] as [string, unknown]))}

@@ -1,20 +1,26 @@
-// Streams a delimited text file into an unlogged staging table through COPY.
-// Header-driven files map columns by name through the pipeline's alias map (sources
-// reorder and rename columns between releases); headerless files (Receita) are
-// positional with a strict field count. Every value stays text here; typing happens
-// in SQL. Cells may be huge (IBAMA's WKT polygons exceed 128 KB): no record size cap.
+// Streams a delimited text file into an unlogged staging table through COPY, read by the
+// one CSV reader (csv-records.ts), which detects the encoding (BOM, UTF-16, UTF-8 or
+// latin1) and, for header-driven files, the delimiter. Header-driven files map columns by
+// name through the pipeline's alias map (sources reorder and rename columns between
+// releases); a required column that is missing fails with what was detected (encoding,
+// delimiter, the header found, CPFs masked). Headerless files (Receita) are positional with
+// a strict field count. Every value stays text here; typing happens in SQL. Cells may be
+// huge (IBAMA's WKT polygons exceed 128 KB): no record size cap.
 import crypto from 'node:crypto';
+import path from 'node:path';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { ident } from '../db/pool.ts';
 import { copyLine, copyLines, type CopyValue } from './copy.ts';
-import { readCsvRecords } from './csv-records.ts';
+import { describeCsvFormat, detectCsvFormat, readCsvRecords, type CsvEncoding, type CsvFormat } from './csv-records.ts';
+import { maskCpfsInText } from '../privacy.ts';
 import type { FieldSpec } from './stage-vector.ts';
 
 export interface CsvOptions {
+  /** The publisher's delimiter: header-driven files are checked for another one (`;`, `,`, tab, `|`). */
   delimiter: string;
-  /** Node encoding of the bytes: 'utf8' or 'latin1'. */
-  encoding: BufferEncoding;
+  /** Forces an encoding (e.g. Receita's latin1); detected from the bytes when absent. */
+  encoding?: CsvEncoding;
   /** 'header': map by the first row; otherwise the positional column names. */
   columns: 'header' | string[];
   /** What to do with a row whose field count is wrong: reject (count it) or fail the file. */
@@ -30,6 +36,19 @@ export interface CsvStageResult {
   unknown: string[];
   fingerprint: string | null;
   header: string[] | null;
+  /** Encoding and delimiter the file was read with, and how each was decided. */
+  format: CsvFormat;
+}
+
+/** Header cells as an error message shows them: at most 30, each cut at 40 characters, CPFs masked. */
+function shownHeader(header: string[]): string {
+  const cells = header.slice(0, 30).map((h) => JSON.stringify(h.length > 40 ? `${h.slice(0, 40)}…` : h));
+  return maskCpfsInText(`[${cells.join(', ')}${header.length > 30 ? `, … (${header.length} in all)` : ''}]`);
+}
+
+/** Why a header does not map: the detected format and what the header holds. */
+export function headerMismatch(file: string, format: CsvFormat, header: string[]): string {
+  return `${file} read as ${describeCsvFormat(format)}; its header has ${header.length} column(s): ${shownHeader(header)}`;
 }
 
 /** A header cell as alias maps spell it: BOM stripped, trimmed, lower case. */
@@ -38,7 +57,8 @@ export const normaliseHeader = (h: string) => h.replace(/^\uFEFF/, '').trim().to
 export async function stageCsv(client: pg.ClientBase, table: string, file: string, specs: FieldSpec[], o: CsvOptions): Promise<CsvStageResult> {
   const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
   await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb)`);
-  const result: CsvStageResult = { rows: 0, badRows: 0, badRowSamples: [], missingOptional: [], unknown: [], fingerprint: null, header: null };
+  const format = await detectCsvFormat(file, { expectedDelimiter: o.delimiter, encoding: o.encoding, delimiter: o.columns === 'header' ? undefined : o.delimiter });
+  const result: CsvStageResult = { rows: 0, badRows: 0, badRowSamples: [], missingOptional: [], unknown: [], fingerprint: null, header: null, format };
   let width = 0;
   let slot: (number | null)[] = []; // canonical index → source column index
   let unknownIdx: number[] = [];
@@ -52,7 +72,10 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
     slot = specs.map((s) => {
       const i = names.findIndex((n) => s.aliases.includes(n));
       if (i < 0 && s.required) {
-        throw new AgroError('required_field_missing', `column ${s.name} not found (looked for ${s.aliases.join(', ')})`, { field: s.name });
+        const why = headerMismatch(path.basename(file), format, header);
+        throw new AgroError('required_field_missing', `column ${s.name} not found (looked for ${s.aliases.join(', ')}); ${why}`, {
+          field: s.name, encoding: format.encoding, delimiter: format.delimiter,
+        });
       }
       return i < 0 ? null : i;
     });
@@ -69,7 +92,7 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
   async function* lines(): AsyncGenerator<string> {
     try {
       let headerSeen = o.columns !== 'header';
-      for await (const { fields: rec, line: at } of readCsvRecords(file, o.delimiter, o.encoding)) {
+      for await (const { fields: rec, line: at } of readCsvRecords(file, format.delimiter, format.encoding)) {
         line = at;
         if (!headerSeen) {
           headerSeen = true;

@@ -1,0 +1,62 @@
+// Counts overflowed numeric cells in a DBF. A dBase writer that cannot fit a number into an
+// N or F field fills it with asterisks ('**********': INCRA's cd_quilomb in most rows of the
+// real layer). GDAL (shapelib) reads such a cell as NULL, like an empty one, so without this
+// count an overflow would vanish silently; the loaders report it (facts.fields.overflowed).
+// One streaming pass over the records (flat memory), reading only the N/F fields' first byte
+// that is not a space.
+import { createReadStream } from 'node:fs';
+import { open } from 'node:fs/promises';
+
+interface NumericField {
+  name: string;
+  offset: number;
+  length: number;
+}
+
+async function numericFields(dbf: string): Promise<{ headerLength: number; recordLength: number; fields: NumericField[] }> {
+  const fh = await open(dbf);
+  try {
+    const head = Buffer.alloc(32);
+    await fh.read(head, 0, 32, 0);
+    const headerLength = head.readUInt16LE(8);
+    const recordLength = head.readUInt16LE(10);
+    const desc = Buffer.alloc(Math.max(0, headerLength - 32));
+    await fh.read(desc, 0, desc.length, 32);
+    const fields: NumericField[] = [];
+    let offset = 1; // the deletion flag
+    for (let p = 0; p + 32 <= desc.length && desc[p] !== 0x0d; p += 32) {
+      const name = desc.toString('latin1', p, p + 11).replace(/\0.*$/s, '').trim().toLowerCase();
+      const type = String.fromCharCode(desc[p + 11]).toUpperCase();
+      const length = desc[p + 16];
+      if (type === 'N' || type === 'F') fields.push({ name, offset, length });
+      offset += length;
+    }
+    return { headerLength, recordLength, fields };
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Overflowed cells per numeric field (lower-case DBF names; fields without one are left out). Deleted records are skipped. */
+export async function countDbfOverflows(dbf: string): Promise<Record<string, number>> {
+  const { headerLength, recordLength, fields } = await numericFields(dbf);
+  const counts: Record<string, number> = {};
+  if (!fields.length || recordLength <= 0) return counts;
+  let rest: Buffer = Buffer.alloc(0);
+  for await (const chunk of createReadStream(dbf, { start: headerLength, highWaterMark: 1 << 20 })) {
+    const buf = rest.length ? Buffer.concat([rest, chunk as Buffer]) : (chunk as Buffer);
+    let p = 0;
+    for (; p + recordLength <= buf.length; p += recordLength) {
+      if (buf[p] === 0x1a) return counts; // end of file marker
+      if (buf[p] === 0x2a) continue; // deleted record
+      for (const f of fields) {
+        let i = p + f.offset;
+        const end = i + f.length;
+        while (i < end && buf[i] === 0x20) i++;
+        if (i < end && buf[i] === 0x2a) counts[f.name] = (counts[f.name] ?? 0) + 1;
+      }
+    }
+    rest = buf.subarray(p);
+  }
+  return counts;
+}
