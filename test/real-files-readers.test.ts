@@ -224,4 +224,16 @@ describe('archives: members that inflate beyond the bound', () => {
     const out = await run(db, funaiTis, path.dirname(bigZip));
     expect(out.status).toBe('published');
   });
+
+  test('zips inside the zip share one budget: two inner zips each under the bound are refused together', async () => {
+    const inner = async (name: string) =>
+      zipWithBigMember(path.join(tmp, 'nested', name), layerFiles.map((f) => ({ ...f, name: `${name.slice(0, -4)}/${f.name}` })), { name: `${name.slice(0, -4)}/extra.prj`, bytes: 3 * MIB });
+    const { zipFiles } = await import('../fixtures/lib/shapefile-writer.ts');
+    const outer = path.join(tmp, 'nested', 'outer.zip');
+    await zipFiles(outer, [await inner('a.zip'), await inner('b.zip')].map((p) => ({ path: p, name: path.basename(p) })));
+    const limits = { ...DEFAULT_ZIP_LIMITS, maxBytes: 5 * MIB };
+    expect(await layersFromZip(await inner('a.zip'), path.join(tmp, 'nested-one'), { srid: 4674, limits })).toHaveLength(1);
+    await expect(layersFromZip(outer, path.join(tmp, 'nested-work'), { srid: 4674, limits, maxDepth: 2 })).rejects.toMatchObject({ code: 'archive_too_large' });
+    expect(await layersFromZip(outer, path.join(tmp, 'nested-work2'), { srid: 4674, limits: DEFAULT_ZIP_LIMITS, maxDepth: 2 })).toHaveLength(2);
+  });
 });

@@ -94,10 +94,10 @@ function checkDeclared(file: string, entries: Entry[], limits: ZipLimits): void 
     total += e.uncompressedSize;
     if (e.uncompressedSize > limits.ratioFloor && e.uncompressedSize > limits.maxRatio * Math.max(1, e.compressedSize)) {
       const ratio = Math.round(e.uncompressedSize / Math.max(1, e.compressedSize));
-      throw tooLarge(file, `${e.fileName} declares ${mib(e.uncompressedSize)} from ${mib(e.compressedSize)} (ratio ${ratio}, at most ${limits.maxRatio} allowed)`);
+      throw tooLarge(file, `${e.fileName} declares ${mib(e.uncompressedSize)} from ${mib(e.compressedSize)} (ratio ${ratio}, at most ${limits.maxRatio} allowed: AGRO_MAX_UNZIP_RATIO)`);
     }
   }
-  if (total > limits.maxBytes) throw tooLarge(file, `its members declare ${mib(total)} uncompressed, more than the ${mib(limits.maxBytes)} allowed`);
+  if (total > limits.maxBytes) throw tooLarge(file, `its members declare ${mib(total)} uncompressed, more than the ${mib(limits.maxBytes)} allowed (AGRO_MAX_UNZIPPED_BYTES)`);
 }
 
 /** Counts inflated bytes against the archive's budget (shared by all its members) and checks the CRC. */

@@ -3,6 +3,7 @@
 // inflated once, bounded and CRC-checked (archive.ts); find every .shp (all parts of a
 // split layer, sub-folders included); open each with the engine's encoding and CRS rules
 // (vector-reader.ts), whatever the pipeline.
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
@@ -27,10 +28,13 @@ export interface ZipLayerOptions {
 async function shapefilesInZip(zipPath: string, workDir: string, o: ZipLayerOptions): Promise<string[]> {
   const maxDepth = o.maxDepth ?? 1;
   const shps: string[] = [];
+  // One budget for the zip and every zip inside it, so nesting cannot multiply the bound.
+  let left = o.limits.maxBytes;
   const visit = async (zip: string, into: string, depth: number) => {
     const nested = depth < maxDepth;
     const only = (name: string) => LAYER_PART.test(name) || (nested && /\.zip$/i.test(name));
-    const files = await extractZip(zip, into, { limits: o.limits, only });
+    const files = await extractZip(zip, into, { limits: { ...o.limits, maxBytes: left }, only });
+    for (const f of files) left -= (await stat(f)).size;
     shps.push(...findShapefiles(files));
     if (!nested) return;
     const inner = files.filter((f) => /\.zip$/i.test(f)).sort();
