@@ -61,8 +61,13 @@ export interface WfsSettings {
   maxBackoffMs: number;
   /** Stored pages of an unfinished (or finished) download are reused for this long. */
   resumeMaxAgeMs: number;
-  /** TLS for this host only: SICAR's servers need legacy settings, every other host keeps the defaults. */
-  tls: { minVersion: string; ciphers: string; legacyRenegotiation: boolean };
+  /**
+   * TLS for this host only: SICAR's servers need legacy settings, every other host keeps the
+   * defaults. Node 20's OpenSSL 3 already runs at security level 1, and TLS 1.0/1.1 handshakes
+   * need level 0, so the defaults are TLSv1 + DEFAULT:@SECLEVEL=0 + legacy renegotiation.
+   * Certificates are always verified; `ca` (a PEM file) pins the chain when the public one fails.
+   */
+  tls: { minVersion: string; ciphers: string; legacyRenegotiation: boolean; ca: string | null };
 }
 
 /** Official default locations; each is config, never a constant in code (hosts move). */
@@ -144,9 +149,10 @@ function wfsSettings(env: NodeJS.ProcessEnv): WfsSettings {
     maxBackoffMs: num(env.AGRO_SICAR_WFS_MAX_BACKOFF_MS, 120_000),
     resumeMaxAgeMs: num(env.AGRO_SICAR_WFS_RESUME_HOURS, 20) * 3_600_000,
     tls: Object.freeze({
-      minVersion: env.AGRO_SICAR_WFS_TLS_MIN_VERSION || 'TLSv1.2',
-      ciphers: env.AGRO_SICAR_WFS_TLS_CIPHERS || 'DEFAULT:@SECLEVEL=1',
+      minVersion: env.AGRO_SICAR_WFS_TLS_MIN_VERSION || 'TLSv1',
+      ciphers: env.AGRO_SICAR_WFS_TLS_CIPHERS || 'DEFAULT:@SECLEVEL=0',
       legacyRenegotiation: (env.AGRO_SICAR_WFS_TLS_LEGACY_RENEGOTIATION ?? '1') !== '0',
+      ca: env.AGRO_SICAR_WFS_TLS_CA || null,
     }),
   };
 }

@@ -1,7 +1,7 @@
 // SICAR route B: AREA_IMOVEL from a GeoServer WFS, through a real HTTP server on
 // 127.0.0.1 that serves the GO fixture state page by page (lat/lon, as GeoServer does
 // for URN CRSs under WFS 2.0), fails in the middle, and is killed mid-download.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -279,5 +279,34 @@ describe('the download brought fewer features than numberMatched', () => {
     expect(o.status).toBe('failed');
     expect(o.error?.code).toBe('download_failed');
     expect(countStarts(server.pageStarts())).toMatchObject({ 0: 1, 2: 3, 4: 0 });
+  });
+});
+
+describe('legacy TLS, for the SICAR host only', () => {
+  test('a TLS 1.0-only server: the WFS agent gets through with the chain pinned, Node defaults do not, verification stays on', async () => {
+    const dir = freshDir('tls');
+    const [key, cert] = [path.join(dir, 'key.pem'), path.join(dir, 'cert.pem')];
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    const server = await startWfsServer({ [GO]: { features: FEATURES } }, undefined, {
+      key: fs.readFileSync(key), cert: fs.readFileSync(cert), minVersion: 'TLSv1', maxVersion: 'TLSv1', ciphers: 'DEFAULT:@SECLEVEL=0',
+    });
+    servers.push(server);
+    expect(server.endpoint).toMatch(/^https:/);
+
+    const legacy = await run(cfgWith(freshDir('tls-legacy'), { AGRO_SICAR_WFS_TLS_CA: cert }), server.endpoint);
+    expect(legacy.error).toBeUndefined();
+    expect(['published', 'unchanged']).toContain(legacy.status);
+    expect(legacy.rows_read).toBe(9);
+
+    const modern = await run(cfgWith(freshDir('tls-modern'), { AGRO_SICAR_WFS_TLS_CA: cert, AGRO_SICAR_WFS_TLS_MIN_VERSION: 'TLSv1.2', AGRO_SICAR_WFS_TLS_CIPHERS: 'DEFAULT' }), server.endpoint);
+    expect(modern.status).toBe('failed');
+    expect(modern.error?.code).toBe('download_failed');
+    expect(modern.error?.message).toMatch(/TLS .*AGRO_SICAR_WFS_TLS_MIN_VERSION/);
+
+    const unpinned = await run(cfgWith(freshDir('tls-unpinned')), server.endpoint);
+    expect(unpinned.status).toBe('failed');
+    expect(unpinned.error?.message).toMatch(/self[- ]signed/i);
+    // Neither was retried: one TLS attempt each (the hits request), nothing the server could log.
+    expect(server.hits.filter((h) => h.kind === 'hits')).toHaveLength(2); // both from the legacy run
   });
 });

@@ -10,7 +10,7 @@
 // `count` never makes us skip features.
 import { createHash } from 'node:crypto';
 import { constants as cryptoConstants } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
@@ -126,6 +126,7 @@ function agentsFor(s: WfsSettings) {
       maxSockets: 1,
       minVersion: s.tls.minVersion as SecureVersion,
       ciphers: s.tls.ciphers,
+      ca: s.tls.ca ? readFileSync(s.tls.ca) : undefined,
       // OpenSSL 3 refuses servers without RFC 5746 secure renegotiation; some gov.br hosts are such.
       secureOptions: s.tls.legacyRenegotiation ? cryptoConstants.SSL_OP_LEGACY_SERVER_CONNECT : undefined,
     }),
@@ -161,7 +162,7 @@ function getOnce(h: Http, url: string, sink: string | null): Promise<{ status: n
       }
     });
     req.setTimeout(h.s.stallTimeoutMs, () => fail(new Retryable(`stalled: no data for ${h.s.stallTimeoutMs} ms`, bytes > 0)));
-    req.on('error', (e) => fail(e));
+    req.on('error', (e) => fail(tlsFailure(url, e) ?? e));
     req.on('response', (res) => {
       const status = res.statusCode ?? 0;
       const type = String(res.headers['content-type'] ?? '');
@@ -203,6 +204,15 @@ function getOnce(h: Http, url: string, sink: string | null): Promise<{ status: n
       file?.on('error', (e) => fail(new AgroError('download_failed', `writing ${sink}: ${e.message}`)));
     });
   });
+}
+
+const CERT_ERRORS = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|HOSTNAME|ALTNAME/;
+
+/** A certificate or handshake failure: no retry will fix it, the settings might. */
+function tlsFailure(url: string, e: NodeJS.ErrnoException): AgroError | null {
+  const code = e.code ?? '';
+  if (!CERT_ERRORS.test(code) && code !== 'EPROTO' && !code.startsWith('ERR_SSL_') && !code.startsWith('ERR_TLS_')) return null;
+  return new AgroError('download_failed', `${new URL(url).host}: TLS ${code}: ${e.message.replace(/\s+/g, ' ').trim()} (certificates are always verified: pin the chain with AGRO_SICAR_WFS_TLS_CA, or adjust AGRO_SICAR_WFS_TLS_MIN_VERSION / AGRO_SICAR_WFS_TLS_CIPHERS)`);
 }
 
 function backoff(s: WfsSettings, failures: number): number {

@@ -1,7 +1,8 @@
 // A small GeoServer-like WFS 2.0 on 127.0.0.1 for tests: GetFeature with resultType=hits
 // (numberMatched), count/startIndex paging under sortBy, GeoJSON output with a `crs`
 // member, an OGC ExceptionReport for an unknown layer, and faults injected per request.
-import http, { type ServerResponse } from 'node:http';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Feature, Geometry, Position } from 'geojson';
 
@@ -67,9 +68,9 @@ function exceptionReport(res: ServerResponse, text: string) {
 }
 
 /** Serves `layers` (by typeName) at http://127.0.0.1:<port>/geoserver/sicar/wfs. */
-export async function startWfsServer(layers: Record<string, WfsLayer>, fault?: (hit: WfsHit) => Fault | undefined): Promise<WfsServer> {
+export async function startWfsServer(layers: Record<string, WfsLayer>, fault?: (hit: WfsHit) => Fault | undefined, tls?: https.ServerOptions): Promise<WfsServer> {
   const hits: WfsHit[] = [];
-  const server = http.createServer((req, res) => {
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     // KVP parameter names are case-insensitive.
     const q = new Map([...url.searchParams].map(([k, v]) => [k.toLowerCase(), v]));
@@ -125,11 +126,12 @@ export async function startWfsServer(layers: Record<string, WfsLayer>, fault?: (
       return;
     }
     res.end(body);
-  });
+  };
+  const server = tls ? https.createServer(tls, handler) : http.createServer(handler);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    endpoint: `http://127.0.0.1:${port}/geoserver/sicar/wfs`,
+    endpoint: `${tls ? 'https' : 'http'}://127.0.0.1:${port}/geoserver/sicar/wfs`,
     hits,
     pageStarts: () => hits.filter((h) => h.kind === 'page').map((h) => h.startIndex ?? 0),
     close: () => {
