@@ -103,6 +103,9 @@ describe('nightly needs no person for SICAR', () => {
     expect(officialRuns(local).plan.find((p) => p.pipeline === 'sicar')?.source).toBe('http://127.0.0.1:1/geoserver/sicar/wfs');
     const mirror = loadConfig({ AGRO_SICAR_UFS: 'GO', AGRO_SOURCE_SICAR: '/srv/sicar-mirror' });
     expect(officialRuns(mirror).plan.find((p) => p.pipeline === 'sicar')?.source).toBe('/srv/sicar-mirror');
+    const off = loadConfig({ AGRO_SICAR_UFS: 'GO', AGRO_SOURCE_SICAR_WFS: 'off' });
+    expect(officialRuns(off).plan.find((p) => p.pipeline === 'sicar')).toBeUndefined();
+    expect(officialRuns(off).skipped.some((s) => s.startsWith('sicar'))).toBe(true);
   });
 
   test('a run without --source uses the configured WFS', async () => {

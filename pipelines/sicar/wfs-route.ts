@@ -27,7 +27,8 @@ export type SicarRoute = { kind: 'zip'; base: string } | { kind: 'wfs'; endpoint
 
 /**
  * --source decides (a WFS endpoint or a zip folder/prefix); without it a configured zip
- * mirror (AGRO_SOURCE_SICAR) wins, then the WFS (AGRO_SOURCE_SICAR_WFS, on by default).
+ * mirror (AGRO_SOURCE_SICAR) wins, then the WFS (AGRO_SOURCE_SICAR_WFS, on by default;
+ * `off` turns it off).
  */
 export function sicarRoute(ctx: Pick<RunContext, 'options' | 'cfg' | 'scope'>): SicarRoute {
   const src = ctx.options.source;
@@ -40,7 +41,7 @@ export function defaultSicarRoute(sources: Readonly<Record<string, string>>, uf 
   const mirror = sources.sicar;
   if (mirror && !CAPTCHA_HOST.test(mirror)) return { kind: 'zip', base: mirror };
   const endpoint = sources['sicar-wfs'];
-  if (endpoint) return { kind: 'wfs', endpoint };
+  if (endpoint && !/^(off|none)$/i.test(endpoint)) return { kind: 'wfs', endpoint };
   // Route A sits behind a text CAPTCHA; we do not solve CAPTCHAs.
   throw new AgroError('usage', `SICAR's official download needs a CAPTCHA: pass --source <folder or URL prefix> holding ${uf}_AREA_IMOVEL.zip, set AGRO_SOURCE_SICAR, or set AGRO_SOURCE_SICAR_WFS to the GeoServer WFS`);
 }

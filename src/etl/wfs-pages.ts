@@ -218,7 +218,7 @@ export async function stageWfsPages(client: pg.ClientBase, table: string, manife
   const pageFiles = manifest.pages.filter((p) => p.features > 0).map((p) => path.join(o.dir, p.file));
   if (pageFiles.length === 0) throw new AgroError('source_not_found', `${o.layerName} has no features (numberMatched ${manifest.numberMatched})`);
 
-  const first = await readPage(pageFiles[0]);
+  let first: Page | null = await readPage(pageFiles[0]);
   const names = new Set<string>();
   for (const f of first.features) for (const k of Object.keys(propsOf(f))) names.add(k);
   const layer: VectorLayer = {
@@ -239,7 +239,8 @@ export async function stageWfsPages(client: pg.ClientBase, table: string, manife
   const columns = ['src_seq', 'src_layer', 'src_srid', ...specs.map((s) => s.name), 'extra', 'geom'];
   async function* lines(): AsyncGenerator<string> {
     for (let i = 0; i < pageFiles.length; i++) {
-      const page = i === 0 ? first : await readPage(pageFiles[i]);
+      const page = first ?? (await readPage(pageFiles[i]));
+      first = null; // one page alive at a time
       const declared = page.crs?.properties?.name;
       if (declared && sridOf(declared) !== srid) {
         throw new AgroError('malformed_source', `${path.basename(pageFiles[i])}: the server answered in ${declared}, not the ${manifest.request.srsName} asked for`);

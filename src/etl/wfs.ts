@@ -373,8 +373,8 @@ export async function downloadWfsLayer(request: WfsRequest, o: WfsDownloadOption
     const resumable = stored && fresh && sameRequest(stored.request, request) && stored.numberMatched === numberMatched;
     const pages = resumable ? await reusablePages(o.dir, stored) : [];
     const session: WfsSession = resumable
-      ? { ...stored, pages, completedAt: stored.completedAt && pages.length === stored.pages.length ? stored.completedAt : null }
-      : { request, numberMatched, startedAt: now().toISOString(), completedAt: null, pages };
+      ? { ...stored, pages: [...pages], completedAt: stored.completedAt && pages.length === stored.pages.length ? stored.completedAt : null }
+      : { request, numberMatched, startedAt: now().toISOString(), completedAt: null, pages: [] };
     await pruneFolder(o.dir, pages);
     await writeJsonAtomic(sessionFile, session);
     if (pages.length) o.log?.('wfs resume', { typeName: request.typeName, pages: pages.length, features: pages.reduce((a, p) => a + p.features, 0) });
