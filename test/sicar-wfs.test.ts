@@ -5,6 +5,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { SICAR_FIXTURES, buildSicarState } from '../fixtures/sicar.ts';
 import { wfsFeatures } from '../fixtures/sicar-wfs.ts';
@@ -311,5 +312,48 @@ describe('legacy TLS, for the SICAR host only', () => {
     expect(unpinned.error?.message).toMatch(/self[- ]signed/i);
     // Neither was retried: one TLS attempt each (the hits request), nothing the server could log.
     expect(server.hits.filter((h) => h.kind === 'hits')).toHaveLength(2); // both from the legacy run
+  });
+});
+
+describe('the real WFS sample (DF, fixtures/samples/sicar/sicar_imoveis_df_wfs.csv)', () => {
+  test('every attribute lands in its canonical column, commas and accents intact, ISO timestamps as dates', async () => {
+    const csv = fs.readFileSync(path.join(ROOT, 'fixtures/samples/sicar/sicar_imoveis_df_wfs.csv'), 'utf8');
+    const rows = parse(csv, { columns: true }) as Record<string, string>[];
+    const NUMERIC = ['area', 'm_fiscal', 'cod_municipio_ibge'];
+    // As GeoServer's GeoJSON types them: numbers as numbers, empty as null. The sample has no
+    // geometry: a square of the declared area per row, on a grid inside DF.
+    const features = rows.map((r, i) => {
+      const { FID, ...attrs } = r;
+      const properties = Object.fromEntries(Object.entries(attrs).map(([k, v]) => [k, v === '' ? null : NUMERIC.includes(k) ? Number(v) : v]));
+      const side = Math.sqrt(Number(r.area) * 1e4) / 111_000;
+      const [x, y] = [-47.95 + (i % 5) * 0.02, -15.85 + Math.floor(i / 5) * 0.02];
+      return { type: 'Feature' as const, id: FID, properties, geometry: { type: 'Polygon' as const, coordinates: [[[x, y], [x + side, y], [x + side, y + side], [x, y + side], [x, y]]] } };
+    });
+    const s = await startWfsServer({ [sicarWfsLayer('DF')]: { features } });
+    servers.push(s);
+    const o = await run(cfgWith(freshDir('df-sample')), s.endpoint, 'DF');
+    expect(o.error).toBeUndefined();
+    expect(o.status).toBe('published');
+    expect(o.rows_loaded).toBe(rows.length);
+
+    const got = new Map(
+      (await db.pool.query(`SELECT car, uf, cod_municipio_ibge, municipio, situacao, tipo, condicao, area_total_ha, modulos_fiscais,
+                                   data_inscricao::text AS di, data_atualizacao::text AS da, extra FROM snap.car_imovel__s${o.snapshot_id}`)).rows.map((r) => [r.car, r]),
+    );
+    const SITUACAO: Record<string, string> = { AT: 'ativo', PE: 'pendente', CA: 'cancelado', SU: 'suspenso' };
+    for (const r of rows) {
+      expect(got.get(r.cod_imovel)).toEqual({
+        car: r.cod_imovel, uf: 'DF', cod_municipio_ibge: r.cod_municipio_ibge, municipio: 'Brasília', situacao: SITUACAO[r.status_imovel],
+        tipo: 'imovel_rural', condicao: r.condicao, area_total_ha: Number(r.area), modulos_fiscais: Number(r.m_fiscal),
+        di: r.dat_criacao.slice(0, 10), da: r.data_atualizacao ? r.data_atualizacao.slice(0, 10) : null,
+        extra: { fid: r.FID, cod_municipio_ibge: Number(r.cod_municipio_ibge) },
+      });
+    }
+    expect(rows.some((r) => r.condicao.includes(','))).toBe(true);
+    const q = (await snapshot(o.snapshot_id!)).quality;
+    expect(q.facts.dates).toEqual({ unparseable: {}, placeholders: {} });
+    expect(q.facts.fields.unknown.sort()).toEqual(['cod_municipio_ibge', 'fid']);
+    expect(q.facts.fields.missingOptional).toEqual([]);
+    expect(q.facts.encoding).toMatchObject({ name: 'UTF-8', assumed: false, replacementChars: 0 });
   });
 });
