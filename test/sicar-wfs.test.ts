@@ -277,6 +277,15 @@ describe('the download brought fewer features than numberMatched', () => {
     expect(server.hits).toHaveLength(1);
   });
 
+  test('the retry budget resets when bytes arrive: four cuts mid-page in a row (budget 3) still get through', async () => {
+    let cuts = 0;
+    const server = await serve({ features: FEATURES }, (hit) => (hit.kind === 'page' && hit.startIndex === 2 && cuts++ < 4 ? { kind: 'cut', share: 0.3 } : undefined));
+    const o = await run(cfgWith(freshDir('cuts')), server.endpoint);
+    expect(o.error).toBeUndefined();
+    expect(o.rows_read).toBe(9);
+    expect(countStarts(server.pageStarts())).toEqual({ 0: 1, 2: 5, 4: 1, 6: 1, 8: 1 });
+  });
+
   test('a server that keeps failing exhausts the retry budget', async () => {
     const server = await serve({ features: FEATURES }, (hit) => (hit.kind === 'page' && hit.startIndex === 2 ? { kind: 'status', status: 503 } : undefined));
     const o = await run(cfgWith(freshDir('down')), server.endpoint);
