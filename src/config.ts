@@ -47,11 +47,45 @@ export interface Config {
   sources: Readonly<Record<string, string>>;
   /** Bounds on what one zip may inflate to (AGRO_MAX_UNZIPPED_BYTES, AGRO_MAX_UNZIP_RATIO). */
   zip: Readonly<ZipLimits>;
+  /** SICAR's GeoServer WFS (route B: AREA_IMOVEL without a CAPTCHA); endpoint in sources['sicar-wfs']. */
+  sicarWfs: WfsSettings;
+}
+
+/** How the WFS client talks to a slow GeoServer behind legacy TLS (SOURCES.md §1.7, §2.1). */
+export interface WfsSettings {
+  /** Features per GetFeature page (count). */
+  pageSize: number;
+  /** Sort that keeps pages from shifting between requests (WFS 2.0 sortBy). */
+  sortBy: string;
+  /** CRS asked of the server; its EPSG code is the source SRID (transformed to 4326 in SQL). */
+  srsName: string;
+  /** Coordinate order of the served geometries: 'auto' decides per page from the data (see wfs-pages.ts). */
+  axisOrder: 'auto' | 'lon-lat' | 'lat-lon';
+  connectTimeoutMs: number;
+  /** No byte for this long (headers or body) aborts the attempt. BA/MG/MT need ~180 s. */
+  stallTimeoutMs: number;
+  /** A whole page must arrive within this. */
+  pageTimeoutMs: number;
+  /** Consecutive attempts that brought no bytes before giving up; any byte received resets it. */
+  retries: number;
+  backoffMs: number;
+  maxBackoffMs: number;
+  /** Stored pages of an unfinished (or finished) download are reused for this long. */
+  resumeMaxAgeMs: number;
+  /**
+   * TLS for this host only: SICAR's servers need legacy settings, every other host keeps the
+   * defaults. Node 20's OpenSSL 3 already runs at security level 1, and TLS 1.0/1.1 handshakes
+   * need level 0, so the defaults are TLSv1 + DEFAULT:@SECLEVEL=0 + legacy renegotiation.
+   * Certificates are always verified; `ca` (a PEM file) pins the chain when the public one fails.
+   */
+  tls: { minVersion: string; ciphers: string; legacyRenegotiation: boolean; ca: string | null };
 }
 
 /** Official default locations; each is config, never a constant in code (hosts move). */
 const OFFICIAL_SOURCES: Record<string, string> = {
   sicar: 'https://consultapublica.car.gov.br/publico/estados/downloadBase',
+  // Route B (no CAPTCHA, AREA_IMOVEL only): layer sicar:sicar_imoveis_<uf>. AGRO_SOURCE_SICAR_WFS.
+  'sicar-wfs': 'https://geoserver.car.gov.br/geoserver/sicar/wfs',
   'ibama-embargos':
     'https://dadosabertos.ibama.gov.br/dados/SIFISC/termo_embargo/termo_embargo/termo_embargo.csv',
   'funai-tis':
@@ -114,5 +148,32 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       maxRatio: num(env.AGRO_MAX_UNZIP_RATIO, DEFAULT_ZIP_LIMITS.maxRatio),
       ratioFloor: DEFAULT_ZIP_LIMITS.ratioFloor,
     }),
+    sicarWfs: Object.freeze(wfsSettings(env)),
   });
+}
+
+const AXIS_ORDERS = ['auto', 'lon-lat', 'lat-lon'] as const;
+
+function wfsSettings(env: NodeJS.ProcessEnv): WfsSettings {
+  const axis = env.AGRO_SICAR_WFS_AXIS_ORDER || 'auto';
+  if (!(AXIS_ORDERS as readonly string[]).includes(axis)) throw new Error(`AGRO_SICAR_WFS_AXIS_ORDER must be one of ${AXIS_ORDERS.join(', ')}: ${axis}`);
+  return {
+    pageSize: Math.max(1, num(env.AGRO_SICAR_WFS_PAGE_SIZE, 5000)),
+    sortBy: env.AGRO_SICAR_WFS_SORT_BY || 'cod_imovel ASC',
+    srsName: env.AGRO_SICAR_WFS_SRS || 'EPSG:4674',
+    axisOrder: axis as WfsSettings['axisOrder'],
+    connectTimeoutMs: num(env.AGRO_SICAR_WFS_CONNECT_TIMEOUT_MS, 30_000),
+    stallTimeoutMs: num(env.AGRO_SICAR_WFS_STALL_TIMEOUT_MS, 300_000),
+    pageTimeoutMs: num(env.AGRO_SICAR_WFS_PAGE_TIMEOUT_MS, 1_800_000),
+    retries: Math.max(1, num(env.AGRO_SICAR_WFS_RETRIES, 8)),
+    backoffMs: num(env.AGRO_SICAR_WFS_BACKOFF_MS, 2_000),
+    maxBackoffMs: num(env.AGRO_SICAR_WFS_MAX_BACKOFF_MS, 120_000),
+    resumeMaxAgeMs: num(env.AGRO_SICAR_WFS_RESUME_HOURS, 20) * 3_600_000,
+    tls: Object.freeze({
+      minVersion: env.AGRO_SICAR_WFS_TLS_MIN_VERSION || 'TLSv1',
+      ciphers: env.AGRO_SICAR_WFS_TLS_CIPHERS || 'DEFAULT:@SECLEVEL=0',
+      legacyRenegotiation: (env.AGRO_SICAR_WFS_TLS_LEGACY_RENEGOTIATION ?? '1') !== '0',
+      ca: env.AGRO_SICAR_WFS_TLS_CA || null,
+    }),
+  };
 }

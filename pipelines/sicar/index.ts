@@ -29,6 +29,7 @@ import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
 import { namedSql, render } from '../../src/sql.ts';
 import { stepTimer, type StepTimer } from '../../src/etl/steps.ts';
+import { addWfsFacts, fetchWfsState, isWfsManifest, sicarRoute, sicarSourceInfo, stageWfsAreaImovel, type WfsStaged } from './wfs-route.ts';
 
 export const THEMES = ['APPS', 'RESERVA_LEGAL', 'AREA_CONSOLIDADA'] as const;
 export type Theme = (typeof THEMES)[number];
@@ -60,16 +61,14 @@ export const THEME_FIELDS: FieldSpec[] = [
 const DEFAULT_SRID = 4674;
 const EMPTY_FIELDS = ['municipio', 'situacao', 'tipo', 'condicao', 'modulos_fiscais', 'area_total_ha', 'data_inscricao', 'data_atualizacao'];
 
-const themeOf = (f: FetchedFile) => (/_(AREA_IMOVEL|APPS|RESERVA_LEGAL|AREA_CONSOLIDADA)\.zip$/i.exec(f.name)?.[1] ?? '').toUpperCase();
+const themeOf = (f: FetchedFile) => isWfsManifest(f) ? 'AREA_IMOVEL' : (/_(AREA_IMOVEL|APPS|RESERVA_LEGAL|AREA_CONSOLIDADA)\.zip$/i.exec(f.name)?.[1] ?? '').toUpperCase();
 
 async function fetchState(ctx: RunContext): Promise<FetchedFile[]> {
   const uf = ctx.scope;
-  const base = ctx.options.source ?? ctx.cfg.sources.sicar;
-  if (!ctx.options.source && /consultapublica\.car\.gov\.br/.test(base)) {
-    // Route A sits behind a text CAPTCHA; we do not solve CAPTCHAs. Operators drop the
-    // state's zips in a folder (or a mirror) and pass it with --source.
-    throw new AgroError('usage', `SICAR's official download needs a CAPTCHA: pass --source <folder or URL prefix> holding ${uf}_AREA_IMOVEL.zip, or set AGRO_SOURCE_SICAR`);
-  }
+  // Route B (WFS, AREA_IMOVEL only) or route A (zips, themes included): see wfs-route.ts.
+  const route = sicarRoute(ctx);
+  if (route.kind === 'wfs') return fetchWfsState(ctx, route.endpoint);
+  const base = route.base;
   const common = { destDir: ctx.rawDir, userAgent: ctx.cfg.userAgent, expect: 'zip' as const, zipLimits: ctx.cfg.zip, log: (m: string) => ctx.log.info(m), agentOptions: { ciphers: 'DEFAULT:@SECLEVEL=1' } };
   const files: FetchedFile[] = [];
   const main = await fetchSource(joinSource(base, `${uf}_AREA_IMOVEL.zip`), common);
@@ -96,16 +95,28 @@ interface StagedTheme {
   missingOptional: string[];
   replacementChars: number;
   fingerprint: string;
+  /** Set when AREA_IMOVEL came by the WFS route. */
+  wfs?: WfsStaged;
 }
 
 async function stageTheme(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string): Promise<StagedTheme> {
-  const layers = await layersFromZip(file.path, ctx.workDir, { srid: DEFAULT_SRID, limits: ctx.cfg.zip });
   const name = theme.toLowerCase();
   const stage = ctx.stagingTable(name);
   const specs = theme === 'AREA_IMOVEL' ? PROPERTY_FIELDS : THEME_FIELDS;
+  const staged = isWfsManifest(file) ? await stageWfs(ctx, client, file, stage, specs) : await stageZip(ctx, client, file, theme, stage, specs);
+  return { theme, unkeyedLayers: [], stage, fix: ctx.stagingTable(`${name}_fix`), classified: ctx.stagingTable(`${name}_cls`), repair: { invalid: 0, repaired: 0, rejected: 0, empty: 0 }, ...staged };
+}
+
+async function stageZip(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string, stage: string, specs: FieldSpec[]) {
+  const layers = await layersFromZip(file.path, ctx.workDir, { srid: DEFAULT_SRID, limits: ctx.cfg.zip });
+  // Checked before staging: a theme layer without cod_imovel (older layout) is linked spatially later.
   const unkeyedLayers = theme === 'AREA_IMOVEL' ? [] : checkThemeLayers(theme, layers);
-  const staged = await stageLayers(client, stage, layers, specs);
-  return { theme, unkeyedLayers, stage, fix: ctx.stagingTable(`${name}_fix`), classified: ctx.stagingTable(`${name}_cls`), layers, repair: { invalid: 0, repaired: 0, rejected: 0, empty: 0 }, ...staged };
+  return { layers, unkeyedLayers, ...(await stageLayers(client, stage, layers, specs)) };
+}
+
+async function stageWfs(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, stage: string, specs: FieldSpec[]) {
+  const wfs = await stageWfsAreaImovel(ctx, client, file, stage, specs);
+  return { layers: [wfs.layer], rows: wfs.rows, missingOptional: wfs.missingOptional, unknown: wfs.unknown, replacementChars: wfs.replacementChars, fingerprint: wfs.fingerprint, wfs };
 }
 
 /**
@@ -314,6 +325,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     if (facts.geometry.sridAssumed) facts.notes.push('a layer had no .prj: EPSG:4674 (SIRGAS 2000) assumed');
     facts.notes.push(...encodingNotes(staged.flatMap((s) => s.layers)));
     for (const th of THEMES) if (!themes.some((t) => t.theme === th)) facts.notes.push(`${th} not in the source: ${th.toLowerCase()} areas are NULL`);
+    if (main.wfs) await addWfsFacts(client, facts, main.wfs, main.stage, carImovel.rows);
 
     const rowsRead = staged.reduce((a, s) => a + s.rows, 0);
     const rowsRejected = sum(facts.rejected);
@@ -336,6 +348,7 @@ export const sicar: Pipeline = {
   mainRelation: 'car_imovel',
   key: 'car',
   fetch: fetchState,
+  sourceInfo: sicarSourceInfo,
   async releaseDate(_ctx, files) {
     return lastModifiedDay(files.find((f) => themeOf(f) === 'AREA_IMOVEL'));
   },

@@ -16,6 +16,7 @@ import { isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/ru
 import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
+import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
 
 const USAGE = `usage: agro <command> [options]
 
@@ -151,14 +152,15 @@ export function fixtureRuns(root = path.join(ROOT_DIR, 'fixtures')): { pipeline:
 
 /**
  * The official plan: every pipeline with a configured source. SICAR runs once per UF of
- * AGRO_SICAR_UFS and only when a mirror is configured (its official route needs a CAPTCHA).
+ * AGRO_SICAR_UFS, from a zip mirror when one is configured (the official zips need a
+ * CAPTCHA), otherwise AREA_IMOVEL from the GeoServer WFS (AGRO_SOURCE_SICAR_WFS).
  */
-function officialRuns(cfg: Config): { plan: { pipeline: string; source?: string; uf?: string }[]; skipped: string[] } {
+export function officialRuns(cfg: Config): { plan: { pipeline: string; source?: string; uf?: string }[]; skipped: string[] } {
   const plan: { pipeline: string; source?: string; uf?: string }[] = [];
   const skipped: string[] = [];
   for (const p of PIPELINES) {
-    const source = cfg.sources[p.name];
-    if (!source || (p.name === 'sicar' && /consultapublica\.car\.gov\.br/.test(source))) {
+    const source = p.name === 'sicar' ? sicarSource(cfg) : cfg.sources[p.name];
+    if (!source) {
       skipped.push(`${p.name}: no source configured (set AGRO_SOURCE_${p.name.toUpperCase().replace(/-/g, '_')})`);
       continue;
     }
@@ -166,6 +168,16 @@ function officialRuns(cfg: Config): { plan: { pipeline: string; source?: string;
     else plan.push({ pipeline: p.name, source });
   }
   return { plan, skipped };
+}
+
+/** SICAR's nightly source: the zip mirror or the WFS endpoint; undefined when neither is configured. */
+function sicarSource(cfg: Config): string | undefined {
+  try {
+    const r = defaultSicarRoute(cfg.sources);
+    return r.kind === 'wfs' ? r.endpoint : r.base;
+  } catch {
+    return undefined;
+  }
 }
 
 async function cmdNightly(env: Env): Promise<number> {

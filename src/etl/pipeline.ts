@@ -66,6 +66,8 @@ export interface Pipeline {
   key?: string;
   /** Download stage: fetch and validate the source files into the raw store. */
   fetch(ctx: RunContext): Promise<FetchedFile[]>;
+  /** Facts about how the source was obtained (e.g. sicar's route), merged into etl.snapshots.source. */
+  sourceInfo?(files: FetchedFile[]): Promise<Record<string, unknown>>;
   /** The publisher's release date when the files carry one (yyyy-mm-dd). */
   releaseDate?(ctx: RunContext, files: FetchedFile[]): Promise<string | null>;
   /** Read, normalise and load into the snapshot tables (indexes and ANALYZE included). */

@@ -218,7 +218,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
 
     const asOf = options.asOf ?? (pipeline.releaseDate ? await pipeline.releaseDate(ctx, files) : null) ?? todayUtc();
     outcome.as_of = asOf;
-    const source = { files: files.map((f) => ({ name: f.name, sha256: f.sha256, size: f.size, uri: f.sourceUri, etag: f.etag, last_modified: f.lastModified })), sha256: sha };
+    const source = { files: files.map((f) => ({ name: f.name, sha256: f.sha256, size: f.size, uri: f.sourceUri, etag: f.etag, last_modified: f.lastModified })), sha256: sha, ...(await pipeline.sourceInfo?.(files)) };
     snapshotId = await catalog.insertSnapshot(pool, { dataset: pipeline.name, uf, asOf, sourceSha256: sha, source, runId, fingerprint: null });
     outcome.snapshot_id = snapshotId;
     const sid = snapshotId;

@@ -1,0 +1,426 @@
+// A WFS 2.0 layer downloaded page by page into the raw store (SOURCES.md §1.7, §2.1 route B).
+//
+// The expected size comes first (resultType=hits → numberMatched). Pages are GetFeature
+// requests with count/startIndex under a fixed sortBy, so they do not shift between
+// requests. Each page is streamed to `<page>.part`, parsed, then renamed, and only then
+// listed in session.json (rewritten atomically): a page is complete exactly when it is
+// listed. A later run with the same request and the same numberMatched, within the
+// resume window, starts after the last listed page. The next startIndex is the previous
+// one plus the features the page really held, so a server that caps its pages below
+// `count` never makes us skip features.
+import { createHash } from 'node:crypto';
+import { constants as cryptoConstants } from 'node:crypto';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import https from 'node:https';
+import path from 'node:path';
+import type { SecureVersion } from 'node:tls';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { WfsSettings } from '../config.ts';
+import { AgroError } from '../errors.ts';
+import type { FetchedFile } from './download.ts';
+
+export const WFS_VERSION = '2.0.0';
+export const WFS_OUTPUT_FORMAT = 'application/json';
+
+/** What identifies a download: a stored page is reused only under the same request. */
+export interface WfsRequest {
+  endpoint: string;
+  typeName: string;
+  pageSize: number;
+  sortBy: string;
+  srsName: string;
+  outputFormat: string;
+  version: string;
+}
+
+export interface WfsPage {
+  file: string;
+  startIndex: number;
+  features: number;
+  bytes: number;
+  sha256: string;
+}
+
+/** session.json: the request, the expected count and the pages complete so far. */
+export interface WfsSession {
+  request: WfsRequest;
+  numberMatched: number;
+  startedAt: string;
+  completedAt: string | null;
+  pages: WfsPage[];
+}
+
+/** The manifest of a complete download: what the load reads and what the checksum covers. */
+export interface WfsManifest {
+  route: 'wfs';
+  request: WfsRequest;
+  numberMatched: number;
+  /** numberMatched asked again after the last page; differs when the layer changed meanwhile. */
+  numberMatchedAfter: number;
+  /** Features in the pages (rows read). */
+  features: number;
+  pages: WfsPage[];
+}
+
+export interface WfsDownload {
+  manifest: WfsManifest;
+  manifestPath: string;
+  /** Pages requested by this call (resumed ones are not). */
+  requestedPages: number[];
+  resumedPages: number;
+}
+
+export interface WfsDownloadOptions {
+  /** Folder of this layer's pages in the raw store. */
+  dir: string;
+  userAgent: string;
+  settings: WfsSettings;
+  log?: (msg: string, extra?: Record<string, unknown>) => void;
+  now?: () => Date;
+}
+
+/** A failure worth another attempt; `gotBytes` says whether the attempt received any body bytes. */
+class Retryable extends Error {
+  constructor(message: string, readonly gotBytes = false) {
+    super(message);
+  }
+}
+
+/** The WFS endpoint of a --source: an http(s) URL whose path ends in /wfs or /ows. */
+export const isWfsEndpoint = (uri: string): boolean => {
+  if (!/^https?:\/\//i.test(uri)) return false;
+  try {
+    return /\/(wfs|ows)\/?$/i.test(new URL(uri).pathname);
+  } catch {
+    return false;
+  }
+};
+
+export function wfsUrl(r: WfsRequest, params: Record<string, string | number>): string {
+  const u = new URL(r.endpoint);
+  const base: Record<string, string | number> = { service: 'WFS', version: r.version, request: 'GetFeature', typeNames: r.typeName };
+  for (const [k, v] of Object.entries({ ...base, ...params })) u.searchParams.set(k, String(v));
+  return u.toString();
+}
+
+const hitsUrl = (r: WfsRequest) => wfsUrl(r, { resultType: 'hits' });
+const pageUrl = (r: WfsRequest, startIndex: number) =>
+  wfsUrl(r, { outputFormat: r.outputFormat, srsName: r.srsName, sortBy: r.sortBy, count: r.pageSize, startIndex });
+
+// ---------- HTTP ----------
+
+interface Http {
+  agents: { http: http.Agent; https: https.Agent };
+  s: WfsSettings;
+  userAgent: string;
+  log?: WfsDownloadOptions['log'];
+}
+
+function agentsFor(s: WfsSettings) {
+  return {
+    http: new http.Agent({ keepAlive: true, maxSockets: 1 }),
+    https: new https.Agent({
+      keepAlive: true,
+      maxSockets: 1,
+      minVersion: s.tls.minVersion as SecureVersion,
+      ciphers: s.tls.ciphers,
+      ca: s.tls.ca ? readFileSync(s.tls.ca) : undefined,
+      // OpenSSL 3 refuses servers without RFC 5746 secure renegotiation; some gov.br hosts are such.
+      secureOptions: s.tls.legacyRenegotiation ? cryptoConstants.SSL_OP_LEGACY_SERVER_CONNECT : undefined,
+    }),
+  };
+}
+
+/**
+ * One GET whose body is streamed to `sink` (a file path) or collected (null). Timeouts:
+ * connect, no byte for stallTimeoutMs, the whole body within pageTimeoutMs.
+ */
+function getOnce(h: Http, url: string, sink: string | null): Promise<{ status: number; type: string; body: Buffer | null; bytes: number }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const secure = u.protocol === 'https:';
+    let bytes = 0;
+    let settled = false;
+    let out: ReturnType<typeof createWriteStream> | null = null;
+    const fail = (e: Error) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      out?.destroy();
+      req.destroy();
+      reject(e instanceof AgroError || e instanceof Retryable ? e : new Retryable(e.message, bytes > 0));
+    };
+    const deadline = setTimeout(() => fail(new Retryable(`page not complete after ${h.s.pageTimeoutMs} ms`, bytes > 0)), h.s.pageTimeoutMs);
+    const req = (secure ? https : http).get(u, { agent: secure ? h.agents.https : h.agents.http, headers: { 'user-agent': h.userAgent, accept: '*/*', 'accept-encoding': 'identity' } });
+    req.on('socket', (sock) => {
+      if (sock.connecting) {
+        const t = setTimeout(() => fail(new Retryable(`connect timeout after ${h.s.connectTimeoutMs} ms`)), h.s.connectTimeoutMs);
+        sock.once('connect', () => clearTimeout(t));
+        sock.once('close', () => clearTimeout(t));
+      }
+    });
+    req.setTimeout(h.s.stallTimeoutMs, () => fail(new Retryable(`stalled: no data for ${h.s.stallTimeoutMs} ms`, bytes > 0)));
+    req.on('error', (e) => fail(tlsFailure(url, e) ?? e));
+    req.on('response', (res) => {
+      const status = res.statusCode ?? 0;
+      const type = String(res.headers['content-type'] ?? '');
+      if (status !== 200) {
+        res.resume();
+        res.on('close', () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(deadline);
+          resolve({ status, type, body: null, bytes: 0 });
+        });
+        return;
+      }
+      const chunks: Buffer[] = [];
+      const file = sink ? createWriteStream(sink) : null;
+      out = file;
+      res.on('data', (c: Buffer) => {
+        bytes += c.length;
+        if (!file) chunks.push(c);
+        else if (!file.write(c)) {
+          res.pause();
+          file.once('drain', () => res.resume());
+        }
+      });
+      res.on('error', (e) => fail(e));
+      res.on('close', () => {
+        if (!res.complete) return fail(new Retryable(`connection closed after ${bytes} bytes`, bytes > 0));
+        const declared = res.headers['content-length'];
+        if (declared !== undefined && Number(declared) !== bytes) return fail(new Retryable(`short body: ${bytes} of ${declared} bytes`, bytes > 0));
+        const done = () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(deadline);
+          resolve({ status, type, body: out ? null : Buffer.concat(chunks), bytes });
+        };
+        if (file) file.end(done);
+        else done();
+      });
+      file?.on('error', (e) => fail(new AgroError('download_failed', `writing ${sink}: ${e.message}`)));
+    });
+  });
+}
+
+const CERT_ERRORS = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|HOSTNAME|ALTNAME/;
+
+/** A certificate or handshake failure: no retry will fix it, the settings might. */
+function tlsFailure(url: string, e: NodeJS.ErrnoException): AgroError | null {
+  const code = e.code ?? '';
+  if (!CERT_ERRORS.test(code) && code !== 'EPROTO' && !code.startsWith('ERR_SSL_') && !code.startsWith('ERR_TLS_')) return null;
+  return new AgroError('download_failed', `${new URL(url).host}: TLS ${code}: ${e.message.replace(/\s+/g, ' ').trim()} (certificates are always verified: pin the chain with AGRO_SICAR_WFS_TLS_CA, or adjust AGRO_SICAR_WFS_TLS_MIN_VERSION / AGRO_SICAR_WFS_TLS_CIPHERS)`);
+}
+
+function backoff(s: WfsSettings, failures: number): number {
+  const ceiling = Math.min(s.maxBackoffMs, s.backoffMs * 2 ** Math.max(0, failures - 1));
+  return Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+}
+
+/** An OGC ExceptionReport (GeoServer answers errors with it, sometimes with status 200). */
+function exceptionText(head: string): string | null {
+  if (!/ExceptionReport|ServiceException/i.test(head)) return null;
+  const m = /<(?:ows:)?ExceptionText>([\s\S]*?)<\/(?:ows:)?ExceptionText>/i.exec(head) ?? /<ServiceException[^>]*>([\s\S]*?)<\/ServiceException>/i.exec(head);
+  return (m?.[1] ?? head).replace(/\s+/g, ' ').trim().slice(0, 500);
+}
+
+/**
+ * Runs `attempt` until it succeeds. The budget counts consecutive attempts that brought
+ * no bytes and resets whenever bytes arrive; a hard cap of 3× the budget stops a server
+ * that always cuts mid-body.
+ */
+async function withRetries<T>(h: Http, what: string, attempt: () => Promise<T>): Promise<T> {
+  let failures = 0;
+  for (let n = 1; ; n++) {
+    try {
+      return await attempt();
+    } catch (e) {
+      if (!(e instanceof Retryable)) throw e;
+      failures = e.gotBytes ? 0 : failures + 1;
+      if (failures >= h.s.retries || n >= h.s.retries * 3) {
+        throw new AgroError('download_failed', `${what}: ${e.message} (${n} attempts)`);
+      }
+      const wait = backoff(h.s, Math.max(1, failures));
+      h.log?.('wfs retry', { what, reason: e.message, attempt: n, waitMs: wait });
+      await sleep(wait);
+    }
+  }
+}
+
+function httpStatusError(url: string, status: number): Error {
+  if (status >= 500 || status === 408 || status === 429) return new Retryable(`HTTP ${status}`);
+  if (status === 404) return new AgroError('source_not_found', `${url}: HTTP 404`);
+  return new AgroError('download_failed', `${url}: HTTP ${status}`);
+}
+
+/** numberMatched of the layer (resultType=hits). */
+export async function wfsHits(h: Http, r: WfsRequest): Promise<number> {
+  const url = hitsUrl(r);
+  return withRetries(h, `hits of ${r.typeName}`, async () => {
+    const res = await getOnce(h, url, null);
+    if (res.status !== 200) throw httpStatusError(url, res.status);
+    const text = res.body!.toString('utf8');
+    const ex = exceptionText(text.slice(0, 4096));
+    if (ex) {
+      if (/unknown|not find|does not exist|no such/i.test(ex)) throw new AgroError('source_not_found', `${r.typeName}: ${ex}`);
+      throw new Retryable(`server exception: ${ex}`, false);
+    }
+    // WFS 2.0 numberMatched; WFS 1.1 numberOfFeatures; a JSON hits answer as a last resort.
+    const m = /numberMatched"?\s*[=:]\s*"?(\d+)/.exec(text) ?? /numberOfFeatures\s*=\s*"(\d+)"/.exec(text) ?? /"totalFeatures"\s*:\s*(\d+)/.exec(text);
+    // An HTML page from a proxy, or numberMatched="unknown": worth another try, then a clear failure.
+    if (!m) throw new Retryable(`the hits answer carries no numberMatched: ${text.slice(0, 200).replace(/\s+/g, ' ')}`, false);
+    return Number(m[1]);
+  });
+}
+
+// ---------- pages ----------
+
+/** Features in a stored page; throws Retryable when it is not a complete FeatureCollection. */
+async function checkPage(file: string): Promise<{ features: number; sha256: string; bytes: number }> {
+  const buf = await readFile(file);
+  const head = buf.subarray(0, 4096).toString('utf8').trimStart();
+  if (head.startsWith('<')) {
+    const ex = exceptionText(head);
+    throw new Retryable(ex ? `server exception: ${ex}` : 'the page is XML/HTML, not GeoJSON', false);
+  }
+  let doc: { type?: string; features?: unknown[] };
+  try {
+    doc = JSON.parse(buf.toString('utf8'));
+  } catch (e) {
+    throw new Retryable(`the page is not complete JSON: ${(e as Error).message}`, true);
+  }
+  if (doc?.type !== 'FeatureCollection' || !Array.isArray(doc.features)) throw new Retryable('the page is not a GeoJSON FeatureCollection', true);
+  return { features: doc.features.length, sha256: createHash('sha256').update(buf).digest('hex'), bytes: buf.length };
+}
+
+const pageName = (startIndex: number) => `p${String(startIndex).padStart(10, '0')}.json`;
+
+async function fetchPage(h: Http, r: WfsRequest, dir: string, startIndex: number): Promise<WfsPage> {
+  const file = path.join(dir, pageName(startIndex));
+  const part = `${file}.part`;
+  const url = pageUrl(r, startIndex);
+  return withRetries(h, `page at ${startIndex} of ${r.typeName}`, async () => {
+    try {
+      const res = await getOnce(h, url, part);
+      if (res.status !== 200) throw httpStatusError(url, res.status);
+      const c = await checkPage(part);
+      await rename(part, file);
+      return { file: path.basename(file), startIndex, ...c };
+    } finally {
+      await rm(part, { force: true });
+    }
+  });
+}
+
+async function readSession(file: string): Promise<WfsSession | null> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as WfsSession;
+  } catch {
+    return null;
+  }
+}
+
+async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
+  await writeFile(`${file}.tmp`, JSON.stringify(value, null, 1));
+  await rename(`${file}.tmp`, file);
+}
+
+const sameRequest = (a: WfsRequest, b: WfsRequest) => JSON.stringify(a) === JSON.stringify(b);
+
+/** Pages of a stored session that can be reused: listed, present with their size, in an unbroken chain from 0. */
+async function reusablePages(dir: string, session: WfsSession): Promise<WfsPage[]> {
+  const kept: WfsPage[] = [];
+  let next = 0;
+  for (const p of session.pages) {
+    if (p.startIndex !== next) break;
+    const st = await stat(path.join(dir, p.file)).catch(() => null);
+    if (st?.size !== p.bytes) break;
+    kept.push(p);
+    next += p.features;
+  }
+  return kept;
+}
+
+/** Removes files of the folder that no kept page lists (a half-written page, an older session). */
+async function pruneFolder(dir: string, keep: WfsPage[]): Promise<void> {
+  const wanted = new Set(['session.json', ...keep.map((p) => p.file)]);
+  for (const f of await readdir(dir)) if (!wanted.has(f)) await rm(path.join(dir, f), { force: true, recursive: true });
+}
+
+export function manifestChecksum(m: WfsManifest): string {
+  // Only what the data depends on: a re-download of identical pages gives the same sum.
+  const lines = [JSON.stringify(m.request), String(m.numberMatched), ...m.pages.map((p) => `${p.startIndex}:${p.features}:${p.sha256}`)];
+  return createHash('sha256').update(lines.join('\n')).digest('hex');
+}
+
+/**
+ * Downloads every page of `request.typeName` into `o.dir`, resuming a stored session
+ * when it is for the same request and the same numberMatched and younger than
+ * settings.resumeMaxAgeMs.
+ */
+export async function downloadWfsLayer(request: WfsRequest, o: WfsDownloadOptions): Promise<WfsDownload> {
+  const now = o.now ?? (() => new Date());
+  const h: Http = { agents: agentsFor(o.settings), s: o.settings, userAgent: o.userAgent, log: o.log };
+  await mkdir(o.dir, { recursive: true });
+  const sessionFile = path.join(o.dir, 'session.json');
+  try {
+    const numberMatched = await wfsHits(h, request);
+    const stored = await readSession(sessionFile);
+    const fresh = stored && now().getTime() - Date.parse(stored.startedAt) <= o.settings.resumeMaxAgeMs;
+    const resumable = stored && fresh && sameRequest(stored.request, request) && stored.numberMatched === numberMatched;
+    const pages = resumable ? await reusablePages(o.dir, stored) : [];
+    const session: WfsSession = resumable
+      ? { ...stored, pages: [...pages], completedAt: stored.completedAt && pages.length === stored.pages.length ? stored.completedAt : null }
+      : { request, numberMatched, startedAt: now().toISOString(), completedAt: null, pages: [] };
+    await pruneFolder(o.dir, pages);
+    await writeJsonAtomic(sessionFile, session);
+    if (pages.length) o.log?.('wfs resume', { typeName: request.typeName, pages: pages.length, features: pages.reduce((a, p) => a + p.features, 0) });
+
+    const requestedPages: number[] = [];
+    let next = pages.reduce((a, p) => a + p.features, 0);
+    if (!session.completedAt) {
+      while (next < numberMatched) {
+        requestedPages.push(next);
+        const page = await fetchPage(h, request, o.dir, next);
+        session.pages.push(page);
+        await writeJsonAtomic(sessionFile, session);
+        o.log?.('wfs page', { typeName: request.typeName, startIndex: next, features: page.features, of: numberMatched });
+        if (page.features === 0) break; // the layer shrank: the quality gate sees the shortfall
+        next += page.features;
+      }
+      session.completedAt = now().toISOString();
+      await writeJsonAtomic(sessionFile, session);
+    }
+    const numberMatchedAfter = requestedPages.length ? await wfsHits(h, request) : numberMatched;
+    const manifest: WfsManifest = {
+      route: 'wfs', request, numberMatched, numberMatchedAfter,
+      features: session.pages.reduce((a, p) => a + p.features, 0),
+      pages: session.pages,
+    };
+    const manifestPath = path.join(o.dir, 'manifest.json');
+    await writeJsonAtomic(manifestPath, manifest);
+    return { manifest, manifestPath, requestedPages, resumedPages: pages.length };
+  } finally {
+    h.agents.http.destroy();
+    h.agents.https.destroy();
+  }
+}
+
+/** The download as the engine's one source file: the manifest, whose checksum covers every page. */
+export async function manifestFile(d: WfsDownload, name: string): Promise<FetchedFile> {
+  const st = await stat(d.manifestPath);
+  return {
+    path: d.manifestPath, name, sha256: manifestChecksum(d.manifest), size: st.size,
+    sourceUri: wfsUrl(d.manifest.request, { outputFormat: d.manifest.request.outputFormat, srsName: d.manifest.request.srsName, sortBy: d.manifest.request.sortBy }),
+    contentType: d.manifest.request.outputFormat, fromCache: d.requestedPages.length === 0,
+  };
+}
+
+export async function readManifest(file: string): Promise<WfsManifest> {
+  const m = JSON.parse(await readFile(file, 'utf8')) as WfsManifest;
+  if (m.route !== 'wfs' || !Array.isArray(m.pages)) throw new AgroError('malformed_source', `${file} is not a WFS download manifest`);
+  return m;
+}
