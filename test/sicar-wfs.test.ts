@@ -174,7 +174,7 @@ describe('route B against a server that fails once in the middle', () => {
     });
     expect(q.facts.dropped).toEqual({ other_state: 1, duplicate_car: 1 });
     expect(q.facts.geometry).toMatchObject({ srid: 4674, sridAssumed: false, repaired: 1 });
-    expect(q.facts.layers).toEqual([{ name: GO, features: 9, srid: 4674, encoding: 'UTF-8' }]);
+    expect(q.facts.layers).toEqual([{ name: GO, features: 9, srid: 4674, encoding: 'UTF-8', decided_by: 'default' }]);
     expect(q.facts.notes.some((n) => /lat\/lon order/.test(n))).toBe(true);
   });
 
