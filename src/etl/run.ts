@@ -165,6 +165,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     run_id: runId, pipeline: pipeline.name, uf, status: 'running', snapshot_id: null, as_of: null,
     rows_read: 0, rows_loaded: 0, rows_rejected: 0, duration_ms: 0, stages: {}, forced: false,
   };
+  const publishBudget = { lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs };
   const runLog = log.child({ run_id: runId, pipeline: pipeline.name, ...(uf ? { uf } : {}) });
   // The lock client lives as long as the run: its session holds the alive and the scope locks.
   const lockClient = await connectOrFail(pool);
@@ -259,7 +260,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       outcome.status = 'blocked';
       outcome.message = report.gate.failures.map((f) => f.message).join('; ');
       await catalog.finishRun(pool, runId, { status: 'blocked', snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, error: outcome.message });
-      await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid]);
+      await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid], publishBudget);
       return outcome;
     }
     outcome.forced = report.gate.forced;
@@ -293,7 +294,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
           onlyIfNewer: options.backfill,
           fromRun: true,
           gate: gateNow,
-          budget: { lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs },
+          budget: publishBudget,
         }),
       );
     } catch (e) {
@@ -308,7 +309,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.gate = report.gate;
     outcome.forced = pub.forced;
     const counts = { snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected };
-    await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid]);
+    await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid], publishBudget);
     if (pub.status === 'blocked') {
       outcome.status = 'blocked';
       outcome.message = pub.reason;
