@@ -271,17 +271,22 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
 
     // The row-drop rule compares with what is current when the snapshot becomes current,
     // inside the publish transaction: a rollback during the run must not let a big drop through.
+    // A transaction retried for its locks evaluates again, so the report is rebuilt, never mutated.
     const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
+    let final: QualityReport = report;
     const gateNow = async (client: pg.ClientBase, cur: catalog.SnapshotRow | null): Promise<GateFailure[]> => {
+      final = report;
       if ((cur?.snapshot_id ?? null) === report.change.previous_snapshot_id) return report.gate.failures;
       const change = await changeAgainst(client, pipeline, pipeline.key, cur, mainTable, load.rowsLoaded);
       const failures = evaluateGate(report.counts, change, load.facts, cfg.quality);
-      report.facts.notes.push(
-        `the gate was evaluated again at publish time: snapshot ${cur?.snapshot_id ?? 'none'} was current then (snapshot ${report.change.previous_snapshot_id ?? 'none'} when the run started)`,
-      );
-      report.change = change;
-      report.gate = { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures };
-      await catalog.setSnapshotFields(client, sid, { quality: report });
+      const note = `the gate was evaluated again at publish time: snapshot ${cur?.snapshot_id ?? 'none'} was current then (snapshot ${report.change.previous_snapshot_id ?? 'none'} when the run started)`;
+      final = {
+        ...report,
+        change,
+        facts: { ...report.facts, notes: [...report.facts.notes, note] },
+        gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
+      };
+      await catalog.setSnapshotFields(client, sid, { quality: final });
       return failures;
     };
     await deps.hooks?.beforePublish?.(sid);
@@ -305,8 +310,8 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       }
       throw e;
     }
-    writeReportFiles(cfg, report);
-    outcome.gate = report.gate;
+    if (final !== report) writeReportFiles(cfg, final);
+    outcome.gate = final.gate;
     outcome.forced = pub.forced;
     const counts = { snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected };
     await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid], publishBudget);
