@@ -136,6 +136,9 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(usage('report', '--json')).toMatch(/run id or a snapshot id/);
     expect(usage('report', '1', '--format', 'pdf', '--json')).toMatch(/json or html/);
     expect(usage('nightly', '--sources', 'elsewhere', '--json')).toMatch(/official or fixtures/);
+    const badConfig = agroEnv({ AGRO_RETENTION: 'three' }, 'snapshots', '--json');
+    expect(badConfig.code).toBe(2);
+    expect(oneObject(badConfig)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/configuration: not a number: three/) } });
   });
 
   test('C.8: an impossible --as-of date and an unknown --uf are usage errors that say why', () => {
