@@ -28,11 +28,13 @@ CREATE TABLE etl.publications (
 );
 CREATE INDEX publications_scope_idx ON etl.publications (dataset, scope, publication_id);
 
--- History for databases that published before this migration: their publications in time order.
+-- History for databases that published before this migration, as far as it can be told:
+-- the superseded snapshots and the current one in publication order (a rolled-back snapshot
+-- was undone, so it is not a place to return to).
 INSERT INTO etl.publications (dataset, scope, snapshot_id, action, forced, run_id, at)
 SELECT s.dataset, s.scope, s.snapshot_id, 'publish', s.forced, s.run_id, s.published_at
 FROM etl.snapshots s
-WHERE s.published_at IS NOT NULL AND s.status IN ('published', 'superseded', 'rolled_back')
+WHERE s.published_at IS NOT NULL AND s.status IN ('published', 'superseded')
 ORDER BY s.published_at, s.snapshot_id;
 
 CREATE OR REPLACE VIEW serving.snapshots AS

@@ -136,7 +136,10 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(usage('report', '--json')).toMatch(/run id or a snapshot id/);
     expect(usage('report', '1', '--format', 'pdf', '--json')).toMatch(/json or html/);
     expect(usage('nightly', '--sources', 'elsewhere', '--json')).toMatch(/official or fixtures/);
-  });
+    const badConfig = agroEnv({ AGRO_RETENTION: 'three' }, 'snapshots', '--json');
+    expect(badConfig.code).toBe(2);
+    expect(oneObject(badConfig)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/configuration: not a number: three/) } });
+  }, 300_000);
 
   test('C.8: an impossible --as-of date and an unknown --uf are usage errors that say why', () => {
     expect(usage('run', 'sicar', '--uf', 'DF', '--as-of', '2026-02-30', '--json')).toMatch(/--as-of must be a calendar date \(yyyy-mm-dd\), got "2026-02-30"/);
@@ -149,7 +152,7 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(plain.code).toBe(2);
     expect(plain.stderr).toMatch(/calendar date/);
     expect(plain.stderr).not.toMatch(/\n\s+at /);
-  });
+  }, 300_000);
 
   test('help, report formats, not-found and an unreachable database', () => {
     const help = agro('--help', '--json');
@@ -177,7 +180,7 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     const down = agroEnv({ DATABASE_URL: 'postgres://agro@127.0.0.1:9/agro' }, 'snapshots', '--json');
     expect(down.code).toBe(1);
     expect(oneObject(down)).toEqual({ error: { code: 'database_unavailable', message: expect.any(String) } });
-  });
+  }, 300_000);
 });
 
 describe('publish <id> of a blocked snapshot (issue 6 C.2)', () => {
@@ -203,5 +206,5 @@ describe('publish <id> of a blocked snapshot (issue 6 C.2)', () => {
     expect(kept.code).toBe(0);
     expect(oneObject(kept)).toEqual({ snapshot_id: before, kept: true });
     expect(oneObject(agro('snapshots', 'sicar', '--uf', 'DF', '--json')).snapshots.find((s: { snapshot_id: number }) => s.snapshot_id === before).kept).toBe(true);
-  });
+  }, 300_000);
 });

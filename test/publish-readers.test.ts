@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { SICAR_FIXTURES, buildSicarState } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import type { Config } from '../src/config.ts';
-import { publishSnapshot } from '../src/etl/publish.ts';
+import { applyRetention, publishSnapshot } from '../src/etl/publish.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -134,5 +134,26 @@ describe('an open reader transaction during publish', () => {
     const pub = await publishSnapshot(db.pool, sicar, o.snapshot_id!, { budget: { lockTimeoutMs: LOCK_TIMEOUT_MS, maxWaitMs: 5_000 } });
     expect(pub.status).toBe('published');
     expect(await currentId()).toBe(o.snapshot_id);
+  });
+
+  test('retention does not queue readers of an old snapshot either: it skips what is being read and drops it later', async () => {
+    const first = (await db.pool.query(`SELECT snapshot_id, tables FROM etl.snapshots WHERE dataset = 'sicar' AND scope = 'DF' ORDER BY snapshot_id LIMIT 1`)).rows[0];
+    const table = first.tables.find((t: string) => /car_imovel/.test(t));
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query(`SELECT count(*) FROM ${table}`);
+    const budget = { lockTimeoutMs: LOCK_TIMEOUT_MS, maxWaitMs: 1_000 };
+    const t0 = Date.now();
+    try {
+      expect(await applyRetention(db.pool, 'sicar', 'DF', 1, [], budget)).not.toContain(first.snapshot_id);
+    } finally {
+      await holder.query('COMMIT');
+      await holder.end();
+    }
+    expect(Date.now() - t0).toBeLessThan(MAX_READER_MS * 5);
+    expect((await db.pool.query('SELECT to_regclass($1) AS r', [table])).rows[0].r).not.toBeNull();
+    expect(await applyRetention(db.pool, 'sicar', 'DF', 1, [], budget)).toContain(first.snapshot_id);
+    expect((await db.pool.query('SELECT to_regclass($1) AS r', [table])).rows[0].r).toBeNull();
   });
 });

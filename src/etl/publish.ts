@@ -9,7 +9,7 @@
 // with backoff, and after a bounded total wait the publish gives up cleanly
 // (`publish_lock_timeout`), leaving the snapshot for a later `agro publish`.
 import type pg from 'pg';
-import { AgroError, isAgroError } from '../errors.ts';
+import { AgroError } from '../errors.ts';
 import { ident, withTransaction } from '../db/pool.ts';
 import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
@@ -242,19 +242,33 @@ export function retentionPlan(
  * current one and the one rollback would return to; `protect` names snapshots this run
  * loaded (an older backfill is kept until a later run's retention).
  */
-export async function applyRetention(pool: pg.Pool, dataset: string, scope: string, keep: number, protect: number[] = []): Promise<number[]> {
+export async function applyRetention(
+  pool: pg.Pool,
+  dataset: string,
+  scope: string,
+  keep: number,
+  protect: number[] = [],
+  budget: LockBudget = DEFAULT_LOCK_BUDGET,
+): Promise<number[]> {
   const all = await catalog.snapshotsWithTables(pool, dataset, scope);
   const current = all.find((s) => s.is_current);
   const rollbackTo = current ? await rollbackTargetOf(pool, dataset, scope, current.snapshot_id) : null;
   const plan = retentionPlan(all, { keep, rollbackTo, protect });
   const dropped: number[] = [];
   for (const s of plan.drop) {
-    await withTransaction(pool, async (c) => {
-      await dropSnapshotTables(c, s.tables);
-      await forgetOverlaps(c, s.snapshot_id);
-      await catalog.setSnapshotFields(c, s.snapshot_id, { status: 'dropped' });
-    });
-    dropped.push(s.snapshot_id);
+    try {
+      await withTransaction(pool, async (c) => {
+        // As-of readers may hold an old snapshot: a DROP waiting for them would queue every
+        // later reader of it, so it gives up quickly and the next retention pass tries again.
+        await c.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(budget.lockTimeoutMs))}`);
+        await dropSnapshotTables(c, s.tables);
+        await forgetOverlaps(c, s.snapshot_id);
+        await catalog.setSnapshotFields(c, s.snapshot_id, { status: 'dropped' });
+      });
+      dropped.push(s.snapshot_id);
+    } catch (e) {
+      if (!isLockTimeout(e)) throw e;
+    }
   }
   return dropped;
 }

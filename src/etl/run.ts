@@ -166,6 +166,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     run_id: runId, pipeline: pipeline.name, uf, status: 'running', snapshot_id: null, as_of: null,
     rows_read: 0, rows_loaded: 0, rows_rejected: 0, duration_ms: 0, stages: {}, forced: false,
   };
+  const publishBudget = { lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs };
   const runLog = log.child({ run_id: runId, pipeline: pipeline.name, ...(uf ? { uf } : {}) });
   // The lock client lives as long as the run: its session holds the alive and the scope locks.
   const lockClient = await connectOrFail(pool);
@@ -264,7 +265,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       outcome.status = 'blocked';
       outcome.message = report.gate.failures.map((f) => f.message).join('; ');
       await catalog.finishRun(pool, runId, { status: 'blocked', snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, error: outcome.message });
-      await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid]);
+      await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid], publishBudget);
       return outcome;
     }
     outcome.forced = report.gate.forced;
@@ -275,18 +276,23 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
 
     // The row-drop rule compares with what is current when the snapshot becomes current,
     // inside the publish transaction: a rollback during the run must not let a big drop through.
+    // A transaction retried for its locks evaluates again, so the report is rebuilt, never mutated.
     const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
+    let final: QualityReport = report;
     const gateNow = async (client: pg.ClientBase, cur: catalog.SnapshotRow | null): Promise<GateFailure[]> => {
+      final = report;
       if ((cur?.snapshot_id ?? null) === report.change.previous_snapshot_id) return report.gate.failures;
       const change = await changeAgainst(client, pipeline, pipeline.key, cur, mainTable, load.rowsLoaded);
       const evaluated = evaluateGate(report.counts, change, load.facts, cfg.quality);
       const failures = text ? mergeTextFailures(evaluated, text) : evaluated;
-      report.facts.notes.push(
-        `the gate was evaluated again at publish time: snapshot ${cur?.snapshot_id ?? 'none'} was current then (snapshot ${report.change.previous_snapshot_id ?? 'none'} when the run started)`,
-      );
-      report.change = change;
-      report.gate = { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures };
-      await catalog.setSnapshotFields(client, sid, { quality: report });
+      const note = `the gate was evaluated again at publish time: snapshot ${cur?.snapshot_id ?? 'none'} was current then (snapshot ${report.change.previous_snapshot_id ?? 'none'} when the run started)`;
+      final = {
+        ...report,
+        change,
+        facts: { ...report.facts, notes: [...report.facts.notes, note] },
+        gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
+      };
+      await catalog.setSnapshotFields(client, sid, { quality: final });
       return failures;
     };
     await deps.hooks?.beforePublish?.(sid);
@@ -299,7 +305,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
           onlyIfNewer: options.backfill,
           fromRun: true,
           gate: gateNow,
-          budget: { lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs },
+          budget: publishBudget,
         }),
       );
     } catch (e) {
@@ -310,11 +316,11 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       }
       throw e;
     }
-    writeReportFiles(cfg, report);
-    outcome.gate = report.gate;
+    if (final !== report) writeReportFiles(cfg, final);
+    outcome.gate = final.gate;
     outcome.forced = pub.forced;
     const counts = { snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected };
-    await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid]);
+    await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid], publishBudget);
     if (pub.status === 'blocked') {
       outcome.status = 'blocked';
       outcome.message = pub.reason;
