@@ -24,6 +24,7 @@ import path from 'node:path';
 import { ident } from '../../src/db/pool.ts';
 import { AgroError } from '../../src/errors.ts';
 import { extractZip, readHead } from '../../src/etl/archive.ts';
+import { countDbfOverflows } from '../../src/etl/dbf-overflow.ts';
 import { isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
 import { checkSnapshotTable, countNulls, indexSnapshotTable, releaseDateLiteral } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
@@ -298,6 +299,19 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       if (d.kind === 'placeholder') facts.dates.placeholders[d.col] = d.n;
       if (d.kind === 'bad') facts.dates.unparseable[d.col] = d.n;
       if (d.kind === 'implausible') addCounts(facts, 'implausible', { [d.col]: d.n });
+    }
+    // Numbers that did not parse (NULL, text kept in extra) and overflowed ones (asterisks: no value).
+    const area = (await client.query(
+      `SELECT count(*) FILTER (WHERE btrim(area_embargada) <> '' AND etl.parse_number(area_embargada) IS NULL AND NOT etl.is_overflow(area_embargada))::int AS unparsed,
+              count(*) FILTER (WHERE etl.is_overflow(area_embargada))::int AS overflowed FROM ${stage}`,
+    )).rows[0];
+    addCounts(facts, 'unparsed', { area_embargada_ha: area.unparsed });
+    addCounts(facts, 'overflowed', { area_embargada_ha: area.overflowed });
+    if (staged.route === 'shp') {
+      for (const l of staged.layers) {
+        const dbf = ['.dbf', '.DBF'].map((e) => l.file.slice(0, -4) + e).find((p) => fs.existsSync(p));
+        if (dbf) addCounts(facts, 'overflowed', await countDbfOverflows(dbf));
+      }
     }
     // Statuses the rule does not know (contract §3): counted as active, listed by value.
     const unknownStatus = await client.query(
