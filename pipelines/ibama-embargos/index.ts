@@ -24,7 +24,7 @@ import path from 'node:path';
 import { ident } from '../../src/db/pool.ts';
 import { AgroError } from '../../src/errors.ts';
 import { extractZip, readHead } from '../../src/etl/archive.ts';
-import { countDbfOverflows } from '../../src/etl/dbf-overflow.ts';
+import { countShapefileOverflows } from '../../src/etl/dbf-overflow.ts';
 import { isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
 import { checkSnapshotTable, countNulls, indexSnapshotTable, releaseDateLiteral } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
@@ -308,10 +308,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     addCounts(facts, 'unparsed', { area_embargada_ha: area.unparsed });
     addCounts(facts, 'overflowed', { area_embargada_ha: area.overflowed });
     if (staged.route === 'shp') {
-      for (const l of staged.layers) {
-        const dbf = ['.dbf', '.DBF'].map((e) => l.file.slice(0, -4) + e).find((p) => fs.existsSync(p));
-        if (dbf) addCounts(facts, 'overflowed', await countDbfOverflows(dbf));
-      }
+      for (const l of staged.layers) addCounts(facts, 'overflowed', await countShapefileOverflows(l.file));
     }
     // Statuses the rule does not know (contract §3): counted as active, listed by value.
     const unknownStatus = await client.query(
