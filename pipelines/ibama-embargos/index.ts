@@ -314,7 +314,8 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     const unknownStatus = await client.query(
       `SELECT coalesce(nullif(btrim(s.status_formulario), ''), '∅') || ' / ' || coalesce(nullif(btrim(s.x_des_status_formulario_aie), ''), '∅') AS status, count(*)::int AS n
          FROM ${classified} c JOIN ${stage} s ON s.src_seq = c.src_seq
-        WHERE c.verdict IN ('poligono', 'ponto') AND NOT etl.ibama_status_conhecido(etl.ibama_status(s.status_formulario), s.x_des_status_formulario_aie)
+        WHERE c.verdict IN ('poligono', 'ponto') AND NOT etl.ibama_flag(s.cancelado) AND NOT etl.ibama_flag(s.desembargado)
+          AND NOT etl.ibama_status_conhecido(etl.ibama_status(s.status_formulario), s.x_des_status_formulario_aie)
         GROUP BY 1 ORDER BY 2 DESC, 1`,
     );
     const fffd = await client.query(`SELECT count(*)::int AS n FROM ${stage} WHERE concat_ws(' ', ${TEXT_FIELDS.map(ident).join(', ')}) LIKE '%' || chr(65533) || '%'`);
