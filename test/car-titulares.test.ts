@@ -229,7 +229,7 @@ describe('car-titulares: the operator extract', () => {
       expect(r.error?.message).toContain('column documento not found');
       expect(leaks(r.error!.message)).toEqual([]);
       // what was detected, so a wrong delimiter or encoding is visible at once
-      expect(r.error?.message).toContain(`titulares.csv read as UTF-8 (utf8 valid), delimiter ';'; its header has 4 column(s): ["car", "cpf", "nome", "vinculo"]`);
+      expect(r.error?.message).toContain(`titulares.csv read as UTF-8 (valid UTF-8), delimiter ';'; its header has 4 column(s): ["car", "cpf", "nome", "vinculo"]`);
       // the published snapshot is untouched
       expect((await db.pool.query(`SELECT count(*)::int AS n FROM serving.car_titulares`)).rows[0].n).toBe(2);
     } finally {

@@ -650,7 +650,7 @@ describe('issue 6: electronic-system statuses, future dates, other encodings and
     expect(o.status).toBe('failed');
     expect(o.error?.code).toBe('required_field_missing');
     expect(o.error?.message).toContain('column numero_tad not found');
-    expect(o.error?.message).toContain("read as UTF-16LE (nul pattern), delimiter ','");
+    expect(o.error?.message).toContain("read as UTF-16LE (no BOM, NUL byte pattern), delimiter ','");
     expect(o.error?.message).toContain('its header has 51 column(s): ["SEQ_TAD", "DES_STATUS_FORMULARIO"');
     expect(o.error?.message).toContain('"NUMERO_DO_TERMO"');
     expect(o.error?.message).toContain('***.982.247-**');

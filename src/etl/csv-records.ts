@@ -45,7 +45,7 @@ const DELIMITER_NAMES: Record<string, string> = { ';': "';'", ',': "','", '\t': 
 
 /** 'UTF-16LE (BOM), delimiter ','' — what a message says about a detected format. */
 export function describeCsvFormat(f: CsvFormat): string {
-  const how = f.bom ? 'BOM' : f.encodingRule.replace('_', ' ');
+  const how = { bom: 'BOM', nul_pattern: 'no BOM, NUL byte pattern', utf8_valid: 'valid UTF-8', not_utf8: 'not valid UTF-8', ascii: 'ASCII only', given: 'given' }[f.encodingRule];
   return `${ENCODING_NAMES[f.encoding]} (${how}), delimiter ${DELIMITER_NAMES[f.delimiter] ?? JSON.stringify(f.delimiter)}`;
 }
 
