@@ -1,6 +1,6 @@
 // ZARC load benchmark: a full-size season CSV (3.3 M rows by default, the 2025/26 national
 // file) in the official 55-column layout, generated on disk as a stream, then
-//   1. runPipeline(zarc) end to end (copy into the raw store, stage through csv-parse + COPY,
+//   1. runPipeline(zarc) end to end (copy into the raw store, stage through the CSV reader + COPY,
 //      normalise and deduplicate in SQL, index, quality, publish), and
 //   2. the anchor: a plain `psql \copy` of the same file into a 55-column text table.
 // Prints rows/s of both, their ratio and the peak RSS of this process.

@@ -32,7 +32,7 @@ import { ident } from '../src/db/pool.ts';
 import type { ZipLimits } from '../src/etl/archive.ts';
 import { encodingNotes, layersFromZip } from '../src/etl/layers.ts';
 import { isHttp, joinSource, localPath, type FetchedFile } from '../src/etl/download.ts';
-import { countDbfOverflows } from '../src/etl/dbf-overflow.ts';
+import { countShapefileOverflows } from '../src/etl/dbf-overflow.ts';
 import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable, releaseDateLiteral } from '../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../src/etl/pipeline.ts';
 import { addCounts, addLayerFacts, addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum, type QualityFacts } from '../src/etl/quality.ts';
@@ -250,9 +250,7 @@ async function overflowCounts(client: pg.ClientBase, stage: string, layers: Vect
   const canonical = (src: string) => fields.find((f) => f.aliases.includes(src))?.name ?? src;
   const out: Record<string, number> = {};
   for (const l of layers) {
-    const dbf = ['.dbf', '.DBF'].map((e) => l.file.slice(0, -4) + e).find((p) => fs.existsSync(p));
-    if (!dbf) continue;
-    for (const [src, n] of Object.entries(await countDbfOverflows(dbf))) out[canonical(src)] = (out[canonical(src)] ?? 0) + n;
+    for (const [src, n] of Object.entries(await countShapefileOverflows(l.file))) out[canonical(src)] = (out[canonical(src)] ?? 0) + n;
   }
   const cols = fields.map((f) => f.name);
   const r = await client.query(`SELECT ${cols.map((c) => `count(*) FILTER (WHERE etl.is_overflow(${ident(c)}))::int AS ${ident(c)}`).join(', ')} FROM ${stage}`);

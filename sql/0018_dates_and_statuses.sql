@@ -56,3 +56,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     WHEN etl.ibama_status_inativo(status_aie) THEN lower(btrim(status_aie))
     ELSE 'ativo' END
 $$;
+
+-- SEQ_TAD as text; some exports glue a '.0' to it; a run of asterisks (an overflowed numeric
+-- field) is no value, so the term falls back to its NUM_TAD key. (Replaces the 0008 version.)
+CREATE OR REPLACE FUNCTION etl.ibama_seq(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN NOT etl.is_overflow(t) THEN nullif(regexp_replace(btrim(coalesce(t, '')), '[.,]0+$', ''), '') END
+$$;

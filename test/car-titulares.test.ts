@@ -228,8 +228,34 @@ describe('car-titulares: the operator extract', () => {
       expect(r.error?.code).toBe('required_field_missing');
       expect(r.error?.message).toContain('column documento not found');
       expect(leaks(r.error!.message)).toEqual([]);
+      // what was detected, so a wrong delimiter or encoding is visible at once
+      expect(r.error?.message).toContain(`titulares.csv read as UTF-8 (valid UTF-8), delimiter ';'; its header has 4 column(s): ["car", "cpf", "nome", "vinculo"]`);
       // the published snapshot is untouched
       expect((await db.pool.query(`SELECT count(*)::int AS n FROM serving.car_titulares`)).rows[0].n).toBe(2);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the same extract in UTF-16 (no BOM) with commas, or latin1 with tabs, loads the same links (issue 6, C.8)', async () => {
+    const dir = tmpDir('titulares-utf16-');
+    try {
+      const before = (await db.pool.query(`SELECT car, documento, nome, vinculo FROM serving.car_titulares ORDER BY 1, 2, 4`)).rows;
+      const reference = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: path.join(CAR_TITULARES_FIXTURE_DIR, 'titulares.csv') });
+      expect(reference.status).toBe('published'); // the previous test published a variant: the fixture is new again
+      const want = (await db.pool.query(`SELECT car, documento, nome, vinculo FROM serving.car_titulares ORDER BY 1, 2, 4`)).rows;
+      expect(want).not.toEqual(before);
+      for (const [name, bytes, encoding] of [
+        ['utf16.csv', Buffer.from(titularesCsv({ bom: false, delimiter: ',' }), 'utf16le'), 'UTF-16LE'],
+        ['latin1.csv', Buffer.from(titularesCsv({ bom: false, delimiter: '\t' }), 'latin1'), 'ISO-8859-1'],
+      ] as const) {
+        fs.rmSync(path.join(dir, 'titulares.csv'), { force: true });
+        fs.writeFileSync(path.join(dir, 'titulares.csv'), bytes);
+        const r = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: dir });
+        expect([r.status, r.error, r.rows_read, r.rows_loaded, r.rows_rejected], name).toEqual(['published', undefined, 316, 312, 3]);
+        expect((await db.pool.query(`SELECT car, documento, nome, vinculo FROM serving.car_titulares ORDER BY 1, 2, 4`)).rows, name).toEqual(want);
+        expect((await quality(db, r.snapshot_id!)).facts.encoding, name).toEqual({ name: encoding, assumed: false, replacementChars: 0 });
+      }
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

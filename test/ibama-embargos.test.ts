@@ -612,13 +612,16 @@ describe('issue 6: electronic-system statuses, future dates, other encodings and
     expect(t19).toMatchObject({ data_desembargo_t: null, data_alteracao: null, situacao: 'desembargado', ativo: false, data_embargo_t: '2019-02-11' });
     expect(t19.extra).toMatchObject({ data_desembargo: '2090-06-30 00:00:00', data_alteracao: '2080-01-15 08:00:00' });
     expect(await byTerm('681500')).toMatchObject({ situacao: 'ativo', ativo: true, status_formulario: 'Em análise' });
-    expect(await byTerm('681655')).toMatchObject({ situacao: 'ativo', ativo: true, status_formulario: null });
+    const t21 = await byTerm('681655');
+    expect(t21).toMatchObject({ situacao: 'ativo', ativo: true, status_formulario: null, area_embargada_ha: null });
+    expect(t21.extra).toMatchObject({ area_embargada_ha: 'não informada' }); // not a number: NULL, text kept
     // Known inactive statuses stay inactive.
     expect(await byTerm('645512')).toMatchObject({ situacao: 'substituído por outro', ativo: false });
 
     const q = await reportOf(vDb, first.snapshot_id!);
     expect(q.facts.dates.implausible).toEqual({ data_embargo: 1, data_desembargo: 1, data_alteracao: 1 });
     expect(q.facts.dates.unparseable).toEqual({ data_embargo: 1 }); // T16, year 2925
+    expect(q.facts.fields.unparsed).toEqual({ area_embargada_ha: 1 });
     expect(q.facts.embargos.status_desconhecido).toEqual({ 'Em análise / ∅': 1, '∅ / ∅': 1 });
     expect(q.facts.notes.join('\n')).toMatch(/counted as active because their status is not known to be inactive/);
     const loaded = IBAMA_VARIANT_TERMS.filter((t) => t.role !== 'sem-geometria' && !['T09b', 'T10a'].includes(t.id));
@@ -647,7 +650,7 @@ describe('issue 6: electronic-system statuses, future dates, other encodings and
     expect(o.status).toBe('failed');
     expect(o.error?.code).toBe('required_field_missing');
     expect(o.error?.message).toContain('column numero_tad not found');
-    expect(o.error?.message).toContain("read as UTF-16LE (nul pattern), delimiter ','");
+    expect(o.error?.message).toContain("read as UTF-16LE (no BOM, NUL byte pattern), delimiter ','");
     expect(o.error?.message).toContain('its header has 51 column(s): ["SEQ_TAD", "DES_STATUS_FORMULARIO"');
     expect(o.error?.message).toContain('"NUMERO_DO_TERMO"');
     expect(o.error?.message).toContain('***.982.247-**');

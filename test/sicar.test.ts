@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { GO9, SICAR_FIXTURES, buildSicarMunicipalGo, buildSicarState, municipalAppsRows, type MunicipalThemeRow, type SicarUf } from '../fixtures/sicar.ts';
+import { GO9, SICAR_FIXTURES, buildSicarMunicipalGo, buildSicarState, carNumber, municipalAppsRows, type MunicipalThemeRow, type SicarUf } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
@@ -286,6 +286,23 @@ describe('issue 6: a GO theme in the older per-municipality layout (IDF, NOM_TEM
     expect(r.rows[0]).toEqual({ app_null: 8, rl_null: 0, n: 8 });
     const q = await report(out.snapshot_id!, mdb);
     expect(q.facts.notes.join('\n')).toContain('APPS: no polygon of its layers without cod_imovel could be linked to a property; the theme is skipped and apps areas are NULL');
+  });
+
+  test('contract §3: a date after the release date is NULL, its text kept in extra and counted', async () => {
+    const dir = path.join(work, 'future-date');
+    const go10 = {
+      ...GO9, id: 'GO10',
+      geometry: { type: 'Polygon' as const, coordinates: [[[-50.9, -17.9], [-50.89, -17.9], [-50.89, -17.89], [-50.9, -17.89], [-50.9, -17.9]]] },
+      attributes: { ...GO9.attributes, cod_imovel: carNumber('GO', '5218805', 'GO10'), dat_criaca: '02/09/2019', dat_atuali: '15/03/2071' },
+    };
+    await buildSicarState('GO', dir, { themes: [], extraAreaImovel: [go10] });
+    const out = await runM(dir);
+    expect([out.status, out.error]).toEqual(['published', undefined]);
+    const r = (await mdb.pool.query(`SELECT data_inscricao::text, data_atualizacao, extra FROM serving.car_imovel WHERE car = $1`, [go10.attributes.cod_imovel])).rows[0];
+    expect(r).toEqual({ data_inscricao: '2019-09-02', data_atualizacao: null, extra: { data_atualizacao: '15/03/2071' } });
+    const q = await report(out.snapshot_id!, mdb);
+    expect(q.facts.dates.implausible).toEqual({ dat_atuali: 1 });
+    expect(q.facts.dates.unparseable).toEqual({});
   });
 
   test('a current-layout theme layer with cod_imovel but no cod_tema still fails the run (schema drift)', async () => {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { AgroError } from '../../src/errors.ts';
 import { isHttp, joinSource, type FetchedFile } from '../../src/etl/download.ts';
 import { readZipLayers } from '../../src/etl/layers.ts';
-import { checkSnapshotTable, countNulls, indexSnapshotTable } from '../../src/etl/load-steps.ts';
+import { checkSnapshotTable, countNulls, countUnparsed, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
 import { addLayerFacts, addVerdicts, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
 import { fetchOneFile, pickFromLocalFolder } from '../../src/etl/source-files.ts';
@@ -237,6 +237,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     if (!versao) facts.notes.push(`${file.name} is not named YYYYMM<letter>.zip: versao is NULL`);
 
     facts.fields.empty = await countNulls(client, built.table, ['br', 'uf', 'extensao_km', 'tipo_trecho', 'superficie', 'jurisdicao']);
+    await countUnparsed(client, built.table, ['km_inicial', 'km_final', 'extensao_km'], facts);
     facts.fields.missingOptional = staged.missingOptional.filter((n) => REPORTED_OPTIONAL.has(n));
     facts.fields.unknown = staged.unknown;
     facts.geometry.invalid = built.invalid;

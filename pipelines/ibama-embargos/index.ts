@@ -24,6 +24,7 @@ import path from 'node:path';
 import { ident } from '../../src/db/pool.ts';
 import { AgroError } from '../../src/errors.ts';
 import { extractZip, readHead } from '../../src/etl/archive.ts';
+import { countShapefileOverflows } from '../../src/etl/dbf-overflow.ts';
 import { isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
 import { checkSnapshotTable, countNulls, indexSnapshotTable, releaseDateLiteral } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
@@ -299,11 +300,22 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       if (d.kind === 'bad') facts.dates.unparseable[d.col] = d.n;
       if (d.kind === 'implausible') addCounts(facts, 'implausible', { [d.col]: d.n });
     }
+    // Numbers that did not parse (NULL, text kept in extra) and overflowed ones (asterisks: no value).
+    const area = (await client.query(
+      `SELECT count(*) FILTER (WHERE btrim(area_embargada) <> '' AND etl.parse_number(area_embargada) IS NULL AND NOT etl.is_overflow(area_embargada))::int AS unparsed,
+              count(*) FILTER (WHERE etl.is_overflow(area_embargada))::int AS overflowed FROM ${stage}`,
+    )).rows[0];
+    addCounts(facts, 'unparsed', { area_embargada_ha: area.unparsed });
+    addCounts(facts, 'overflowed', { area_embargada_ha: area.overflowed });
+    if (staged.route === 'shp') {
+      for (const l of staged.layers) addCounts(facts, 'overflowed', await countShapefileOverflows(l.file));
+    }
     // Statuses the rule does not know (contract §3): counted as active, listed by value.
     const unknownStatus = await client.query(
       `SELECT coalesce(nullif(btrim(s.status_formulario), ''), '∅') || ' / ' || coalesce(nullif(btrim(s.x_des_status_formulario_aie), ''), '∅') AS status, count(*)::int AS n
          FROM ${classified} c JOIN ${stage} s ON s.src_seq = c.src_seq
-        WHERE c.verdict IN ('poligono', 'ponto') AND NOT etl.ibama_status_conhecido(etl.ibama_status(s.status_formulario), s.x_des_status_formulario_aie)
+        WHERE c.verdict IN ('poligono', 'ponto') AND NOT etl.ibama_flag(s.cancelado) AND NOT etl.ibama_flag(s.desembargado)
+          AND NOT etl.ibama_status_conhecido(etl.ibama_status(s.status_formulario), s.x_des_status_formulario_aie)
         GROUP BY 1 ORDER BY 2 DESC, 1`,
     );
     const fffd = await client.query(`SELECT count(*)::int AS n FROM ${stage} WHERE concat_ws(' ', ${TEXT_FIELDS.map(ident).join(', ')}) LIKE '%' || chr(65533) || '%'`);

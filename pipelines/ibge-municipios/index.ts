@@ -5,7 +5,7 @@
 import { AgroError } from '../../src/errors.ts';
 import type { FetchedFile } from '../../src/etl/download.ts';
 import { readZipLayers } from '../../src/etl/layers.ts';
-import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from '../../src/etl/load-steps.ts';
+import { checkSnapshotTable, countNulls, countUnparsed, countVerdicts, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
 import { addLayerFacts, addRepairFacts, addVerdicts, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
 import { repairInvalidPolygons } from '../../src/etl/repair.ts';
@@ -109,6 +109,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     }
     for (const r of repetidos) facts.notes.push(`code ${r.geocodigo} is carried by ${r.feicoes} features: their polygons were merged into one row`);
     facts.fields.empty = await countNulls(client, built.table, ['area_oficial_km2']);
+    await countUnparsed(client, built.table, ['area_oficial_km2'], facts);
     facts.fields.missingOptional = staged.missingOptional.filter((n) => REPORTED_OPTIONAL.has(n));
     facts.fields.unknown = staged.unknown;
     addRepairFacts(facts, built.repair);

@@ -18,10 +18,9 @@ import { AgroError } from '../../src/errors.ts';
 import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
 import { encodingNotes, layersFromZip } from '../../src/etl/layers.ts';
 import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from '../../src/etl/load-steps.ts';
-import fs from 'node:fs';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
 import { addCounts, addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum } from '../../src/etl/quality.ts';
-import { countDbfOverflows } from '../../src/etl/dbf-overflow.ts';
+import { countShapefileOverflows } from '../../src/etl/dbf-overflow.ts';
 import { releaseDateLiteral } from '../../src/etl/load-steps.ts';
 import { assertSameShape, repairInvalidPolygons, type RepairResult } from '../../src/etl/repair.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
@@ -280,15 +279,17 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     if (facts.dates.implausible) facts.notes.push(`dates after the release date ${releaseDate.slice(1, 11)} loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
     const numbers = (await client.query(
       `SELECT count(*) FILTER (WHERE btrim(num_area) <> '' AND etl.parse_number(num_area) IS NULL AND NOT etl.is_overflow(num_area))::int AS num_area,
-              count(*) FILTER (WHERE btrim(mod_fiscal) <> '' AND etl.parse_number(mod_fiscal) IS NULL AND NOT etl.is_overflow(mod_fiscal))::int AS mod_fiscal
+              count(*) FILTER (WHERE btrim(mod_fiscal) <> '' AND etl.parse_number(mod_fiscal) IS NULL AND NOT etl.is_overflow(mod_fiscal))::int AS mod_fiscal,
+              count(*) FILTER (WHERE etl.is_overflow(num_area))::int AS num_area_overflow,
+              count(*) FILTER (WHERE etl.is_overflow(mod_fiscal))::int AS mod_fiscal_overflow
          FROM ${main.stage}`,
     )).rows[0];
-    addCounts(facts, 'unparsed', numbers);
+    addCounts(facts, 'unparsed', { area_total_ha: numbers.num_area, modulos_fiscais: numbers.mod_fiscal });
+    addCounts(facts, 'overflowed', { 'area_imovel:num_area': numbers.num_area_overflow, 'area_imovel:mod_fiscal': numbers.mod_fiscal_overflow });
     for (const s of staged) {
       for (const l of s.layers) {
-        const dbf = ['.dbf', '.DBF'].map((e) => l.file.slice(0, -4) + e).find((p) => fs.existsSync(p));
         const specs = s.theme === 'AREA_IMOVEL' ? PROPERTY_FIELDS : THEME_FIELDS;
-        const over = dbf ? await countDbfOverflows(dbf) : {};
+        const over = await countShapefileOverflows(l.file);
         addCounts(facts, 'overflowed', Object.fromEntries(Object.entries(over).map(([k, n]) => [`${s.theme.toLowerCase()}:${specs.find((f) => f.aliases.includes(k))?.name ?? k}`, n])));
       }
     }

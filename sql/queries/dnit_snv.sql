@@ -19,7 +19,11 @@ SELECT c.codigo::text AS codigo,
        nullif(jsonb_strip_nulls(jsonb_build_object(
          'ds_codigo', nullif(btrim(s.ds_codigo), ''),
          'ds_coinc', nullif(btrim(s.ds_coinc), ''),
-         'ds_tipo_pln', nullif(btrim(s.ds_tipo_pln), '')
+         'ds_tipo_pln', nullif(btrim(s.ds_tipo_pln), ''),
+         -- numbers that do not parse are NULL, their text kept (never silently nulled)
+         'km_inicial', CASE WHEN btrim(s.km_inicial) <> '' AND etl.parse_number(s.km_inicial) IS NULL AND NOT etl.is_overflow(s.km_inicial) THEN s.km_inicial END,
+         'km_final', CASE WHEN btrim(s.km_final) <> '' AND etl.parse_number(s.km_final) IS NULL AND NOT etl.is_overflow(s.km_final) THEN s.km_final END,
+         'extensao_km', CASE WHEN btrim(s.extensao_km) <> '' AND etl.parse_number(s.extensao_km) IS NULL AND NOT etl.is_overflow(s.extensao_km) THEN s.extensao_km END
        )) || coalesce(s.extra, '{}'::jsonb), '{}'::jsonb) AS extra,
        c.g::geometry(MultiLineString, 4326) AS geom,
        {{snapshot_id}}::bigint AS snapshot_id

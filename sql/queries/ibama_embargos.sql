@@ -6,7 +6,8 @@
 -- situacao / ativo follow contract §3 (sql/0018): issued = 'Lavrado' in either status column
 -- or 'Impresso' in DES_STATUS_FORMULARIO_AIE; a status not known to be inactive is active.
 -- Dates after the release date ({{release_date}}, the snapshot's as_of) and dates that do
--- not parse are NULL, their source text kept in `extra` under the column's name.
+-- not parse are NULL, their source text kept in `extra` under the column's name (so is an
+-- embargoed area that is not a number; a run of asterisks is no value and is not kept).
 CREATE TABLE {{target}} AS
 SELECT c.id_tad::text AS id_tad,
        btrim(s.numero_tad)::text AS numero_tad,
@@ -47,7 +48,9 @@ SELECT c.id_tad::text AS id_tad,
        nullif(jsonb_strip_nulls({{extra}}) || coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
          'data_embargo', etl.date_unkept_text(s.data_embargo, {{release_date}}),
          'data_desembargo', etl.date_unkept_text(s.data_desembargo, {{release_date}}),
-         'data_alteracao', etl.date_unkept_text(s.data_alteracao, {{release_date}}))), '{}'::jsonb) AS extra,
+         'data_alteracao', etl.date_unkept_text(s.data_alteracao, {{release_date}}),
+         'area_embargada_ha', CASE WHEN btrim(s.area_embargada) <> '' AND etl.parse_number(s.area_embargada) IS NULL
+                                    AND NOT etl.is_overflow(s.area_embargada) THEN s.area_embargada END)), '{}'::jsonb) AS extra,
        {{snapshot_id}}::bigint AS snapshot_id
 FROM {{classified}} c
 JOIN {{stage}} s ON s.src_seq = c.src_seq

@@ -25,7 +25,8 @@ SELECT m.geocodigo::text AS geocodigo,
          'cd_rgint', nullif(btrim(s.cd_rgint), ''), 'nm_rgint', nullif(btrim(s.nm_rgint), ''),
          'cd_regiao', nullif(btrim(s.cd_regiao), ''), 'nm_regiao', nullif(btrim(s.nm_regiao), ''),
          'sigla_rg', nullif(btrim(s.sigla_rg), ''),
-         'cd_concurb', nullif(btrim(s.cd_concurb), ''), 'nm_concurb', nullif(btrim(s.nm_concurb), '')
+         'cd_concurb', nullif(btrim(s.cd_concurb), ''), 'nm_concurb', nullif(btrim(s.nm_concurb), ''),
+         'area_oficial_km2', CASE WHEN btrim(s.area_km2) <> '' AND etl.parse_number(s.area_km2) IS NULL AND NOT etl.is_overflow(s.area_km2) THEN s.area_km2 END
        )) || coalesce(s.extra, '{}'::jsonb), '{}'::jsonb) AS extra,
        m.g::geometry(MultiPolygon, 4326) AS geom,
        {{snapshot_id}}::bigint AS snapshot_id

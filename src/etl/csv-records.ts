@@ -15,6 +15,7 @@
 import fs from 'node:fs';
 import { isAscii, isUtf8 } from 'node:buffer';
 import { StringDecoder } from 'node:string_decoder';
+import { readHead } from './archive.ts';
 
 export interface CsvRecord {
   fields: string[];
@@ -44,7 +45,7 @@ const DELIMITER_NAMES: Record<string, string> = { ';': "';'", ',': "','", '\t': 
 
 /** 'UTF-16LE (BOM), delimiter ','' — what a message says about a detected format. */
 export function describeCsvFormat(f: CsvFormat): string {
-  const how = f.bom ? 'BOM' : f.encodingRule.replace('_', ' ');
+  const how = { bom: 'BOM', nul_pattern: 'no BOM, NUL byte pattern', utf8_valid: 'valid UTF-8', not_utf8: 'not valid UTF-8', ascii: 'ASCII only', given: 'given' }[f.encodingRule];
   return `${ENCODING_NAMES[f.encoding]} (${how}), delimiter ${DELIMITER_NAMES[f.delimiter] ?? JSON.stringify(f.delimiter)}`;
 }
 
@@ -135,23 +136,12 @@ export function detectDelimiter(header: string, expected: string): string | null
   return best;
 }
 
-const readHeadBytes = async (file: string, size: number): Promise<Buffer> => {
-  const fh = await fs.promises.open(file);
-  try {
-    const buf = Buffer.alloc(size);
-    const { bytesRead } = await fh.read(buf, 0, size, 0);
-    return buf.subarray(0, bytesRead);
-  } finally {
-    await fh.close();
-  }
-};
-
 /**
  * Detects a file's encoding and delimiter (see the header of this module). `given` fixes
  * either (e.g. Receita's headerless latin1 files): then it is not detected.
  */
 export async function detectCsvFormat(file: string, o: { expectedDelimiter: string; encoding?: CsvEncoding; delimiter?: string }): Promise<CsvFormat> {
-  const head = await readHeadBytes(file, 1 << 16);
+  const head = await readHead(file, 1 << 16);
   let encoding: CsvEncoding;
   let encodingRule: CsvFormat['encodingRule'];
   let bom = false;

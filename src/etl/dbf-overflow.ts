@@ -4,7 +4,7 @@
 // count an overflow would vanish silently; the loaders report it (facts.fields.overflowed).
 // One streaming pass over the records (flat memory), reading only the N/F fields' first byte
 // that is not a space.
-import { createReadStream } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 
 interface NumericField {
@@ -59,4 +59,10 @@ export async function countDbfOverflows(dbf: string): Promise<Record<string, num
     rest = buf.subarray(p);
   }
   return counts;
+}
+
+/** The same for the DBF beside a .shp (.dbf or .DBF); {} when there is none. */
+export async function countShapefileOverflows(shp: string): Promise<Record<string, number>> {
+  const dbf = ['.dbf', '.DBF'].map((e) => shp.slice(0, -4) + e).find((p) => existsSync(p));
+  return dbf ? countDbfOverflows(dbf) : {};
 }
