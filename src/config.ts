@@ -36,6 +36,8 @@ export interface Config {
   sicarUfs: readonly string[];
   /** Official source locations, overridable per pipeline with AGRO_SOURCE_<PIPELINE>. */
   sources: Readonly<Record<string, string>>;
+  /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
+  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number }>;
 }
 
 /** Official default locations; each is config, never a constant in code (hosts move). */
@@ -93,5 +95,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     hmacKeySource: env.AGRO_HMAC_KEY ? 'env' : 'development',
     sicarUfs: Object.freeze((env.AGRO_SICAR_UFS || ALL_UFS).split(',').map((u) => u.trim().toUpperCase()).filter(Boolean)),
     sources: Object.freeze(sources),
+    api: Object.freeze({
+      statementTimeoutMs: num(env.AGRO_API_STATEMENT_TIMEOUT_MS, 10_000),
+      poolSize: num(env.AGRO_API_POOL, 16),
+      bodyLimitBytes: num(env.AGRO_API_BODY_LIMIT, 1_048_576),
+    }),
   });
 }

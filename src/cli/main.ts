@@ -15,6 +15,7 @@ import { renderHtml, type QualityReport } from '../etl/quality.ts';
 import { runPipeline, type RunOutcome } from '../etl/run.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
+import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo, type CliContext } from './api-commands.ts';
 
 const USAGE = `usage: agro <command> [options]
 
@@ -27,7 +28,8 @@ const USAGE = `usage: agro <command> [options]
   rollback <dataset> [--uf UF]
   publish <snapshot_id>
   report <run_id|snapshot_id> [--format json|html] [--out FILE]
-  demo                              start the cluster, load every fixture, print what was published
+  demo                              start the cluster, load every fixture, print what was published, serve the API
+${API_USAGE}
 
 pipelines: ${PIPELINES.map((p) => p.name).join(', ')}
 every command accepts --json (one JSON object on stdout)`;
@@ -42,6 +44,7 @@ const OPTIONS = {
   format: { type: 'string' },
   out: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
+  ...API_OPTIONS,
 } as const;
 
 interface Env {
@@ -274,8 +277,10 @@ async function cmdDemo(env: Env): Promise<number> {
     }
     process.stdout.write(`\nSnapshots: npx agro snapshots    Reports: npx agro report <snapshot_id> --format html --out report.html\nDatabase: ${databaseUrl(env.cfg)}\n`);
   });
-  return code;
+  return code === 0 ? serveDemo(apiContext(env)) : code;
 }
+
+const apiContext = (env: Env): CliContext => ({ ...env, withDb: (fn) => withDb(env, fn) });
 
 export async function main(argv: string[]): Promise<number> {
   let parsed;
@@ -309,6 +314,8 @@ export async function main(argv: string[]): Promise<number> {
       case 'publish': return await cmdPublish(env);
       case 'report': return await cmdReport(env);
       case 'demo': return await cmdDemo(env);
+      case 'serve': return await cmdServe(apiContext(env));
+      case 'keys': return await cmdKeys(apiContext(env));
       default:
         throw new AgroError('usage', `unknown command "${cmd}"`);
     }
