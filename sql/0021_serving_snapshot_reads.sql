@@ -22,8 +22,10 @@ COMMENT ON VIEW serving.snapshots_legiveis IS
 CREATE FUNCTION serving.snapshot_table(p_snapshot_id bigint, p_relation text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-  t text := format('snap.%I', p_relation || '__s' || p_snapshot_id);
+  t text;
 BEGIN
+  IF p_snapshot_id IS NULL OR p_relation IS NULL THEN RETURN NULL; END IF;
+  t := format('snap.%I', p_relation || '__s' || p_snapshot_id);
   IF EXISTS (SELECT 1 FROM etl.snapshots s
               WHERE s.snapshot_id = p_snapshot_id
                 AND s.status IN ('published', 'superseded', 'rolled_back', 'loaded')

@@ -53,11 +53,15 @@ const CONNECTION_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'E
 
 /** Maps anything thrown while serving a request to a failure. */
 export function toFailure(err: unknown): ApiFailure {
-  if (isAgroError(err)) return fromCatalogue(err.code, maskCpfsInText(err.message));
+  if (isAgroError(err)) {
+    // The detail alone ("numero: …"): the code already says what kind of failure it is.
+    const prefix = `${ERRORS[err.code].message}: `;
+    return fromCatalogue(err.code, maskCpfsInText(err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message));
+  }
   const e = err as { code?: string; statusCode?: number; message?: string; validation?: AjvIssue[]; validationContext?: string };
   if (Array.isArray(e.validation) && e.validation.length) {
     const { param, text } = validationMessage(e.validation[0], e.validationContext);
-    if (e.validationContext === 'body' && /^geometry\b/.test(param)) return fromCatalogue('geometry_invalid', `invalid geometry: ${param} ${text}`);
+    if (e.validationContext === 'body' && /^geometry\b/.test(param)) return fromCatalogue('geometry_invalid', `${param} ${text}`);
     return fromCatalogue('invalid_request', maskCpfsInText(`${param}: ${text}`));
   }
   switch (e.code) {
@@ -68,18 +72,18 @@ export function toFailure(err: unknown): ApiFailure {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return fromCatalogue('invalid_request', `invalid request: body: ${e.message ?? 'not valid JSON'}`);
+      return fromCatalogue('invalid_request', `body: ${e.message ?? 'not valid JSON'}`);
     case '57014':
-      return fromCatalogue('upstream_unavailable', 'the data is unavailable: the query took longer than the statement timeout');
+      return fromCatalogue('upstream_unavailable', 'the query took longer than the statement timeout; retry later');
   }
   if ((e.code && CONNECTION_ERRORS.has(e.code)) || /timeout exceeded when trying to connect|Connection terminated|connect ECONNREFUSED/i.test(e.message ?? '')) {
-    return fromCatalogue('upstream_unavailable', 'the data is unavailable: the database is unreachable');
+    return fromCatalogue('upstream_unavailable', 'the database is unreachable; retry later');
   }
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     const code: ErrorCode = e.statusCode === 404 ? 'not_found' : e.statusCode === 405 ? 'method_not_allowed' : e.statusCode === 413 ? 'payload_too_large' : e.statusCode === 415 ? 'unsupported_media_type' : 'invalid_request';
     return { ...fromCatalogue(code, maskCpfsInText(e.message ?? ERRORS[code].message)), status: e.statusCode };
   }
-  return fromCatalogue('internal_error', 'internal error: report it with the request_id');
+  return fromCatalogue('internal_error', 'internal error; report it with the request_id');
 }
 
 export function envelope(f: Pick<ApiFailure, 'code' | 'message'>, requestId: string) {

@@ -96,14 +96,14 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
 
   app.addHook('onResponse', async (req, reply) => {
     req.log.info(
-      { reqId: req.id, method: req.method, url: maskCpfsInText(req.url.slice(0, 200)), status: reply.statusCode, ms: Math.round(reply.elapsedTime), key: req.apiKey?.id },
+      { method: req.method, url: maskCpfsInText(req.url.slice(0, 200)), status: reply.statusCode, ms: Math.round(reply.elapsedTime), key: req.apiKey?.id },
       'request',
     );
   });
 
   app.setErrorHandler(async (err, req, reply: FastifyReply) => {
     const f = toFailure(err);
-    if (f.unexpected) req.log.error({ reqId: req.id, err }, 'request failed');
+    if (f.unexpected) req.log.error({ err }, 'request failed');
     if (f.status === 401) reply.header('www-authenticate', 'Bearer');
     reply.headers(f.headers).code(f.status).type('application/json; charset=utf-8');
     return envelope(f, req.id);
