@@ -380,6 +380,8 @@ describe('POST /v1/car/by-geometry', () => {
     expect(expectEnvelope(await post('/v1/car/by-geometry', { geometry: g, min_overlap: 1.5 }), 400, 'invalid_request').message).toMatch(/^min_overlap: /);
     expect(expectEnvelope(await post('/v1/car/by-geometry', { geometry: g, limit: 1001 }), 400, 'invalid_request').message).toMatch(/^limit: /);
     expect(expectEnvelope(await post('/v1/car/by-geometry', { geometry: g, limit: 'many' }), 400, 'invalid_request').message).toMatch(/^limit: /);
+    // a typo is refused, not silently ignored
+    expect(expectEnvelope(await post('/v1/car/by-geometry', { geometry: g, min_overlaps: 0.5 }), 400, 'invalid_request').message).toBe('min_overlaps: is not a known field');
   });
 });
 

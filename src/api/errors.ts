@@ -76,6 +76,11 @@ export function toFailure(err: unknown): ApiFailure {
     case '57014':
       return fromCatalogue('upstream_unavailable', 'the query took longer than the statement timeout; retry later');
   }
+  // Data exceptions (class 22: a value out of range, an unparsable number) can only come from
+  // a request value that slipped past validation: the client's, never a 500.
+  if (typeof e.code === 'string' && /^22[0-9A-Z]{3}$/.test(e.code)) {
+    return { ...fromCatalogue('invalid_request', `a parameter value is out of range or malformed (${maskCpfsInText(e.message ?? '')})`), unexpected: true };
+  }
   if ((e.code && CONNECTION_ERRORS.has(e.code)) || /timeout exceeded when trying to connect|Connection terminated|connect ECONNREFUSED/i.test(e.message ?? '')) {
     return fromCatalogue('upstream_unavailable', 'the database is unreachable; retry later');
   }

@@ -85,7 +85,8 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
     bodyLimit: o.cfg.api.bodyLimitBytes,
     routerOptions: { maxParamLength: 8_192 },
     clientErrorHandler: clientError,
-    ajv: { customOptions: { allErrors: false } },
+    // Unknown body fields are an error (a typo must not be silently ignored), not stripped.
+    ajv: { customOptions: { allErrors: false, removeAdditional: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.addHook('onRequest', async (req, reply) => {
@@ -103,7 +104,7 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
 
   app.setErrorHandler(async (err, req, reply: FastifyReply) => {
     const f = toFailure(err);
-    if (f.unexpected) req.log.error({ err }, 'request failed');
+    if (f.unexpected) req.log[f.status >= 500 ? 'error' : 'warn']({ err }, 'request failed');
     if (f.status === 401) reply.header('www-authenticate', 'Bearer');
     reply.headers(f.headers).code(f.status).type('application/json; charset=utf-8');
     return envelope(f, req.id);

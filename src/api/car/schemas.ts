@@ -164,7 +164,7 @@ export const ByGeometrySchema = {
     geometry: RequestGeometry,
     min_overlap: Type.Number({ minimum: 0, maximum: 1, default: 0, description: 'minimum overlap_ratio' }),
     limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
-  }),
+  }, { additionalProperties: false }),
   response: {
     200: Type.Object({
       results: Type.Array(GeometryHitSchema), count: Type.Integer(), area_consulta_ha: Type.Number({ description: 'area of the query polygon, hectares' }),

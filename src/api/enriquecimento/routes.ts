@@ -44,7 +44,7 @@ const Schema = {
   body: Type.Object({
     geometry: RequestGeometry,
     layers: Type.Optional(Type.Array(Type.String({ enum: [...ENRICH_LAYERS] }), { uniqueItems: true, maxItems: 5, description: `default all: ${ENRICH_LAYERS.join(', ')}` })),
-  }),
+  }, { additionalProperties: false }),
   response: { 200: Response, ...ErrorResponses },
 };
 
