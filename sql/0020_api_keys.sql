@@ -13,3 +13,16 @@ CREATE TABLE platform.api_keys (
   created_at timestamptz NOT NULL DEFAULT now(),
   revoked_at timestamptz
 );
+
+-- Servers cache keys they have checked; any change to a key row (revocation, deletion)
+-- tells them at once, whoever makes it (the CLI or plain SQL).
+CREATE FUNCTION platform.api_keys_notify() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('agro_api_keys', encode(OLD.key_sha256, 'hex'));
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER api_keys_notify AFTER UPDATE OR DELETE ON platform.api_keys
+FOR EACH ROW EXECUTE FUNCTION platform.api_keys_notify();

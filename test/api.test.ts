@@ -49,6 +49,20 @@ async function q<T = Record<string, unknown>>(sql: string, params: unknown[] = [
   return (await db.pool.query(sql, params)).rows as T[];
 }
 
+/** Retries an assertion for up to a second (asynchronous notifications). */
+async function eventually(fn: () => Promise<unknown>, ms = 1_000): Promise<void> {
+  const until = Date.now() + ms;
+  for (;;) {
+    try {
+      await fn();
+      return;
+    } catch (e) {
+      if (Date.now() > until) throw e;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+}
+
 /** Signed area of a ring (lon/lat): > 0 counter-clockwise. */
 const signedArea = (ring: number[][]) => ring.slice(1).reduce((s, p, i) => s + (ring[i][0] * p[1] - p[0] * ring[i][1]), 0) / 2;
 const sevenDecimals = (x: number) => Math.abs(Math.round(x * 1e7) / 1e7 - x) < 1e-12;
@@ -124,7 +138,13 @@ describe('keys', () => {
     const revoked = await createKey(db.pool, { env: 'live', plan: 'scale' });
     expect((await call(api.base, path, { key: revoked.key })).status).toBe(200);
     await revokeKey(db.pool, revoked.id);
-    expectEnvelope(await call(api.base, path, { key: revoked.key }), 401, 'unauthorized');
+    // the server caches checked keys; the revocation reaches it by NOTIFY within milliseconds
+    await eventually(async () => expectEnvelope(await call(api.base, path, { key: revoked.key }), 401, 'unauthorized'));
+    // a revocation by plain SQL too (the trigger notifies any change to a key row)
+    const sqlRevoked = await createKey(db.pool, { env: 'live', plan: 'scale' });
+    expect((await call(api.base, path, { key: sqlRevoked.key })).status).toBe(200);
+    await db.pool.query('UPDATE platform.api_keys SET revoked_at = now() WHERE id = $1', [sqlRevoked.id]);
+    await eventually(async () => expectEnvelope(await call(api.base, path, { key: sqlRevoked.key }), 401, 'unauthorized'));
     // test keys read the published snapshots too (sandbox data is a later issue)
     expect((await call(api.base, path, { key: (await createKey(db.pool, { env: 'test', plan: 'starter' })).key })).status).toBe(200);
   });

@@ -12,7 +12,8 @@ import type { Config } from '../config.ts';
 import { AgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { maskCpfsInText } from '../privacy.ts';
-import { checkKeyFormat, findActiveKey } from '../platform/keys.ts';
+import { KeyCache } from '../platform/key-cache.ts';
+import { checkKeyFormat } from '../platform/keys.ts';
 import { carRoutes } from './car/routes.ts';
 import { Cursors } from './cursor.ts';
 import type { ApiDeps } from './deps.ts';
@@ -63,13 +64,13 @@ function clientError(err: Error & { code?: string }, socket: Socket) {
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
-async function authenticate(pool: pg.Pool, req: FastifyRequest): Promise<void> {
+async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest): Promise<void> {
   const header = req.headers.authorization;
   if (!header) throw new AgroError('unauthorized', 'send Authorization: Bearer <API key>');
   const m = BEARER.exec(header);
   if (!m) throw new AgroError('unauthorized', 'the Authorization header must be "Bearer <API key>"');
   if (!checkKeyFormat(m[1])) throw new AgroError('unauthorized', 'malformed API key');
-  const key = await findActiveKey(pool, m[1]);
+  const key = await keys.find(pool, m[1]);
   if (!key) throw new AgroError('unauthorized', 'unknown or revoked API key');
   req.apiKey = key;
 }
@@ -89,10 +90,16 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
     ajv: { customOptions: { allErrors: false, removeAdditional: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // Checked keys are cached, invalidated by LISTEN/NOTIFY on any change to a key row.
+  const { connectionString, host, port, user, password, database, ssl } = o.pool.options;
+  const keys = new KeyCache({ connectionString, host, port, user, password, database, ssl, application_name: 'agro-api-keys' }, log);
+  keys.start();
+  app.addHook('onClose', async () => keys.stop());
+
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     const isPublic = req.routeOptions.config?.public === true || req.url === '/v1/docs' || req.url.startsWith('/v1/docs/');
-    if (!isPublic && req.routeOptions.url !== undefined) await authenticate(o.pool, req);
+    if (!isPublic && req.routeOptions.url !== undefined) await authenticate(o.pool, keys, req);
   });
 
   app.addHook('onResponse', async (req, reply) => {
