@@ -14,7 +14,8 @@
 // 2. The API runs as `agro serve` in a child process (its own pool of --concurrency
 //    connections, statement timeout, request log to a file); autocannon drives it from here.
 // 3. pgbench runs, right after, the statements the route runs as one script per transaction
-//    (the API key is checked once and cached by the server, so its lookup is not per request), -M extended (as node-postgres), same concurrency and
+//    (the API key is checked once and cached by the server, so its lookup is not per request),
+//    -M prepared (the API names its hot statements: prepared once per connection), same concurrency and
 //    duration; per-transaction logs give p50/p99. Inputs come from a sample table through a
 //    scalar subquery (a primary-key read), both sides drawing from the same samples.
 // 4. Prints req/s and p50/p99 per side and the API/DB rate ratio; writes bench/out/api-<date>.json.
@@ -200,7 +201,7 @@ function pgbench(url: string, name: string, script: string, dir: string): Side {
   const file = path.join(dir, `${name}.sql`);
   fs.writeFileSync(file, script);
   const prefix = path.join(dir, `${name}-log`);
-  const r = spawnSync('pgbench', ['-n', '-M', 'extended', '-c', String(flags.concurrency), '-j', String(Math.min(flags.concurrency, os.cpus().length)),
+  const r = spawnSync('pgbench', ['-n', '-M', 'prepared', '-c', String(flags.concurrency), '-j', String(Math.min(flags.concurrency, os.cpus().length)),
     '-T', String(flags.duration), '-f', file, '-l', `--log-prefix=${prefix}`, url], { // libpq takes the URI as the dbname argument
     cwd: dir, encoding: 'utf8', env: { ...process.env, PGOPTIONS: '-c jit=off' },
   });

@@ -78,7 +78,7 @@ FROM (SELECT ST_SetSRID(ST_GeomFromGeoJSON($1), 4326) AS g) q`;
 export async function checkGeometryInDb(db: pg.Pool | pg.ClientBase, geojson: string): Promise<number> {
   let row: { valid: boolean; reason: string; area_ha: number };
   try {
-    row = (await db.query(GEOMETRY_CHECK_SQL, [geojson])).rows[0];
+    row = (await db.query({ name: 'api_geometry_check', text: GEOMETRY_CHECK_SQL, values: [geojson] })).rows[0];
   } catch (e) {
     // PostGIS refusing to parse it (XX000) is the client's geometry, not our failure.
     if ((e as { code?: string }).code === 'XX000') fail(`PostGIS cannot read it: ${(e as Error).message}`);

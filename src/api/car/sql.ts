@@ -48,7 +48,8 @@ WHERE c.car = $1`;
 
 /** GET /car/{numero} from the published snapshots (one statement: the benchmarked path). */
 export async function carCurrent(db: Db, car: string, geometry: boolean): Promise<CurrentCarRow | null> {
-  const r = await db.query(CAR_CURRENT_SQL, [car, geometry]);
+  // Named: prepared once per connection (planning the serving view costs more than running it).
+  const r = await db.query({ name: 'api_car_current', text: CAR_CURRENT_SQL, values: [car, geometry] });
   return r.rows[0] ?? null;
 }
 
@@ -150,18 +151,20 @@ export interface GeometryHit {
 
 export const BY_GEOMETRY_SQL = `
 WITH q AS (SELECT ST_SetSRID(ST_GeomFromGeoJSON($1), 4326) AS g)
-SELECT c.car, c.uf, c.municipio, c.situacao, c.area_total_ha, c.area_calculada_ha, c.snapshot_id, x.overlap_ha,
-       least(1, x.overlap_ha / nullif(c.area_calculada_ha, 0)) AS overlap_ratio
-FROM q
-JOIN serving.car_imovel c ON ST_Intersects(c.geom, q.g)
-CROSS JOIN LATERAL (SELECT CASE WHEN ST_CoveredBy(c.geom, q.g) THEN c.area_calculada_ha
-                                ELSE serving.area_ha(ST_Intersection(c.geom, q.g)) END AS overlap_ha) x
-WHERE x.overlap_ha >= 0.0001
-  AND coalesce(least(1, x.overlap_ha / nullif(c.area_calculada_ha, 0)), 0) >= $2
-ORDER BY overlap_ratio DESC NULLS LAST, c.car
+SELECT * FROM (
+  SELECT c.car, c.uf, c.municipio, c.situacao, c.area_total_ha, c.area_calculada_ha, c.snapshot_id, x.overlap_ha,
+         least(1, x.overlap_ha / nullif(c.area_calculada_ha, 0)) AS overlap_ratio
+  FROM q
+  JOIN serving.car_imovel c ON ST_Intersects(c.geom, q.g)
+  -- OFFSET 0 keeps the intersection from being inlined into (and computed again by) the filters and the sort
+  CROSS JOIN LATERAL (SELECT CASE WHEN ST_CoveredBy(c.geom, q.g) THEN c.area_calculada_ha
+                                  ELSE serving.area_ha(ST_Intersection(c.geom, q.g)) END AS overlap_ha OFFSET 0) x
+) h
+WHERE h.overlap_ha >= 0.0001 AND coalesce(h.overlap_ratio, 0) >= $2
+ORDER BY h.overlap_ratio DESC NULLS LAST, h.car
 LIMIT $3`;
 
 /** POST /car/by-geometry: properties intersecting a polygon (≥ 1 m²), by overlap share. */
 export async function carsByGeometry(db: Db, geojson: string, minOverlap: number, limit: number): Promise<GeometryHit[]> {
-  return (await db.query(BY_GEOMETRY_SQL, [geojson, minOverlap, limit])).rows;
+  return (await db.query({ name: 'api_by_geometry', text: BY_GEOMETRY_SQL, values: [geojson, minOverlap, limit] })).rows;
 }

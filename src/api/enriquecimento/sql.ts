@@ -43,12 +43,12 @@ export type EnrichLayer = 'municipios' | 'ti' | 'uc' | 'quilombo' | 'rodovias';
 
 /** One layer crossed with the request geometry. */
 export async function crossLayer(db: Db, layer: EnrichLayer, geojson: string, areaHa: number): Promise<Record<string, unknown>[]> {
-  return (await db.query(ENRICH_SQL[layer], [geojson, areaHa])).rows;
+  return (await db.query({ name: `api_enrich_${layer}`, text: ENRICH_SQL[layer], values: [geojson, areaHa] })).rows;
 }
 
 /** ZARC rows of some municipalities. */
 export async function zarcOf(db: Db, geocodigos: string[]): Promise<Record<string, unknown>[]> {
-  return (await db.query(ENRICH_SQL.zarc, [geocodigos])).rows;
+  return (await db.query({ name: 'api_enrich_zarc', text: ENRICH_SQL.zarc, values: [geocodigos] })).rows;
 }
 
 /** Published snapshot of each dataset (with its as-of date). */
