@@ -222,7 +222,8 @@ function pgbench(url: string, name: string, script: string, dir: string): Side {
 }
 
 /** Replaces $n with pgbench-side expressions (a literal or a subquery on the sample tables). */
-const bind = (sql: string, args: string[]) => sql.replace(/\$(\d+)/g, (_m, n) => `(${args[Number(n) - 1]})`).replace(/\s+/g, ' ').trim();
+const bind = (sql: string, args: string[]) =>
+  sql.replace(/--[^\n]*/g, '').replace(/\$(\d+)/g, (_m, n) => `(${args[Number(n) - 1]})`).replace(/\s+/g, ' ').trim();
 
 async function main(): Promise<void> {
   const serverUrl = benchServerUrl();
