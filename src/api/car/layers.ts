@@ -4,6 +4,7 @@
 import type pg from 'pg';
 import { AgroError } from '../../errors.ts';
 import { round } from '../schemas.ts';
+import { zarcCultura } from '../zarc.ts';
 import { overlapLayer, type LayerDataset, type ReadContext } from './context.ts';
 import { overlapsOf, snapshotRows, type OverlapRow } from './sql.ts';
 
@@ -82,8 +83,6 @@ async function overlapLayerValues(db: pg.Pool, ctx: ReadContext, props: Property
   return out;
 }
 
-const DECENDIOS = Array.from({ length: 36 }, (_, i) => i + 1);
-
 /** The ZARC risk table of each property's municipality: per crop, cycle, soil and management, the ten-day periods at 20, 30 and 40 % risk. */
 async function zarcValues(db: pg.Pool, ctx: ReadContext, props: PropertyRef[], notes: string[]): Promise<Map<string, Record<string, unknown> | null>> {
   const layer = ctx.layers.get('zarc');
@@ -94,15 +93,11 @@ async function zarcValues(db: pg.Pool, ctx: ReadContext, props: PropertyRef[], n
   }
   const codes = [...new Set(props.map((p) => p.cod_municipio_ibge).filter((c): c is string => !!c))];
   const rows = codes.length ? await snapshotRows(db, layer.snapshot_id, 'zarc_risco', 'geocodigo', codes) : [];
-  const byMun = new Map<string, Record<string, unknown>[]>();
+  const byMun = new Map<string, ReturnType<typeof zarcCultura>[]>();
   const key = (r: Record<string, unknown>) => [r.cultura, r.safra, r.ciclo, r.solo, r.manejo].map((x) => String(x ?? '')).join('\u0000');
   for (const r of rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0))) {
-    const risk = (level: number) => DECENDIOS.filter((n) => r[`dec${n}`] === level);
     const list = byMun.get(String(r.geocodigo)) ?? [];
-    list.push({
-      cultura: r.cultura, safra: r.safra, ciclo: r.ciclo, solo: r.solo, manejo: r.manejo ?? null, portaria: r.portaria ?? null,
-      risco_20: risk(20), risco_30: risk(30), risco_40: risk(40),
-    });
+    list.push(zarcCultura(r, (n) => r[`dec${n}`]));
     byMun.set(String(r.geocodigo), list);
   }
   return new Map(props.map((p) => [p.car, p.cod_municipio_ibge

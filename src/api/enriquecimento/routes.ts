@@ -8,6 +8,7 @@ import { ZarcCultura } from '../car/schemas.ts';
 import type { ApiDeps } from '../deps.ts';
 import { checkGeometry, checkGeometryInDb } from '../geometry.ts';
 import { DateString, ErrorResponses, isoSeconds, Nullable, RequestGeometry, round, Timestamp } from '../schemas.ts';
+import { zarcCultura } from '../zarc.ts';
 import { crossLayer, publishedDatasets, zarcOf } from './sql.ts';
 
 export const ENRICH_LAYERS = ['ti', 'uc', 'quilombo', 'zarc', 'rodovias'] as const;
@@ -50,7 +51,6 @@ const Schema = {
 
 const num = (x: unknown, dp: number) => round(x as number, dp) ?? 0;
 const shares = (r: Record<string, unknown>) => ({ area_sobreposta_ha: num(r.area_sobreposta_ha, 4), percentual: num(r.percentual, 6) });
-const DECENDIOS = Array.from({ length: 36 }, (_, i) => i + 1);
 
 export function enriquecimentoRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
   const { pool } = deps;
@@ -103,11 +103,7 @@ export function enriquecimentoRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
         const rows = await zarcOf(pool, municipios.map((m) => String(m.geocodigo)));
         out.zarc = municipios.map((m) => ({
           geocodigo: m.geocodigo,
-          culturas: rows.filter((r) => r.geocodigo === m.geocodigo).map((r) => {
-            const d = r.decendios as (number | null)[];
-            const risk = (level: number) => DECENDIOS.filter((n) => d[n - 1] === level);
-            return { cultura: r.cultura, safra: r.safra, ciclo: r.ciclo, solo: r.solo, manejo: r.manejo, portaria: r.portaria, risco_20: risk(20), risco_30: risk(30), risco_40: risk(40) };
-          }),
+          culturas: rows.filter((r) => r.geocodigo === m.geocodigo).map((r) => zarcCultura(r, (n) => (r.decendios as (number | null)[])[n - 1])),
         }));
       }
       out.fontes = Object.fromEntries(needed.map((l) => [DATASET[l], { snapshot_id: published.get(DATASET[l])!.snapshot_id, as_of: published.get(DATASET[l])!.as_of }]));
