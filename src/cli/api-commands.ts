@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { Config } from '../config.ts';
 import { databaseUrl } from '../db/cluster.ts';
 import { AgroError } from '../errors.ts';
-import type { Logger } from '../log.ts';
+import { createLogger, type Logger } from '../log.ts';
 import { createKey, KEY_ENVS, listKeys, PLANS, revokeKey, type KeyEnv, type Plan } from '../platform/keys.ts';
 import { buildServer, createApiPool } from '../api/server.ts';
 
@@ -41,7 +41,8 @@ function portOf(ctx: CliContext): number {
 }
 
 /** Starts the API; resolves with its address and a stop function. */
-export async function startApi(cfg: Config, log: Logger, o: { port: number; host: string }) {
+export async function startApi(cfg: Config, o: { port: number; host: string }) {
+  const log = createLogger(cfg.logLevel, { buffered: true });
   const pool = createApiPool(cfg, databaseUrl(cfg));
   const app = await buildServer({ cfg, pool, log });
   try {
@@ -49,6 +50,7 @@ export async function startApi(cfg: Config, log: Logger, o: { port: number; host
   } catch (e) {
     await app.close();
     await pool.end();
+    log.flush();
     throw new AgroError('usage', `cannot listen on ${o.host}:${o.port}: ${(e as Error).message}`);
   }
   const addr = app.server.address();
@@ -58,6 +60,7 @@ export async function startApi(cfg: Config, log: Logger, o: { port: number; host
     async stop() {
       await app.close();
       await pool.end();
+      log.flush();
     },
   };
 }
@@ -76,7 +79,7 @@ async function serveUntilSignal(stop: () => Promise<void>): Promise<number> {
 export async function cmdServe(ctx: CliContext): Promise<number> {
   await ctx.withDb(async () => {}); // start the embedded cluster if needed, migrate
   const host = (ctx.values.host as string | undefined) ?? ctx.cfg.host;
-  const api = await startApi(ctx.cfg, ctx.log, { port: portOf(ctx), host });
+  const api = await startApi(ctx.cfg, { port: portOf(ctx), host });
   out(ctx, { url: api.url, openapi: `${api.url}/v1/openapi.json`, docs: `${api.url}/v1/docs` }, () => `agro API listening on ${api.url} (docs: ${api.url}/v1/docs) — Ctrl-C to stop`);
   return serveUntilSignal(api.stop);
 }
@@ -132,7 +135,7 @@ export async function serveDemo(ctx: CliContext): Promise<number> {
     key: await createKey(pool, { env: 'test', plan: 'enterprise', name: 'demo' }),
     sample: await demoSample(pool),
   }));
-  const api = await startApi(ctx.cfg, ctx.log, { port: portOf(ctx), host: (ctx.values.host as string | undefined) ?? ctx.cfg.host });
+  const api = await startApi(ctx.cfg, { port: portOf(ctx), host: (ctx.values.host as string | undefined) ?? ctx.cfg.host });
   const auth = `-H 'Authorization: Bearer ${key.key}'`;
   const lines = [
     `\nThe API is serving on ${api.url} (docs: ${api.url}/v1/docs). Demo key ${key.id}: ${key.key}`,
