@@ -119,6 +119,11 @@ describe('meta routes', () => {
     expect(page.text).not.toMatch(/<(script|link)[^>]+(src|href)="https?:/i);
     const js = /src="\.?\/?([^"]*swagger-ui-bundle\.js)"/.exec(page.text);
     expect(js).not.toBeNull();
+    // the UI's own assets are served by the API itself (offline): no key needed, no CDN
+    const bundle = await call(api.base, `/v1/docs/${js![1].replace(/^.*static\//, 'static/')}`);
+    expect(bundle.status).toBe(200);
+    expect(bundle.headers.get('content-type')).toMatch(/javascript/);
+    expect(bundle.text.length).toBeGreaterThan(100_000);
   });
 });
 
