@@ -78,7 +78,7 @@ describe('agro keys', () => {
     const after = JSON.parse(agro(['keys', 'list', '--json']).stdout).keys.find((x: { id: string }) => x.id === k.id);
     expect(Date.parse(after.revoked_at)).toBeGreaterThan(0);
     expect(agro(['keys', 'list']).stdout).toMatch(/REVOKED/);
-  });
+  }, 300_000);
 
   test('usage errors exit 2; an unknown id exits 1', () => {
     expect(agro(['keys', 'create', '--env', 'prod', '--plan', 'starter']).code).toBe(2);
@@ -89,7 +89,7 @@ describe('agro keys', () => {
     const missing = agro(['keys', 'revoke', 'key_nope', '--json']);
     expect(missing.code).toBe(1);
     expect(JSON.parse(missing.stdout).error.code).toBe('key_not_found');
-  });
+  }, 300_000);
 });
 
 describe('agro demo and agro serve', () => {

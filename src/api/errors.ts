@@ -1,7 +1,7 @@
 // The one error envelope of the API: every failure, fastify's own included, becomes
 // {"error": {"code", "message", "request_id"}} with the status of the catalogue
 // (src/errors.ts). Unknown throws are the only 500s, and they are logged.
-import { AgroError, ERRORS, isAgroError, type ErrorCode } from '../errors.ts';
+import { ERRORS, isAgroError, type ErrorCode } from '../errors.ts';
 import { maskCpfsInText } from '../privacy.ts';
 
 export interface ApiFailure {
@@ -94,6 +94,3 @@ export function toFailure(err: unknown): ApiFailure {
 export function envelope(f: Pick<ApiFailure, 'code' | 'message'>, requestId: string) {
   return { error: { code: f.code, message: f.message, request_id: requestId } };
 }
-
-/** Shorthand for a catalogue error with a detail. */
-export const apiError = (code: ErrorCode, detail?: string) => new AgroError(code, detail);

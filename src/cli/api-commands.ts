@@ -5,7 +5,6 @@ import { databaseUrl } from '../db/cluster.ts';
 import { AgroError } from '../errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createKey, KEY_ENVS, listKeys, PLANS, revokeKey, type KeyEnv, type Plan } from '../platform/keys.ts';
-import { buildServer, createApiPool } from '../api/server.ts';
 
 export interface CliContext {
   cfg: Config;
@@ -42,6 +41,8 @@ function portOf(ctx: CliContext): number {
 
 /** Starts the API; resolves with its address and a stop function. */
 export async function startApi(cfg: Config, o: { port: number; host: string }) {
+  // Loaded on demand: fastify, swagger and turf would slow every other command's start.
+  const { buildServer, createApiPool } = await import('../api/server.ts');
   const log = createLogger(cfg.logLevel, { buffered: true });
   const pool = createApiPool(cfg, databaseUrl(cfg));
   const app = await buildServer({ cfg, pool, log });
