@@ -49,6 +49,8 @@ export interface Config {
   zip: Readonly<ZipLimits>;
   /** SICAR's GeoServer WFS (route B: AREA_IMOVEL without a CAPTCHA); endpoint in sources['sicar-wfs']. */
   sicarWfs: WfsSettings;
+  /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
+  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number }>;
 }
 
 /** How the WFS client talks to a slow GeoServer behind legacy TLS (SOURCES.md §1.7, §2.1). */
@@ -149,6 +151,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       ratioFloor: DEFAULT_ZIP_LIMITS.ratioFloor,
     }),
     sicarWfs: Object.freeze(wfsSettings(env)),
+    api: Object.freeze({
+      statementTimeoutMs: num(env.AGRO_API_STATEMENT_TIMEOUT_MS, 10_000),
+      poolSize: num(env.AGRO_API_POOL, 16),
+      bodyLimitBytes: num(env.AGRO_API_BODY_LIMIT, 1_048_576),
+    }),
   });
 }
 

@@ -28,6 +28,17 @@ export const ERRORS = {
   archive_too_large: { exitCode: 1, httpStatus: 502, message: 'the archive inflates beyond the allowed size' },
   publish_lock_timeout: { exitCode: 1, httpStatus: 503, message: 'publishing gave up waiting for readers; the snapshot is kept for a later `agro publish`' },
   port_in_use: { exitCode: 1, httpStatus: 500, message: 'the embedded cluster port is in use' },
+  // HTTP API (reference "Errors"; codes not in the reference are additive)
+  unauthorized: { exitCode: 1, httpStatus: 401, message: 'missing, invalid or revoked API key' },
+  car_not_found: { exitCode: 1, httpStatus: 404, message: 'CAR not found' },
+  geometry_invalid: { exitCode: 2, httpStatus: 422, message: 'invalid geometry' },
+  upstream_unavailable: { exitCode: 1, httpStatus: 503, message: 'the data is unavailable' },
+  internal_error: { exitCode: 1, httpStatus: 500, message: 'internal error' },
+  not_found: { exitCode: 1, httpStatus: 404, message: 'not found' },
+  method_not_allowed: { exitCode: 2, httpStatus: 405, message: 'method not allowed' },
+  payload_too_large: { exitCode: 2, httpStatus: 413, message: 'request body too large' },
+  unsupported_media_type: { exitCode: 2, httpStatus: 415, message: 'unsupported content type' },
+  key_not_found: { exitCode: 1, httpStatus: 404, message: 'API key not found' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

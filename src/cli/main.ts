@@ -15,8 +15,10 @@ import { renderHtml, type QualityReport } from '../etl/quality.ts';
 import { isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
 import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
+import { out, printResult } from './output.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
+import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo, type CliContext } from './api-commands.ts';
 
 const USAGE = `usage: agro <command> [options]
 
@@ -30,7 +32,8 @@ const USAGE = `usage: agro <command> [options]
   publish <snapshot_id> [--force]    (--force: a snapshot the quality gate blocked)
   keep <snapshot_id>                exempt a snapshot from retention
   report <run_id|snapshot_id> [--format json|html] [--out FILE]
-  demo                              start the cluster, load every fixture, print what was published
+  demo                              start the cluster, load every fixture, print what was published, serve the API
+${API_USAGE}
 
 pipelines: ${PIPELINES.map((p) => p.name).join(', ')}
 every command accepts --json (one JSON object on stdout)`;
@@ -45,6 +48,7 @@ const OPTIONS = {
   format: { type: 'string' },
   out: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
+  ...API_OPTIONS,
 } as const;
 
 interface Env {
@@ -58,12 +62,8 @@ interface Env {
 }
 
 /** Everything a command prints goes through here: CPFs masked, one JSON object with --json. */
-function out(text: string) {
-  process.stdout.write(maskCpfsInText(text) + '\n');
-}
-
 function print(env: Env, obj: unknown, human: () => string) {
-  out(env.json ? JSON.stringify(maskCpfsDeep(obj)) : human());
+  printResult(env.json, obj, human);
 }
 
 const lockBudget = (cfg: Config): LockBudget => ({ lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs });
@@ -315,7 +315,7 @@ async function cmdDemo(env: Env): Promise<number> {
     }
     process.stdout.write(`\nSnapshots: npx agro snapshots    Reports: npx agro report <snapshot_id> --format html --out report.html\nDatabase: ${databaseUrl(env.cfg)}\n`);
   });
-  return code;
+  return code === 0 ? serveDemo(apiContext(env)) : code;
 }
 
 /** The one failure output: `{"error": {code, message}}` on stdout with --json, a line on stderr always. */
@@ -330,6 +330,7 @@ function fail(json: boolean, e: unknown): number {
   process.stderr.write(`agro: ${maskCpfsInText(err.message)}${err.code === 'usage' ? `\n\n${USAGE}` : ''}\n`);
   return err.exitCode;
 }
+const apiContext = (env: Env): CliContext => ({ ...env, withDb: (fn) => withDb(env, fn) });
 
 export async function main(argv: string[]): Promise<number> {
   // Known before parsing, so that even a parse error answers in JSON.
@@ -385,6 +386,8 @@ export async function main(argv: string[]): Promise<number> {
       case 'keep': return await cmdKeep(env);
       case 'report': return await cmdReport(env);
       case 'demo': return await cmdDemo(env);
+      case 'serve': return await cmdServe(apiContext(env));
+      case 'keys': return await cmdKeys(apiContext(env));
       default:
         throw new AgroError('usage', `unknown command "${cmd}"`);
     }

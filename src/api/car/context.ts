@@ -1,0 +1,91 @@
+// Which snapshots a CAR answer reads: the published ones, the ones of an `as_of` date, or
+// the ones a cursor pinned. A SICAR snapshot is per state; the other datasets are national.
+//
+// as_of=D: per dataset (and state), the readable snapshot with the greatest as-of date ≤ D
+// (published, superseded, rolled back or loaded as a backfill, tables still kept).
+// Overlap figures of a historical CAR snapshot come from the precomputed pairs: the pair
+// with the layer snapshot chosen for D when it was computed, otherwise the answer says so
+// in `avisos` and the overlap fields are null.
+import type pg from 'pg';
+import { AgroError } from '../../errors.ts';
+import { overlapPairs, readableSnapshots, type SnapshotInfo } from './sql.ts';
+
+export const CAR_DATASET = 'sicar';
+export const LAYER_DATASETS = ['car-titulares', 'ibama-embargos', 'cnuc-ucs', 'funai-tis', 'incra-quilombos', 'zarc'] as const;
+export type LayerDataset = (typeof LAYER_DATASETS)[number];
+
+export interface ReadContext {
+  mode: 'current' | 'as_of' | 'pinned';
+  asOf: string | null;
+  /** SICAR snapshot per state. */
+  sicar: Map<string, SnapshotInfo>;
+  layers: Map<LayerDataset, SnapshotInfo>;
+  /** Every readable SICAR snapshot (for the "available dates" message). */
+  allSicar: SnapshotInfo[];
+}
+
+const pinKey = (s: SnapshotInfo) => (s.dataset === CAR_DATASET ? `${CAR_DATASET}:${s.uf}` : s.dataset);
+
+export function pins(ctx: ReadContext): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const s of [...ctx.sicar.values(), ...ctx.layers.values()]) out[pinKey(s)] = s.snapshot_id;
+  return out;
+}
+
+/** Resolves the snapshots of a read. `pinned` (from a cursor) wins over `asOf`. */
+export async function resolveContext(db: pg.Pool, o: { asOf?: string | null; pinned?: Record<string, number> | null }): Promise<ReadContext> {
+  const all = await readableSnapshots(db, [CAR_DATASET, ...LAYER_DATASETS]);
+  const ctx: ReadContext = { mode: 'current', asOf: o.asOf ?? null, sicar: new Map(), layers: new Map(), allSicar: all.filter((s) => s.dataset === CAR_DATASET) };
+  const take = (s: SnapshotInfo) => {
+    if (s.dataset === CAR_DATASET) {
+      if (s.uf && !ctx.sicar.has(s.uf)) ctx.sicar.set(s.uf, s);
+    } else if (!ctx.layers.has(s.dataset as LayerDataset)) ctx.layers.set(s.dataset as LayerDataset, s);
+  };
+  if (o.pinned) {
+    ctx.mode = 'pinned';
+    const byId = new Map(all.map((s) => [s.snapshot_id, s]));
+    for (const [k, id] of Object.entries(o.pinned)) {
+      const s = byId.get(id);
+      if (!s || pinKey(s) !== k) throw new AgroError('invalid_request', `cursor: snapshot ${id} it pages through is no longer kept; start again without cursor`);
+      take(s);
+    }
+  } else if (o.asOf) {
+    ctx.mode = 'as_of';
+    for (const s of all) if (s.as_of <= o.asOf) take(s); // newest as-of first
+  } else {
+    for (const s of all) if (s.is_current) take(s);
+  }
+  return ctx;
+}
+
+/** Dates a state can be read at (for 404 messages). */
+export function availableDates(ctx: ReadContext, uf: string | null): string[] {
+  return [...new Set(ctx.allSicar.filter((s) => uf === null || s.uf === uf).map((s) => s.as_of))].sort();
+}
+
+/**
+ * The layer snapshot whose overlaps with a CAR snapshot can be shown, or null with a note.
+ * Current reads always have their pairs (computed before publishing).
+ */
+export async function overlapLayer(
+  db: pg.Pool,
+  ctx: ReadContext,
+  carSnapshotIds: number[],
+  dataset: LayerDataset,
+  notes: string[],
+): Promise<SnapshotInfo | null> {
+  const layer = ctx.layers.get(dataset) ?? null;
+  if (!layer) {
+    if (ctx.mode === 'current') throw new AgroError('upstream_unavailable', `no published ${dataset} snapshot`);
+    notes.push(`${dataset}: no snapshot ${ctx.mode === 'as_of' ? `as of ${ctx.asOf} or earlier` : 'pinned'}; its fields are null`);
+    return null;
+  }
+  if (ctx.mode === 'current' || carSnapshotIds.length === 0) return layer;
+  const done = await overlapPairs(db, carSnapshotIds, [layer.snapshot_id]);
+  const missing = carSnapshotIds.filter((id) => !done.some((p) => p.car_snapshot_id === id));
+  if (missing.length) {
+    notes.push(`${dataset}: overlaps of SICAR snapshot ${missing.join(', ')} with ${dataset} snapshot ${layer.snapshot_id} (as of ${layer.as_of}) were not computed; its fields are null`);
+    return null;
+  }
+  return layer;
+}

@@ -1,0 +1,170 @@
+// Every statement of the car routes, one typed function each. They read only `serving`.
+import type pg from 'pg';
+import type { Static } from 'typebox';
+import type { UcOverlap } from './schemas.ts';
+
+type Db = pg.Pool | pg.ClientBase;
+
+/** The output projection shared by the current and the snapshot reads (`c` is the property row). */
+const PROJECTION = `
+  c.car, c.uf, c.cod_municipio_ibge, c.municipio, c.situacao, c.tipo,
+  c.area_total_ha, c.area_calculada_ha, c.app_ha, c.reserva_legal_ha, c.area_consolidada_ha,
+  to_char(c.data_inscricao, 'YYYY-MM-DD') AS data_inscricao,
+  ST_AsGeoJSON(c.centroid, 7)::json AS centroid,
+  ARRAY[ST_XMin(c.geom), ST_YMin(c.geom), ST_XMax(c.geom), ST_YMax(c.geom)] AS bbox,
+  CASE WHEN $2::boolean THEN ST_AsGeoJSON(ST_ForcePolygonCCW(
+    CASE WHEN ST_NumGeometries(c.geom) = 1 THEN ST_GeometryN(c.geom, 1) ELSE c.geom END), 7)::json END AS geometria,
+  c.snapshot_id`;
+
+export interface CarRow {
+  car: string;
+  uf: string;
+  cod_municipio_ibge: string | null;
+  municipio: string | null;
+  situacao: string | null;
+  tipo: string | null;
+  area_total_ha: number | null;
+  area_calculada_ha: number | null;
+  app_ha: number | null;
+  reserva_legal_ha: number | null;
+  area_consolidada_ha: number | null;
+  data_inscricao: string | null;
+  centroid: { type: 'Point'; coordinates: number[] } | null;
+  bbox: number[];
+  geometria: unknown | null;
+  snapshot_id: number;
+}
+
+export interface CurrentCarRow extends CarRow {
+  embargo_ibama: boolean | null;
+  sobreposicao_ucs: Static<typeof UcOverlap>[] | null;
+  as_of: string;
+}
+
+export const CAR_CURRENT_SQL = `
+SELECT ${PROJECTION}, c.embargo_ibama, c.sobreposicao_ucs, to_char(s.as_of, 'YYYY-MM-DD') AS as_of
+FROM serving.car_imovel c JOIN serving.snapshots s ON s.snapshot_id = c.snapshot_id
+WHERE c.car = $1`;
+
+/** GET /car/{numero} from the published snapshots (one statement: the benchmarked path). */
+export async function carCurrent(db: Db, car: string, geometry: boolean): Promise<CurrentCarRow | null> {
+  // Named: prepared once per connection (planning the serving view costs more than running it).
+  const r = await db.query({ name: 'api_car_current', text: CAR_CURRENT_SQL, values: [car, geometry] });
+  return r.rows[0] ?? null;
+}
+
+/** Properties of given SICAR snapshots, keyset-paged by car (as_of reads and pinned cursors). */
+export async function carsInSnapshots(
+  db: Db,
+  o: { snapshotIds: number[]; cars: string[]; geometry: boolean; after?: string | null; limit?: number | null; situacao?: string | null },
+): Promise<CarRow[]> {
+  const r = await db.query(
+    `SELECT ${PROJECTION} FROM serving.car_imovel_snapshot($1, $3, $4, $5, $6) c ORDER BY c.car`,
+    [o.snapshotIds, o.geometry, o.cars, o.after ?? null, o.limit ?? null, o.situacao ?? null],
+  );
+  return r.rows;
+}
+
+export interface SnapshotInfo {
+  snapshot_id: number;
+  dataset: string;
+  uf: string | null;
+  as_of: string;
+  is_current: boolean;
+}
+
+/** Readable snapshots (tables kept) of some datasets, newest as-of first. */
+export async function readableSnapshots(db: Db, datasets: string[]): Promise<SnapshotInfo[]> {
+  const r = await db.query(
+    `SELECT snapshot_id, dataset, uf, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current
+       FROM serving.snapshots_legiveis WHERE dataset = ANY ($1) ORDER BY as_of DESC, snapshot_id DESC`,
+    [datasets],
+  );
+  return r.rows;
+}
+
+/** Computed (CAR snapshot, layer snapshot) pairs among the given ones. */
+export async function overlapPairs(db: Db, carSnapshotIds: number[], layerSnapshotIds: number[]): Promise<{ car_snapshot_id: number; layer_snapshot_id: number }[]> {
+  const r = await db.query(
+    `SELECT car_snapshot_id, layer_snapshot_id FROM serving.overlap_pairs WHERE car_snapshot_id = ANY ($1) AND layer_snapshot_id = ANY ($2)`,
+    [carSnapshotIds, layerSnapshotIds],
+  );
+  return r.rows;
+}
+
+export interface OverlapRow {
+  car: string;
+  camada: string;
+  feicao_id: string;
+  area_sobreposta_ha: number | null;
+  percentual: number | null;
+  ativo: boolean | null;
+}
+
+/** Overlap rows of given properties in given CAR snapshots with one layer snapshot. */
+export async function overlapsOf(db: Db, carSnapshotIds: number[], layerSnapshotId: number, cars: string[]): Promise<OverlapRow[]> {
+  const r = await db.query(
+    `SELECT car, camada, feicao_id, area_sobreposta_ha, percentual, ativo
+       FROM serving.car_sobreposicoes_snapshot($1, $2, $3) ORDER BY area_sobreposta_ha DESC NULLS LAST, feicao_id`,
+    [carSnapshotIds, layerSnapshotId, cars],
+  );
+  return r.rows;
+}
+
+/** Attribute rows of one relation of a snapshot, by key. */
+export async function snapshotRows(db: Db, snapshotId: number, relation: string, key: string, values: string[]): Promise<Record<string, unknown>[]> {
+  const r = await db.query(`SELECT serving.snapshot_rows($1, $2, $3, $4) AS row`, [snapshotId, relation, key, values]);
+  return r.rows.map((x) => x.row);
+}
+
+export interface LinkRow {
+  car: string;
+  documento: string;
+  tipo_documento: string;
+  nome: string | null;
+  vinculo: string | null;
+  origem: 'declarado' | 'inferido';
+  evidencia: Record<string, unknown> | null;
+}
+
+/** Owner links of a document (by documento_hmac) in given snapshots. */
+export async function linksOf(db: Db, o: { titularesSnapshotId: number | null; ibamaSnapshotId: number | null; carSnapshotIds: number[]; hmac: string }): Promise<LinkRow[]> {
+  const r = await db.query(
+    `SELECT car, documento, tipo_documento, nome, vinculo, origem, evidencia
+       FROM serving.car_titulares_snapshot($1, $2, $3, $4) ORDER BY car, origem, nome`,
+    [o.titularesSnapshotId, o.ibamaSnapshotId, o.carSnapshotIds, o.hmac],
+  );
+  return r.rows;
+}
+
+export interface GeometryHit {
+  car: string;
+  uf: string;
+  municipio: string | null;
+  situacao: string | null;
+  area_total_ha: number | null;
+  area_calculada_ha: number | null;
+  overlap_ha: number;
+  overlap_ratio: number;
+  snapshot_id: number;
+}
+
+export const BY_GEOMETRY_SQL = `
+WITH q AS (SELECT ST_SetSRID(ST_GeomFromGeoJSON($1), 4326) AS g)
+SELECT * FROM (
+  SELECT c.car, c.uf, c.municipio, c.situacao, c.area_total_ha, c.area_calculada_ha, c.snapshot_id, x.overlap_ha,
+         least(1, x.overlap_ha / nullif(c.area_calculada_ha, 0)) AS overlap_ratio
+  FROM q
+  JOIN serving.car_imovel c ON ST_Intersects(c.geom, q.g)
+  -- OFFSET 0 keeps the intersection from being inlined into (and computed again by) the filters and the sort
+  CROSS JOIN LATERAL (SELECT CASE WHEN ST_CoveredBy(c.geom, q.g) THEN c.area_calculada_ha
+                                  ELSE serving.area_ha(ST_Intersection(c.geom, q.g)) END AS overlap_ha OFFSET 0) x
+) h
+WHERE h.overlap_ha >= 0.0001 AND coalesce(h.overlap_ratio, 0) >= $2
+ORDER BY h.overlap_ratio DESC NULLS LAST, h.car
+LIMIT $3`;
+
+/** POST /car/by-geometry: properties intersecting a polygon (≥ 1 m²), by overlap share. */
+export async function carsByGeometry(db: Db, geojson: string, minOverlap: number, limit: number): Promise<GeometryHit[]> {
+  return (await db.query({ name: 'api_by_geometry', text: BY_GEOMETRY_SQL, values: [geojson, minOverlap, limit] })).rows;
+}

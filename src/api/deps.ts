@@ -1,0 +1,12 @@
+// What every route group receives: the frozen config, the API's pool and the cursor signer.
+import type pg from 'pg';
+import type { Config } from '../config.ts';
+import type { Cursors } from './cursor.ts';
+
+export interface ApiDeps {
+  cfg: Config;
+  pool: pg.Pool;
+  cursors: Cursors;
+}
+
+export const UFS = ['AC', 'AL', 'AM', 'AP', 'BA', 'CE', 'DF', 'ES', 'GO', 'MA', 'MG', 'MS', 'MT', 'PA', 'PB', 'PE', 'PI', 'PR', 'RJ', 'RN', 'RO', 'RR', 'RS', 'SC', 'SE', 'SP', 'TO'] as const;

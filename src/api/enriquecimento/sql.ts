@@ -1,0 +1,61 @@
+// Statements of POST /v1/enriquecimento/territorial: the request geometry ($1, GeoJSON text)
+// crossed with one published layer each. Areas in EPSG:10857 hectares (serving.area_ha);
+// `percentual` = share of the request area inside the feature; overlaps under 1 m² are borders.
+import type pg from 'pg';
+
+type Db = pg.Pool | pg.ClientBase;
+
+const Q = `WITH q AS (SELECT ST_SetSRID(ST_GeomFromGeoJSON($1), 4326) AS g, $2::double precision AS ha)`;
+
+/** Polygon layer overlap: attributes, hectares and share of the request area. */
+const polygonLayer = (relation: string, attributes: string) => `${Q}
+SELECT ${attributes}, l.snapshot_id, x.ha AS area_sobreposta_ha, least(1, x.ha / nullif(q.ha, 0)) AS percentual
+FROM q JOIN ${relation} l ON ST_Intersects(l.geom, q.g)
+CROSS JOIN LATERAL (SELECT CASE WHEN ST_CoveredBy(q.g, l.geom) THEN q.ha ELSE serving.area_ha(ST_Intersection(l.geom, q.g)) END AS ha) x
+WHERE x.ha >= 0.0001
+ORDER BY x.ha DESC, 1`;
+
+export const ENRICH_SQL = {
+  municipios: polygonLayer('serving.ibge_municipios', 'l.geocodigo, l.nome, l.uf'),
+  ti: polygonLayer('serving.funai_tis', 'l.codigo, l.nome, l.etnias, l.fase, l.modalidade'),
+  uc: polygonLayer('serving.cnuc_ucs', 'l.codigo AS cnuc, l.nome, l.categoria, l.grupo, l.esfera'),
+  quilombo: polygonLayer('serving.incra_quilombos', 'l.codigo, l.comunidade, l.fase, l.esfera'),
+  // Main BR alignments within 10 km, nearest first (geodesic distance), plus the nearest
+  // ones at any distance (index-assisted KNN on the geometry, then geodesic). 0.15° is more
+  // than 10 km in both directions at every latitude of Brazil (down to 34° S): a box prefilter.
+  rodovias: `${Q}
+SELECT * FROM (
+  SELECT r.codigo, r.br, r.uf, r.superficie, r.snapshot_id, ST_Distance(r.geom::geography, q.g::geography) / 1000 AS distancia_km
+  FROM q JOIN serving.dnit_snv_principal r ON r.geom && ST_Expand(q.g, 0.15) AND ST_DWithin(r.geom::geography, q.g::geography, 10000)
+  UNION
+  SELECT n.codigo, n.br, n.uf, n.superficie, n.snapshot_id, ST_Distance(n.geom::geography, q.g::geography) / 1000
+  FROM q CROSS JOIN LATERAL (SELECT * FROM serving.dnit_snv_principal r ORDER BY r.geom <-> q.g LIMIT 5) n
+) s ORDER BY distancia_km, codigo`,
+  zarc: `SELECT r.geocodigo, r.safra, r.cultura, r.ciclo, r.solo, r.manejo, r.portaria, r.snapshot_id,
+       ARRAY[r.dec1, r.dec2, r.dec3, r.dec4, r.dec5, r.dec6, r.dec7, r.dec8, r.dec9, r.dec10, r.dec11, r.dec12,
+             r.dec13, r.dec14, r.dec15, r.dec16, r.dec17, r.dec18, r.dec19, r.dec20, r.dec21, r.dec22, r.dec23, r.dec24,
+             r.dec25, r.dec26, r.dec27, r.dec28, r.dec29, r.dec30, r.dec31, r.dec32, r.dec33, r.dec34, r.dec35, r.dec36] AS decendios
+FROM serving.zarc_risco r WHERE r.geocodigo = ANY ($1)
+ORDER BY r.geocodigo, r.cultura, r.safra, r.ciclo, r.solo, r.manejo`,
+} as const;
+
+export type EnrichLayer = 'municipios' | 'ti' | 'uc' | 'quilombo' | 'rodovias';
+
+/** One layer crossed with the request geometry. */
+export async function crossLayer(db: Db, layer: EnrichLayer, geojson: string, areaHa: number): Promise<Record<string, unknown>[]> {
+  return (await db.query({ name: `api_enrich_${layer}`, text: ENRICH_SQL[layer], values: [geojson, areaHa] })).rows;
+}
+
+/** ZARC rows of some municipalities. */
+export async function zarcOf(db: Db, geocodigos: string[]): Promise<Record<string, unknown>[]> {
+  return (await db.query({ name: 'api_enrich_zarc', text: ENRICH_SQL.zarc, values: [geocodigos] })).rows;
+}
+
+/** Published snapshot of each dataset (with its as-of date). */
+export async function publishedDatasets(db: Db, datasets: string[]): Promise<{ dataset: string; snapshot_id: number; as_of: string }[]> {
+  const r = await db.query(
+    `SELECT dataset, snapshot_id, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots WHERE status = 'current' AND dataset = ANY ($1)`,
+    [datasets],
+  );
+  return r.rows;
+}

@@ -1,0 +1,34 @@
+// Statements of the meta routes (serving.snapshots and serving.snapshots_legiveis only).
+import type pg from 'pg';
+
+type Db = pg.Pool | pg.ClientBase;
+
+export async function dbPing(db: Db): Promise<void> {
+  await db.query('SELECT 1');
+}
+
+export interface PublishedSnapshot {
+  dataset: string;
+  uf: string | null;
+  snapshot_id: number;
+  as_of: string;
+  published_at: Date | null;
+  rows: number | null;
+}
+
+/** The published snapshot of each dataset (and state). */
+export async function publishedSnapshots(db: Db): Promise<PublishedSnapshot[]> {
+  const r = await db.query(
+    `SELECT dataset, uf, snapshot_id, to_char(as_of, 'YYYY-MM-DD') AS as_of, published_at, rows
+       FROM serving.snapshots WHERE status = 'current' ORDER BY dataset, uf NULLS FIRST`,
+  );
+  return r.rows;
+}
+
+/** Distinct as-of dates kept per dataset and state (readable snapshots), oldest first. */
+export async function readableHistory(db: Db): Promise<{ dataset: string; uf: string | null; as_of: string }[]> {
+  const r = await db.query(
+    `SELECT DISTINCT dataset, uf, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots_legiveis ORDER BY dataset, uf, as_of`,
+  );
+  return r.rows;
+}

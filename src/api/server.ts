@@ -1,0 +1,152 @@
+// The HTTP API (contract §4): a fastify instance built from a Config and a pool. Every
+// response carries X-Request-Id; every failure is the one envelope of ./errors.ts; request
+// logs are one line per response with the path's CPFs masked and no headers at all.
+import crypto from 'node:crypto';
+import type { Socket } from 'node:net';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import pg from 'pg';
+import type { Config } from '../config.ts';
+import { AgroError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { maskCpfsInText } from '../privacy.ts';
+import { KeyCache } from '../platform/key-cache.ts';
+import { checkKeyFormat } from '../platform/keys.ts';
+import { carRoutes } from './car/routes.ts';
+import { Cursors } from './cursor.ts';
+import type { ApiDeps } from './deps.ts';
+import { enriquecimentoRoutes } from './enriquecimento/routes.ts';
+import { envelope, toFailure } from './errors.ts';
+import { OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
+import { metaRoutes } from './meta/routes.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    apiKey?: { id: string; env: 'test' | 'live'; plan: string };
+  }
+  interface FastifyContextConfig {
+    /** No API key needed (health, OpenAPI, docs). */
+    public?: boolean;
+  }
+}
+
+// randomUUID draws from a cached entropy pool: a tenth of the cost of randomBytes per request.
+export const newRequestId = () => `req_${crypto.randomUUID().replace(/-/g, '').slice(0, 24)}`;
+
+/** The API's own pool: a statement timeout on every query, JIT off (as the loaders' pool). */
+export function createApiPool(cfg: Config, url: string): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: cfg.api.poolSize,
+    application_name: 'agro-api',
+    options: '-c jit=off',
+    statement_timeout: cfg.api.statementTimeoutMs,
+    connectionTimeoutMillis: 5_000,
+  });
+  pool.on('error', () => {
+    /* an idle client died; the next checkout reconnects */
+  });
+  return pool;
+}
+
+/** A bare HTTP 400 for requests node's parser refuses (NUL bytes, oversized headers): still the envelope. */
+function clientError(err: Error & { code?: string }, socket: Socket) {
+  if (!socket.writable) return socket.destroy();
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+  const id = newRequestId();
+  const body = JSON.stringify(envelope({ code: 'invalid_request', message: `invalid request: malformed HTTP request (${err.code ?? 'parse error'})` }, id));
+  socket.end(
+    `HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `X-Request-Id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest): Promise<void> {
+  const header = req.headers.authorization;
+  if (!header) throw new AgroError('unauthorized', 'send Authorization: Bearer <API key>');
+  const m = BEARER.exec(header);
+  if (!m) throw new AgroError('unauthorized', 'the Authorization header must be "Bearer <API key>"');
+  if (!checkKeyFormat(m[1])) throw new AgroError('unauthorized', 'malformed API key');
+  const key = await keys.find(pool, m[1]);
+  if (!key) throw new AgroError('unauthorized', 'unknown or revoked API key');
+  req.apiKey = key;
+}
+
+export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }) {
+  const deps: ApiDeps = { cfg: o.cfg, pool: o.pool, cursors: new Cursors(o.cfg.hmacKey) };
+  const log = o.log.child({ component: 'api' }, { redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' } });
+  const app = Fastify({
+    loggerInstance: log,
+    logController: new LogController({ disableRequestLogging: true }), // one line per response, ours (onResponse)
+    genReqId: newRequestId,
+    requestIdHeader: false,
+    bodyLimit: o.cfg.api.bodyLimitBytes,
+    routerOptions: { maxParamLength: 8_192 },
+    clientErrorHandler: clientError,
+    // Unknown body fields are an error (a typo must not be silently ignored), not stripped.
+    ajv: { customOptions: { allErrors: false, removeAdditional: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // Checked keys are cached, invalidated by LISTEN/NOTIFY on any change to a key row.
+  const { connectionString, host, port, user, password, database, ssl } = o.pool.options;
+  const keys = new KeyCache({ connectionString, host, port, user, password, database, ssl, application_name: 'agro-api-keys' }, log);
+  keys.start();
+  app.addHook('onClose', async () => keys.stop());
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+    const isPublic = req.routeOptions.config?.public === true || req.url === '/v1/docs' || req.url.startsWith('/v1/docs/');
+    if (!isPublic && req.routeOptions.url !== undefined) await authenticate(o.pool, keys, req);
+  });
+
+  app.addHook('onResponse', async (req, reply) => {
+    if (!log.isLevelEnabled('info')) return;
+    req.log.info(
+      { method: req.method, url: maskCpfsInText(req.url.slice(0, 200)), status: reply.statusCode, ms: Math.round(reply.elapsedTime), key: req.apiKey?.id },
+      'request',
+    );
+  });
+
+  app.setErrorHandler(async (err, req, reply: FastifyReply) => {
+    const f = toFailure(err);
+    if (f.unexpected) req.log[f.status >= 500 ? 'error' : 'warn']({ err }, 'request failed');
+    if (f.status === 401) reply.header('www-authenticate', 'Bearer');
+    reply.headers(f.headers).code(f.status).type('application/json; charset=utf-8');
+    return envelope(f, req.id);
+  });
+
+  app.setNotFoundHandler(async (req, reply) => {
+    reply.code(404).type('application/json; charset=utf-8');
+    const path = req.url.split('?')[0];
+    return envelope({ code: 'not_found', message: `not found: no route ${req.method} ${maskCpfsInText(path.length > 80 ? path.slice(0, 80) + '…' : path)}` }, req.id);
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: OPENAPI_INFO,
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'ck_live_… or ck_test_… API key' } } },
+      security: [{ bearer: [] }],
+      tags: [{ name: 'car' }, { name: 'enriquecimento' }, { name: 'meta' }],
+      webhooks: WEBHOOKS as never,
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/v1/docs', staticCSP: true, uiConfig: { docExpansion: 'list', deepLinking: false } });
+
+  await app.register(
+    async (v1) => {
+      await v1.register(metaRoutes(deps));
+      await v1.register(carRoutes(deps));
+      await v1.register(enriquecimentoRoutes(deps));
+      v1.get('/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
+    },
+    { prefix: '/v1' },
+  );
+  return app;
+}
+
+export type ApiServer = Awaited<ReturnType<typeof buildServer>>;

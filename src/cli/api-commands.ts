@@ -1,0 +1,153 @@
+// `agro serve`, `agro keys create|list|revoke` and the API end of `agro demo`.
+import type pg from 'pg';
+import type { Config } from '../config.ts';
+import { databaseUrl } from '../db/cluster.ts';
+import { AgroError } from '../errors.ts';
+import { printResult } from './output.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { createKey, KEY_ENVS, listKeys, PLANS, revokeKey, type KeyEnv, type Plan } from '../platform/keys.ts';
+
+export interface CliContext {
+  cfg: Config;
+  log: Logger;
+  json: boolean;
+  values: Record<string, string | boolean | undefined>;
+  args: string[];
+  /** Opens (and migrates) the database for the duration of fn. */
+  withDb<T>(fn: (pool: pg.Pool) => Promise<T>): Promise<T>;
+}
+
+export const API_USAGE = `  serve [--port 8080] [--host 127.0.0.1]   the HTTP API
+  keys create --env test|live --plan PLAN [--name N]   a new API key, shown once
+  keys list | keys revoke <id>`;
+
+export const API_OPTIONS = {
+  port: { type: 'string' },
+  host: { type: 'string' },
+  env: { type: 'string' },
+  plan: { type: 'string' },
+  name: { type: 'string' },
+} as const;
+
+const out = (ctx: CliContext, obj: unknown, human: () => string) => printResult(ctx.json, obj, human);
+
+function portOf(ctx: CliContext): number {
+  const raw = ctx.values.port as string | undefined;
+  const port = raw === undefined ? ctx.cfg.port : Number(raw);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new AgroError('usage', `--port must be 0..65535, got "${raw}"`);
+  return port;
+}
+
+/** Starts the API; resolves with its address and a stop function. */
+export async function startApi(cfg: Config, o: { port: number; host: string }) {
+  // Loaded on demand: fastify, swagger and turf would slow every other command's start.
+  const { buildServer, createApiPool } = await import('../api/server.ts');
+  const log = createLogger(cfg.logLevel, { buffered: true });
+  const pool = createApiPool(cfg, databaseUrl(cfg));
+  const app = await buildServer({ cfg, pool, log });
+  try {
+    await app.listen({ port: o.port, host: o.host });
+  } catch (e) {
+    await app.close();
+    await pool.end();
+    log.flush();
+    throw new AgroError('usage', `cannot listen on ${o.host}:${o.port}: ${(e as Error).message}`);
+  }
+  const addr = app.server.address();
+  const url = typeof addr === 'object' && addr ? `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${addr.port}` : `http://${o.host}:${o.port}`;
+  return {
+    url,
+    async stop() {
+      await app.close();
+      await pool.end();
+      log.flush();
+    },
+  };
+}
+
+/** Serves until SIGINT or SIGTERM. */
+async function serveUntilSignal(stop: () => Promise<void>): Promise<number> {
+  await new Promise<void>((resolve) => {
+    const done = () => resolve();
+    process.once('SIGINT', done);
+    process.once('SIGTERM', done);
+  });
+  await stop();
+  return 0;
+}
+
+export async function cmdServe(ctx: CliContext): Promise<number> {
+  await ctx.withDb(async () => {}); // start the embedded cluster if needed, migrate
+  const host = (ctx.values.host as string | undefined) ?? ctx.cfg.host;
+  const api = await startApi(ctx.cfg, { port: portOf(ctx), host });
+  out(ctx, { url: api.url, openapi: `${api.url}/v1/openapi.json`, docs: `${api.url}/v1/docs` }, () => `agro API listening on ${api.url} (docs: ${api.url}/v1/docs) — Ctrl-C to stop`);
+  return serveUntilSignal(api.stop);
+}
+
+export async function cmdKeys(ctx: CliContext): Promise<number> {
+  const sub = ctx.args[1];
+  if (sub === 'create') {
+    const env = ctx.values.env as string | undefined;
+    const plan = ctx.values.plan as string | undefined;
+    if (!env || !KEY_ENVS.includes(env as KeyEnv)) throw new AgroError('usage', `keys create needs --env ${KEY_ENVS.join('|')}`);
+    if (!plan || !PLANS.includes(plan as Plan)) throw new AgroError('usage', `keys create needs --plan ${PLANS.join('|')}`);
+    const k = await ctx.withDb((pool) => createKey(pool, { env: env as KeyEnv, plan: plan as Plan, name: (ctx.values.name as string | undefined) ?? null }));
+    out(ctx, k, () => `${k.key}\n(id ${k.id}, ${k.env}, ${k.plan}${k.name ? `, "${k.name}"` : ''}) — store it now: it is not shown again`);
+    return 0;
+  }
+  if (sub === 'list') {
+    const keys = await ctx.withDb((pool) => listKeys(pool));
+    const rows = keys.map((k) => ({
+      id: k.id, name: k.name, env: k.env, plan: k.plan, prefix: k.prefix, last4: k.last4,
+      created_at: k.created_at.toISOString(), revoked_at: k.revoked_at?.toISOString() ?? null,
+    }));
+    out(ctx, { keys: rows }, () =>
+      rows.length === 0
+        ? 'no keys'
+        : rows.map((k) => `${k.id}  ${k.prefix}…${k.last4}  ${k.env.padEnd(4)} ${k.plan.padEnd(12)} ${(k.name ?? '').padEnd(20)} created ${k.created_at}${k.revoked_at ? `  REVOKED ${k.revoked_at}` : ''}`).join('\n'),
+    );
+    return 0;
+  }
+  if (sub === 'revoke') {
+    const id = ctx.args[2];
+    if (!id) throw new AgroError('usage', 'keys revoke <id>');
+    const k = await ctx.withDb((pool) => revokeKey(pool, id));
+    out(ctx, { id: k.id, revoked_at: k.revoked_at?.toISOString() ?? null }, () => `key ${k.id} revoked`);
+    return 0;
+  }
+  throw new AgroError('usage', 'keys create|list|revoke');
+}
+
+/** A property with a declared CNPJ owner, for the demo's ready-to-paste requests. */
+async function demoSample(pool: pg.Pool): Promise<{ car: string; cnpj: string; envelope: string } | null> {
+  const r = await pool.query(
+    `SELECT c.car, t.documento AS cnpj, ST_AsGeoJSON(ST_Envelope(c.geom), 6) AS envelope
+       FROM serving.car_titulares t JOIN serving.car_imovel c ON c.car = t.car
+      WHERE t.tipo_documento = 'cnpj' AND t.origem = 'declarado'
+      ORDER BY c.car LIMIT 1`,
+  );
+  return r.rows[0] ?? null;
+}
+
+/** The end of `agro demo`: a fresh key, the API on loopback, three curl lines; serves until Ctrl-C. */
+export async function serveDemo(ctx: CliContext): Promise<number> {
+  const { key, sample } = await ctx.withDb(async (pool) => ({
+    key: await createKey(pool, { env: 'test', plan: 'enterprise', name: 'demo' }),
+    sample: await demoSample(pool),
+  }));
+  const api = await startApi(ctx.cfg, { port: portOf(ctx), host: (ctx.values.host as string | undefined) ?? ctx.cfg.host });
+  const auth = `-H 'Authorization: Bearer ${key.key}'`;
+  const lines = [
+    `\nThe API is serving on ${api.url} (docs: ${api.url}/v1/docs). Demo key ${key.id}: ${key.key}`,
+    ...(sample
+      ? [
+          `  curl -s ${auth} '${api.url}/v1/car/${sample.car}?include=ucs,tis,embargos'`,
+          `  curl -s ${auth} '${api.url}/v1/car/by-document/${sample.cnpj}'`,
+          `  curl -s ${auth} -H 'Content-Type: application/json' -d '{"geometry": ${sample.envelope}}' '${api.url}/v1/car/by-geometry'`,
+        ]
+      : ['  (no property with a declared owner is published: load the fixtures first)']),
+    'Ctrl-C to stop.',
+  ];
+  (ctx.json ? process.stderr : process.stdout).write(lines.join('\n') + '\n');
+  return serveUntilSignal(api.stop);
+}

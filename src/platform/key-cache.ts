@@ -1,0 +1,83 @@
+// Checked API keys, cached in the server so that a data request costs one database round
+// trip, not two. Correctness rests on LISTEN: the trigger of sql/0020 notifies every change
+// to a key row, and the entry goes at once. While the listening connection is down the cache
+// is off (every request reads the database) and emptied; it comes back when it reconnects.
+import type pg from 'pg';
+import pgLib from 'pg';
+import type { Logger } from '../log.ts';
+import { findActiveKey, keySha256, type ApiKey } from './keys.ts';
+
+export type ActiveKey = Pick<ApiKey, 'id' | 'env' | 'plan'>;
+
+const CHANNEL = 'agro_api_keys';
+
+export class KeyCache {
+  readonly #entries = new Map<string, { key: ActiveKey; at: number }>();
+  #client: pg.Client | null = null;
+  #live = false;
+  #stopped = false;
+  /** Bumped by every notification: a read that started before one must not fill the cache. */
+  #generation = 0;
+  #retry: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly connection: pg.ClientConfig,
+    private readonly log: Logger,
+    private readonly ttlMs = 60_000,
+  ) {}
+
+  /** Starts listening in the background (never throws: without it the cache stays off). */
+  start(): void {
+    void this.#connect();
+  }
+
+  async #connect(): Promise<void> {
+    if (this.#stopped) return;
+    const client = new pgLib.Client(this.connection);
+    const down = () => {
+      if (this.#client !== client) return;
+      this.#live = false;
+      this.#entries.clear();
+      this.#generation++;
+      this.#client = null;
+      client.end().catch(() => {});
+      if (!this.#stopped) this.#retry = setTimeout(() => void this.#connect(), 5_000);
+    };
+    this.#client = client;
+    client.on('error', down);
+    client.on('end', down);
+    client.on('notification', (n) => {
+      this.#generation++;
+      if (n.payload) this.#entries.delete(n.payload);
+      else this.#entries.clear();
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANNEL}`);
+      this.#live = !this.#stopped;
+    } catch (e) {
+      this.log.warn({ err: e }, 'API key cache off: cannot listen for key changes');
+      down();
+    }
+  }
+
+  /** The active key with this value, from the cache or the database. */
+  async find(pool: pg.Pool, key: string): Promise<ActiveKey | null> {
+    const hash = keySha256(key).toString('hex');
+    const hit = this.#live ? this.#entries.get(hash) : undefined;
+    if (hit && Date.now() - hit.at < this.ttlMs) return hit.key;
+    const generation = this.#generation;
+    const found = await findActiveKey(pool, key);
+    if (found && this.#live && generation === this.#generation) this.#entries.set(hash, { key: found, at: Date.now() });
+    return found;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#live = false;
+    if (this.#retry) clearTimeout(this.#retry);
+    const c = this.#client;
+    this.#client = null;
+    if (c) await c.end().catch(() => {});
+  }
+}
