@@ -29,7 +29,8 @@ const QuilomboOverlap = Type.Object({
   codigo: Type.String({ description: 'INCRA cd_quilomb' }), comunidade: Nullable(Type.String()), fase: Nullable(Type.String()), esfera: Nullable(Type.String()), ...Overlap,
 });
 export const ZarcCultura = Type.Object({
-  cultura: Type.String(), safra: Type.String(), ciclo: Type.Integer(), solo: Type.Integer(), manejo: Nullable(Type.Integer()), portaria: Nullable(Type.String()),
+  // Codes are text (ZARC's crop codes have 14 digits); a code that did not parse is null, its text in the snapshot's extra.
+  cultura: Type.String(), safra: Type.String(), ciclo: Nullable(Type.String()), solo: Nullable(Type.String()), manejo: Nullable(Type.String()), portaria: Nullable(Type.String()),
   risco_20: Type.Array(Type.Integer({ minimum: 1, maximum: 36 }), { description: 'ten-day periods (1..36) at 20 % risk' }),
   risco_30: Type.Array(Type.Integer({ minimum: 1, maximum: 36 }), { description: 'ten-day periods at 30 % risk' }),
   risco_40: Type.Array(Type.Integer({ minimum: 1, maximum: 36 }), { description: 'ten-day periods at 40 % risk' }),
