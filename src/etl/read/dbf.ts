@@ -1,0 +1,131 @@
+// dBase (.dbf) header and field decoding with an explicit encoding, giving the same text
+// values the GDAL reader hands to the staging table today (checked against it in
+// test/read-paths.test.ts):
+// - bytes up to the first NUL, spaces trimmed at both ends (shapelib's TRIM_DBF_WHITESPACE);
+// - C/L/M and unknown types: text in the layer's encoding, blank = null (L keeps '?');
+// - N/F: blank or '*…' = null; a number prints as JavaScript prints it (what the GDAL
+//   reader's String(double) gave); integers beyond 2^53 keep every digit; text that is
+//   not a number is kept as it is and counted (`unparsed`), never guessed;
+// - D: YYYYMMDD → YYYY-MM-DD, '00000000'/blank = null, anything else kept and counted.
+import { AgroError } from '../../errors.ts';
+
+export interface DbfField {
+  /** Lower-cased, as the staging layer names them. */
+  name: string;
+  type: string;
+  offset: number;
+  length: number;
+  decimals: number;
+}
+
+export interface DbfHeader {
+  records: number;
+  headerLength: number;
+  recordLength: number;
+  fields: DbfField[];
+}
+
+/** Parses the header (the first `headerLength` bytes, which `buf` must hold). */
+export function parseDbfHeader(buf: Buffer, file: string): DbfHeader {
+  if (buf.length < 32) throw new AgroError('malformed_source', `${file}: DBF header cut short`);
+  const records = buf.readUInt32LE(4);
+  const headerLength = buf.readUInt16LE(8);
+  const recordLength = buf.readUInt16LE(10);
+  if (buf.length < headerLength) throw new AgroError('malformed_source', `${file}: DBF header cut short`);
+  const fields: DbfField[] = [];
+  let offset = 1; // byte 0 of a record is the deletion flag
+  for (let p = 32; p + 32 <= headerLength && buf[p] !== 0x0d; p += 32) {
+    const raw = buf.subarray(p, p + 11);
+    const end = raw.indexOf(0);
+    const name = raw.subarray(0, end < 0 ? 11 : end).toString('latin1').trim().toLowerCase();
+    const length = buf[p + 16];
+    fields.push({ name, type: String.fromCharCode(buf[p + 11]).toUpperCase(), offset, length, decimals: buf[p + 17] });
+    offset += length;
+  }
+  if (offset > recordLength) throw new AgroError('malformed_source', `${file}: DBF fields (${offset} bytes) overrun the record length ${recordLength}`);
+  return { records, headerLength, recordLength, fields };
+}
+
+export type TextDecode = (buf: Buffer, start: number, end: number) => string;
+
+/**
+ * A decoder for a .cpg / GDAL encoding name. Latin-1 is real ISO-8859-1 (Buffer
+ * 'latin1'; WHATWG's TextDecoder('latin1') is windows-1252, which GDAL's ISO-8859-1 is not).
+ */
+export function textDecoder(encoding: string): TextDecode {
+  const e = encoding.trim().toLowerCase().replace(/[\s_]/g, '-');
+  if (['utf-8', 'utf8', '65001'].includes(e)) return (b, s, t) => b.toString('utf8', s, t);
+  if (['iso-8859-1', 'iso8859-1', 'latin1', 'latin-1', '88591', '8859-1', 'iso-88591'].includes(e)) return (b, s, t) => b.toString('latin1', s, t);
+  const label = /^\d{3,4}$/.test(e) ? `windows-${e}` : e.replace(/^cp-?/, 'windows-');
+  let dec: TextDecoder;
+  try {
+    dec = new TextDecoder(label);
+  } catch {
+    throw new AgroError('malformed_source', `unknown DBF encoding '${encoding}'`);
+  }
+  return (b, s, t) => dec.decode(b.subarray(s, t));
+}
+
+/** [start, end) of a field's content: up to the first NUL, spaces trimmed. */
+function span(rec: Buffer, at: number, len: number): [number, number] {
+  let end = at;
+  const max = at + len;
+  while (end < max && rec[end] !== 0) end++;
+  let start = at;
+  while (start < end && rec[start] === 0x20) start++;
+  while (end > start && rec[end - 1] === 0x20) end--;
+  return [start, end];
+}
+
+const TWO_53 = 2 ** 53;
+
+export interface FieldValue {
+  text: string | null;
+  /** A JSON-ready value for `extra` (numbers as numbers). */
+  json: string | number | null;
+  unparsed: boolean;
+}
+
+/** Decodes field `f` of the record starting at `at` in `rec`. */
+export function decodeField(rec: Buffer, at: number, f: DbfField, decode: TextDecode, out: FieldValue): FieldValue {
+  const [s, e] = span(rec, at + f.offset, f.length);
+  out.unparsed = false;
+  if (s === e) {
+    out.text = out.json = null;
+    return out;
+  }
+  switch (f.type) {
+    case 'N':
+    case 'F': {
+      if (rec[s] === 0x2a) { // '*': overflow marker, null for shapelib
+        out.text = out.json = null;
+        return out;
+      }
+      const t = rec.toString('latin1', s, e);
+      const n = Number(t);
+      if (!Number.isFinite(n) || !/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t)) {
+        out.text = out.json = t;
+        out.unparsed = true;
+      } else if (Math.abs(n) >= TWO_53 && /^[+-]?\d+$/.test(t)) {
+        out.text = out.json = BigInt(t).toString();
+      } else {
+        out.text = String(n);
+        out.json = n;
+      }
+      return out;
+    }
+    case 'D': {
+      const t = rec.toString('latin1', s, e);
+      if (/^0+$/.test(t)) out.text = out.json = null;
+      else if (/^\d{8}$/.test(t)) out.text = out.json = `${t.slice(0, 4)}-${t.slice(4, 6)}-${t.slice(6, 8)}`;
+      else {
+        out.text = out.json = t;
+        out.unparsed = true;
+      }
+      return out;
+    }
+    default:
+      out.text = out.json = decode(rec, s, e);
+      return out;
+  }
+}

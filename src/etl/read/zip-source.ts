@@ -1,0 +1,65 @@
+// Entries of a zip as byte streams, read straight from the archive (nothing extracted),
+// each checked against its CRC-32 as it streams: a damaged member fails the read
+// (corrupt_archive) instead of feeding truncated or altered bytes to a parser.
+// Several entries may be streamed at once (a layer's .shp and .dbf side by side).
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { crc32 } from 'node:zlib';
+import yauzl, { type Entry, type ZipFile } from 'yauzl';
+import { AgroError } from '../../errors.ts';
+
+export class ZipEntries {
+  private constructor(
+    private readonly file: string,
+    private readonly zip: ZipFile,
+    private readonly entries: Map<string, Entry>,
+  ) {}
+
+  static async open(file: string): Promise<ZipEntries> {
+    const corrupt = (e: unknown) => new AgroError('corrupt_archive', `${path.basename(file)}: ${(e as Error).message}`);
+    const zip = await new Promise<ZipFile>((resolve, reject) =>
+      yauzl.open(file, { lazyEntries: true, autoClose: false }, (err, z) => (err ? reject(corrupt(err)) : resolve(z))),
+    );
+    const entries = new Map<string, Entry>();
+    await new Promise<void>((resolve, reject) => {
+      zip.on('error', (e) => reject(corrupt(e)));
+      zip.on('end', resolve);
+      zip.on('entry', (e: Entry) => {
+        if (!e.fileName.endsWith('/')) entries.set(e.fileName, e);
+        zip.readEntry();
+      });
+      zip.readEntry();
+    });
+    return new ZipEntries(file, zip, entries);
+  }
+
+  /** File entry names, in archive order. */
+  names(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  /** The entry's bytes, CRC-checked at the end. */
+  async *stream(name: string): AsyncGenerator<Buffer> {
+    const entry = this.entries.get(name);
+    if (!entry) throw new AgroError('missing_layer_part', `${path.basename(this.file)} has no ${name}`, { file: name });
+    const stream = await new Promise<Readable>((resolve, reject) =>
+      this.zip.openReadStream(entry, (err, s) => (err ? reject(new AgroError('corrupt_archive', `${name}: ${err.message}`)) : resolve(s))),
+    );
+    let crc = 0;
+    try {
+      for await (const chunk of stream) {
+        crc = crc32(chunk as Buffer, crc);
+        yield chunk as Buffer;
+      }
+    } catch (e) {
+      throw new AgroError('corrupt_archive', `${name}: ${(e as Error).message}`);
+    } finally {
+      stream.destroy();
+    }
+    if (crc >>> 0 !== entry.crc32 >>> 0) throw new AgroError('corrupt_archive', `CRC mismatch in ${name}`);
+  }
+
+  close(): void {
+    this.zip.close();
+  }
+}
