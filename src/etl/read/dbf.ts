@@ -57,6 +57,7 @@ export function textDecoder(encoding: string): TextDecode {
   if (['utf-8', 'utf8', '65001'].includes(e)) return (b, s, t) => b.toString('utf8', s, t);
   if (['iso-8859-1', 'iso8859-1', 'latin1', 'latin-1', '88591', '8859-1', 'iso-88591'].includes(e)) return (b, s, t) => b.toString('latin1', s, t);
   const label = /^\d{3,4}$/.test(e) ? `windows-${e}` : e.replace(/^cp-?/, 'windows-');
+  if (['windows-1252', 'ansi-1252'].includes(label)) return windows1252;
   let dec: TextDecoder;
   try {
     dec = new TextDecoder(label);
@@ -65,6 +66,13 @@ export function textDecoder(encoding: string): TextDecode {
   }
   return (b, s, t) => dec.decode(b.subarray(s, t));
 }
+
+// windows-1252 = Latin-1 except 0x80–0x9F (Node 20's TextDecoder decodes that label as Latin-1).
+const CP1252_HIGH = '€\u0081‚ƒ„…†‡ˆ‰Š‹Œ\u008dŽ\u008f\u0090‘’“”•–—˜™š›œ\u009džŸ';
+const windows1252: TextDecode = (b, s, t) => {
+  const text = b.toString('latin1', s, t);
+  return /[\u0080-\u009f]/.test(text) ? text.replace(/[\u0080-\u009f]/g, (c) => CP1252_HIGH[c.charCodeAt(0) - 0x80]) : text;
+};
 
 /** [start, end) of a field's content: up to the first NUL, spaces trimmed. */
 function span(rec: Buffer, at: number, len: number): [number, number] {
