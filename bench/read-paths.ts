@@ -191,7 +191,7 @@ async function shapefilePackage(client: pg.Client, a: ChildArgs, shp: string, sp
       w.jsonb(extra ? JSON.stringify(extra) : null);
       if (geometry) {
         const wkb = geojsonWkb(geometry);
-        w.bytes(wkb.length, (b, at) => at + wkb.copy(b, at));
+        w.field({ size: wkb.length, write: (b, at) => at + wkb.copy(b, at) });
       } else w.nullField();
       if (w.full) yield w.take();
     }

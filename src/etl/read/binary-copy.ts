@@ -4,8 +4,17 @@
 // chunks that the caller hands to the COPY stream. Binary forms used here: int4, int8,
 // text (UTF-8 bytes), jsonb (version byte 1 + JSON text) and geometry (WKB, which
 // PostGIS' geometry_recv accepts as it is).
+import { isUtf8 } from 'node:buffer';
+
+const REPLACEMENT = Buffer.from('\uFFFD', 'utf8');
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 export const COPY_CHUNK_BYTES = 1 << 20;
+
+/** A value that knows its binary size and writes itself (e.g. a shape's WKB). */
+export interface SizedValue {
+  size: number;
+  write(buf: Buffer, at: number): number;
+}
 
 export class BinaryCopyWriter {
   buf: Buffer;
@@ -76,6 +85,42 @@ export class BinaryCopyWriter {
     this.off += 4 + n;
   }
 
+  /** A text field from ISO-8859-1 bytes, transcoded to UTF-8 on the way (no JS string). */
+  latin1(src: Buffer, start: number, end: number): void {
+    this.ensure(4 + 2 * (end - start));
+    const buf = this.buf;
+    let o = this.off + 4;
+    for (let i = start; i < end; i++) {
+      const b = src[i];
+      if (b === 0) continue;
+      if (b < 0x80) buf[o++] = b;
+      else {
+        buf[o++] = 0xc0 | (b >> 6);
+        buf[o++] = 0x80 | (b & 0x3f);
+      }
+    }
+    buf.writeInt32BE(o - this.off - 4, this.off);
+    this.off = o;
+  }
+
+  /**
+   * A text field from bytes declared UTF-8: copied when valid, else decoded with U+FFFD
+   * for the bad sequences. Returns whether the value holds U+FFFD (to be counted).
+   */
+  utf8(src: Buffer, start: number, end: number): boolean {
+    const bytes = src.subarray(start, end);
+    if (!isUtf8(bytes) || bytes.includes(0)) {
+      const s = bytes.toString('utf8');
+      this.text(s);
+      return s.includes('\uFFFD');
+    }
+    this.ensure(4 + bytes.length);
+    this.buf.writeInt32BE(bytes.length, this.off);
+    bytes.copy(this.buf, this.off + 4);
+    this.off += 4 + bytes.length;
+    return bytes.includes(REPLACEMENT);
+  }
+
   jsonb(json: string | null): void {
     if (json === null) return this.nullField();
     this.ensure(5 + json.length * 3);
@@ -85,12 +130,12 @@ export class BinaryCopyWriter {
     this.off += 5 + n;
   }
 
-  /** A field of `size` bytes written by `write(buf, at)`, which returns the end offset. */
-  bytes(size: number, write: (buf: Buffer, at: number) => number): void {
-    this.ensure(4 + size);
-    this.buf.writeInt32BE(size, this.off);
-    const end = write(this.buf, this.off + 4);
-    if (end !== this.off + 4 + size) throw new Error(`binary COPY field: wrote ${end - this.off - 4} bytes, announced ${size}`);
+  /** A field of `v.size` bytes that `v.write(buf, at)` writes (returning the end offset). */
+  field(v: SizedValue): void {
+    this.ensure(4 + v.size);
+    this.buf.writeInt32BE(v.size, this.off);
+    const end = v.write(this.buf, this.off + 4);
+    if (end !== this.off + 4 + v.size) throw new Error(`binary COPY field: wrote ${end - this.off - 4} bytes, announced ${v.size}`);
     this.off = end;
   }
 

@@ -48,14 +48,25 @@ export function parseDbfHeader(buf: Buffer, file: string): DbfHeader {
 
 export type TextDecode = (buf: Buffer, start: number, end: number) => string;
 
+/** 'latin1' / 'utf8' when the bytes can go to PostgreSQL (UTF-8) without a JS string; else 'other'. */
+export function encodingKind(encoding: string): 'latin1' | 'utf8' | 'other' {
+  const e = encoding.trim().toLowerCase().replace(/[\s_]/g, '-');
+  if (UTF8_NAMES.includes(e)) return 'utf8';
+  if (LATIN1_NAMES.includes(e)) return 'latin1';
+  return 'other';
+}
+
+const UTF8_NAMES = ['utf-8', 'utf8', '65001'];
+const LATIN1_NAMES = ['iso-8859-1', 'iso8859-1', 'latin1', 'latin-1', '88591', '8859-1', 'iso-88591'];
+
 /**
  * A decoder for a .cpg / GDAL encoding name. Latin-1 is real ISO-8859-1 (Buffer
  * 'latin1'; WHATWG's TextDecoder('latin1') is windows-1252, which GDAL's ISO-8859-1 is not).
  */
 export function textDecoder(encoding: string): TextDecode {
   const e = encoding.trim().toLowerCase().replace(/[\s_]/g, '-');
-  if (['utf-8', 'utf8', '65001'].includes(e)) return (b, s, t) => b.toString('utf8', s, t);
-  if (['iso-8859-1', 'iso8859-1', 'latin1', 'latin-1', '88591', '8859-1', 'iso-88591'].includes(e)) return (b, s, t) => b.toString('latin1', s, t);
+  if (UTF8_NAMES.includes(e)) return (b, s, t) => b.toString('utf8', s, t);
+  if (LATIN1_NAMES.includes(e)) return (b, s, t) => b.toString('latin1', s, t);
   const label = /^\d{3,4}$/.test(e) ? `windows-${e}` : e.replace(/^cp-?/, 'windows-');
   if (['windows-1252', 'ansi-1252'].includes(label)) return windows1252;
   let dec: TextDecoder;
@@ -87,53 +98,115 @@ function span(rec: Buffer, at: number, len: number): [number, number] {
 
 const TWO_53 = 2 ** 53;
 
-export interface FieldValue {
-  text: string | null;
+/**
+ * One field's value, reused from record to record. A text field keeps its bytes (`rec`,
+ * `start`, `end`) and is decoded only when `text`/`json` is read, so a writer can copy
+ * Latin-1/UTF-8 bytes straight into the COPY stream; read it before the next record.
+ */
+export class FieldValue {
+  /** Pending text bytes (null when the value is already a string, a number or NULL). */
+  rec: Buffer | null = null;
+  start = 0;
+  end = 0;
+  unparsed = false;
+  private str: string | null = null;
+  private num: number | null = null;
+
+  constructor(private readonly decode: TextDecode) {}
+
+  setNull(): void {
+    this.rec = this.str = this.num = null;
+  }
+
+  setString(t: string): void {
+    this.rec = this.num = null;
+    this.str = t;
+  }
+
+  setNumber(n: number): void {
+    this.rec = null;
+    this.num = n;
+    this.str = String(n);
+  }
+
+  setBytes(rec: Buffer, start: number, end: number): void {
+    this.rec = rec;
+    this.start = start;
+    this.end = end;
+    this.num = null;
+  }
+
+  get text(): string | null {
+    if (this.rec) {
+      this.str = this.decode(this.rec, this.start, this.end);
+      this.rec = null;
+    }
+    return this.str;
+  }
+
   /** A JSON-ready value for `extra` (numbers as numbers). */
-  json: string | number | null;
-  unparsed: boolean;
+  get json(): string | number | null {
+    return this.num ?? this.text;
+  }
 }
 
-/** Decodes field `f` of the record starting at `at` in `rec`. */
-export function decodeField(rec: Buffer, at: number, f: DbfField, decode: TextDecode, out: FieldValue): FieldValue {
+/** Whether s..e of `b` is a plain decimal number (what DBF N/F fields hold). */
+function isDecimal(b: Buffer, s: number, e: number): boolean {
+  let i = s;
+  if (b[i] === 0x2b || b[i] === 0x2d) i++;
+  let digits = 0;
+  while (i < e && b[i] >= 0x30 && b[i] <= 0x39) i++, digits++;
+  if (i < e && b[i] === 0x2e) {
+    i++;
+    while (i < e && b[i] >= 0x30 && b[i] <= 0x39) i++, digits++;
+  }
+  if (digits === 0) return false;
+  if (i < e && (b[i] === 0x65 || b[i] === 0x45)) {
+    i++;
+    if (i < e && (b[i] === 0x2b || b[i] === 0x2d)) i++;
+    const e0 = i;
+    while (i < e && b[i] >= 0x30 && b[i] <= 0x39) i++;
+    if (i === e0) return false;
+  }
+  return i === e;
+}
+
+/** Decodes field `f` of the record starting at `at` in `rec` into `out`; returns whether it was unparsed. */
+export function decodeField(rec: Buffer, at: number, f: DbfField, out: FieldValue): boolean {
   const [s, e] = span(rec, at + f.offset, f.length);
   out.unparsed = false;
   if (s === e) {
-    out.text = out.json = null;
-    return out;
+    out.setNull();
+    return false;
   }
   switch (f.type) {
     case 'N':
     case 'F': {
       if (rec[s] === 0x2a) { // '*': overflow marker, null for shapelib
-        out.text = out.json = null;
-        return out;
+        out.setNull();
+        return false;
       }
       const t = rec.toString('latin1', s, e);
-      const n = Number(t);
-      if (!Number.isFinite(n) || !/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t)) {
-        out.text = out.json = t;
+      const n = isDecimal(rec, s, e) ? Number(t) : NaN;
+      if (!Number.isFinite(n)) {
+        out.setString(t);
         out.unparsed = true;
-      } else if (Math.abs(n) >= TWO_53 && /^[+-]?\d+$/.test(t)) {
-        out.text = out.json = BigInt(t).toString();
-      } else {
-        out.text = String(n);
-        out.json = n;
-      }
-      return out;
+      } else if (Math.abs(n) >= TWO_53 && /^[+-]?\d+$/.test(t)) out.setString(BigInt(t).toString());
+      else out.setNumber(n);
+      return out.unparsed;
     }
     case 'D': {
       const t = rec.toString('latin1', s, e);
-      if (/^0+$/.test(t)) out.text = out.json = null;
-      else if (/^\d{8}$/.test(t)) out.text = out.json = `${t.slice(0, 4)}-${t.slice(4, 6)}-${t.slice(6, 8)}`;
+      if (/^0+$/.test(t)) out.setNull();
+      else if (/^\d{8}$/.test(t)) out.setString(`${t.slice(0, 4)}-${t.slice(4, 6)}-${t.slice(6, 8)}`);
       else {
-        out.text = out.json = t;
+        out.setString(t);
         out.unparsed = true;
       }
-      return out;
+      return out.unparsed;
     }
     default:
-      out.text = out.json = decode(rec, s, e);
-      return out;
+      out.setBytes(rec, s, e);
+      return false;
   }
 }

@@ -22,7 +22,7 @@ import { createStagingTable, mapFields, schemaFingerprint, type FieldSpec, type 
 import type { VectorLayer } from '../vector-reader.ts';
 import { BinaryCopyWriter } from './binary-copy.ts';
 import { ChunkReader } from './chunk-reader.ts';
-import { decodeField, parseDbfHeader, textDecoder, type DbfHeader, type FieldValue } from './dbf.ts';
+import { decodeField, encodingKind, FieldValue, parseDbfHeader, textDecoder, type DbfHeader } from './dbf.ts';
 import { shapeWkb } from './shp-wkb.ts';
 
 const READ_CHUNK = 1 << 20;
@@ -38,7 +38,7 @@ export interface ShpStageResult extends StageResult {
 export interface ShpRecord {
   /** 1-based record number in the layer. */
   index: number;
-  values: FieldValue[];
+  values: { text: string | null; json: string | number | null; unparsed: boolean }[];
   wkb: Buffer | null;
 }
 
@@ -83,7 +83,7 @@ export async function walkShapefile(
     const header = parseDbfHeader(dbf.buf.subarray(0, headerLength), dbfName);
     dbf.pos = headerLength;
     onHeader(header);
-    const values: FieldValue[] = header.fields.map(() => ({ text: null, json: null, unparsed: false }));
+    const values = header.fields.map(() => new FieldValue(decode));
     let deleted = 0, unparsed = 0, shpDone = false;
     for (let i = 0; i < header.records; i++) {
       if (!(await dbf.ensure(header.recordLength))) throw new AgroError('malformed_source', `${dbfName}: ${header.records} records declared, ${i} present`);
@@ -104,7 +104,7 @@ export async function walkShapefile(
         continue;
       }
       for (let f = 0; f < header.fields.length; f++) {
-        if (decodeField(dbf.buf, recAt, header.fields[f], decode, values[f]).unparsed) unparsed++;
+        if (decodeField(dbf.buf, recAt, header.fields[f], values[f])) unparsed++;
       }
       const wait = onRecord(values, geom, i + 1);
       if (wait) await wait;
@@ -126,7 +126,7 @@ export async function readShapefile(files: LayerSources, encoding: string): Prom
       wkb = Buffer.alloc(geom.size);
       geom.write(wkb, 0);
     }
-    records.push({ index, values: values.map((v) => ({ ...v })), wkb });
+    records.push({ index, values: values.map((v) => ({ text: v.text, json: v.json, unparsed: v.unparsed })), wkb });
   });
   return { fields, records };
 }
@@ -163,6 +163,7 @@ export async function stageShapefiles(
       const { index, unknown } = mappings[li];
       // For each staging column the DBF field index (-1 = NULL); unmapped fields for `extra`.
       let plan: number[] = [];
+      const kind = encodingKind(layer.encoding);
       let extras: { name: string; at: number }[] = [];
       const r = await walkShapefile(
         sources(layer),
@@ -184,9 +185,15 @@ export async function stageShapefiles(
           w.text(layer.name);
           w.int4(layer.srid);
           for (const i of plan) {
-            const v = i < 0 ? null : values[i].text;
-            if (v !== null && v.includes('\uFFFD')) replacementChars++;
-            w.text(v);
+            const v = i < 0 ? null : values[i];
+            if (v?.rec && kind === 'latin1') w.latin1(v.rec, v.start, v.end);
+            else if (v?.rec && kind === 'utf8') {
+              if (w.utf8(v.rec, v.start, v.end)) replacementChars++;
+            } else {
+              const t = v ? v.text : null;
+              if (t !== null && t.includes('\uFFFD')) replacementChars++;
+              w.text(t);
+            }
           }
           let extra: Record<string, string | number> | null = null;
           for (const e of extras) {
@@ -194,7 +201,7 @@ export async function stageShapefiles(
             if (v !== null && v !== '') (extra ??= {})[e.name] = v;
           }
           w.jsonb(extra ? JSON.stringify(extra) : null);
-          if (geom) w.bytes(geom.size, geom.write);
+          if (geom) w.field(geom);
           else w.nullField();
           return w.full ? push(w.take()) : undefined;
         },

@@ -219,77 +219,89 @@ function points(buf: Buffer, p: Parsed, start: number, n: number, out: Buffer, o
   return o;
 }
 
-/** A shapefile record prepared for writing: its WKB size and a writer. */
-export interface ShapeWkb {
-  size: number;
-  write(out: Buffer, at: number): number;
+/** A shapefile record prepared for writing: its WKB size, then `write` (no closure per record). */
+export class ShapeWkb {
+  readonly size: number;
+  private readonly dim: number;
+
+  constructor(
+    private readonly buf: Buffer,
+    private readonly p: Parsed,
+    private readonly rings: Ring[],
+    /** Polygons as ring indexes (polygon records only). */
+    private readonly polys: number[][] | null,
+  ) {
+    this.dim = 16 + (p.z ? 8 : 0) + (p.m ? 8 : 0);
+    const dim = this.dim;
+    if (p.base === T_POINT) this.size = 5 + dim;
+    else if (p.base === T_MULTIPOINT) this.size = 9 + p.nPoints * (5 + dim);
+    else if (p.base === T_ARC) this.size = rings.length === 1 ? 9 + rings[0].n * dim : 9 + rings.reduce((s, r) => s + 9 + r.n * dim, 0);
+    else this.size = polys!.length === 1 ? this.polySize(polys![0]) : 9 + polys!.reduce((s, poly) => s + this.polySize(poly), 0);
+  }
+
+  private polySize(poly: number[]): number {
+    let s = 9;
+    for (const i of poly) s += 4 + this.rings[i].n * this.dim;
+    return s;
+  }
+
+  /** Writes the WKB at `o` in `out`; returns the end offset. Call before the record's buffer changes. */
+  write(out: Buffer, o: number): number {
+    const { buf, p, rings, polys } = this;
+    if (p.base === T_POINT) return points(buf, p, 0, 1, out, header(out, o, WKB_POINT, p));
+    if (p.base === T_MULTIPOINT) {
+      o = header(out, o, WKB_MULTIPOINT, p);
+      out.writeUInt32LE(p.nPoints, o);
+      o += 4;
+      for (let i = 0; i < p.nPoints; i++) o = points(buf, p, i, 1, out, header(out, o, WKB_POINT, p));
+      return o;
+    }
+    if (p.base === T_ARC) {
+      if (rings.length === 1) return this.line(out, o, rings[0]);
+      o = header(out, o, WKB_MULTILINESTRING, p);
+      out.writeUInt32LE(rings.length, o);
+      o += 4;
+      for (const r of rings) o = this.line(out, o, r);
+      return o;
+    }
+    if (polys!.length === 1) return this.polygon(out, o, polys![0]);
+    o = header(out, o, WKB_MULTIPOLYGON, p);
+    out.writeUInt32LE(polys!.length, o);
+    o += 4;
+    for (const poly of polys!) o = this.polygon(out, o, poly);
+    return o;
+  }
+
+  private line(out: Buffer, o: number, r: Ring): number {
+    o = header(out, o, WKB_LINESTRING, this.p);
+    out.writeUInt32LE(r.n, o);
+    return points(this.buf, this.p, r.start, r.n, out, o + 4);
+  }
+
+  private polygon(out: Buffer, o: number, poly: number[]): number {
+    o = header(out, o, WKB_POLYGON, this.p);
+    out.writeUInt32LE(poly.length, o);
+    o += 4;
+    for (const i of poly) {
+      const r = this.rings[i];
+      out.writeUInt32LE(r.n, o);
+      o = points(this.buf, this.p, r.start, r.n, out, o + 4);
+    }
+    return o;
+  }
 }
 
 /**
  * The WKB of the record content `buf[at, at + len)` (after the 8-byte record header),
- * or null for a null/empty shape. `write` must be called before `buf` changes.
+ * or null for a null/empty shape.
  */
 export function shapeWkb(buf: Buffer, at: number, len: number, file: string): ShapeWkb | null {
   const p = parse(buf, at, len, file);
   if (!p) return null;
-  const dim = 16 + (p.z ? 8 : 0) + (p.m ? 8 : 0);
-  if (p.base === T_POINT) {
-    return { size: 5 + dim, write: (out, o) => points(buf, p, 0, 1, out, header(out, o, WKB_POINT, p)) };
-  }
+  if (p.base === T_POINT) return new ShapeWkb(buf, p, [], null);
   if (p.nPoints === 0) return null;
-  if (p.base === T_MULTIPOINT) {
-    return {
-      size: 9 + p.nPoints * (5 + dim),
-      write(out, o) {
-        o = header(out, o, WKB_MULTIPOINT, p);
-        out.writeUInt32LE(p.nPoints, o);
-        o += 4;
-        for (let i = 0; i < p.nPoints; i++) o = points(buf, p, i, 1, out, header(out, o, WKB_POINT, p));
-        return o;
-      },
-    };
-  }
+  if (p.base === T_MULTIPOINT) return new ShapeWkb(buf, p, [], null);
   if (p.nParts === 0) return null;
   const rings = ringsOf(buf, p);
-  if (p.base === T_ARC) {
-    const line = (out: Buffer, o: number, r: Ring) => {
-      o = header(out, o, WKB_LINESTRING, p);
-      out.writeUInt32LE(r.n, o);
-      return points(buf, p, r.start, r.n, out, o + 4);
-    };
-    if (rings.length === 1) return { size: 9 + rings[0].n * dim, write: (out, o) => line(out, o, rings[0]) };
-    return {
-      size: 9 + rings.reduce((s, r) => s + 9 + r.n * dim, 0),
-      write(out, o) {
-        o = header(out, o, WKB_MULTILINESTRING, p);
-        out.writeUInt32LE(rings.length, o);
-        o += 4;
-        for (const r of rings) o = line(out, o, r);
-        return o;
-      },
-    };
-  }
-  const polys = organise(buf, p, rings);
-  const polySize = (poly: number[]) => 9 + poly.reduce((s, i) => s + 4 + rings[i].n * dim, 0);
-  const polygon = (out: Buffer, o: number, poly: number[]) => {
-    o = header(out, o, WKB_POLYGON, p);
-    out.writeUInt32LE(poly.length, o);
-    o += 4;
-    for (const i of poly) {
-      out.writeUInt32LE(rings[i].n, o);
-      o = points(buf, p, rings[i].start, rings[i].n, out, o + 4);
-    }
-    return o;
-  };
-  if (polys.length === 1) return { size: polySize(polys[0]), write: (out, o) => polygon(out, o, polys[0]) };
-  return {
-    size: 9 + polys.reduce((s, poly) => s + polySize(poly), 0),
-    write(out, o) {
-      o = header(out, o, WKB_MULTIPOLYGON, p);
-      out.writeUInt32LE(polys.length, o);
-      o += 4;
-      for (const poly of polys) o = polygon(out, o, poly);
-      return o;
-    },
-  };
+  return new ShapeWkb(buf, p, rings, p.base === T_POLYGON ? organise(buf, p, rings) : null);
 }
