@@ -258,6 +258,8 @@ interface Measured {
   candidate: Candidate;
   wall_ms: number;
   cpu_s: number | null;
+  /** CPU seconds of the PostgreSQL backend(s) that served the candidate. */
+  server_cpu_s: number | null;
   peak_rss_bytes: number | null;
   rows: number;
   phases: Record<string, number>;
@@ -288,6 +290,51 @@ async function q<T extends pg.QueryResultRow>(url: string, sql: string): Promise
   }
 }
 
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+/** utime + stime of a process in seconds, or null when it is gone / not readable. */
+function procCpu(pid: number): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * CPU seconds of the PostgreSQL backends serving `db` while a candidate runs (the
+ * server's side of the COPY): pg_stat_activity polled for the database's backends,
+ * /proc/<pid>/stat sampled every 100 ms, the last sample per backend summed. Needs the
+ * server on this machine (null otherwise, e.g. a remote DATABASE_URL).
+ */
+async function serverCpuSampler(url: string, db: string): Promise<{ stop(): Promise<number | null> }> {
+  const c = new pg.Client({ connectionString: url.replace(/\/[^/]*$/, '/postgres'), application_name: 'agro-bench' });
+  await c.connect();
+  const last = new Map<number, number>();
+  let readable = true, stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const r = await c.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = $2', [db, 'client backend']).catch(() => ({ rows: [] as { pid: number }[] }));
+      for (const { pid } of r.rows) {
+        const cpu = procCpu(pid);
+        if (cpu === null) readable = last.size > 0 || readable;
+        else last.set(pid, cpu);
+      }
+      await new Promise((res) => setTimeout(res, 100));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      await c.end();
+      return readable && last.size ? [...last.values()].reduce((a, b) => a + b, 0) : null;
+    },
+  };
+}
+
 const cpuOf = (r: TimedRun): number | null => (r.cpuUserS === null ? null : r.cpuUserS + (r.cpuSysS ?? 0));
 
 async function runCandidate(cand: Candidate, input: Input, url: string, tbl: string, logDir: string): Promise<Measured> {
@@ -296,6 +343,7 @@ async function runCandidate(cand: Candidate, input: Input, url: string, tbl: str
   const stderrFile = path.join(logDir, `${input.kind}-${input.features}-${cand}.stderr.log`);
   let r: TimedRun;
   let report: ChildReport = { rows: 0, phases: {} };
+  const server = await serverCpuSampler(url, new URL(url).pathname.slice(1));
   log(`${cand} on ${input.kind} ${input.features} (load ${loadavg.join(' ')})`);
   if (cand === 'ogr2ogr') {
     const args = translateArgs({ table: tbl, encoding: ENCODING, srid: SRID });
@@ -311,9 +359,10 @@ async function runCandidate(cand: Candidate, input: Input, url: string, tbl: str
     );
     if (r.exitCode === 0) report = JSON.parse(r.stdout.trim().split('\n').pop()!) as ChildReport;
   }
+  const serverCpu = await server.stop();
   if (r.exitCode !== 0 || r.signal) throw new Error(`${cand} failed (exit ${r.exitCode}); ${stderrFile}:\n${tail(stderrFile)}`);
   const [{ n }] = await q<{ n: number }>(url, `SELECT count(*)::int AS n FROM ${tbl}`);
-  return { candidate: cand, wall_ms: r.wallMs, cpu_s: cpuOf(r), peak_rss_bytes: r.peakRssBytes, rows: n, phases: report.phases, loadavg_before: loadavg, table: tbl, check: null };
+  return { candidate: cand, wall_ms: r.wallMs, cpu_s: cpuOf(r), server_cpu_s: serverCpu, peak_rss_bytes: r.peakRssBytes, rows: n, phases: report.phases, loadavg_before: loadavg, table: tbl, check: null };
 }
 
 /**
@@ -423,10 +472,13 @@ async function main(): Promise<number> {
   for (const { input, runs } of results) {
     const anchor = runs.find((r) => r.candidate === 'ogr2ogr');
     out.push(`${input.kind} ${input.features} features (${path.basename(input.zip)})`, '');
-    const rows = [['candidate', 'wall', 'vs ogr2ogr', 'client CPU', 'peak RSS', 'rows', 'phases', 'load', 'check']];
+    const rows = [['candidate', 'wall', 'vs ogr2ogr', 'client CPU', 'server CPU', 'CPU vs ogr2ogr', 'peak RSS', 'rows', 'phases', 'load', 'check']];
     for (const r of runs) {
       rows.push([
         r.candidate, secs(r.wall_ms), anchor ? (r.wall_ms / anchor.wall_ms).toFixed(2) : '-', r.cpu_s == null ? 'n/a' : `${r.cpu_s.toFixed(1)} s`,
+        r.server_cpu_s == null ? 'n/a' : `${r.server_cpu_s.toFixed(1)} s`,
+        anchor && r.cpu_s != null && r.server_cpu_s != null && anchor.cpu_s != null && anchor.server_cpu_s != null
+          ? ((r.cpu_s + r.server_cpu_s) / (anchor.cpu_s + anchor.server_cpu_s)).toFixed(2) : '-',
         mb(r.peak_rss_bytes), String(r.rows), Object.entries(r.phases).map(([k, v]) => `${k.replace(/_ms$/, '')} ${secs(v)}`).join(', '),
         r.loadavg_before[0].toFixed(1),
         r.check ? (r.check.ok ? 'same' : `DIFF ${JSON.stringify({ ...r.check.attribute_mismatches, extra: r.check.extra_mismatches, geom: r.check.geometry_not_equal, rows: r.check.rows_equal })}`) : 'baseline',

@@ -256,15 +256,15 @@ describe('read straight from the zip', () => {
     expect(await differences(fromFiles, fromZip)).toEqual([]);
   });
 
-  it('a damaged member fails with corrupt_archive and stages nothing', async () => {
+  it.each([false, true])('a damaged member (deflated: %s) fails with corrupt_archive and stages nothing', async (compress) => {
     const base = path.join(tmp, `crc_${++n}`);
     const w = await ShapefileWriter.open({ basePath: base, shapeType: 'point', encoding: 'utf8', fields: [{ name: 'a', type: 'C', length: 4 }] });
     for (let k = 0; k < 50; k++) await w.write({ type: 'Point', coordinates: [k, k] }, { a: 'x' });
     const { files } = await w.close();
     const zip = `${base}.zip`;
-    await zipFiles(zip, files.map((f) => ({ path: f, name: path.basename(f) })), { compress: false });
+    await zipFiles(zip, files.map((f) => ({ path: f, name: path.basename(f) })), { compress });
     const bytes = fs.readFileSync(zip);
-    const at = bytes.indexOf(Buffer.from(path.basename(base) + '.shp')) + path.basename(base).length + 4 + 200; // inside the stored .shp
+    const at = bytes.indexOf(Buffer.from(path.basename(base) + '.shp')) + path.basename(base).length + 4 + (compress ? 60 : 200); // inside the .shp's data
     bytes[at] ^= 0xff;
     fs.writeFileSync(zip, bytes);
     const layer = openLayer(`${base}.shp`, DEFAULTS);
