@@ -85,15 +85,19 @@ const windows1252: TextDecode = (b, s, t) => {
   return /[\u0080-\u009f]/.test(text) ? text.replace(/[\u0080-\u009f]/g, (c) => CP1252_HIGH[c.charCodeAt(0) - 0x80]) : text;
 };
 
-/** [start, end) of a field's content: up to the first NUL, spaces trimmed. */
-function span(rec: Buffer, at: number, len: number): [number, number] {
+// [start, end) of the last span() (module scratch: no array per field).
+let spanStart = 0, spanEnd = 0;
+
+/** Sets [spanStart, spanEnd) to a field's content: up to the first NUL, spaces trimmed. */
+function span(rec: Buffer, at: number, len: number): void {
   let end = at;
   const max = at + len;
   while (end < max && rec[end] !== 0) end++;
   let start = at;
   while (start < end && rec[start] === 0x20) start++;
   while (end > start && rec[end - 1] === 0x20) end--;
-  return [start, end];
+  spanStart = start;
+  spanEnd = end;
 }
 
 const TWO_53 = 2 ** 53;
@@ -173,7 +177,8 @@ function isDecimal(b: Buffer, s: number, e: number): boolean {
 
 /** Decodes field `f` of the record starting at `at` in `rec` into `out`; returns whether it was unparsed. */
 export function decodeField(rec: Buffer, at: number, f: DbfField, out: FieldValue): boolean {
-  const [s, e] = span(rec, at + f.offset, f.length);
+  span(rec, at + f.offset, f.length);
+  const s = spanStart, e = spanEnd;
   out.unparsed = false;
   if (s === e) {
     out.setNull();
