@@ -219,10 +219,7 @@ async function runChild(a: ChildArgs): Promise<ChildReport> {
     try {
       const shps = zip.names().filter((n) => n.toLowerCase().endsWith('.shp'));
       const layers = shps.map((s) => openLayer(`/vsizip/${a.zip}/${s}`, { srid: SRID, encoding: ENCODING }));
-      const rows = (await stageShapefiles(client, a.table, layers, specs, (l) => {
-        const shp = shps[layers.indexOf(l)];
-        return { name: path.basename(shp), shp: zip.stream(shp), dbf: zip.stream(shp.slice(0, -4) + '.dbf') };
-      })).rows;
+      const rows = (await stageShapefiles(client, a.table, layers, specs, (l) => zip.layerSources(shps[layers.indexOf(l)]))).rows;
       phases.read_copy_ms = msSince(t0);
       return { rows, phases };
     } finally {
@@ -401,9 +398,8 @@ async function compare(url: string, input: Input, base: Measured, m: Measured): 
                          AND NOT ST_Equals(ST_SetSRID(b.geom, b.src_srid), ${cgeom}))::int AS gneq
     FROM ${base.table} b JOIN ${m.table} c ON ${join}`);
   const accentCol = input.kind === 'theme' ? 'nom_tema' : 'municipio';
-  const candAccent = gdalTable ? `c.${accentCol}` : `c.${accentCol}`;
   const sample = await q<{ baseline: string | null; candidate: string | null }>(url, `
-    SELECT b.${accentCol} AS baseline, ${candAccent}::text AS candidate FROM ${base.table} b JOIN ${m.table} c ON ${join}
+    SELECT b.${accentCol} AS baseline, c.${accentCol}::text AS candidate FROM ${base.table} b JOIN ${m.table} c ON ${join}
     WHERE b.${accentCol} ~ '[^[:ascii:]]' ORDER BY b.src_seq LIMIT 3`);
   const attribute_mismatches = Object.fromEntries(names.map((n) => [n, row[n]]));
   const check: Check = {

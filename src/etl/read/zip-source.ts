@@ -7,6 +7,7 @@ import type { Readable } from 'node:stream';
 import { crc32, createInflateRaw } from 'node:zlib';
 import yauzl, { type Entry, type ZipFile, type ZipFileOptions } from 'yauzl';
 import { AgroError } from '../../errors.ts';
+import type { LayerSources } from './shp-stream.ts';
 
 export class ZipEntries {
   private constructor(
@@ -66,6 +67,14 @@ export class ZipEntries {
     }
     if (size !== entry.uncompressedSize) throw new AgroError('corrupt_archive', `${name}: ${size} bytes inflated, ${entry.uncompressedSize} declared`);
     if (crc >>> 0 !== entry.crc32 >>> 0) throw new AgroError('corrupt_archive', `CRC mismatch in ${name}`);
+  }
+
+  /** A layer's .shp and .dbf streams; `shp` is the .shp's entry name (sub-folders included). */
+  layerSources(shp: string): LayerSources {
+    const base = shp.slice(0, -4).toLowerCase();
+    const dbf = this.names().find((n) => n.toLowerCase() === `${base}.dbf`);
+    if (!dbf) throw new AgroError('missing_layer_part', `${path.basename(shp)} has no .dbf file`, { file: path.basename(shp), part: '.dbf' });
+    return { name: path.basename(shp), shp: this.stream(shp), dbf: this.stream(dbf) };
   }
 
   close(): void {
