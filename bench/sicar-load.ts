@@ -20,6 +20,7 @@ import { pathToFileURL } from 'node:url';
 import type { MultiPolygon, Polygon, Position } from 'geojson';
 import pg from 'pg';
 import { AREA_IMOVEL_FIELDS } from '../fixtures/sicar.ts';
+import { pgConnInfo } from '../src/etl/read/translate.ts';
 import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles, type DbfValue } from '../fixtures/lib/shapefile-writer.ts';
 import {
   AGRO_BIN, BENCH_DATA_DIR, agroSync, benchServerUrl, createDatabase, dropDatabase, embeddedServerLog, log, machineInfo,
@@ -313,19 +314,6 @@ export async function ensureDataset(properties: number, seed: number, regen: boo
 
 // ---------------------------------------------------------------------------------
 // The two loaders
-
-/** libpq keyword form of a postgres:// URL (what GDAL's PG: prefix expects). */
-function pgConnInfo(url: string): string {
-  const u = new URL(url);
-  const kv: [string, string][] = [
-    ['host', u.hostname],
-    ['port', u.port || '5432'],
-    ['dbname', decodeURIComponent(u.pathname.slice(1))],
-    ['user', decodeURIComponent(u.username)],
-  ];
-  if (u.password) kv.push(['password', decodeURIComponent(u.password)]);
-  return kv.map(([k, v]) => `${k}='${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`).join(' ');
-}
 
 async function query<T extends pg.QueryResultRow>(url: string, sql: string, params: unknown[] = []): Promise<T[]> {
   const c = new pg.Client({ connectionString: url, application_name: 'agro-bench' });

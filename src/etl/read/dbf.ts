@@ -1,0 +1,217 @@
+// dBase (.dbf) header and field decoding with an explicit encoding, giving the same text
+// values the GDAL reader hands to the staging table today (checked against it in
+// test/read-paths.test.ts):
+// - bytes up to the first NUL, spaces trimmed at both ends (shapelib's TRIM_DBF_WHITESPACE);
+// - C/L/M and unknown types: text in the layer's encoding, blank = null (L keeps '?');
+// - N/F: blank or '*…' = null; a number prints as JavaScript prints it (what the GDAL
+//   reader's String(double) gave); integers beyond 2^53 keep every digit; text that is
+//   not a number is kept as it is and counted (`unparsed`), never guessed;
+// - D: YYYYMMDD → YYYY-MM-DD, '00000000'/blank = null, anything else kept and counted.
+import { AgroError } from '../../errors.ts';
+
+export interface DbfField {
+  /** Lower-cased, as the staging layer names them. */
+  name: string;
+  type: string;
+  offset: number;
+  length: number;
+  decimals: number;
+}
+
+export interface DbfHeader {
+  records: number;
+  headerLength: number;
+  recordLength: number;
+  fields: DbfField[];
+}
+
+/** Parses the header (the first `headerLength` bytes, which `buf` must hold). */
+export function parseDbfHeader(buf: Buffer, file: string): DbfHeader {
+  if (buf.length < 32) throw new AgroError('malformed_source', `${file}: DBF header cut short`);
+  const records = buf.readUInt32LE(4);
+  const headerLength = buf.readUInt16LE(8);
+  const recordLength = buf.readUInt16LE(10);
+  if (buf.length < headerLength) throw new AgroError('malformed_source', `${file}: DBF header cut short`);
+  const fields: DbfField[] = [];
+  let offset = 1; // byte 0 of a record is the deletion flag
+  for (let p = 32; p + 32 <= headerLength && buf[p] !== 0x0d; p += 32) {
+    const raw = buf.subarray(p, p + 11);
+    const end = raw.indexOf(0);
+    const name = raw.subarray(0, end < 0 ? 11 : end).toString('latin1').trim().toLowerCase();
+    const length = buf[p + 16];
+    fields.push({ name, type: String.fromCharCode(buf[p + 11]).toUpperCase(), offset, length, decimals: buf[p + 17] });
+    offset += length;
+  }
+  if (offset > recordLength) throw new AgroError('malformed_source', `${file}: DBF fields (${offset} bytes) overrun the record length ${recordLength}`);
+  return { records, headerLength, recordLength, fields };
+}
+
+export type TextDecode = (buf: Buffer, start: number, end: number) => string;
+
+/** 'latin1' / 'utf8' when the bytes can go to PostgreSQL (UTF-8) without a JS string; else 'other'. */
+export function encodingKind(encoding: string): 'latin1' | 'utf8' | 'other' {
+  const e = encoding.trim().toLowerCase().replace(/[\s_]/g, '-');
+  if (UTF8_NAMES.includes(e)) return 'utf8';
+  if (LATIN1_NAMES.includes(e)) return 'latin1';
+  return 'other';
+}
+
+const UTF8_NAMES = ['utf-8', 'utf8', '65001'];
+const LATIN1_NAMES = ['iso-8859-1', 'iso8859-1', 'latin1', 'latin-1', '88591', '8859-1', 'iso-88591'];
+
+/**
+ * A decoder for a .cpg / GDAL encoding name. Latin-1 is real ISO-8859-1 (Buffer
+ * 'latin1'; WHATWG's TextDecoder('latin1') is windows-1252, which GDAL's ISO-8859-1 is not).
+ */
+export function textDecoder(encoding: string): TextDecode {
+  const e = encoding.trim().toLowerCase().replace(/[\s_]/g, '-');
+  if (UTF8_NAMES.includes(e)) return (b, s, t) => b.toString('utf8', s, t);
+  if (LATIN1_NAMES.includes(e)) return (b, s, t) => b.toString('latin1', s, t);
+  const label = /^\d{3,4}$/.test(e) ? `windows-${e}` : e.replace(/^cp-?/, 'windows-');
+  if (['windows-1252', 'ansi-1252'].includes(label)) return windows1252;
+  let dec: TextDecoder;
+  try {
+    dec = new TextDecoder(label);
+  } catch {
+    throw new AgroError('malformed_source', `unknown DBF encoding '${encoding}'`);
+  }
+  return (b, s, t) => dec.decode(b.subarray(s, t));
+}
+
+// windows-1252 = Latin-1 except 0x80–0x9F (Node 20's TextDecoder decodes that label as Latin-1).
+const CP1252_HIGH = '€\u0081‚ƒ„…†‡ˆ‰Š‹Œ\u008dŽ\u008f\u0090‘’“”•–—˜™š›œ\u009džŸ';
+const windows1252: TextDecode = (b, s, t) => {
+  const text = b.toString('latin1', s, t);
+  return /[\u0080-\u009f]/.test(text) ? text.replace(/[\u0080-\u009f]/g, (c) => CP1252_HIGH[c.charCodeAt(0) - 0x80]) : text;
+};
+
+// [start, end) of the last span() (module scratch: no array per field).
+let spanStart = 0, spanEnd = 0;
+
+/** Sets [spanStart, spanEnd) to a field's content: up to the first NUL, spaces trimmed. */
+function span(rec: Buffer, at: number, len: number): void {
+  let end = at;
+  const max = at + len;
+  while (end < max && rec[end] !== 0) end++;
+  let start = at;
+  while (start < end && rec[start] === 0x20) start++;
+  while (end > start && rec[end - 1] === 0x20) end--;
+  spanStart = start;
+  spanEnd = end;
+}
+
+const TWO_53 = 2 ** 53;
+
+/**
+ * One field's value, reused from record to record. A text field keeps its bytes (`rec`,
+ * `start`, `end`) and is decoded only when `text`/`json` is read, so a writer can copy
+ * Latin-1/UTF-8 bytes straight into the COPY stream; read it before the next record.
+ */
+export class FieldValue {
+  /** Pending text bytes (null when the value is already a string, a number or NULL). */
+  rec: Buffer | null = null;
+  start = 0;
+  end = 0;
+  unparsed = false;
+  private str: string | null = null;
+  private num: number | null = null;
+
+  constructor(private readonly decode: TextDecode) {}
+
+  setNull(): void {
+    this.rec = this.str = this.num = null;
+  }
+
+  setString(t: string): void {
+    this.rec = this.num = null;
+    this.str = t;
+  }
+
+  setNumber(n: number): void {
+    this.rec = null;
+    this.num = n;
+    this.str = String(n);
+  }
+
+  setBytes(rec: Buffer, start: number, end: number): void {
+    this.rec = rec;
+    this.start = start;
+    this.end = end;
+    this.num = null;
+  }
+
+  get text(): string | null {
+    if (this.rec) {
+      this.str = this.decode(this.rec, this.start, this.end);
+      this.rec = null;
+    }
+    return this.str;
+  }
+
+  /** A JSON-ready value for `extra` (numbers as numbers). */
+  get json(): string | number | null {
+    return this.num ?? this.text;
+  }
+}
+
+/** Whether s..e of `b` is a plain decimal number (what DBF N/F fields hold). */
+function isDecimal(b: Buffer, s: number, e: number): boolean {
+  let i = s;
+  if (b[i] === 0x2b || b[i] === 0x2d) i++;
+  let digits = 0;
+  while (i < e && b[i] >= 0x30 && b[i] <= 0x39) i++, digits++;
+  if (i < e && b[i] === 0x2e) {
+    i++;
+    while (i < e && b[i] >= 0x30 && b[i] <= 0x39) i++, digits++;
+  }
+  if (digits === 0) return false;
+  if (i < e && (b[i] === 0x65 || b[i] === 0x45)) {
+    i++;
+    if (i < e && (b[i] === 0x2b || b[i] === 0x2d)) i++;
+    const e0 = i;
+    while (i < e && b[i] >= 0x30 && b[i] <= 0x39) i++;
+    if (i === e0) return false;
+  }
+  return i === e;
+}
+
+/** Decodes field `f` of the record starting at `at` in `rec` into `out`; returns whether it was unparsed. */
+export function decodeField(rec: Buffer, at: number, f: DbfField, out: FieldValue): boolean {
+  span(rec, at + f.offset, f.length);
+  const s = spanStart, e = spanEnd;
+  out.unparsed = false;
+  if (s === e) {
+    out.setNull();
+    return false;
+  }
+  switch (f.type) {
+    case 'N':
+    case 'F': {
+      if (rec[s] === 0x2a) { // '*': overflow marker, null for shapelib
+        out.setNull();
+        return false;
+      }
+      const t = rec.toString('latin1', s, e);
+      const n = isDecimal(rec, s, e) ? Number(t) : NaN;
+      if (!Number.isFinite(n)) {
+        out.setString(t);
+        out.unparsed = true;
+      } else if (Math.abs(n) >= TWO_53 && /^[+-]?\d+$/.test(t)) out.setString(BigInt(t).toString());
+      else out.setNumber(n);
+      return out.unparsed;
+    }
+    case 'D': {
+      const t = rec.toString('latin1', s, e);
+      if (/^0+$/.test(t)) out.setNull();
+      else if (/^\d{8}$/.test(t)) out.setString(`${t.slice(0, 4)}-${t.slice(4, 6)}-${t.slice(6, 8)}`);
+      else {
+        out.setString(t);
+        out.unparsed = true;
+      }
+      return out.unparsed;
+    }
+    default:
+      out.setBytes(rec, s, e);
+      return false;
+  }
+}

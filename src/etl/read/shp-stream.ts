@@ -1,0 +1,224 @@
+// Streams shapefile layers into the staging table with binary COPY, without GDAL: the
+// .shp and .dbf are read side by side as byte streams, each record's geometry is turned
+// into WKB (shp-wkb.ts) and its attributes decoded in the layer's encoding (dbf.ts),
+// and rows go out in ~1 MiB binary COPY chunks. Memory is flat (two read chunks and
+// one COPY chunk) and there is no native call per feature.
+//
+// Same table, columns and values as stage-vector.ts's stageLayers (the GDAL reader):
+// src_seq, src_layer, src_srid, one text column per canonical field, `extra` (jsonb of
+// the unmapped non-empty fields) and geom (WKB, SRID 0; the layer's SRID in src_srid).
+// Differences, all on values the GDAL reader damaged: integers beyond 2^53 keep every
+// digit; a numeric or date field that is not one is kept as written and counted in
+// `unparsed` (GDAL read it as 0 / NULL); a deleted DBF record is skipped and counted.
+import { createReadStream, existsSync } from 'node:fs';
+import path from 'node:path';
+import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
+import pgCopy from 'pg-copy-streams';
+import type pg from 'pg';
+import { AgroError } from '../../errors.ts';
+import { ident } from '../../db/pool.ts';
+import { createStagingTable, mapFields, schemaFingerprint, type FieldSpec, type StageResult } from '../stage-vector.ts';
+import type { VectorLayer } from '../vector-reader.ts';
+import { BinaryCopyWriter } from './binary-copy.ts';
+import { ChunkReader } from './chunk-reader.ts';
+import { decodeField, encodingKind, FieldValue, parseDbfHeader, textDecoder, type DbfHeader } from './dbf.ts';
+import { shapeWkb } from './shp-wkb.ts';
+
+const READ_CHUNK = 1 << 20;
+
+export interface ShpStageResult extends StageResult {
+  /** DBF records flagged deleted (skipped, as GDAL skips them). */
+  deleted: number;
+  /** Numeric/date values that were not numbers/dates, kept as written. */
+  unparsed: number;
+}
+
+/** One feature of a layer as the reader hands it out (used by tests and the bench). */
+export interface ShpRecord {
+  /** 1-based record number in the layer. */
+  index: number;
+  values: { text: string | null; json: string | number | null; unparsed: boolean }[];
+  wkb: Buffer | null;
+}
+
+/** A layer's two byte streams (from files, or from zip entries: zip-source.ts). */
+export interface LayerSources {
+  /** For messages: the .shp's name. */
+  name: string;
+  shp: AsyncIterable<Buffer>;
+  dbf: AsyncIterable<Buffer>;
+}
+
+/** Opens the .shp and its .dbf (either case, as findShapefiles accepts) as file streams. */
+export function fileSources(shp: string): LayerSources {
+  const base = shp.slice(0, -4);
+  const dbf = [base + '.dbf', base + '.DBF'].find((f) => existsSync(f)) ?? base + '.dbf';
+  const open = (file: string) => createReadStream(file, { highWaterMark: READ_CHUNK });
+  return { name: path.basename(shp), shp: open(shp), dbf: open(dbf) };
+}
+
+/**
+ * Walks a layer's records in file order. `onRecord` gets the record's field values
+ * (reused objects: copy what you keep) and its geometry as a WKB writer; it runs
+ * synchronously between reads, so the buffers it sees stay valid during the call.
+ */
+export async function walkShapefile(
+  files: LayerSources,
+  encoding: string,
+  onHeader: (dbf: DbfHeader) => void,
+  onRecord: (values: FieldValue[], geom: ReturnType<typeof shapeWkb>, index: number) => void | Promise<void>,
+): Promise<{ records: number; deleted: number; unparsed: number }> {
+  const name = files.name;
+  const dbfName = name.replace(/\.shp$/i, '.dbf');
+  const decode = textDecoder(encoding);
+  const shp = new ChunkReader(files.shp);
+  const dbf = new ChunkReader(files.dbf);
+  try {
+    if (!(await shp.ensure(100)) || shp.buf.readInt32BE(0) !== 9994) throw new AgroError('malformed_source', `${name}: not a shapefile (bad .shp header)`);
+    shp.pos = 100;
+    if (!(await dbf.ensure(32))) throw new AgroError('malformed_source', `${name}: .dbf header cut short`);
+    const headerLength = dbf.buf.readUInt16LE(8);
+    await dbf.ensure(headerLength);
+    const header = parseDbfHeader(dbf.buf.subarray(0, headerLength), dbfName);
+    dbf.pos = headerLength;
+    onHeader(header);
+    const values = header.fields.map(() => new FieldValue(decode));
+    let deleted = 0, unparsed = 0, shpDone = false;
+    for (let i = 0; i < header.records; i++) {
+      if (!(await dbf.ensure(header.recordLength))) throw new AgroError('malformed_source', `${dbfName}: ${header.records} records declared, ${i} present`);
+      const recAt = dbf.pos;
+      dbf.pos += header.recordLength;
+      // GDAL reads as many features as the DBF has records; a missing shape is NULL.
+      let geom: ReturnType<typeof shapeWkb> = null;
+      if (!shpDone && (await shp.ensure(8))) {
+        const num = shp.buf.readInt32BE(shp.pos);
+        const len = shp.buf.readInt32BE(shp.pos + 4) * 2;
+        if (num !== i + 1) throw new AgroError('malformed_source', `${name}: record ${i + 1} is numbered ${num} (records out of order)`);
+        if (!(await shp.ensure(8 + len))) throw new AgroError('malformed_source', `${name}: record ${i + 1} is cut short`);
+        geom = shapeWkb(shp.buf, shp.pos + 8, len, name);
+        shp.pos += 8 + len;
+      } else shpDone = true;
+      if (dbf.buf[recAt] === 0x2a) { // '*': deleted record
+        deleted++;
+        continue;
+      }
+      for (let f = 0; f < header.fields.length; f++) {
+        if (decodeField(dbf.buf, recAt, header.fields[f], values[f])) unparsed++;
+      }
+      const wait = onRecord(values, geom, i + 1);
+      if (wait) await wait;
+    }
+    await Promise.all([shp.drain(), dbf.drain()]);
+    return { records: header.records, deleted, unparsed };
+  } finally {
+    await Promise.all([shp.close(), dbf.close()]);
+  }
+}
+
+/** Every record of a layer, values and WKB copied out (tests, small layers). */
+export async function readShapefile(files: LayerSources, encoding: string): Promise<{ fields: string[]; records: ShpRecord[] }> {
+  let fields: string[] = [];
+  const records: ShpRecord[] = [];
+  await walkShapefile(files, encoding, (h) => (fields = h.fields.map((f) => f.name)), (values, geom, index) => {
+    let wkb: Buffer | null = null;
+    if (geom) {
+      wkb = Buffer.alloc(geom.size);
+      geom.write(wkb, 0);
+    }
+    records.push({ index, values: values.map((v) => ({ text: v.text, json: v.json, unparsed: v.unparsed })), wkb });
+  });
+  return { fields, records };
+}
+
+/**
+ * Loads every layer into `table` (created here) through binary COPY. Required fields are
+ * checked on all layers before a row is written (as stageLayers does). Each layer is
+ * decoded in its own `encoding` (decided by the engine's rule, e.g. from the .cpg).
+ */
+export async function stageShapefiles(
+  client: pg.ClientBase,
+  table: string,
+  layers: VectorLayer[],
+  specs: FieldSpec[],
+  sources: (layer: VectorLayer) => LayerSources = (l) => fileSources(l.file),
+): Promise<ShpStageResult> {
+  const mappings = layers.map((l) => mapFields(l, specs));
+  await createStagingTable(client, table, specs);
+  const columns = ['src_seq', 'src_layer', 'src_srid', ...specs.map((s) => s.name), 'extra', 'geom'];
+  let seq = 0, replacementChars = 0, deleted = 0, unparsed = 0;
+  const w = new BinaryCopyWriter();
+  const nFields = columns.length;
+  const stream = client.query(pgCopy.from(`COPY ${table} (${columns.map(ident).join(', ')}) FROM STDIN WITH (FORMAT binary)`));
+  const done = finished(stream);
+  done.catch(() => undefined); // observed below; a rejection before then is not unhandled
+  // Backpressure: wait for the socket when the stream's buffer is full.
+  const push = async (chunk: Buffer): Promise<void> => {
+    if (stream.errored) throw stream.errored;
+    if (!stream.write(chunk)) await once(stream, 'drain');
+  };
+  try {
+    for (let li = 0; li < layers.length; li++) {
+      const layer = layers[li];
+      const { index, unknown } = mappings[li];
+      // For each staging column the DBF field index (-1 = NULL); unmapped fields for `extra`.
+      let plan: number[] = [];
+      const kind = encodingKind(layer.encoding);
+      let extras: { name: string; at: number }[] = [];
+      const r = await walkShapefile(
+        sources(layer),
+        layer.encoding,
+        (h) => {
+          const at = new Map(h.fields.map((f, i) => [f.name, i]));
+          const canonAt = new Map<string, number>();
+          for (const [src, canon] of index) {
+            const i = at.get(src);
+            if (i === undefined) throw new AgroError('malformed_source', `${layer.name}: field ${src} is not in the .dbf header`);
+            canonAt.set(canon, i);
+          }
+          plan = specs.map((s) => canonAt.get(s.name) ?? -1);
+          extras = unknown.map((u) => ({ name: u, at: at.get(u) ?? -1 })).filter((e) => e.at >= 0);
+        },
+        (values, geom) => {
+          w.row(nFields);
+          w.int8(++seq);
+          w.text(layer.name);
+          w.int4(layer.srid);
+          for (const i of plan) {
+            const v = i < 0 ? null : values[i];
+            if (v?.rec && kind === 'latin1') w.latin1(v.rec, v.start, v.end);
+            else if (v?.rec && kind === 'utf8') {
+              if (w.utf8(v.rec, v.start, v.end)) replacementChars++;
+            } else {
+              const t = v ? v.text : null;
+              if (t !== null && t.includes('\uFFFD')) replacementChars++;
+              w.text(t);
+            }
+          }
+          let extra: Record<string, string | number> | null = null;
+          for (const e of extras) {
+            const v = values[e.at].json;
+            if (v !== null && v !== '') (extra ??= {})[e.name] = v;
+          }
+          w.jsonb(extra ? JSON.stringify(extra) : null);
+          if (geom) w.field(geom);
+          else w.nullField();
+          return w.full ? push(w.take()) : undefined;
+        },
+      );
+      deleted += r.deleted;
+      unparsed += r.unparsed;
+    }
+    w.end();
+    stream.end(w.take());
+    await done;
+  } catch (e) {
+    stream.destroy(e as Error); // sends CopyFail: nothing of this COPY is kept
+    await done.catch(() => undefined);
+    throw e;
+  }
+  const rows = Number(stream.rowCount ?? 0);
+  const missingOptional = specs.map((s) => s.name).filter((n) => mappings.every((m) => m.missing.includes(n)));
+  const unknownAll = [...new Set(mappings.flatMap((m) => m.unknown))];
+  return { rows, missingOptional, unknown: unknownAll, replacementChars, fingerprint: schemaFingerprint(layers), deleted, unparsed };
+}
