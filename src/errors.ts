@@ -28,6 +28,8 @@ export const ERRORS = {
   archive_too_large: { exitCode: 1, httpStatus: 502, message: 'the archive inflates beyond the allowed size' },
   publish_lock_timeout: { exitCode: 1, httpStatus: 503, message: 'publishing gave up waiting for readers; the snapshot is kept for a later `agro publish`' },
   port_in_use: { exitCode: 1, httpStatus: 500, message: 'the embedded cluster port is in use' },
+  interrupted: { exitCode: 1, httpStatus: 503, message: 'the run was interrupted; nothing was published' },
+  schedule_config: { exitCode: 2, httpStatus: 400, message: 'invalid schedule file' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;
