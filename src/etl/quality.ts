@@ -130,16 +130,19 @@ export function addVerdicts(facts: QualityFacts, verdicts: Record<string, number
     bucket[prefix + verdict] = (bucket[prefix + verdict] ?? 0) + n;
   }
   const ex = (verdicts as { [VERDICT_EXAMPLES]?: VerdictExamples })[VERDICT_EXAMPLES];
-  if (ex) {
-    for (const [verdict, rows] of Object.entries(ex.examples)) {
-      if (verdict === 'ok') continue;
-      const list = ((facts.examples ??= {})[prefix + verdict] ??= []);
-      list.push(...rows.slice(0, 10 - list.length));
-    }
-    const loc = (facts.locations ??= { repaired: [], rejected: [] });
-    loc.repaired.push(...ex.locations.repaired);
-    loc.rejected.push(...ex.locations.rejected);
+  if (ex) addExamples(facts, ex, prefix);
+}
+
+/** Adds example rows (at most ten per reason) and geometry locations to the facts. */
+export function addExamples(facts: QualityFacts, ex: VerdictExamples, prefix = ''): void {
+  for (const [verdict, rows] of Object.entries(ex.examples)) {
+    if (verdict === 'ok') continue;
+    const list = ((facts.examples ??= {})[prefix + verdict] ??= []);
+    list.push(...rows.slice(0, 10 - list.length));
   }
+  const loc = (facts.locations ??= { repaired: [], rejected: [] });
+  loc.repaired.push(...ex.locations.repaired);
+  loc.rejected.push(...ex.locations.rejected);
 }
 
 /** Adds per-column counts into an optional facts map (created on the first non-zero count). */
