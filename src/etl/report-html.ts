@@ -31,7 +31,9 @@ const BRAZIL: [number, number][] = [
 const coarsePath = () => `M ${BRAZIL.map(([x, y]) => `${x} ${-y}`).join(' L ')} Z`;
 
 function examplesTable(reason: string, list: RowExample[]): string {
-  const keys = [...new Set(list.flatMap((e) => Object.keys(e.values)))].slice(0, 14);
+  // Columns with values first; columns empty in every example are left out.
+  const filled = (k: string) => list.filter((e) => e.values[k] !== null && e.values[k] !== undefined && e.values[k] !== '').length;
+  const keys = [...new Set(list.flatMap((e) => Object.keys(e.values)))].filter((k) => filled(k) > 0).sort((a, b) => filled(b) - filled(a)).slice(0, 16);
   const cell = (v: unknown) => {
     const t = v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
     return esc(t.length > 80 ? t.slice(0, 79) + '…' : t);
