@@ -120,7 +120,14 @@ export class Scheduler {
   /** Starts the cron tasks (after catchUp). Fires of one minute are gathered into one batch. */
   start(): void {
     for (const job of this.schedule.jobs) {
-      const task = cron.schedule(job.cron, (ctx) => this.fired(job, ctx.date), { timezone: this.schedule.timezone, name: job.name });
+      // node-cron's own messages (a missed tick after a suspend) go to our logger, not to stdout.
+      const logger = {
+        info: (m: string) => this.deps.log.debug({ job: job.name }, m),
+        warn: (m: string) => this.deps.log.warn({ job: job.name }, m),
+        error: (m: string | Error) => this.deps.log.error({ job: job.name, err: m }, 'cron error'),
+        debug: (m: string | Error) => this.deps.log.debug({ job: job.name }, String(m)),
+      };
+      const task = cron.schedule(job.cron, (ctx) => this.fired(job, ctx.date), { timezone: this.schedule.timezone, name: job.name, logger });
       this.tasks.push(task);
     }
   }
