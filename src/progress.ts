@@ -9,8 +9,8 @@ export interface ProgressReporter {
   runStart(label: string): void;
   stageStart(stage: string): void;
   stageEnd(stage: string, ok: boolean): void;
-  /** Bytes of the file being downloaded so far, and its size when the server declared one. */
-  bytes(done: number, total: number | null): void;
+  /** Bytes of the file `file` downloaded so far, and its size when the server declared one. */
+  bytes(file: string, done: number, total: number | null): void;
   /** Rows written to staging since the last call. */
   rows(added: number): void;
 }
@@ -65,8 +65,13 @@ const int = (n: number) => Math.round(n).toLocaleString('en-US');
 interface StageState {
   stage: string;
   t0: number;
-  bytes: number;
-  total: number | null;
+  /** Bytes (and declared sizes) of the files finished in this stage, and of the one under way. */
+  doneBytes: number;
+  doneTotal: number | null;
+  file: number;
+  fileTotal: number | null;
+  files: number;
+  fileName: string | null;
   rows: number;
 }
 
@@ -74,11 +79,15 @@ interface StageState {
 export function describeStage(label: string, s: StageState, now: number): string {
   const secs = Math.max((now - s.t0) / 1000, 0.001);
   const parts = [`${label} · ${s.stage}`];
-  if (s.bytes > 0) {
-    parts.push(s.total ? `${formatBytes(s.bytes)} of ${formatBytes(s.total)} (${Math.floor((100 * s.bytes) / s.total)} %)` : formatBytes(s.bytes));
-    const rate = s.bytes / secs;
+  const bytes = s.doneBytes + s.file;
+  // A total is known while every file so far declared its size (the ETA is for the file under way).
+  const total = s.fileTotal !== null && s.doneTotal !== null ? s.doneTotal + s.fileTotal : null;
+  if (bytes > 0) {
+    if (s.files > 1) parts.push(`file ${s.files}`);
+    parts.push(total ? `${formatBytes(bytes)} of ${formatBytes(total)} (${Math.floor((100 * bytes) / total)} %)` : formatBytes(bytes));
+    const rate = bytes / secs;
     parts.push(`${formatBytes(rate)}/s`);
-    if (s.total && s.total > s.bytes && rate > 0) parts.push(`ETA ${formatDuration(((s.total - s.bytes) / rate) * 1000)}`);
+    if (total && total > bytes && rate > 0) parts.push(`ETA ${formatDuration(((total - bytes) / rate) * 1000)}`);
   }
   if (s.rows > 0) parts.push(`${int(s.rows)} rows`, `${int(s.rows / secs)} rows/s`);
   parts.push(formatDuration(now - s.t0));
@@ -127,7 +136,7 @@ export class TtyProgress implements ProgressReporter {
   }
 
   stageStart(stage: string): void {
-    this.cur = { stage, t0: this.now(), bytes: 0, total: null, rows: 0 };
+    this.cur = { stage, t0: this.now(), doneBytes: 0, doneTotal: 0, file: 0, fileTotal: null, files: 0, fileName: null, rows: 0 };
     this.draw(true);
   }
 
@@ -139,10 +148,19 @@ export class TtyProgress implements ProgressReporter {
     this.line(`${ok ? '✓' : '✗'} ${summary}`);
   }
 
-  bytes(done: number, total: number | null): void {
-    if (!this.cur) return;
-    this.cur.bytes = done;
-    this.cur.total = total && total > 0 ? total : null;
+  bytes(file: string, done: number, total: number | null): void {
+    const c = this.cur;
+    if (!c) return;
+    if (c.fileName !== file) {
+      c.fileName = file;
+      if (c.files > 0) {
+        c.doneBytes += c.file;
+        c.doneTotal = c.doneTotal !== null && c.fileTotal !== null ? c.doneTotal + c.fileTotal : null;
+      }
+      c.files++;
+    }
+    c.file = done;
+    c.fileTotal = total && total > 0 ? total : null;
     this.draw();
   }
 

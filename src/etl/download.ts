@@ -177,7 +177,7 @@ async function fetchLocal(job: Job): Promise<FetchedFile | null> {
   // Validated where it lies: a file that fails never reaches the raw store.
   await validateFile(job, src, undefined);
   await copyFile(src, job.p.part);
-  progress().bytes(st.size, st.size);
+  progress().bytes(job.p.part, st.size, st.size);
   return commit(job, await sha256File(job.p.part), st.size, {});
 }
 
@@ -456,7 +456,7 @@ function writeBody(res: http.IncomingMessage, file: string, append: boolean, has
     res.on('data', (chunk: Buffer) => {
       hash.update(chunk);
       received += chunk.length;
-      p.bytes(received, Number.isFinite(declared) ? declared : null);
+      p.bytes(file, received, Number.isFinite(declared) ? declared : null);
       if (!out.write(chunk)) {
         res.pause();
         out.once('drain', () => res.resume());
