@@ -120,6 +120,19 @@ describe('scheduler', () => {
       // The same slot again (a late tick): nobody runs it.
       expect((await a.tick(SLOT)).map((r) => r.claim)).toEqual(['taken']);
       expect(await runCount('zarc')).toBe(1);
+      // The next night while the job still runs elsewhere (its advisory lock is held): the slot is recorded as skipped.
+      const holder = await pools[1].connect();
+      try {
+        await holder.query(`SELECT pg_advisory_lock(727002, hashtext('layers'))`);
+        const next = new Date('2026-11-21T05:00:00Z');
+        expect((await a.tick(next)).map((r) => [r.claim, r.status, r.runs.length])).toEqual([['busy', 'skipped', 0]]);
+        expect((await db.pool.query(`SELECT status, error FROM etl.schedule_slots WHERE schedule = 'layers' AND slot = $1`, [next])).rows).toEqual([
+          { status: 'skipped', error: 'the job was still running in another scheduler' },
+        ]);
+        expect(await runCount('zarc')).toBe(1);
+      } finally {
+        holder.release(true);
+      }
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
