@@ -336,7 +336,7 @@ async function load(ctx: RunContext, spec: PolygonLayerSpec, files: FetchedFile[
           keyJoin = `LEFT JOIN ${vars.keys} k ON k.src_seq = s.src_seq`;
         }
         await client.query(render(namedSql('queries/layer_classify'), { ...vars, key, key_join: keyJoin, newest: spec.classify.newest ?? 'NULL::date' }));
-        const verdicts = await countVerdicts(client, vars.classified);
+        const verdicts = await countVerdicts(client, vars.classified, vars.stage);
         vars.target = await target.table(spec.relation);
         // The layer's sections may name staging tables too ({{keys}}): rendered before insertion.
         const parts = Object.fromEntries(Object.entries(buildParts(spec.build)).map(([k, v]) => [k, render(v, vars)]));

@@ -20,6 +20,10 @@ export interface Config {
   /** AGRO_DB_PORT was set: a taken port is an error, not a reason to pick another one. */
   embeddedPortExplicit: boolean;
   logLevel: string;
+  /** LOG_FORMAT: 'json' always writes JSON logs; 'auto' writes readable lines when stderr is a terminal. */
+  logFormat: 'json' | 'auto';
+  /** The scheduler's one config file (AGRO_SCHEDULE_FILE, default agro.schedule.json). */
+  scheduleFile: string;
   port: number;
   host: string;
   /** Snapshots kept per dataset (and per state for sicar). */
@@ -130,6 +134,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     embeddedPort: num(env.AGRO_DB_PORT, 54329),
     embeddedPortExplicit: !!env.AGRO_DB_PORT,
     logLevel: env.LOG_LEVEL || 'info',
+    logFormat: env.LOG_FORMAT === 'json' ? 'json' : 'auto',
+    scheduleFile: path.resolve(cwd, env.AGRO_SCHEDULE_FILE || 'agro.schedule.json'),
     port: num(env.PORT, 8080),
     host: env.HOST || '127.0.0.1',
     retention: Math.max(1, num(env.AGRO_RETENTION, 3)),

@@ -39,6 +39,8 @@ export const ERRORS = {
   payload_too_large: { exitCode: 2, httpStatus: 413, message: 'request body too large' },
   unsupported_media_type: { exitCode: 2, httpStatus: 415, message: 'unsupported content type' },
   key_not_found: { exitCode: 1, httpStatus: 404, message: 'API key not found' },
+  interrupted: { exitCode: 1, httpStatus: 503, message: 'the run was interrupted; nothing was published' },
+  schedule_config: { exitCode: 2, httpStatus: 400, message: 'invalid schedule file' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

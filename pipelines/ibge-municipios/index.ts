@@ -81,7 +81,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       async () => {
         const repair = await repairInvalidPolygons(client, staged.stage, fix, ctx.cfg.repairTimeoutMs);
         await client.query(render(namedSql('queries/ibge_classify'), { classified, stage: staged.stage, fix }));
-        const verdicts = await countVerdicts(client, classified);
+        const verdicts = await countVerdicts(client, classified, staged.stage);
         const table = await target.table('ibge_municipios');
         await client.query(
           render(namedSql('queries/ibge_municipios'), { target: table, classified, stage: staged.stage, ano: String(ano), snapshot_id: String(target.snapshotId) }),

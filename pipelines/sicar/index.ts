@@ -138,7 +138,7 @@ const NO_LINK = { car: 's.car', link_join: '', link_verdict: 'NULL::text' };
 
 async function classify(ctx: RunContext, client: pg.ClientBase, t: StagedTheme, steps: StepTimer, link: typeof NO_LINK = NO_LINK) {
   await steps.query(`classify ${t.theme}`, render(namedSql('queries/sicar_classify'), { classified: t.classified, stage: t.stage, fix: t.fix, uf: client.escapeLiteral(ctx.scope), ...link }));
-  return countVerdicts(client, t.classified);
+  return countVerdicts(client, t.classified, t.stage);
 }
 
 const repair = async (ctx: RunContext, client: pg.ClientBase, t: StagedTheme, steps: StepTimer) => {

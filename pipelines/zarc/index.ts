@@ -11,7 +11,8 @@ import { AgroError } from '../../src/errors.ts';
 import { fetchSource, isHttp, localPath, type FetchedFile } from '../../src/etl/download.ts';
 import { countNulls, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { addCounts, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { addCounts, addExamples, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
+import { verdictExamples } from '../../src/etl/verdict-examples.ts';
 import { assertSameShape } from '../../src/etl/repair.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { csvEncodingName, readCsvHead, type CsvFormat } from '../../src/etl/csv-records.ts';
@@ -216,6 +217,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         await timed('type', () => client.query(`CREATE UNLOGGED TABLE ${typed} AS ${typedUnion(staged)}`));
         const st = await timed('stats', () => client.query(render(namedSql('queries/zarc_stats'), { typed })));
         stats.push(...(st.rows as typeof stats));
+        addExamples(facts, await timed('examples', () => verdictExamples(client, typed)));
         okRows = stats.filter((s) => s.verdict === 'ok').reduce((a, s) => a + s.n, 0);
         const t = await target.table('zarc_risco');
         const built = await timed('snapshot', () => client.query(render(namedSql('queries/zarc_risco'), { target: t, typed, dec_names: decNames('t.'), snapshot_id: String(target.snapshotId) })));

@@ -25,7 +25,7 @@ WITH g AS (
       ELSE 'ok' END AS verdict
   FROM g
 )
-SELECT src_seq, codigo, geom,
+SELECT src_seq, codigo, geom, repair,
        CASE WHEN verdict = 'ok'
              AND row_number() OVER (PARTITION BY codigo, verdict = 'ok' ORDER BY updated DESC NULLS LAST, src_seq DESC) > 1
             THEN 'duplicate_key' ELSE verdict END AS verdict

@@ -42,7 +42,7 @@ function portOf(ctx: CliContext): number {
 export async function startApi(cfg: Config, o: { port: number; host: string }) {
   // Loaded on demand: fastify, swagger and turf would slow every other command's start.
   const { buildServer, createApiPool } = await import('../api/server.ts');
-  const log = createLogger(cfg.logLevel, { buffered: true });
+  const log = createLogger(cfg.logLevel, 'json', { buffered: true });
   const pool = createApiPool(cfg, databaseUrl(cfg));
   const app = await buildServer({ cfg, pool, log });
   try {

@@ -11,9 +11,16 @@ import { migrate } from '../db/migrate.ts';
 import { createPool, isConnectionError, type Pool } from '../db/pool.ts';
 import * as catalog from '../etl/catalog.ts';
 import { publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
-import { renderHtml, type QualityReport } from '../etl/quality.ts';
+import type { QualityReport } from '../etl/quality.ts';
+import { reportExtras } from '../etl/report-data.ts';
+import { renderReportHtml } from '../etl/report-html.ts';
 import { isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
 import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
+import { setupTerminal } from '../progress.ts';
+import { cmdBackfillSeries } from './backfill-series.ts';
+import { cmdDoctor } from './doctor.ts';
+import { cmdRuns } from './runs.ts';
+import { cmdSchedule } from './schedule.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
 import { out, printResult } from './output.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
@@ -26,6 +33,10 @@ const USAGE = `usage: agro <command> [options]
   migrate                           apply sql/ migrations
   run <pipeline> [--source S] [--uf UF] [--as-of DATE] [--force]
   backfill <pipeline> --as-of DATE --source S [--uf UF]
+  backfill <pipeline> --series DIR | --series-file F [--uf UF]   (DIR/YYYY-MM-DD/ or lines "DATE SOURCE"; each kept)
+  schedule [--check]                run the jobs of agro.schedule.json (AGRO_SCHEDULE_FILE) until SIGTERM
+  runs [pipeline] [--limit N]       recent runs: status, duration, rows, error
+  doctor                            check the installation (PostgreSQL, PostGIS, GDAL, disk, migrations)
   nightly [--sources official|fixtures]
   snapshots [dataset] [--uf UF]
   rollback <dataset> [--uf UF]
@@ -49,9 +60,13 @@ const OPTIONS = {
   out: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   ...API_OPTIONS,
+  limit: { type: 'string' },
+  series: { type: 'string' },
+  'series-file': { type: 'string' },
+  check: { type: 'boolean' },
 } as const;
 
-interface Env {
+export interface Env {
   cfg: Config;
   log: Logger;
   json: boolean;
@@ -62,14 +77,16 @@ interface Env {
 }
 
 /** Everything a command prints goes through here: CPFs masked, one JSON object with --json. */
-function print(env: Env, obj: unknown, human: () => string) {
+export { out };
+
+export function print(env: Env, obj: unknown, human: () => string) {
   printResult(env.json, obj, human);
 }
 
 const lockBudget = (cfg: Config): LockBudget => ({ lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs });
 
 /** Opens the database (starting the embedded cluster when DATABASE_URL is unset) and migrates it. */
-async function openDb(env: Env): Promise<Pool> {
+export async function openDb(env: Env): Promise<Pool> {
   // start() is idempotent: it starts the server if needed and creates the database if it is missing.
   if (!env.cfg.databaseUrl) await new EmbeddedCluster(env.cfg).start((m) => env.log.info(m));
   const pool = createPool(databaseUrl(env.cfg));
@@ -83,7 +100,7 @@ async function openDb(env: Env): Promise<Pool> {
   return pool;
 }
 
-async function withDb<T>(env: Env, fn: (pool: Pool) => Promise<T>): Promise<T> {
+export async function withDb<T>(env: Env, fn: (pool: Pool) => Promise<T>): Promise<T> {
   const pool = await openDb(env);
   try {
     return await fn(pool);
@@ -98,7 +115,7 @@ function ufOption(env: Env): string | undefined {
   return uf === undefined ? undefined : parseUf('this command', uf);
 }
 
-function pipelineArg(env: Env, i = 1) {
+export function pipelineArg(env: Env, i = 1) {
   const name = env.args[i];
   if (!name) throw new AgroError('usage', 'missing <pipeline>');
   const p = findPipeline(name);
@@ -110,7 +127,7 @@ function runExit(o: RunOutcome): number {
   return o.status === 'failed' ? 1 : o.status === 'blocked' ? 3 : 0;
 }
 
-function describeRun(o: RunOutcome): string {
+export function describeRun(o: RunOutcome): string {
   const where = `${o.pipeline}${o.uf ? ' ' + o.uf : ''}`;
   const base = `${where}: ${o.status}${o.snapshot_id ? ` snapshot ${o.snapshot_id}` : ''}${o.as_of ? ` as of ${o.as_of}` : ''}`;
   const counts = o.status === 'unchanged' ? '' : ` — read ${o.rows_read}, loaded ${o.rows_loaded}, rejected ${o.rows_rejected} in ${(o.duration_ms / 1000).toFixed(1)} s`;
@@ -255,7 +272,7 @@ async function cmdReport(env: Env): Promise<number> {
   if (!arg || !/^[rs]?\d+$/.test(arg)) throw new AgroError('usage', 'report needs a run id or a snapshot id (r123 / s123 to be explicit)');
   const format = (env.values.format as string | undefined) ?? 'json';
   if (format !== 'json' && format !== 'html') throw new AgroError('usage', '--format is json or html');
-  const report = await withDb(env, async (pool) => {
+  const { report, extras } = await withDb(env, async (pool) => {
     const n = Number(arg.replace(/^[rs]/, ''));
     let snap = arg.startsWith('r') ? null : await catalog.getSnapshot(pool, n);
     if (!snap && !arg.startsWith('s')) {
@@ -263,10 +280,12 @@ async function cmdReport(env: Env): Promise<number> {
       if (run?.snapshot_id) snap = await catalog.getSnapshot(pool, run.snapshot_id);
     }
     if (!snap?.quality) throw new AgroError('snapshot_not_found', `no quality report for ${arg}`);
-    return snap.quality as unknown as QualityReport;
+    const q = snap.quality as unknown as QualityReport;
+    const relation = findPipeline(snap.dataset)?.mainRelation;
+    return { report: q, extras: format === 'html' && relation ? await reportExtras(pool, relation, q) : undefined };
   });
   const safe = maskCpfsDeep(report);
-  const text = format === 'html' ? renderHtml(safe) : JSON.stringify(safe, null, 2);
+  const text = format === 'html' ? renderReportHtml(safe, maskCpfsDeep(extras)) : JSON.stringify(safe, null, 2);
   if (env.values.out) {
     fs.writeFileSync(env.values.out as string, text);
     print(env, { snapshot_id: report.snapshot_id, format, out: env.values.out }, () => `report written to ${env.values.out}`);
@@ -347,7 +366,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     return fail(json, new AgroError('usage', `configuration: ${(e as Error).message}`));
   }
-  const env: Env = { cfg, log: createLogger(cfg.logLevel), json, values: parsed.values, args: parsed.positionals };
+  const env: Env = { cfg, log: createLogger(cfg.logLevel, setupTerminal(cfg.logFormat)), json, values: parsed.values, args: parsed.positionals };
   const cmd = env.args[0];
   if (parsed.values.help) {
     if (json) print(env, { usage: USAGE }, () => USAGE);
@@ -378,7 +397,10 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       }
       case 'run': return await cmdRun(env, false);
-      case 'backfill': return await cmdRun(env, true);
+      case 'backfill': return await (env.values.series || env.values['series-file'] ? cmdBackfillSeries(env) : cmdRun(env, true));
+      case 'schedule': return await cmdSchedule(env);
+      case 'runs': return await cmdRuns(env);
+      case 'doctor': return await cmdDoctor(env);
       case 'nightly': return await cmdNightly(env);
       case 'snapshots': return await cmdSnapshots(env);
       case 'rollback': return await cmdRollback(env);

@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
+import { progress } from '../progress.ts';
 
 const CHUNK_BYTES = 1 << 20;
 
@@ -28,15 +29,21 @@ export function copyLine(values: CopyValue[]): string {
 }
 
 async function* chunked(lines: Iterable<string> | AsyncIterable<string>): AsyncGenerator<string> {
+  const p = progress();
   let buf = '';
+  let n = 0;
   for await (const line of lines) {
     buf += line;
+    n++;
     if (buf.length >= CHUNK_BYTES) {
       yield buf;
+      p.rows(n);
       buf = '';
+      n = 0;
     }
   }
   if (buf) yield buf;
+  if (n) p.rows(n);
 }
 
 /** Streams encoded lines into `COPY <target> FROM STDIN`; returns the row count PostgreSQL reports. */

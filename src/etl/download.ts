@@ -12,6 +12,7 @@ import type { SecureVersion } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { AgroError } from '../errors.ts';
+import { progress } from '../progress.ts';
 import { firstContentByte, readHead, validateZip, type ZipLimits } from './archive.ts';
 
 export interface FetchedFile {
@@ -176,6 +177,7 @@ async function fetchLocal(job: Job): Promise<FetchedFile | null> {
   // Validated where it lies: a file that fails never reaches the raw store.
   await validateFile(job, src, undefined);
   await copyFile(src, job.p.part);
+  progress().bytes(job.p.part, st.size, st.size);
   return commit(job, await sha256File(job.p.part), st.size, {});
 }
 
@@ -441,6 +443,8 @@ async function receive(hj: HttpJob, res: http.IncomingMessage, have: number, inf
 function writeBody(res: http.IncomingMessage, file: string, append: boolean, hash: Hash): Promise<number> {
   return new Promise((resolve, reject) => {
     const out = createWriteStream(file, { flags: append ? 'a' : 'w', highWaterMark: WRITE_BUFFER });
+    const p = progress();
+    const declared = Number(header(res, 'content-length'));
     let received = 0;
     let broken: Error | undefined;
     let ended = false;
@@ -452,6 +456,7 @@ function writeBody(res: http.IncomingMessage, file: string, append: boolean, has
     res.on('data', (chunk: Buffer) => {
       hash.update(chunk);
       received += chunk.length;
+      p.bytes(file, received, Number.isFinite(declared) ? declared : null);
       if (!out.write(chunk)) {
         res.pause();
         out.once('drain', () => res.resume());

@@ -5,11 +5,16 @@ import { ident } from '../db/pool.ts';
 import { getSnapshot } from './catalog.ts';
 import { addCounts, type QualityFacts } from './quality.ts';
 import { assertSameShape } from './repair.ts';
+import { VERDICT_EXAMPLES } from './quality.ts';
+import { verdictExamples } from './verdict-examples.ts';
 
 /** Rows per verdict of a classified staging table (columns `verdict`). */
-export async function countVerdicts(client: pg.ClientBase, classified: string): Promise<Record<string, number>> {
+export async function countVerdicts(client: pg.ClientBase, classified: string, stage?: string): Promise<Record<string, number>> {
   const r = await client.query(`SELECT verdict, count(*)::int AS n FROM ${classified} GROUP BY verdict`);
-  return Object.fromEntries(r.rows.map((x) => [x.verdict, x.n]));
+  const counts: Record<string, number> = Object.fromEntries(r.rows.map((x) => [x.verdict, x.n]));
+  // Examples ride along (not enumerable: counts stay plain numbers) to addVerdicts and the report.
+  Object.defineProperty(counts, VERDICT_EXAMPLES, { value: await verdictExamples(client, classified, stage), enumerable: false });
+  return counts;
 }
 
 /** NULLs per column of a table (facts.fields.empty), in the order of `columns`. */

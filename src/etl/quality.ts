@@ -3,6 +3,11 @@ import type { QualityThresholds } from '../config.ts';
 import type { RepairResult } from './repair.ts';
 import type { TextColumnFinding } from './text-checks.ts';
 import type { VectorLayer } from './vector-reader.ts';
+import type { RowExample, VerdictExamples } from './verdict-examples.ts';
+import { renderReportHtml } from './report-html.ts';
+
+/** Key under which countVerdicts attaches examples to its counts (see verdict-examples.ts). */
+export const VERDICT_EXAMPLES = Symbol('verdict examples');
 
 /** What a pipeline observed while reading and normalising. */
 export interface QualityFacts {
@@ -43,6 +48,10 @@ export interface QualityFacts {
   layers: { name: string; features: number; srid: number; encoding: string; decided_by?: string }[];
   /** The engine's text check of the snapshot's tables (text-checks.ts), added by the quality stage. */
   text?: { scanned: Record<string, number>; findings: TextColumnFinding[] };
+  /** Up to ten example rows per rejection reason (source, row, values; CPFs masked). */
+  examples?: Record<string, RowExample[]>;
+  /** Where repaired and rejected geometries lie (lon, lat), for the report's map. */
+  locations?: VerdictExamples['locations'];
   /** Pipeline-specific rule failures (e.g. U+FFFD in FUNAI names). */
   failures: GateFailure[];
   notes: string[];
@@ -120,6 +129,20 @@ export function addVerdicts(facts: QualityFacts, verdicts: Record<string, number
     const bucket = o.dropped?.includes(verdict) ? facts.dropped : facts.rejected;
     bucket[prefix + verdict] = (bucket[prefix + verdict] ?? 0) + n;
   }
+  const ex = (verdicts as { [VERDICT_EXAMPLES]?: VerdictExamples })[VERDICT_EXAMPLES];
+  if (ex) addExamples(facts, ex, prefix);
+}
+
+/** Adds example rows (at most ten per reason) and geometry locations to the facts. */
+export function addExamples(facts: QualityFacts, ex: VerdictExamples, prefix = ''): void {
+  for (const [verdict, rows] of Object.entries(ex.examples)) {
+    if (verdict === 'ok') continue;
+    const list = ((facts.examples ??= {})[prefix + verdict] ??= []);
+    list.push(...rows.slice(0, 10 - list.length));
+  }
+  const loc = (facts.locations ??= { repaired: [], rejected: [] });
+  loc.repaired.push(...ex.locations.repaired);
+  loc.rejected.push(...ex.locations.rejected);
 }
 
 /** Adds per-column counts into an optional facts map (created on the first non-zero count). */
@@ -166,44 +189,7 @@ export function evaluateGate(counts: QualityReport['counts'], change: ChangeSumm
   return failures;
 }
 
-// Pipelines may add their own sections to the facts (facts.zarc, facts.snv, …); the HTML shows them too.
-const KNOWN_FACTS = new Set(['rejected', 'dropped', 'geometry', 'fields', 'dates', 'encoding', 'layers', 'failures', 'notes']);
-
-const esc = (s: unknown) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]!);
-
-function table(title: string, rows: [string, unknown][]): string {
-  if (rows.length === 0) return '';
-  return `<h2>${esc(title)}</h2><table>${rows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(typeof v === 'object' ? JSON.stringify(v) : v)}</td></tr>`).join('')}</table>`;
-}
-
-/** A self-contained HTML page of the report, for people reading loads in a browser. */
+/** A self-contained HTML page of the report (report-html.ts draws it). */
 export function renderHtml(r: QualityReport): string {
-  const f = r.facts;
-  const verdict = r.gate.passed ? 'passed' : r.gate.forced ? 'failed, published with --force' : 'blocked';
-  return `<!doctype html><html lang="pt-BR"><head><meta charset="utf-8"><title>Quality report ${esc(r.dataset)} ${esc(r.uf ?? '')} #${r.snapshot_id}</title>
-<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}table{border-collapse:collapse;margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}th{background:#f4f4f4}.bad{color:#b00}.ok{color:#070}</style></head><body>
-<h1>${esc(r.dataset)}${r.uf ? ' ' + esc(r.uf) : ''}: snapshot ${r.snapshot_id} (as of ${esc(r.as_of)})</h1>
-<p>Run ${r.run_id}, generated ${esc(r.generated_at)}. Gate: <strong class="${r.gate.passed ? 'ok' : 'bad'}">${esc(verdict)}</strong></p>
-${r.gate.failures.length ? `<ul class="bad">${r.gate.failures.map((x) => `<li>${esc(x.rule)}: ${esc(x.message)}</li>`).join('')}</ul>` : ''}
-${table('Counts', Object.entries(r.counts))}
-${table('Rejected rows by reason', Object.entries(f.rejected))}
-${table('Dropped rows by reason', Object.entries(f.dropped))}
-${table('Geometry', Object.entries(f.geometry))}
-${table('Empty values per field', Object.entries(f.fields.empty))}
-${table('Fields', [['missing optional', f.fields.missingOptional.join(', ') || '—'], ['unknown (kept in extra)', f.fields.unknown.join(', ') || '—']])}
-${table('Unparseable dates', Object.entries(f.dates.unparseable))}
-${table('Date placeholders', Object.entries(f.dates.placeholders))}
-${table('Dates after the release date (NULL, text kept in extra)', Object.entries(f.dates.implausible ?? {}))}
-${table('Values that did not parse (NULL, text kept in extra)', Object.entries(f.fields.unparsed ?? {}))}
-${table('Overflowed fields (asterisks: NULL)', Object.entries(f.fields.overflowed ?? {}))}
-${table('Encoding', Object.entries(f.encoding))}
-${table('Change against the current snapshot', Object.entries(r.change))}
-${table('Source files', r.source.files.map((x) => [x.name, `${x.size} bytes, sha256 ${x.sha256}`] as [string, unknown]))}
-${table('Layers', f.layers.map((l) => [l.name, `${l.features} features, EPSG:${l.srid}, ${l.encoding}${l.decided_by ? ` (by ${l.decided_by})` : ''}`] as [string, unknown]))}
-${Object.entries(f)
-  .filter(([k]) => !KNOWN_FACTS.has(k))
-  .map(([k, v]) => table(`Details: ${k}`, Object.entries((v ?? {}) as Record<string, unknown>)))
-  .join('')}
-${f.notes.length ? `<h2>Notes</h2><ul>${f.notes.map((n) => `<li>${esc(n)}</li>`).join('')}</ul>` : ''}
-</body></html>`;
+  return renderReportHtml(r);
 }

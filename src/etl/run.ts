@@ -11,6 +11,7 @@ import { AgroError, isAgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { connectOrFail, ident, isConnectionError } from '../db/pool.ts';
 import { maskCpfsDeep } from '../privacy.ts';
+import { progress } from '../progress.ts';
 import * as catalog from './catalog.ts';
 import type { FetchedFile } from './download.ts';
 import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } from './pipeline.ts';
@@ -29,6 +30,8 @@ export interface Deps {
   log: Logger;
   /** Pause points for tests that change the world mid-run (e.g. a rollback before publish). */
   hooks?: { beforePublish?(snapshotId: number): Promise<void> };
+  /** Aborted (SIGTERM): the stage under way finishes, no further stage starts, nothing is published. */
+  signal?: AbortSignal;
 }
 
 export interface RunOutcome {
@@ -181,15 +184,20 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     await cleanupDeadRuns(deps);
 
     let seq = 0;
+    progress().runStart(`${pipeline.name}${uf ? ' ' + uf : ''}`);
     const stage: RunContext['stage'] = async (name, fn, rowsOf, detailOf) => {
+      if (deps.signal?.aborted) throw new AgroError('interrupted', `stopped before stage ${name} (${String(deps.signal.reason ?? 'signal')})`);
       await catalog.startStage(pool, runId, name, ++seq);
       const t0 = Date.now();
+      progress().stageStart(name);
       try {
         const r = await fn();
         outcome.stages[name] = await catalog.endStage(pool, runId, name, 'done', rowsOf ? rowsOf(r) : null, detailOf ? detailOf(r) : {});
+        progress().stageEnd(name, true);
         runLog.info({ stage: name, ms: Date.now() - t0 }, 'stage done');
         return r;
       } catch (e) {
+        progress().stageEnd(name, false);
         await catalog.endStage(pool, runId, name, 'failed', null, { error: (e as Error).message }).catch(() => {});
         throw e;
       }

@@ -1,0 +1,70 @@
+// `agro backfill <pipeline> --series DIR | --series-file F`: loads historical sources in
+// date order, each as a kept snapshot (exempt from retention). The engine's backfill rule
+// decides what becomes current: only a snapshot newer than the current one.
+import fs from 'node:fs';
+import path from 'node:path';
+import { AgroError } from '../errors.ts';
+import * as catalog from '../etl/catalog.ts';
+import { isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
+import { describeRun, out, pipelineArg, print, withDb, type Env } from './main.ts';
+
+export interface SeriesEntry {
+  asOf: string;
+  source: string;
+}
+
+/** A folder of dated subfolders (YYYY-MM-DD/), in date order. Other entries are errors, not skipped. */
+export function seriesFromDir(dir: string): SeriesEntry[] {
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new AgroError('usage', `--series ${dir}: not a folder`);
+  const entries = fs.readdirSync(dir, { withFileTypes: true }).filter((e) => !e.name.startsWith('.'));
+  const bad = entries.filter((e) => !e.isDirectory() || !isCalendarDate(e.name));
+  if (bad.length) throw new AgroError('usage', `--series ${dir}: every entry must be a folder named YYYY-MM-DD (not: ${bad.map((e) => e.name).join(', ')})`);
+  if (!entries.length) throw new AgroError('usage', `--series ${dir}: no dated folders`);
+  return entries.map((e) => ({ asOf: e.name, source: path.join(dir, e.name) })).sort((a, b) => a.asOf.localeCompare(b.asOf));
+}
+
+/** Lines `DATE SOURCE` (blank lines and # comments ignored); relative sources are relative to the file. */
+export function seriesFromFile(file: string): SeriesEntry[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new AgroError('usage', `--series-file ${file}: ${(e as Error).message}`);
+  }
+  const list: SeriesEntry[] = [];
+  text.split(/\r?\n/).forEach((raw, i) => {
+    const line = raw.trim();
+    if (!line || line.startsWith('#')) return;
+    const m = /^(\S+)\s+(.+)$/.exec(line);
+    if (!m || !isCalendarDate(m[1])) throw new AgroError('usage', `--series-file ${file} line ${i + 1}: expected "YYYY-MM-DD SOURCE", got "${line}"`);
+    const src = m[2].trim();
+    list.push({ asOf: m[1], source: /^[a-z][a-z0-9+.-]*:/i.test(src) || path.isAbsolute(src) ? src : path.resolve(path.dirname(file), src) });
+  });
+  if (!list.length) throw new AgroError('usage', `--series-file ${file}: no entries`);
+  const dates = list.map((e) => e.asOf);
+  const dup = dates.find((d, i) => dates.indexOf(d) !== i);
+  if (dup) throw new AgroError('usage', `--series-file ${file}: ${dup} appears twice`);
+  return list.sort((a, b) => a.asOf.localeCompare(b.asOf));
+}
+
+export async function cmdBackfillSeries(env: Env): Promise<number> {
+  const pipeline = pipelineArg(env);
+  if (env.values.source || env.values['as-of']) throw new AgroError('usage', '--series/--series-file take the dates and sources from the folder or file: drop --source and --as-of');
+  if (env.values.series && env.values['series-file']) throw new AgroError('usage', 'give --series or --series-file, not both');
+  const uf = pipeline.scopedByUf ? parseUf(pipeline.name, env.values.uf as string | undefined) : undefined;
+  const series = env.values.series ? seriesFromDir(env.values.series as string) : seriesFromFile(env.values['series-file'] as string);
+  const outcomes: (RunOutcome & { kept: boolean })[] = [];
+  await withDb(env, async (pool) => {
+    for (const e of series) {
+      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log }, pipeline, { source: e.source, uf, asOf: e.asOf, backfill: true, force: !!env.values.force });
+      // The snapshot of this date (a new one, or an identical one loaded before) is kept out of retention.
+      const snap = o.snapshot_id ? await catalog.getSnapshot(pool, o.snapshot_id) : null;
+      const kept = !!snap && catalog.GOOD_STATUSES.includes(snap.status) && (await catalog.setKept(pool, snap.snapshot_id, true));
+      outcomes.push({ ...o, kept });
+      if (!env.json) out(describeRun(o) + (kept ? ' (kept)' : ''));
+      if (o.status === 'failed') break; // later dates would be published over a gap
+    }
+  });
+  if (env.json) print(env, { runs: outcomes }, () => '');
+  return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
+}

@@ -1,0 +1,78 @@
+// `agro runs [pipeline] [--limit N] [--json]`: the latest runs of the ledger, newest first,
+// with status, duration, rows and error (CPFs masked like every output).
+import type pg from 'pg';
+import { AgroError } from '../errors.ts';
+import { formatDuration } from '../progress.ts';
+import { findPipeline, PIPELINES } from '../../pipelines/registry.ts';
+import { print, withDb, type Env } from './main.ts';
+
+export interface RunListRow {
+  run_id: number;
+  pipeline: string;
+  uf: string | null;
+  status: string;
+  started_at: string;
+  finished_at: string | null;
+  duration_ms: number;
+  rows_read: number | null;
+  rows_loaded: number | null;
+  rows_rejected: number | null;
+  snapshot_id: number | null;
+  stage: string | null;
+  error_code: string | null;
+  error: string | null;
+}
+
+/** The latest runs (of one pipeline), with the stage a running run is in. */
+export async function listRuns(db: pg.Pool | pg.ClientBase, pipeline: string | null, limit: number): Promise<RunListRow[]> {
+  const r = await db.query(
+    `SELECT r.run_id::int, r.pipeline, nullif(r.scope, '') AS uf, r.status, r.started_at, r.finished_at,
+            (extract(epoch FROM coalesce(r.finished_at, now()) - r.started_at) * 1000)::bigint AS duration_ms,
+            r.rows_read::bigint, r.rows_loaded::bigint, r.rows_rejected::bigint, r.snapshot_id::int, r.error_code, r.error,
+            (SELECT s.stage FROM etl.run_stages s WHERE s.run_id = r.run_id ORDER BY s.seq DESC LIMIT 1) AS stage
+       FROM etl.runs r
+      WHERE $1::text IS NULL OR r.pipeline = $1
+      ORDER BY r.run_id DESC LIMIT $2`,
+    [pipeline, limit],
+  );
+  return r.rows.map((x) => ({
+    ...x,
+    started_at: x.started_at.toISOString(),
+    finished_at: x.finished_at?.toISOString() ?? null,
+    duration_ms: Number(x.duration_ms),
+    rows_read: x.rows_read === null ? null : Number(x.rows_read),
+    rows_loaded: x.rows_loaded === null ? null : Number(x.rows_loaded),
+    rows_rejected: x.rows_rejected === null ? null : Number(x.rows_rejected),
+  }));
+}
+
+const num = (n: number | null) => (n === null ? '' : n.toLocaleString('en-US'));
+
+/** A table for people: aligned columns; the error is cut to the terminal's width. */
+export function runsTable(rows: RunListRow[], width: number | undefined): string {
+  if (rows.length === 0) return 'no runs';
+  const head = ['run', 'pipeline', 'uf', 'status', 'started (UTC)', 'duration', 'read', 'loaded', 'rejected', 'snapshot', 'error'];
+  const body = rows.map((r) => [
+    String(r.run_id), r.pipeline, r.uf ?? '', r.status === 'running' && r.stage ? `running (${r.stage})` : r.status,
+    r.started_at.slice(0, 16).replace('T', ' '), formatDuration(r.duration_ms), num(r.rows_read), num(r.rows_loaded), num(r.rows_rejected),
+    r.snapshot_id === null ? '' : String(r.snapshot_id), r.error ? `${r.error_code ? r.error_code + ': ' : ''}${r.error.replace(/\s+/g, ' ')}` : '',
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const right = new Set([0, 5, 6, 7, 8, 9]);
+  const line = (cells: string[]) => {
+    const text = cells.map((c, i) => (i === cells.length - 1 ? c : right.has(i) ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ');
+    return width ? text.slice(0, width) : text;
+  };
+  return [line(head), ...body.map(line)].join('\n');
+}
+
+export async function cmdRuns(env: Env): Promise<number> {
+  const name = env.args[1] ?? null;
+  if (name && !findPipeline(name)) throw new AgroError('usage', `unknown pipeline "${name}" (known: ${PIPELINES.map((p) => p.name).join(', ')})`);
+  const limitText = (env.values.limit as string | undefined) ?? '20';
+  const limit = Number(limitText);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new AgroError('usage', `--limit must be a whole number from 1 to 10000, got "${limitText}"`);
+  const runs = await withDb(env, (pool) => listRuns(pool, name, limit));
+  print(env, { runs }, () => runsTable(runs, process.stdout.isTTY ? process.stdout.columns : undefined));
+  return 0;
+}

@@ -1,0 +1,74 @@
+// Examples of rejected rows, taken where rows get their verdicts: up to ten per verdict
+// from a classified table (columns src_seq, verdict), with the staged source values
+// (file/layer, row number, values; CPFs masked) and where the geometry lies. Also the
+// locations of repaired and rejected geometries for the report's map. Generic: it reads
+// the tables' columns from the catalogue and uses what is there.
+import type pg from 'pg';
+import { maskCpfsDeep } from '../privacy.ts';
+
+export interface RowExample {
+  /** The layer or file the row came from, when staging recorded it. */
+  source: string | null;
+  /** Row number in the source (staging's src_seq, 1-based in read order). */
+  row: number | null;
+  values: Record<string, unknown>;
+  /** A point of the geometry in EPSG:4326 (centre of its bounding box), when there is one. */
+  lon?: number;
+  lat?: number;
+}
+
+export interface VerdictExamples {
+  examples: Record<string, RowExample[]>;
+  /** Centres of repaired (kept) and rejected geometries, at most `MAX_POINTS` each. */
+  locations: { repaired: [number, number][]; rejected: [number, number][] };
+}
+
+const PER_VERDICT = 10;
+const MAX_POINTS = 2000;
+const DROP_KEYS = ['geom', 'g', 'src_seq', 'src_srid', 'src_layer', 'verdict'];
+
+async function columnsOf(client: pg.ClientBase, table: string): Promise<Map<string, string>> {
+  const r = await client.query(`SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, [table]);
+  return new Map(r.rows.map((x) => [x.attname as string, x.type as string]));
+}
+
+const round = (n: number) => Math.round(n * 1e4) / 1e4;
+
+/** Examples and locations of a classified table (and of its staging table, when given). */
+export async function verdictExamples(client: pg.ClientBase, classified: string, stage?: string): Promise<VerdictExamples> {
+  const c = await columnsOf(client, classified);
+  const s = stage ? await columnsOf(client, stage) : null;
+  const joined = !!s && c.has('src_seq') && s.has('src_seq');
+  const cGeom = [...c].find(([, t]) => t.startsWith('geometry'))?.[0];
+  const sGeom = joined && s!.get('geom')?.startsWith('geometry') ? 'geom' : null;
+  // The raw geometry where it lay (its own SRID, when known), else the classified one (EPSG:4326).
+  const point = sGeom && s!.has('src_srid')
+    ? `CASE WHEN s.geom IS NOT NULL AND s.src_srid > 0 THEN ST_Transform(ST_SetSRID(ST_Centroid(ST_Envelope(s.geom)), s.src_srid), 4326) END`
+    : cGeom ? `ST_Centroid(ST_Envelope(c.${cGeom}))` : 'NULL::geometry';
+  const values = joined ? `to_jsonb(s) - ARRAY[${DROP_KEYS.map((k) => `'${k}'`).join(',')}]` : `to_jsonb(c) - ARRAY[${[...DROP_KEYS, ...[...c].filter(([, t]) => t.startsWith('geometry')).map(([n]) => n)].map((k) => `'${k}'`).join(',')}]`;
+  const order = c.has('src_seq') ? 'c.src_seq' : '1';
+  const r = await client.query(
+    `SELECT x.verdict, x.src_seq, x.src_layer, x.vals, ST_X(x.p) AS lon, ST_Y(x.p) AS lat FROM (
+       SELECT c.verdict, ${c.has('src_seq') ? 'c.src_seq' : 'NULL::bigint'} AS src_seq,
+              ${joined && s!.has('src_layer') ? 's.src_layer' : 'NULL::text'} AS src_layer,
+              ${values} AS vals, ${point} AS p,
+              row_number() OVER (PARTITION BY c.verdict ORDER BY ${order}) AS rn
+         FROM ${classified} c ${joined ? `LEFT JOIN ${stage} s ON s.src_seq = c.src_seq` : ''}
+        WHERE c.verdict <> 'ok') x
+      WHERE x.rn <= ${PER_VERDICT} ORDER BY x.verdict, x.rn`,
+  );
+  const examples: Record<string, RowExample[]> = {};
+  for (const row of r.rows) {
+    const ex: RowExample = { source: row.src_layer, row: row.src_seq === null ? null : Number(row.src_seq), values: maskCpfsDeep(row.vals ?? {}) };
+    if (row.lon !== null && Number.isFinite(row.lon)) Object.assign(ex, { lon: round(row.lon), lat: round(row.lat) });
+    (examples[row.verdict] ??= []).push(ex);
+  }
+  const locations: VerdictExamples['locations'] = { repaired: [], rejected: [] };
+  const pts = async (where: string, pointExpr: string) =>
+    (await client.query(
+      `SELECT ST_X(p) AS lon, ST_Y(p) AS lat FROM (SELECT ${pointExpr} AS p FROM ${classified} c ${joined ? `LEFT JOIN ${stage} s ON s.src_seq = c.src_seq` : ''} WHERE ${where} LIMIT ${MAX_POINTS}) q WHERE p IS NOT NULL`,
+    )).rows.map((x) => [round(x.lon), round(x.lat)] as [number, number]);
+  locations.rejected = await pts(`c.verdict <> 'ok'`, point);
+  if (c.has('repair') && cGeom) locations.repaired = await pts(`c.repair = 'repaired' AND c.${cGeom} IS NOT NULL`, `ST_Centroid(ST_Envelope(c.${cGeom}))`);
+  return { examples, locations };
+}

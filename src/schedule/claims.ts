@@ -1,0 +1,106 @@
+// Every statement of the scheduler on etl.schedules / etl.schedule_slots, and its locks.
+import type pg from 'pg';
+import { maskCpfsInText } from '../privacy.ts';
+
+type Db = pg.Pool | pg.ClientBase;
+
+export type SlotStatus = 'running' | 'done' | 'failed' | 'interrupted' | 'skipped';
+
+export interface ScheduleRow {
+  schedule: string;
+  last_slot: Date | null;
+  /** First time this schedule was seen (no catch-up for a schedule that never ran). */
+  inserted: boolean;
+}
+
+/** Registers a schedule (or updates its cron); the returned last_slot drives the catch-up. */
+export async function registerSchedule(db: Db, schedule: string, cron: string, timezone: string, initialSlot: Date | null): Promise<ScheduleRow> {
+  const r = await db.query(
+    `INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (schedule) DO UPDATE SET cron = EXCLUDED.cron, timezone = EXCLUDED.timezone
+     RETURNING schedule, last_slot, (xmax = 0) AS inserted`,
+    [schedule, cron, timezone, initialSlot],
+  );
+  return r.rows[0];
+}
+
+export async function slotStatus(db: Db, schedule: string, slot: Date): Promise<SlotStatus | null> {
+  const r = await db.query(`SELECT status FROM etl.schedule_slots WHERE schedule = $1 AND slot = $2`, [schedule, slot]);
+  return r.rows[0]?.status ?? null;
+}
+
+/**
+ * Claims a slot for `owner`: true for exactly one claimer. An interrupted slot (its
+ * scheduler stopped mid-run) may be claimed again. The schedule's last_slot moves forward.
+ */
+export async function claimSlot(db: Db, schedule: string, slot: Date, owner: string, catchUp: boolean): Promise<boolean> {
+  const r = await db.query(
+    `WITH claimed AS (
+       INSERT INTO etl.schedule_slots (schedule, slot, owner, catch_up) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (schedule, slot) DO UPDATE
+         SET owner = EXCLUDED.owner, catch_up = EXCLUDED.catch_up, status = 'running', error = NULL, claimed_at = now(), finished_at = NULL
+         WHERE etl.schedule_slots.status = 'interrupted'
+       RETURNING slot
+     ), moved AS (
+       UPDATE etl.schedules SET last_slot = greatest(coalesce(last_slot, $2), $2)
+        WHERE schedule = $1 AND EXISTS (SELECT 1 FROM claimed)
+     )
+     SELECT count(*)::int AS n FROM claimed`,
+    [schedule, slot, owner, catchUp],
+  );
+  return r.rows[0].n === 1;
+}
+
+export async function addSlotRun(db: Db, schedule: string, slot: Date, runId: number): Promise<void> {
+  await db.query(`UPDATE etl.schedule_slots SET run_ids = run_ids || $3::bigint, attempts = attempts + 1 WHERE schedule = $1 AND slot = $2`, [schedule, slot, runId]);
+}
+
+export async function finishSlot(db: Db, schedule: string, slot: Date, status: SlotStatus, error: string | null): Promise<void> {
+  await db.query(`UPDATE etl.schedule_slots SET status = $3, error = $4, finished_at = now() WHERE schedule = $1 AND slot = $2`, [
+    schedule, slot, status, error === null ? null : maskCpfsInText(error),
+  ]);
+}
+
+export interface SlotRow {
+  schedule: string;
+  slot: Date;
+  owner: string;
+  catch_up: boolean;
+  status: SlotStatus;
+  run_ids: number[];
+  attempts: number;
+  error: string | null;
+}
+
+export async function listSlots(db: Db, schedule: string | null): Promise<SlotRow[]> {
+  const r = await db.query(
+    `SELECT schedule, slot, owner, catch_up, status, run_ids::int[] AS run_ids, attempts, error FROM etl.schedule_slots
+      WHERE $1::text IS NULL OR schedule = $1 ORDER BY slot, schedule`,
+    [schedule],
+  );
+  return r.rows;
+}
+
+/** Lock class of "this job is being run by some scheduler" (pg_try_advisory_lock(class, hashtext(job))). */
+const JOB_LOCK = 727002;
+
+/** Takes the job's advisory lock on a dedicated session; null when another scheduler holds it. */
+export async function tryJobLock(pool: pg.Pool, job: string): Promise<{ release(): Promise<void> } | null> {
+  const client = await pool.connect();
+  try {
+    const ok = (await client.query('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [JOB_LOCK, job])).rows[0].ok;
+    if (!ok) {
+      client.release();
+      return null;
+    }
+  } catch (e) {
+    client.release(true);
+    throw e;
+  }
+  return {
+    async release() {
+      const ok = await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [JOB_LOCK, job]).then(() => true, () => false);
+      client.release(!ok);
+    },
+  };
+}

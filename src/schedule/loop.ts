@@ -1,0 +1,225 @@
+// The scheduler: node-cron fires each job in its timezone; every fire time is a slot that
+// exactly one scheduler claims (claims.ts), runs under the job's advisory lock, in
+// dependency order with the other jobs due at the same minute (plan.ts). A failed run is
+// retried with bounded exponential backoff; every attempt is a run in the ledger.
+// At start, a slot missed while no scheduler was up is run once (the latest one only).
+// stop() lets the stage under way finish, starts nothing more and marks the slot
+// interrupted, so the next start runs it again.
+import os from 'node:os';
+import cron, { type ScheduledTask } from 'node-cron';
+import type pg from 'pg';
+import type { Config } from '../config.ts';
+import type { Logger } from '../log.ts';
+import { runPipeline, type RunOutcome } from '../etl/run.ts';
+import { findPipeline } from '../../pipelines/registry.ts';
+import * as claims from './claims.ts';
+import type { JobConfig, ScheduleConfig } from './config.ts';
+import { backoff, firesAt, floorMinute, planBatch, previousSlot, type PlannedRun } from './plan.ts';
+
+export interface SchedulerDeps {
+  cfg: Config;
+  pool: pg.Pool;
+  log: Logger;
+  /** The clock (tests inject one). */
+  now?: () => Date;
+  /** Waits between retries; resolves early when the signal aborts. */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /** Who claims slots (default host:pid). */
+  owner?: string;
+}
+
+export interface SlotResult {
+  job: string;
+  slot: Date;
+  catchUp: boolean;
+  /** claimed: this scheduler ran it; taken: another one had; busy: the job's lock was held elsewhere. */
+  claim: 'claimed' | 'taken' | 'busy';
+  status?: claims.SlotStatus;
+  /** Every attempt, retries included, in order. */
+  runs: RunOutcome[];
+}
+
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+export class Scheduler {
+  private readonly abort = new AbortController();
+  private readonly tasks: ScheduledTask[] = [];
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly pending = new Map<number, Set<string>>();
+  readonly owner: string;
+  private readonly now: () => Date;
+  private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
+
+  constructor(private readonly deps: SchedulerDeps, readonly schedule: ScheduleConfig) {
+    this.owner = deps.owner ?? `${os.hostname()}:${process.pid}`;
+    this.now = deps.now ?? (() => new Date());
+    this.sleep = deps.sleep ?? abortableSleep;
+  }
+
+  get stopping(): boolean {
+    return this.abort.signal.aborted;
+  }
+
+  /**
+   * Registers every job and runs, once, the latest slot of each job that no scheduler
+   * claimed while this one was down. A job seen for the first time waits for its next slot.
+   */
+  catchUp(): Promise<SlotResult[]> {
+    return this.enqueue(() => this.catchUpNow());
+  }
+
+  private registered: Map<string, claims.ScheduleRow> | null = null;
+
+  /** Registers every job (its row holds the last slot claimed); the first time, with its previous slot. */
+  private async register(now: Date): Promise<Map<string, claims.ScheduleRow>> {
+    const rows = new Map<string, claims.ScheduleRow>();
+    for (const job of this.schedule.jobs) {
+      rows.set(job.name, await claims.registerSchedule(this.deps.pool, job.name, job.cron, this.schedule.timezone, previousSlot(job.cron, this.schedule.timezone, now)));
+    }
+    this.registered = rows;
+    return rows;
+  }
+
+  private async catchUpNow(): Promise<SlotResult[]> {
+    const now = this.now();
+    const due: { job: JobConfig; slot: Date }[] = [];
+    const rows = await this.register(now);
+    for (const job of this.schedule.jobs) {
+      const prev = previousSlot(job.cron, this.schedule.timezone, now);
+      const row = rows.get(job.name)!;
+      if (row.inserted || !prev) continue;
+      const missed = !row.last_slot || row.last_slot.getTime() < prev.getTime();
+      if (missed || (await claims.slotStatus(this.deps.pool, job.name, prev)) === 'interrupted') due.push({ job, slot: prev });
+    }
+    const results: SlotResult[] = [];
+    // Jobs missed at the same minute run as one batch, in dependency order.
+    const bySlot = new Map<number, JobConfig[]>();
+    for (const d of due) bySlot.set(d.slot.getTime(), [...(bySlot.get(d.slot.getTime()) ?? []), d.job]);
+    for (const [t, jobs] of [...bySlot].sort((a, b) => a[0] - b[0])) results.push(...(await this.runBatch(jobs, new Date(t), true)));
+    return results;
+  }
+
+  /** Runs the jobs that fire at the minute of `at` (what a cron tick does; tests call it with an injected time). */
+  tick(at: Date): Promise<SlotResult[]> {
+    const slot = floorMinute(at);
+    const jobs = this.schedule.jobs.filter((j) => firesAt(j.cron, this.schedule.timezone, slot));
+    return jobs.length ? this.enqueue(() => this.runBatch(jobs, slot, false)) : Promise.resolve([]);
+  }
+
+  /** Starts the cron tasks (after catchUp). Fires of one minute are gathered into one batch. */
+  start(): void {
+    for (const job of this.schedule.jobs) {
+      // node-cron's own messages (a missed tick after a suspend) go to our logger, not to stdout.
+      const logger = {
+        info: (m: string) => this.deps.log.debug({ job: job.name }, m),
+        warn: (m: string) => this.deps.log.warn({ job: job.name }, m),
+        error: (m: string | Error) => this.deps.log.error({ job: job.name, err: m }, 'cron error'),
+        debug: (m: string | Error) => this.deps.log.debug({ job: job.name }, String(m)),
+      };
+      const task = cron.schedule(job.cron, (ctx) => this.fired(job, ctx.date), { timezone: this.schedule.timezone, name: job.name, logger });
+      this.tasks.push(task);
+    }
+  }
+
+  private fired(job: JobConfig, date: Date): void {
+    if (this.stopping) return;
+    const slot = floorMinute(date).getTime();
+    const names = this.pending.get(slot);
+    if (names) {
+      names.add(job.name);
+      return;
+    }
+    this.pending.set(slot, new Set([job.name]));
+    // Let the other tasks of the same minute fire, then run them together, one batch at a time.
+    setTimeout(() => {
+      const jobs = this.schedule.jobs.filter((j) => this.pending.get(slot)?.has(j.name));
+      this.pending.delete(slot);
+      this.enqueue(() => this.runBatch(jobs, new Date(slot), false));
+    }, 500);
+  }
+
+  private enqueue<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(fn, fn);
+    this.queue = next.catch((e) => this.deps.log.error({ err: e }, 'scheduled batch failed'));
+    return next;
+  }
+
+  /** Claims each job's slot, then runs the claimed jobs' runs in dependency order. */
+  async runBatch(jobs: JobConfig[], slot: Date, catchUp: boolean): Promise<SlotResult[]> {
+    const { pool, log } = this.deps;
+    if (!this.registered) await this.register(this.now());
+    const results: SlotResult[] = [];
+    const held: { job: JobConfig; result: SlotResult; lock: { release(): Promise<void> }; finals: RunOutcome[] }[] = [];
+    for (const job of jobs) {
+      if (this.stopping) break;
+      const result: SlotResult = { job: job.name, slot, catchUp, claim: 'taken', runs: [] };
+      results.push(result);
+      if (!(await claims.claimSlot(pool, job.name, slot, this.owner, catchUp))) continue;
+      const lock = await claims.tryJobLock(pool, job.name);
+      if (!lock) {
+        result.claim = 'busy';
+        result.status = 'skipped';
+        await claims.finishSlot(pool, job.name, slot, 'skipped', 'the job was still running in another scheduler');
+        continue;
+      }
+      result.claim = 'claimed';
+      held.push({ job, result, lock, finals: [] });
+      log.info({ job: job.name, slot: slot.toISOString(), catch_up: catchUp }, catchUp ? 'catching up a missed slot' : 'slot claimed');
+    }
+    try {
+      const plan = planBatch(held.map((h) => h.job), (p) => !!findPipeline(p)?.scopedByUf, this.deps.cfg.sicarUfs);
+      for (const run of plan) {
+        const h = held.find((x) => x.job.name === run.job)!;
+        if (this.stopping) break;
+        h.finals.push(await this.runWithRetries(run, h.job.name, slot, h.result.runs));
+      }
+    } finally {
+      for (const h of held) {
+        const failed = h.finals.filter((r) => r.status === 'failed');
+        const status: claims.SlotStatus = this.stopping ? 'interrupted' : failed.length ? 'failed' : 'done';
+        const error = this.stopping ? `stopped (${String(this.abort.signal.reason ?? 'stop')})` : failed.map((r) => `${r.pipeline}${r.uf ? ' ' + r.uf : ''}: ${r.error?.message}`).join('; ') || null;
+        h.result.status = status;
+        await claims.finishSlot(pool, h.job.name, slot, status, error).catch((e) => log.error({ err: e }, 'could not record the slot'));
+        await h.lock.release();
+      }
+    }
+    return results;
+  }
+
+  /** Runs one planned run until it does not fail (or the retries are spent); every attempt goes to `attempts`. */
+  private async runWithRetries(run: PlannedRun, job: string, slot: Date, attempts: RunOutcome[]): Promise<RunOutcome> {
+    const { cfg, pool, log } = this.deps;
+    const pipeline = findPipeline(run.pipeline)!;
+    const s = this.schedule;
+    for (let attempt = 1; ; attempt++) {
+      const outcome = await runPipeline({ cfg, pool, log, signal: this.abort.signal }, pipeline, { source: run.source, uf: run.uf });
+      attempts.push(outcome);
+      await claims.addSlotRun(pool, job, slot, outcome.run_id);
+      // Only failures are retried: a blocked gate or an unchanged source is an answer.
+      if (outcome.status !== 'failed' || this.stopping || attempt > s.retries) return outcome;
+      const wait = backoff(attempt, s.backoffMs, s.maxBackoffMs);
+      log.warn({ job, pipeline: run.pipeline, uf: run.uf, run_id: outcome.run_id, attempt, retry_in_ms: wait, error: outcome.error?.message }, 'run failed; retrying');
+      await this.sleep(wait, this.abort.signal);
+      if (this.stopping) return outcome;
+    }
+  }
+
+  /** Stops firing, lets the stage under way finish (the run then ends interrupted), waits for the batch. */
+  async stop(reason = 'stop'): Promise<void> {
+    for (const t of this.tasks) await t.destroy();
+    this.tasks.length = 0;
+    this.abort.abort(reason);
+    await this.queue;
+  }
+}

@@ -1,0 +1,178 @@
+// The operator's commands as people and scripts use them: the live progress line in a
+// pseudo-terminal (util-linux `script`), `agro runs`, `agro backfill --series/--series-file`
+// and `agro doctor`, each through the real `agro` binary against a real PostGIS.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+import { slowFileServer } from './helpers/slow-server.ts';
+
+const ROOT = path.resolve(__dirname, '..');
+const AGRO = path.join(ROOT, 'bin/agro.mjs');
+const ZARC = path.join(ROOT, 'fixtures/zarc');
+const IBGE_ZIP = path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip');
+let db: TestDb;
+let work: string;
+
+const env = (extra: Record<string, string> = {}) => ({ ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'info', ...extra });
+
+function agro(...args: string[]) {
+  const r = spawnSync(process.execPath, [AGRO, ...args], { env: env(), encoding: 'utf8', timeout: 120_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr, json: () => JSON.parse(r.stdout) };
+}
+
+/** Runs a command in a pseudo-terminal; resolves with everything the terminal showed. */
+function inTerminal(command: string, extraEnv: Record<string, string> = {}): Promise<{ code: number | null; screen: string }> {
+  return new Promise((resolve) => {
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { env: env({ COLUMNS: '160', ...extraEnv }), stdio: ['ignore', 'pipe', 'pipe'] });
+    let screen = '';
+    child.stdout.on('data', (d) => (screen += d));
+    child.stderr.on('data', (d) => (screen += d));
+    child.on('exit', (code) => resolve({ code, screen }));
+  });
+}
+
+const ZARC_FILES = fs.readdirSync(ZARC).filter((f) => f.endsWith('.csv')).sort();
+
+function zarcSource(dir: string, files: string[]) {
+  fs.mkdirSync(dir, { recursive: true });
+  for (const f of files) fs.copyFileSync(path.join(ZARC, f), path.join(dir, f));
+  return dir;
+}
+
+beforeAll(async () => {
+  db = await testDatabase();
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'ops-cli-'));
+});
+afterAll(async () => {
+  await db?.drop();
+  fs.rmSync(work, { recursive: true, force: true });
+});
+
+describe('a terminal made for people', () => {
+  test('one live line per stage: bytes of total with rate and ETA while downloading, rows per second while reading', async () => {
+    const server = await slowFileServer(IBGE_ZIP, 'BR_Municipios_2024.zip');
+    try {
+      const size = fs.statSync(IBGE_ZIP).size;
+      const half = Math.floor(size / 2);
+      const done = inTerminal(`${process.execPath} ${AGRO} run ibge-municipios --source ${server.url}`);
+      await server.started;
+      await new Promise((r) => setTimeout(r, 600)); // the live line shows the stalled half
+      server.release();
+      const { code, screen } = await done;
+      expect(code).toBe(0);
+      const lines = screen.split(/\r\n|\r|\n/).map((l) => l.replace(/\x1b\[2K/g, ''));
+      const pct = Math.floor((100 * half) / size);
+      expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^ibge-municipios · download · ${half} B of 1\\.8 kB \\(${pct} %\\) · [\\d.]+ [kM]?B/s · ETA [\\d.]+ s · [\\d.]+ s$`)));
+      expect(lines).toContainEqual(expect.stringMatching(/^✓ ibge-municipios · download · 1\.8 kB of 1\.8 kB \(100 %\) · .*\/s · [\d.]+ s$/));
+      expect(lines).toContainEqual(expect.stringMatching(/^✓ ibge-municipios · read · 9 rows · [\d,]+ rows\/s · [\d.]+ s$/));
+      for (const s of ['normalise', 'quality', 'publish']) expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^✓ ibge-municipios · ${s} · `)));
+      expect(lines).toContainEqual(expect.stringMatching(/^ibge-municipios: published snapshot \d+/));
+      expect(screen).not.toMatch(/\{"level"/); // no JSON log lines at a terminal
+    } finally {
+      server.release();
+      await server.close();
+    }
+  });
+
+  test('LOG_FORMAT=json keeps JSON logs and no progress line, even at a terminal; a pipe gets JSON', async () => {
+    const { code, screen } = await inTerminal(`${process.execPath} ${AGRO} run zarc --source ${ZARC}`, { LOG_FORMAT: 'json' });
+    expect(code).toBe(0);
+    expect(screen).toMatch(/\{"level":30,.*"msg":"stage done"/);
+    expect(screen).not.toMatch(/· download ·/);
+    const piped = agro('run', 'zarc', '--source', ZARC);
+    expect(piped.stderr).not.toMatch(/· download ·/);
+    expect(piped.stderr.trim().split('\n').every((l) => l.startsWith('{'))).toBe(true);
+  });
+});
+
+describe('agro runs', () => {
+  test('recent runs newest first with status, duration, rows and a CPF-masked error', () => {
+    const cpfDir = path.join(work, '529.982.247-25');
+    const failed = agro('run', 'zarc', '--source', cpfDir, '--json');
+    expect(failed.code).toBe(1);
+    const r = agro('runs', '--json');
+    expect(r.code).toBe(0);
+    const runs = r.json().runs;
+    expect(runs.length).toBeGreaterThanOrEqual(3);
+    expect(runs[0]).toMatchObject({ run_id: failed.json().run_id, pipeline: 'zarc', status: 'failed', error_code: 'source_not_found', uf: null });
+    expect(runs[0].error).toMatch(/\*\*\*\.982\.247-\*\*/);
+    expect(JSON.stringify(runs)).not.toMatch(/529\.982\.247-25/);
+    const published = runs.find((x: { pipeline: string }) => x.pipeline === 'ibge-municipios');
+    expect(published).toMatchObject({ status: 'published', rows_read: 9, rows_loaded: 9, rows_rejected: 0, snapshot_id: expect.any(Number) });
+    expect(published.duration_ms).toBeGreaterThan(0);
+    expect(agro('runs', 'ibge-municipios', '--limit', '1', '--json').json().runs.map((x: { pipeline: string }) => x.pipeline)).toEqual(['ibge-municipios']);
+    const table = agro('runs', '--limit', '2');
+    expect(table.stdout.split('\n')[0]).toMatch(/^run\s+pipeline\s+uf\s+status\s+started \(UTC\)\s+duration\s+read\s+loaded\s+rejected\s+snapshot\s+error$/);
+    expect(table.stdout).toMatch(/failed .*source_not_found: source not found: .*\*\*\*\.982\.247-\*\*/);
+    expect(agro('runs', '--limit', '0').code).toBe(2);
+    expect(agro('runs', 'nope').code).toBe(2);
+  });
+});
+
+describe('agro backfill --series', () => {
+  test('dated folders load in date order, each kept; the newest becomes current; a list file adds an older date without making it current', async () => {
+    const fresh = await testDatabase();
+    try {
+      const series = path.join(work, 'series');
+      // Out of creation order on purpose: the dates decide.
+      zarcSource(path.join(series, '2025-01-01'), ZARC_FILES);
+      zarcSource(path.join(series, '2024-01-01'), [ZARC_FILES[0]]);
+      zarcSource(path.join(series, '2024-06-01'), [ZARC_FILES[0], ZARC_FILES[2]]);
+      const run = (...args: string[]) => {
+        const r = spawnSync(process.execPath, [AGRO, ...args], { env: { ...env(), DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }, encoding: 'utf8', timeout: 120_000 });
+        return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+      };
+      const r = run('backfill', 'zarc', '--series', series, '--json');
+      expect(r.code, r.stderr).toBe(0);
+      const runs = JSON.parse(r.stdout).runs;
+      expect(runs.map((o: { as_of: string; status: string; kept: boolean }) => [o.as_of, o.status, o.kept])).toEqual([
+        ['2024-01-01', 'published', true], ['2024-06-01', 'published', true], ['2025-01-01', 'published', true],
+      ]);
+      const list = path.join(work, 'older.txt');
+      fs.writeFileSync(list, `# an older release found later\n2023-06-01 ${path.relative(work, zarcSource(path.join(work, 'older'), [ZARC_FILES[2]]))}\n`);
+      // The engine's gate compares a backfill with the current snapshot: a smaller older release is blocked (exit 3)…
+      const blocked = run('backfill', 'zarc', '--series-file', list, '--json');
+      expect(blocked.code).toBe(3);
+      expect(JSON.parse(blocked.stdout).runs.map((x: { status: string; kept: boolean }) => [x.status, x.kept])).toEqual([['blocked', false]]);
+      // …and --force loads it, kept, without making it current (it is older).
+      const o = run('backfill', 'zarc', '--series-file', list, '--force', '--json');
+      expect(o.code, o.stderr).toBe(0);
+      expect(JSON.parse(o.stdout).runs.map((x: { as_of: string; status: string; kept: boolean }) => [x.as_of, x.status, x.kept])).toEqual([['2023-06-01', 'loaded', true]]);
+      const snaps = (await fresh.pool.query(`SELECT s.as_of::text, s.kept, c.snapshot_id IS NOT NULL AS current FROM etl.snapshots s LEFT JOIN etl.current c USING (snapshot_id) WHERE s.dataset = 'zarc' AND s.status <> 'dropped' AND s.status <> 'blocked' ORDER BY s.as_of`)).rows;
+      expect(snaps).toEqual([
+        { as_of: '2023-06-01', kept: true, current: false },
+        { as_of: '2024-01-01', kept: true, current: false },
+        { as_of: '2024-06-01', kept: true, current: false },
+        { as_of: '2025-01-01', kept: true, current: true },
+      ]);
+      // Usage errors name the problem.
+      fs.mkdirSync(path.join(work, 'bad-series', 'June'), { recursive: true });
+      const bad = run('backfill', 'zarc', '--series', path.join(work, 'bad-series'));
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/folder named YYYY-MM-DD \(not: June\)/);
+      fs.writeFileSync(path.join(work, 'bad.txt'), '2024-02-30 somewhere\n');
+      expect(run('backfill', 'zarc', '--series-file', path.join(work, 'bad.txt')).stderr).toMatch(/line 1: expected "YYYY-MM-DD SOURCE"/);
+      expect(run('backfill', 'zarc', '--series', series, '--as-of', '2024-01-01').code).toBe(2);
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
+
+describe('agro doctor', () => {
+  test('every check passes here; an unreachable database fails with what to do, exit 1', () => {
+    const ok = agro('doctor', '--json');
+    expect(ok.code).toBe(0);
+    const checks = ok.json().checks;
+    expect(checks.map((c: { name: string }) => c.name)).toEqual(['node', 'gdal', 'gdal drivers', 'disk', 'database', 'postgresql', 'postgis', 'migrations']);
+    expect(checks.filter((c: { status: string }) => c.status === 'fail')).toEqual([]);
+    expect(checks.find((c: { name: string }) => c.name === 'postgis').detail).toMatch(/^PostGIS 3\./);
+    expect(checks.find((c: { name: string }) => c.name === 'gdal').detail).toMatch(/^GDAL \d+\.\d+/);
+    const down = spawnSync(process.execPath, [AGRO, 'doctor'], { env: env({ DATABASE_URL: 'postgres://agro@127.0.0.1:9/agro' }), encoding: 'utf8' });
+    expect(down.status).toBe(1);
+    expect(down.stdout).toMatch(/✗ database +DATABASE_URL is unreachable.*\n +→ start that server or correct DATABASE_URL/);
+  });
+});

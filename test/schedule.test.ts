@@ -1,0 +1,232 @@
+// The scheduler against a real PostGIS with real pipelines on the committed fixtures:
+// config validation, slots in a timezone, dependency order, two schedulers running a slot
+// once, one catch-up after downtime, retries with bounded backoff, and SIGTERM in a real
+// process during a download (nothing published; the slot runs again at the next start).
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createPool } from '../src/db/pool.ts';
+import { isAgroError } from '../src/errors.ts';
+import { listRuns } from '../src/cli/runs.ts';
+import { defaultSchedule, loadSchedule, parseSchedule, type ScheduleConfig } from '../src/schedule/config.ts';
+import { backoff, firesAt, planBatch, previousSlot } from '../src/schedule/plan.ts';
+import { Scheduler } from '../src/schedule/loop.ts';
+import { PIPELINES } from '../pipelines/registry.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+import { slowFileServer } from './helpers/slow-server.ts';
+
+const ROOT = path.resolve(__dirname, '..');
+const NAMES = PIPELINES.map((p) => p.name);
+const IBGE = path.join(ROOT, 'fixtures/ibge-municipios');
+const ZARC = path.join(ROOT, 'fixtures/zarc');
+let db: TestDb;
+let work: string;
+
+beforeAll(async () => {
+  db = await testDatabase();
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'schedule-'));
+});
+afterAll(async () => {
+  await db?.drop();
+  fs.rmSync(work, { recursive: true, force: true });
+});
+
+const configError = (raw: unknown) => {
+  try {
+    parseSchedule(raw, NAMES, 'agro.schedule.json');
+  } catch (e) {
+    if (isAgroError(e, 'schedule_config')) return e.message;
+    throw e;
+  }
+  return null;
+};
+
+function schedule(jobs: Record<string, unknown>, extra: Record<string, unknown> = {}): ScheduleConfig {
+  return parseSchedule({ timezone: 'America/Sao_Paulo', jobs, ...extra }, NAMES, 'test');
+}
+
+const runCount = async (pipeline: string) => Number((await db.pool.query(`SELECT count(*) FROM etl.runs WHERE pipeline = $1`, [pipeline])).rows[0].count);
+
+describe('schedule config', () => {
+  test('errors name the job and the field', () => {
+    expect(configError({ jobs: { a: { cron: '0 2 * *', pipelines: ['zarc'] } } })).toMatch(/job "a".*five fields/);
+    expect(configError({ jobs: { a: { cron: '0 25 * * *', pipelines: ['zarc'] } } })).toMatch(/job "a".*hour/);
+    expect(configError({ jobs: { a: { cron: '0 2 * * *', pipelines: ['zarcc'] } } })).toMatch(/unknown pipeline "zarcc"/);
+    expect(configError({ jobs: { a: { cron: '0 2 * * *', pipeline: ['zarc'] } } })).toMatch(/unknown key "pipeline"/);
+    expect(configError({ jobs: { a: { cron: '0 2 * * *', pipelines: ['sicar'], ufs: ['XX'] } } })).toMatch(/"XX" is not a Brazilian state/);
+    expect(configError({ timezone: 'Mars/Olympus', jobs: { a: { cron: '0 2 * * *', pipelines: ['zarc'] } } })).toMatch(/unknown timezone/);
+    expect(configError({ jobs: {} })).toMatch(/empty/);
+    expect(configError({ retries: -1, jobs: { a: { cron: '0 2 * * *', pipelines: ['zarc'] } } })).toMatch(/retries/);
+    expect(configError({ jobs: { a: { cron: '0 2 * * *', pipelines: ['zarc'], sources: { sicar: 'x' } } } })).toMatch(/does not run/);
+    expect(configError({ jobs: { a: { cron: '0 2 * * *', pipelines: ['zarc'] } } })).toBeNull();
+  });
+
+  test('a missing file means the defaults; a broken one is an error naming the file', () => {
+    const d = loadSchedule(path.join(work, 'absent.json'), NAMES);
+    expect(d.origin).toBe('defaults');
+    expect(d).toEqual(defaultSchedule(NAMES));
+    expect(d.jobs.map((j) => j.name)).toEqual(['sicar-nightly', 'embargoes-daily', 'layers-weekly']); // no CNPJ pipeline installed yet
+    const broken = path.join(work, 'broken.json');
+    fs.writeFileSync(broken, '{"jobs": ');
+    expect(() => loadSchedule(broken, NAMES)).toThrow(/broken\.json: not valid JSON/);
+  });
+});
+
+describe('slots and order', () => {
+  test('slots are minutes in the schedule timezone; the previous slot walks back days and hours', () => {
+    const tz = 'America/Sao_Paulo'; // UTC−3
+    expect(firesAt('0 2 * * *', tz, new Date('2026-11-20T05:00:00Z'))).toBe(true);
+    expect(firesAt('0 2 * * *', tz, new Date('2026-11-20T02:00:00Z'))).toBe(false);
+    expect(previousSlot('0 2 * * *', tz, new Date('2026-11-23T12:34:56Z'))).toEqual(new Date('2026-11-23T05:00:00Z'));
+    expect(previousSlot('0 2 * * *', tz, new Date('2026-11-23T04:59:00Z'))).toEqual(new Date('2026-11-22T05:00:00Z'));
+    expect(previousSlot('0 3 2 * *', tz, new Date('2026-11-23T12:00:00Z'))).toEqual(new Date('2026-11-02T06:00:00Z'));
+    expect(previousSlot('0 22 * * 6', tz, new Date('2026-11-23T12:00:00Z'))).toEqual(new Date('2026-11-22T01:00:00Z')); // Saturday 22:00 local
+    expect(previousSlot('0 0 1 1 *', 'UTC', new Date('2026-11-23T12:00:00Z'))).toEqual(new Date('2026-01-01T00:00:00Z'));
+  });
+
+  test('a batch runs in dependency order: municipalities before ZARC, layers before SICAR', () => {
+    const s = schedule({
+      a: { cron: '0 2 * * *', pipelines: ['sicar', 'zarc'], ufs: ['GO', 'DF'] },
+      b: { cron: '0 2 * * *', pipelines: ['funai-tis', 'ibge-municipios'] },
+    });
+    const plan = planBatch(s.jobs, (p) => p === 'sicar', ['MT']);
+    expect(plan.map((r) => `${r.pipeline}${r.uf ? ' ' + r.uf : ''}`)).toEqual(['ibge-municipios', 'funai-tis', 'sicar GO', 'sicar DF', 'zarc']);
+    expect(backoff(1, 1000, 5000)).toBe(1000);
+    expect(backoff(3, 1000, 5000)).toBe(4000);
+    expect(backoff(9, 1000, 5000)).toBe(5000);
+  });
+});
+
+describe('scheduler', () => {
+  const SLOT = new Date('2026-11-20T05:00:00Z'); // 02:00 in São Paulo
+
+  test('two schedulers with their own pools run a slot once, in dependency order', async () => {
+    const s = schedule({ layers: { cron: '0 2 * * *', pipelines: ['zarc', 'ibge-municipios'], sources: { zarc: ZARC, 'ibge-municipios': IBGE } } });
+    const pools = [createPool(db.url, 4), createPool(db.url, 4)];
+    try {
+      const [a, b] = pools.map((pool, i) => new Scheduler({ cfg: db.cfg, pool, log: db.log, owner: `s${i}`, now: () => SLOT }, s));
+      const [ra, rb] = await Promise.all([a.tick(SLOT), b.tick(SLOT)]);
+      const all = [...ra, ...rb];
+      expect(all.map((r) => r.claim).sort()).toEqual(['claimed', 'taken']);
+      const ran = all.find((r) => r.claim === 'claimed')!;
+      expect(ran.status).toBe('done');
+      expect(ran.runs.map((r) => [r.pipeline, r.status])).toEqual([['ibge-municipios', 'published'], ['zarc', 'published']]);
+      expect(await runCount('ibge-municipios')).toBe(1);
+      expect(await runCount('zarc')).toBe(1);
+      const slots = (await db.pool.query(`SELECT owner, status, run_ids::int[] AS run_ids FROM etl.schedule_slots WHERE schedule = 'layers'`)).rows;
+      expect(slots).toEqual([{ owner: ran === ra[0] ? 's0' : 's1', status: 'done', run_ids: ran.runs.map((r) => r.run_id) }]);
+      // The same slot again (a late tick): nobody runs it.
+      expect((await a.tick(SLOT)).map((r) => r.claim)).toEqual(['taken']);
+      expect(await runCount('zarc')).toBe(1);
+      // The next night while the job still runs elsewhere (its advisory lock is held): the slot is recorded as skipped.
+      const holder = await pools[1].connect();
+      try {
+        await holder.query(`SELECT pg_advisory_lock(727002, hashtext('layers'))`);
+        const next = new Date('2026-11-21T05:00:00Z');
+        expect((await a.tick(next)).map((r) => [r.claim, r.status, r.runs.length])).toEqual([['busy', 'skipped', 0]]);
+        expect((await db.pool.query(`SELECT status, error FROM etl.schedule_slots WHERE schedule = 'layers' AND slot = $1`, [next])).rows).toEqual([
+          { status: 'skipped', error: 'the job was still running in another scheduler' },
+        ]);
+        expect(await runCount('zarc')).toBe(1);
+      } finally {
+        holder.release(true);
+      }
+    } finally {
+      await Promise.all(pools.map((p) => p.end()));
+    }
+  });
+
+  test('after downtime, the missed slots are caught up once at start', async () => {
+    const s = schedule({ daily: { cron: '0 2 * * *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': IBGE } } });
+    const now = () => new Date('2026-11-23T12:00:00Z');
+    // First start: the schedule is new, nothing is run until its next slot.
+    expect(await new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, now }, s).catchUp()).toEqual([]);
+    // The scheduler was down for three nights: the last claimed slot is the 19th's.
+    await db.pool.query(`UPDATE etl.schedules SET last_slot = '2026-11-19T05:00:00Z' WHERE schedule = 'daily'`);
+    const before = await runCount('ibge-municipios');
+    const results = await new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, now, owner: 'b' }, s).catchUp();
+    expect(results.map((r) => [r.job, r.slot.toISOString(), r.catchUp, r.claim, r.status])).toEqual([['daily', '2026-11-23T05:00:00.000Z', true, 'claimed', 'done']]);
+    expect(await runCount('ibge-municipios')).toBe(before + 1);
+    // Another scheduler starting now finds nothing to catch up.
+    expect(await new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, now, owner: 'c' }, s).catchUp()).toEqual([]);
+    expect(await runCount('ibge-municipios')).toBe(before + 1);
+    const last = (await db.pool.query(`SELECT last_slot FROM etl.schedules WHERE schedule = 'daily'`)).rows[0].last_slot;
+    expect(last).toEqual(new Date('2026-11-23T05:00:00Z'));
+  });
+
+  test('a failed run is retried with bounded exponential backoff, every attempt in the ledger', async () => {
+    const later = path.join(work, 'zarc-later');
+    const s = schedule(
+      { retrying: { cron: '30 4 * * *', pipelines: ['zarc'], sources: { zarc: later } }, hopeless: { cron: '45 4 * * *', pipelines: ['zarc'], sources: { zarc: path.join(work, 'never') } } },
+      { retries: 2, backoff_ms: 1000, max_backoff_ms: 1500 },
+    );
+    const waits: number[] = [];
+    const sleep = async (ms: number) => {
+      waits.push(ms);
+      // The source appears before the third attempt.
+      if (waits.length === 2) fs.cpSync(ZARC, later, { recursive: true });
+    };
+    const sch = new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, sleep, now: () => new Date('2026-11-21T07:30:00Z') }, s);
+    const [r] = await sch.tick(new Date('2026-11-21T07:30:00Z'));
+    expect(waits).toEqual([1000, 1500]);
+    expect(r.runs.map((o) => o.status)).toEqual(['failed', 'failed', 'unchanged']);
+    expect(r.runs[0].error?.code).toBe('source_not_found');
+    expect(r.status).toBe('done');
+    // Never recovers: three attempts, then the slot is failed.
+    waits.length = 0;
+    const [h] = await sch.tick(new Date('2026-11-21T07:45:00Z'));
+    expect(waits).toEqual([1000, 1500]);
+    expect(h.runs.map((o) => o.status)).toEqual(['failed', 'failed', 'failed']);
+    expect(h.status).toBe('failed');
+    const slot = (await db.pool.query(`SELECT status, attempts, error FROM etl.schedule_slots WHERE schedule = 'hopeless'`)).rows[0];
+    expect(slot).toMatchObject({ status: 'failed', attempts: 3, error: expect.stringMatching(/zarc: source not found/) });
+    // `agro runs` shows the failures with their errors.
+    const runs = await listRuns(db.pool, 'zarc', 3);
+    expect(runs.map((x) => [x.run_id, x.status, x.error_code])).toEqual(h.runs.map((o) => [o.run_id, 'failed', 'source_not_found']).reverse());
+  });
+});
+
+describe('SIGTERM', () => {
+  test('the download under way finishes, nothing more starts, nothing is published; the next start runs the slot again', async () => {
+    const fresh = await testDatabase();
+    const server = await slowFileServer(path.join(IBGE, 'BR_Municipios_2024.zip'), 'BR_Municipios_2024.zip');
+    try {
+      const file = path.join(work, 'yearly.json');
+      fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: { yearly: { cron: '0 0 1 1 *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': server.url } } } }));
+      // A scheduler ran this job before, long ago: the start catches up.
+      await fresh.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('yearly', '0 0 1 1 *', 'UTC', '2000-01-01T00:00:00Z')`);
+      const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule'], {
+        env: { ...process.env, DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'info' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+      await server.started;
+      const running = (await fresh.pool.query(`SELECT r.status, s.stage, s.status AS stage_status FROM etl.runs r JOIN etl.run_stages s USING (run_id)`)).rows;
+      expect(running).toEqual([{ status: 'running', stage: 'download', stage_status: 'running' }]);
+      child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      server.release();
+      expect(await exited).toBe(0);
+      expect(stderr).toMatch(/SIGTERM: the stage under way finishes/);
+      const run = (await fresh.pool.query(`SELECT status, error_code FROM etl.runs`)).rows;
+      expect(run).toEqual([{ status: 'failed', error_code: 'interrupted' }]);
+      const stages = (await fresh.pool.query(`SELECT stage, status FROM etl.run_stages ORDER BY seq`)).rows;
+      expect(stages).toEqual([{ stage: 'download', status: 'done' }]);
+      expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM etl.current`)).rows[0].n).toBe(0);
+      expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname IN ('stage', 'snap') AND tablename NOT LIKE '%template'`)).rows[0].n).toBe(0);
+      expect((await fresh.pool.query(`SELECT status FROM etl.schedule_slots`)).rows).toEqual([{ status: 'interrupted' }]);
+      // The next start claims the interrupted slot again and loads it.
+      const s = loadSchedule(file, NAMES);
+      const again = await new Scheduler({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log, now: () => new Date('2026-11-23T12:00:00Z') }, s).catchUp();
+      expect(again.map((r) => [r.slot.toISOString(), r.status, r.runs.map((o) => o.status)])).toEqual([['2026-01-01T00:00:00.000Z', 'done', ['published']]]);
+    } finally {
+      server.release();
+      await server.close();
+      await fresh.drop();
+    }
+  });
+});
