@@ -47,6 +47,23 @@ export interface Config {
   sources: Readonly<Record<string, string>>;
   /** Bounds on what one zip may inflate to (AGRO_MAX_UNZIPPED_BYTES, AGRO_MAX_UNZIP_RATIO). */
   zip: Readonly<ZipLimits>;
+  /** Receita CNPJ month downloads (the share's WebDAV URL is sources['receita-cnpj']). */
+  receitaCnpj: Readonly<ReceitaCnpjConfig>;
+}
+
+export interface ReceitaCnpjConfig {
+  /** Nextcloud public-share token (Basic-auth user, empty password); AGRO_CNPJ_SHARE_TOKEN. */
+  shareToken: string;
+  /** Parallel downloads at the start (steps down to 2, then 1, when transfers stall). */
+  parallel: number;
+  /** Stalls that make parallelism step down. */
+  stallsPerStep: number;
+  /** Attempts without new bytes before a file fails. */
+  retries: number;
+  stallTimeoutMs: number;
+  backoffMs: number;
+  /** Interval of progress lines while downloading and loading. */
+  progressMs: number;
 }
 
 /** Official default locations; each is config, never a constant in code (hosts move). */
@@ -64,6 +81,8 @@ const OFFICIAL_SOURCES: Record<string, string> = {
   'dnit-snv': 'https://oTpPRmYs5AAdiNr:@servicos.dnit.gov.br/dnitcloud/public.php/webdav/SNV%20Bases%20Geom%C3%A9tricas%20(2013-Atual)%20(SHP)/',
   // CKAN discovery: every season CSV and the perennials file (resource ids change every season).
   zarc: 'https://dados.agricultura.gov.br/api/3/action/package_show?id=tabua-de-risco-zoneamento-agricola-de-risco-climatico',
+  // Nextcloud public share (SOURCES §10.1): WebDAV root; the token is AGRO_CNPJ_SHARE_TOKEN.
+  'receita-cnpj': 'https://arquivos.receitafederal.gov.br/public.php/webdav/',
   'ibge-municipios':
     'https://geoftp.ibge.gov.br/organizacao_do_territorio/malhas_territoriais/malhas_municipais/municipio_2024/Brasil/BR_Municipios_2024.zip',
 };
@@ -113,6 +132,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       maxBytes: num(env.AGRO_MAX_UNZIPPED_BYTES, DEFAULT_ZIP_LIMITS.maxBytes),
       maxRatio: num(env.AGRO_MAX_UNZIP_RATIO, DEFAULT_ZIP_LIMITS.maxRatio),
       ratioFloor: DEFAULT_ZIP_LIMITS.ratioFloor,
+    }),
+    receitaCnpj: Object.freeze({
+      shareToken: env.AGRO_CNPJ_SHARE_TOKEN || 'YggdBLfdninEJX9',
+      parallel: Math.max(1, num(env.AGRO_CNPJ_PARALLEL, 4)),
+      stallsPerStep: Math.max(1, num(env.AGRO_CNPJ_STALLS_PER_STEP, 2)),
+      retries: Math.max(1, num(env.AGRO_CNPJ_RETRIES, 32)),
+      stallTimeoutMs: num(env.AGRO_CNPJ_STALL_TIMEOUT_MS, 180_000),
+      backoffMs: num(env.AGRO_CNPJ_BACKOFF_MS, 2_000),
+      progressMs: Math.max(100, num(env.AGRO_CNPJ_PROGRESS_MS, 15_000)),
     }),
   });
 }
