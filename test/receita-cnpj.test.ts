@@ -8,13 +8,15 @@ import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  ALNUM, buildReceitaMonth, ENTERING_PARTNER, LEAVING_PARTNER, RECEITA_FIXTURE_ROOT, SAMPLES_DIR, SHARED_CPF_PARTNERS, SHARED_MASKED_CPF,
+  ALNUM, buildReceitaMonth, RECEITA_FIXTURE_MONTH, ENTERING_PARTNER, LEAVING_PARTNER, RECEITA_FIXTURE_ROOT, SAMPLES_DIR, SHARED_CPF_PARTNERS, SHARED_MASKED_CPF,
 } from '../fixtures/receita-cnpj.ts';
 import { ibgeMunicipios } from '../pipelines/ibge-municipios/index.ts';
 import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
 import { RELATIONS, tableColumns } from '../pipelines/receita-cnpj/layout.ts';
 import { isValidCnpj } from '../src/documents.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
+import { fixtureRuns } from '../src/cli/main.ts';
+import { createHash } from 'node:crypto';
 import { ROOT_DIR } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -205,5 +207,20 @@ describe('receita-cnpj month over month', () => {
     const served = await q(`SELECT DISTINCT snapshot_id FROM serving.cnpj_empresas`);
     expect(served.map((r) => Number(r.snapshot_id))).not.toContain(bad.snapshot_id);
     expect((await q(`SELECT count(*)::int AS n FROM serving.cnpj_empresas WHERE razao_social IS NULL`))[0].n).toBe(0);
+  });
+});
+
+describe('receita-cnpj committed fixture', () => {
+  it('matches a fresh build byte for byte (rerun fixtures/receita-cnpj.ts if not) and is a fixture run', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-fresh-'));
+    try {
+      const fresh = await buildReceitaMonth(tmp, RECEITA_FIXTURE_MONTH, 'base');
+      expect(fresh).toHaveLength(37);
+      const hash = (f: string) => createHash('sha256').update(fs.readFileSync(f)).digest('hex');
+      for (const f of fresh) expect(hash(f), path.basename(f)).toBe(hash(path.join(RECEITA_FIXTURE_ROOT, RECEITA_FIXTURE_MONTH, path.basename(f))));
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+    expect(fixtureRuns()).toContainEqual({ pipeline: 'receita-cnpj', source: RECEITA_FIXTURE_ROOT });
   });
 });
