@@ -94,6 +94,7 @@ export class CsvRecordSink extends Writable {
         this.carry = s.slice(i);
         return out;
       }
+      this.stats.strayQuotes += r.stray;
       out += this.accept(r.fields);
       i = r.next;
     }
@@ -102,9 +103,11 @@ export class CsvRecordSink extends Writable {
   }
 
   /** One record from `i`, or null when it may continue in the next chunk. */
-  private parseRecord(s: string, i: number, atEnd: boolean): { fields: string[]; next: number } | null {
+  private parseRecord(s: string, i: number, atEnd: boolean): { fields: string[]; next: number; stray: number } | null {
     const n = s.length;
     const fields: string[] = [];
+    // Counted only once the record is complete: an incomplete one is parsed again with the next chunk.
+    let stray = 0;
     for (;;) {
       if (i < n && s.charCodeAt(i) === 34 /* " */) {
         let value = '';
@@ -114,7 +117,7 @@ export class CsvRecordSink extends Writable {
           if (q < 0) {
             if (!atEnd) return null;
             fields.push(value + s.slice(from));
-            return { fields, next: n };
+            return { fields, next: n, stray };
           }
           if (q + 1 >= n && !atEnd) return null; // cannot tell yet what follows the quote
           const next = s.charCodeAt(q + 1);
@@ -129,7 +132,7 @@ export class CsvRecordSink extends Writable {
             i = q + 1;
             break;
           }
-          this.stats.strayQuotes++;
+          stray++;
           value += s.slice(from, q + 1);
           from = q + 1;
         }
@@ -146,7 +149,7 @@ export class CsvRecordSink extends Writable {
         fields.push(v.endsWith('\r') ? v.slice(0, -1) : v);
         i = j;
       }
-      if (i >= n) return { fields, next: n };
+      if (i >= n) return { fields, next: n, stray };
       const c = s.charCodeAt(i);
       if (c === 59) {
         i++;
@@ -154,7 +157,7 @@ export class CsvRecordSink extends Writable {
       }
       if (c === 13) i++;
       if (i < n && s.charCodeAt(i) === 10) i++;
-      return { fields, next: i };
+      return { fields, next: i, stray };
     }
   }
 }
