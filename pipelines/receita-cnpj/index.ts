@@ -276,8 +276,12 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     await Promise.all([0, 1].map(async () => {
       const c = await ctx.pool.connect();
       try {
-        await c.query(`SET maintenance_work_mem = '512MB'`);
-        while (next < jobs.length) await c.query(jobs[next++]);
+        while (next < jobs.length) {
+          const sql = jobs[next++];
+          const t0 = Date.now();
+          await c.query(sql);
+          ctx.log.debug({ sql, ms: Date.now() - t0 }, 'receita-cnpj: index step');
+        }
       } finally {
         c.release();
       }
