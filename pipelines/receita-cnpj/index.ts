@@ -3,15 +3,16 @@
 //
 // fetch (fetch.ts): the share's newest month, 37 zips, resumable, validated, size + SHA-256.
 // load:
-//   read      zips are streamed, never unpacked (src/etl/zip-csv-stream.ts): latin1, `;`,
+//   load      zips are streamed, never unpacked (src/etl/zip-csv-stream.ts): latin1, `;`,
 //             quoted, no header, exact field count (other rows are malformed: counted with
 //             their record numbers, rejected). Lookups first (small); then one COPY stream per
 //             family (establishments, companies, partners, Simples) in parallel, each into
 //             a table created in the same transaction (COPY FREEZE). Field rules: transform.ts.
 //             Municipalities: Receita's TOM code → IBGE by normalised name + the UF the
 //             establishments give it, against serving.ibge_municipios.
-//   index     after the data, as declared in layout.ts (btree, trigram on names, the six
-//             visible CPF digits of partners), two at a time, then ANALYZE.
+//             Each table is indexed right after its own COPY, as declared in layout.ts
+//             (btree, trigram on names, the six visible CPF digits of partners), then
+//             ANALYZEd: a family that finished early is indexed while the others still load.
 //   facts     counts per family against the previous month, orphan codes, empty names,
 //             partners per company: a month that lost its names or partner lists is blocked.
 //   diff      partner lists against the previous month (derived.cnpj_qsa_changes).
@@ -127,6 +128,22 @@ async function copyRelation(client: pg.ClientBase, table: string, rel: RelationD
   }
 }
 
+/**
+ * The declared indexes of a loaded relation, then ANALYZE: built right after its COPY (so a
+ * family that finished early is indexed while the others still load), never before the data.
+ */
+async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: string, ctx: RunContext, timings: Record<string, { copy_ms?: number; index_ms?: number }>): Promise<void> {
+  const base = table.replace(/^snap\."?|"$/g, '');
+  const t0 = Date.now();
+  for (const ix of rel.indexes) {
+    const t1 = Date.now();
+    await client.query(`CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${table} USING ${ix.using ?? 'btree'} (${ix.on})`);
+    ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, 'receita-cnpj: index built');
+  }
+  await client.query(`ANALYZE ${table}`);
+  (timings[rel.relation] ??= {}).index_ms = Date.now() - t0;
+}
+
 interface Crosswalk {
   rows: string[];
   facts: CnpjFacts['municipios'];
@@ -179,6 +196,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   const members = new Map<string, string[]>();
   const tables = new Map<string, string>();
   const progress = new Map<string, { file: string }>(RELATIONS.map((r) => [r.relation, { file: '' }]));
+  const timings: Record<string, { copy_ms?: number; index_ms?: number }> = {};
 
   // ---- read: lookups, then the four families in parallel COPY streams
   const started = Date.now();
@@ -194,7 +212,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   ticker.unref();
   let municipios: CnpjFacts['municipios'];
   try {
-    municipios = await ctx.stage('read', async () => {
+    municipios = await ctx.stage('load', async () => {
       const client = await ctx.pool.connect();
       let municipiosLookup: [string, string][] = [];
       try {
@@ -211,6 +229,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
           await copyRelation(client, table, rel, async (out) => {
             members.set(rel.relation, await readRelation(rel, files, out, build, stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
           });
+          await indexRelation(client, rel, table, ctx, timings);
         }
       } finally {
         client.release();
@@ -229,6 +248,9 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
             if (failed) throw failed;
             members.set(rel.relation, await readRelation(rel, files, out, build, stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
           });
+          timings[rel.relation] = { copy_ms: Date.now() - started };
+          // Its indexes now, while the other families are still copying.
+          if (!failed) await indexRelation(c, rel, table, ctx, timings);
         } catch (e) {
           if (!failed) {
             failed = e as Error;
@@ -251,43 +273,15 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         await copyRelation(c, table, rel, async (out) => {
           for (const line of cw.rows) if (!out.write(line)) await new Promise((r) => out.once('drain', r));
         });
+        await indexRelation(c, rel, table, ctx, timings);
         return cw.facts;
       } finally {
         c.release();
       }
-    }, () => [...stats.values()].reduce((a, x) => a + x.records, 0));
+    }, () => [...stats.values()].reduce((a, x) => a + x.records, 0), () => ({ timings }));
   } finally {
     clearInterval(ticker);
   }
-
-  // ---- index: after the data, two builds at a time (two cores), then ANALYZE
-  await ctx.stage('index', async () => {
-    const jobs = RELATIONS.flatMap((rel) => {
-      const t = tables.get(rel.relation)!;
-      const base = t.replace(/^snap\."?|"$/g, '');
-      return [
-        ...rel.indexes.map((ix) => `CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${t} USING ${ix.using ?? 'btree'} (${ix.on})`),
-        `ANALYZE ${t}`,
-      ];
-    });
-    // The big trigram builds first, so two long ones do not end up last on one connection.
-    jobs.sort((a, b) => Number(b.includes('gin')) - Number(a.includes('gin')));
-    let next = 0;
-    await Promise.all([0, 1].map(async () => {
-      const c = await ctx.pool.connect();
-      try {
-        while (next < jobs.length) {
-          const sql = jobs[next++];
-          const t0 = Date.now();
-          await c.query(sql);
-          ctx.log.debug({ sql, ms: Date.now() - t0 }, 'receita-cnpj: index step');
-        }
-      } finally {
-        c.release();
-      }
-    }));
-    return jobs.length;
-  }, (n) => n);
 
   // ---- facts and gate
   const facts = emptyFacts();
