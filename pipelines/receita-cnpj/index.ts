@@ -14,7 +14,8 @@
 //             (btree, trigram on names, the six visible CPF digits of partners), then
 //             ANALYZEd: a family that finished early is indexed while the others still load.
 //   facts     counts per family against the previous month, orphan codes, empty names,
-//             partners per company: a month that lost its names or partner lists is blocked.
+//             partners per company (each table's facts are queried inside `load`, right after
+//             its indexes): a month that lost its names or partner lists is blocked.
 //   diff      partner lists against the previous month (derived.cnpj_qsa_changes).
 // Publication is the engine's (one transaction: readers see the old month or the new one).
 import { finished } from 'node:stream/promises';
@@ -72,6 +73,8 @@ export interface CnpjFacts {
   cnpj_basico_repetido: number;
   razao_social_vazia: number;
   nome_socio_vazio: number;
+  /** Establishments whose situacao_cadastral is none of 01, 02, 03, 04, 05, 08. */
+  situacao_desconhecida: number;
   municipios: { ibge_carregado: boolean; codigos: number; casados: number; sem_par: number; sem_uf: number; exemplos_sem_par: string[] };
   qsa_alteradas: number | null;
 }
@@ -88,6 +91,13 @@ const zipFile = (files: FetchedFile[], zip: string): FetchedFile => {
 };
 
 const discard = () => new Writable({ write: (_c, _e, cb) => cb() });
+
+/** The facts query of each family that has one (the lookups they join are loaded first). */
+const FACT_QUERIES: Record<string, string> = {
+  cnpj_empresas: 'queries/cnpj_facts_empresas',
+  cnpj_estabelecimentos: 'queries/cnpj_facts_estabelecimentos',
+  cnpj_socios: 'queries/cnpj_facts_socios',
+};
 
 const familyKey = (rel: RelationDecl) => rel.relation.replace(/^cnpj_/, '');
 
@@ -197,6 +207,9 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   const tables = new Map<string, string>();
   const progress = new Map<string, { file: string }>(RELATIONS.map((r) => [r.relation, { file: '' }]));
   const timings: Record<string, { copy_ms?: number; index_ms?: number }> = {};
+  /** Quality facts of each family's table (sql/queries/cnpj_facts_*.sql), queried once it is indexed. */
+  const tableFacts = new Map<string, Record<string, any>>();
+  const lookupTables = () => ({ naturezas: tables.get('cnpj_naturezas')!, qualificacoes: tables.get('cnpj_qualificacoes')!, motivos: tables.get('cnpj_motivos')!, paises: tables.get('cnpj_paises')!, cnaes: tables.get('cnpj_cnaes')! });
 
   // ---- read: lookups, then the four families in parallel COPY streams
   const started = Date.now();
@@ -249,8 +262,9 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
             members.set(rel.relation, await readRelation(rel, files, out, build, stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
           });
           timings[rel.relation] = { copy_ms: Date.now() - started };
-          // Its indexes now, while the other families are still copying.
+          // Its indexes and facts now, while the other families are still copying.
           if (!failed) await indexRelation(c, rel, table, ctx, timings);
+          if (!failed && FACT_QUERIES[rel.relation]) tableFacts.set(rel.relation, (await c.query(render(namedSql(FACT_QUERIES[rel.relation]), { target: table, ...lookupTables() }))).rows[0]);
         } catch (e) {
           if (!failed) {
             failed = e as Error;
@@ -288,13 +302,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   const current = await catalog.currentSnapshot(ctx.pool, 'receita-cnpj', '');
   const previous = current && current.snapshot_id !== sid ? current : null;
   const cnpj = await ctx.stage('facts', async () => {
-    const t = (r: string) => tables.get(r)!;
-    const lk = { naturezas: t('cnpj_naturezas'), qualificacoes: t('cnpj_qualificacoes'), motivos: t('cnpj_motivos'), paises: t('cnpj_paises'), cnaes: t('cnpj_cnaes') };
-    const [emp, est, soc] = await Promise.all([
-      ctx.pool.query(render(namedSql('queries/cnpj_facts_empresas'), { empresas: t('cnpj_empresas'), ...lk })),
-      ctx.pool.query(render(namedSql('queries/cnpj_facts_estabelecimentos'), { estabelecimentos: t('cnpj_estabelecimentos'), ...lk })),
-      ctx.pool.query(render(namedSql('queries/cnpj_facts_socios'), { socios: t('cnpj_socios'), ...lk })),
-    ]).then((rs) => rs.map((r) => r.rows[0]));
+    const [emp, est, soc] = ['cnpj_empresas', 'cnpj_estabelecimentos', 'cnpj_socios'].map((r) => tableFacts.get(r)!);
     const contagens: Record<string, number> = {};
     for (const rel of RELATIONS) contagens[familyKey(rel)] = stats.get(rel.relation)!.records;
     contagens.empresas_com_socios = soc.empresas_com_socios;
@@ -328,6 +336,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       cnpj_basico_repetido: emp.cnpj_basico_repetido,
       razao_social_vazia: emp.razao_vazia,
       nome_socio_vazio: soc.nome_vazio,
+      situacao_desconhecida: est.situacao_desconhecida,
       municipios,
       qsa_alteradas: null,
     };
@@ -413,6 +422,7 @@ function notes(facts: QualityFacts, c: CnpjFacts): void {
   if (sent.length) n.push(`sentinel capital_social values: ${sent.map(([v, k]) => `${v} ×${k}`).join(', ')}`);
   if (c.cep_sem_zero_inicial) n.push(`${c.cep_sem_zero_inicial} CEPs had lost their leading zero: left-padded, source text kept in extra`);
   if (c.cnpj_dv_invalido) n.push(`${c.cnpj_dv_invalido} establishments whose CNPJ check digits do not verify: kept`);
+  if (c.situacao_desconhecida) n.push(`${c.situacao_desconhecida} establishments with a situacao_cadastral outside 01/02/03/04/05/08: kept`);
   if (c.cnpj_alfanumerico) n.push(`${c.cnpj_alfanumerico} alphanumeric CNPJs`);
   if (c.cpf_no_nome_removido) n.push(`${c.cpf_no_nome_removido} legal names ended with the owner's CPF: cut from razao_social, kept masked in cpf_titular_mascarado`);
   if (c.chave_socio_repetida) n.push(`${c.chave_socio_repetida} partner rows repeat another row of the same company exactly (same partner key): kept`);

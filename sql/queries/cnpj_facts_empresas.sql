@@ -7,6 +7,6 @@ SELECT count(*)::bigint AS linhas,
        coalesce((array_agg(DISTINCT e.natureza_juridica) FILTER (WHERE e.natureza_juridica IS NOT NULL AND n.codigo IS NULL))[1:20], '{}') AS natureza_orfa_codigos,
        count(*) FILTER (WHERE e.qualificacao_responsavel IS NOT NULL AND q.codigo IS NULL)::bigint AS qualificacao_orfa,
        coalesce((array_agg(DISTINCT e.qualificacao_responsavel) FILTER (WHERE e.qualificacao_responsavel IS NOT NULL AND q.codigo IS NULL))[1:20], '{}') AS qualificacao_orfa_codigos
-FROM {{empresas}} e
+FROM {{target}} e
 LEFT JOIN {{naturezas}} n ON n.codigo = e.natureza_juridica
 LEFT JOIN {{qualificacoes}} q ON q.codigo = e.qualificacao_responsavel;

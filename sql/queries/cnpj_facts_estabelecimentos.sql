@@ -8,7 +8,7 @@ SELECT count(*)::bigint AS linhas,
        count(*) FILTER (WHERE e.cnae_fiscal_principal IS NOT NULL AND c.codigo IS NULL)::bigint AS cnae_orfao,
        coalesce((array_agg(DISTINCT e.cnae_fiscal_principal) FILTER (WHERE e.cnae_fiscal_principal IS NOT NULL AND c.codigo IS NULL))[1:20], '{}') AS cnae_orfao_codigos,
        count(*) FILTER (WHERE e.situacao_cadastral IS NULL OR e.situacao_cadastral NOT IN ('01', '02', '03', '04', '05', '08'))::bigint AS situacao_desconhecida
-FROM {{estabelecimentos}} e
+FROM {{target}} e
 LEFT JOIN {{motivos}} m ON m.codigo = e.motivo_situacao_cadastral
 LEFT JOIN {{paises}} p ON p.codigo = e.pais
 LEFT JOIN {{cnaes}} c ON c.codigo = e.cnae_fiscal_principal;

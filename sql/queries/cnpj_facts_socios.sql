@@ -8,6 +8,6 @@ SELECT count(*)::bigint AS linhas,
        coalesce((array_agg(DISTINCT s.qualificacao_socio) FILTER (WHERE s.qualificacao_socio IS NOT NULL AND q.codigo IS NULL))[1:20], '{}') AS qualificacao_orfa_codigos,
        count(*) FILTER (WHERE s.pais IS NOT NULL AND p.codigo IS NULL)::bigint AS pais_orfao,
        coalesce((array_agg(DISTINCT s.pais) FILTER (WHERE s.pais IS NOT NULL AND p.codigo IS NULL))[1:20], '{}') AS pais_orfao_codigos
-FROM {{socios}} s
+FROM {{target}} s
 LEFT JOIN {{qualificacoes}} q ON q.codigo = s.qualificacao_socio
 LEFT JOIN {{paises}} p ON p.codigo = s.pais;
