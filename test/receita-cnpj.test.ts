@@ -160,6 +160,9 @@ describe('receita-cnpj fixture month', () => {
     const c = quality.facts.cnpj;
     expect(quality.facts.rejected).toEqual({ malformed_row: 1 });
     expect(c.familias.socios.malformadas).toBe(1);
+    expect(c.familias.empresas.arquivos).toHaveLength(10);
+    expect(c.familias.empresas.arquivos[3]).toEqual({ arquivo: 'Empresas3.zip', membros: ['K3241.K03200Y3.D61011.EMPRECSV'], linhas: 200 });
+    expect(c.familias.empresas.arquivos.reduce((a: number, f: { linhas: number }) => a + f.linhas, 0)).toBe(sample('EMPRECSV.csv').length + 1);
     expect(c.familias.socios.amostras_malformadas[0]).toMatchObject({ fields: 10 });
     expect(c.orfaos.motivo.codigos).toContain('32');
     expect(c.cep_sem_zero_inicial).toBe(sample('ESTABELE.csv').filter((f) => f[18].length === 7).length + 1);

@@ -46,7 +46,8 @@ export const CNPJ_GATE = {
 };
 
 export interface FamilyFacts {
-  arquivos: string[];
+  /** Each zip, the members read from it and its well-formed records. */
+  arquivos: { arquivo: string; membros: string[]; linhas: number }[];
   linhas: number;
   malformadas: number;
   amostras_malformadas: CsvSinkStats['malformedSamples'];
@@ -102,14 +103,15 @@ const FACT_QUERIES: Record<string, string> = {
 const familyKey = (rel: RelationDecl) => rel.relation.replace(/^cnpj_/, '');
 
 /** Reads the members of `rel` from its zips into `out`; a zip without such a member is malformed. */
-async function readRelation(rel: RelationDecl, files: FetchedFile[], out: Writable, onRecord: (f: string[]) => string, stats: CsvSinkStats, ctx: RunContext, progress: { file: string }): Promise<string[]> {
-  const members: string[] = [];
+async function readRelation(rel: RelationDecl, files: FetchedFile[], out: Writable, onRecord: (f: string[]) => string, stats: CsvSinkStats, ctx: RunContext, progress: { file: string }): Promise<FamilyFacts['arquivos']> {
+  const members: FamilyFacts['arquivos'] = [];
   for (const zip of rel.zips) {
     const file = zipFile(files, zip);
     progress.file = file.name;
+    const before = stats.records;
     const names = await readZipCsv(file.path, { pick: (n) => rel.memberSuffix.test(n), fieldCount: rel.fields.length, onRecord, out, stats, limits: ctx.cfg.zip });
     if (!names.length) throw new AgroError('malformed_source', `${file.name} holds no member named *${rel.memberSuffix.source.replace(/\\/g, '').replace(/\$$/, '')}`);
-    members.push(...names.map((n) => `${file.name}:${n}`));
+    members.push({ arquivo: file.name, membros: names, linhas: stats.records - before });
   }
   return members;
 }
@@ -203,7 +205,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     m.set(uf, (m.get(uf) ?? 0) + 1);
   };
   const stats = new Map<string, CsvSinkStats>(RELATIONS.map((r) => [r.relation, emptySinkStats()]));
-  const members = new Map<string, string[]>();
+  const members = new Map<string, FamilyFacts['arquivos']>();
   const tables = new Map<string, string>();
   const progress = new Map<string, { file: string }>(RELATIONS.map((r) => [r.relation, { file: '' }]));
   const timings: Record<string, { copy_ms?: number; index_ms?: number }> = {};
