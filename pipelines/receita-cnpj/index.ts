@@ -147,11 +147,18 @@ async function copyRelation(client: pg.ClientBase, table: string, rel: RelationD
 async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: string, ctx: RunContext, timings: Record<string, { copy_ms?: number; index_ms?: number }>): Promise<void> {
   const base = table.replace(/^snap\."?|"$/g, '');
   const t0 = Date.now();
-  for (const ix of rel.indexes) {
-    const t1 = Date.now();
-    await client.query(`CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${table} USING ${ix.using ?? 'btree'} (${ix.on})`);
-    ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, 'receita-cnpj: index built');
-  }
+  // A table's indexes are built at once, each on its own connection (GIN builds are not
+  // parallel in PostgreSQL 15): the last family to finish its COPY is not indexed serially.
+  await Promise.all(rel.indexes.map(async (ix, i) => {
+    const c = i === 0 ? client : await ctx.pool.connect();
+    try {
+      const t1 = Date.now();
+      await c.query(`CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${table} USING ${ix.using ?? 'btree'} (${ix.on})`);
+      ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, 'receita-cnpj: index built');
+    } finally {
+      if (i) (c as pg.PoolClient).release();
+    }
+  }));
   await client.query(`ANALYZE ${table}`);
   (timings[rel.relation] ??= {}).index_ms = Date.now() - t0;
 }
