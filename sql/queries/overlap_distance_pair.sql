@@ -20,7 +20,7 @@ WITH k AS MATERIALIZED (
   CROSS JOIN LATERAL (SELECT s.pid, s.fid, s.geom FROM {{pieces}} s ORDER BY s.geom <-> c.geom LIMIT 1) n
   WHERE {{part}}
 ),
-b AS (
+b AS MATERIALIZED (
   SELECT k.*, w.kx, w.ky, k.g * (1 + 1e-9) / greatest(1, least(w.kx, w.ky)) AS rdeg, ST_Scale(k.geom, w.kx, w.ky) AS scaled
   FROM k
   CROSS JOIN LATERAL (SELECT ST_YMin(k.geom) - k.g / 110574.0 * (1 + 1e-9) AS lo, ST_YMax(k.geom) + k.g / 110574.0 * (1 + 1e-9) AS hi) y
