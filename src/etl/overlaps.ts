@@ -3,8 +3,10 @@
 // Rows are kept per (CAR state snapshot, layer snapshot) pair in derived.car_overlaps.
 // Only missing pairs are computed: publishing CAR GO computes GO × each current layer;
 // publishing a layer computes it × each current state. Pairs are computed before the
-// publish transaction; the publish transaction fills any pair a concurrent publish
-// made necessary, so the serving views never show a current pair without its rows.
+// publish transaction, each split over two connections (both cores); the publish
+// transaction fills any pair a concurrent publish made necessary, so the serving views
+// never show a current pair without its rows. How each kind of pair is computed, and
+// why, is in sql/queries/overlap_*.sql and bench/README.md (overlaps).
 import type pg from 'pg';
 import { ident, withTransaction } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
