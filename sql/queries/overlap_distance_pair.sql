@@ -46,7 +46,9 @@ CROSS JOIN LATERAL (
     -- etl.kx_min / etl.ky_min written out: a function call per candidate costs more than the test
     CROSS JOIN LATERAL (SELECT 6378137 * cos(radians(l.far)) / sqrt(1 - 0.00669437999014 * sin(radians(l.far)) ^ 2) * pi() / 180 AS kx,
                                6378137 * (1 - 0.00669437999014) / (1 - 0.00669437999014 * sin(radians(l.near)) ^ 2) ^ 1.5 * pi() / 180 AS ky) w
-    WHERE ST_DWithin(s.geom, b.geom, b.rdeg) AND s.pid <> b.pid
+    -- box distance first: it never exceeds the real one and drops the corners of the
+    -- index's square search box without reading their vertices
+    WHERE ST_DWithin(s.geom, b.geom, b.rdeg) AND (s.geom <#> b.geom) <= b.rdeg AND s.pid <> b.pid
       AND ST_Distance(ST_Scale(s.geom, w.kx, w.ky), ST_Scale(b.geom, w.kx, w.ky)) <= b.g * (1 + 1e-9)
   ) x
   ORDER BY x.g, x.fid LIMIT 1
