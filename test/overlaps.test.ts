@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CNUC_FIXTURE, buildCnucZip } from '../fixtures/cnuc-ucs.ts';
 import { buildSicarState } from '../fixtures/sicar.ts';
 import { findPipeline } from '../pipelines/registry.ts';
-import { computePair, forgetOverlaps, missingPairs, type Overlay } from '../src/etl/overlaps.ts';
+import { computePair, ensureOverlaps, forgetOverlaps, missingPairs, type Overlay } from '../src/etl/overlaps.ts';
 import { withTransaction } from '../src/db/pool.ts';
 import { rollback } from '../src/etl/publish.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
@@ -146,6 +146,18 @@ describe('recomputed when either side publishes', () => {
     expect(pairsAfter - pairsBefore).toBe(layers);
     await expectAgreement('uc', 'cnuc_ucs', 'codigo');
     await expectAgreement('quilombo', 'incra_quilombos', 'codigo');
+  });
+});
+
+describe('a derive that fails', () => {
+  test('records no pair and leaves no part table behind', async () => {
+    // a prospective indigenous-land snapshot whose table does not exist: every part fails
+    const missing = 990021;
+    await expect(ensureOverlaps(db.pool, db.log, { dataset: 'funai-tis', scope: '', snapshotId: missing })).rejects.toThrow(/does not exist/);
+    const pairs = await db.pool.query('SELECT count(*)::int AS n FROM derived.overlap_pairs WHERE layer_snapshot_id = $1', [missing]);
+    expect(pairs.rows[0].n).toBe(0);
+    const parts = await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE 'ov\\_%'`);
+    expect(parts.rows[0].n).toBe(0);
   });
 });
 

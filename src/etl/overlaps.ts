@@ -248,12 +248,13 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
       }
     }
   };
-  try {
-    await Promise.all(Array.from({ length: parts }, worker));
-  } catch (e) {
-    queue.length = 0;
+  // On a failure the other worker stops after its current statement; then the parts go.
+  const failed = (await Promise.allSettled(Array.from({ length: parts }, () => worker().catch((e) => ((queue.length = 0), Promise.reject(e)))))).find(
+    (r): r is PromiseRejectedResult => r.status === 'rejected',
+  );
+  if (failed) {
     for (const p of pairs) for (let k = 0; k < parts; k++) await pool.query(`DROP TABLE IF EXISTS ${partTable(p, k)}, ${partTable(p, k, 'hits')}, ${partTable(p, k, 'pieces')}`).catch(() => {});
-    throw e;
+    throw failed.reason;
   }
   return { pairs: pairs.length, rows };
 }
