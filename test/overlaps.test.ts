@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CNUC_FIXTURE, buildCnucZip } from '../fixtures/cnuc-ucs.ts';
 import { buildSicarState } from '../fixtures/sicar.ts';
 import { findPipeline } from '../pipelines/registry.ts';
-import { missingPairs } from '../src/etl/overlaps.ts';
+import { computePair, ensureOverlaps, forgetOverlaps, missingPairs, type Overlay } from '../src/etl/overlaps.ts';
+import { withTransaction } from '../src/db/pool.ts';
 import { rollback } from '../src/etl/publish.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
@@ -145,5 +146,138 @@ describe('recomputed when either side publishes', () => {
     expect(pairsAfter - pairsBefore).toBe(layers);
     await expectAgreement('uc', 'cnuc_ucs', 'codigo');
     await expectAgreement('quilombo', 'incra_quilombos', 'codigo');
+  });
+});
+
+describe('a derive that fails', () => {
+  test('records no pair and leaves no part table behind', async () => {
+    // a prospective indigenous-land snapshot whose table does not exist: every part fails
+    const missing = 990021;
+    await expect(ensureOverlaps(db.pool, db.log, { dataset: 'funai-tis', scope: '', snapshotId: missing })).rejects.toThrow(/does not exist/);
+    const pairs = await db.pool.query('SELECT count(*)::int AS n FROM derived.overlap_pairs WHERE layer_snapshot_id = $1', [missing]);
+    expect(pairs.rows[0].n).toBe(0);
+    const parts = await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE 'ov\\_%'`);
+    expect(parts.rows[0].n).toBe(0);
+  });
+});
+
+describe('the 1 m² rule and large features, against a direct PostGIS computation', () => {
+  // A hand-made layer snapshot around one GO property P: features sharing only P's border or
+  // less than 1 m² with it (no overlap), large features (> 256 vertices, cut into pieces)
+  // covering P or crossing its border, a small feature crossing it and a point inside it.
+  const LAYER_SNAPSHOT = 990001;
+  const overlay: Overlay = { camada: 'teste', dataset: 'teste', relation: 'test_layer', idColumn: 'codigo', kind: 'area', active: 'ativo' };
+  const table = `snap.test_layer__s${LAYER_SNAPSHOT}`;
+
+  beforeAll(async () => {
+    await db.pool.query(`CREATE TABLE ${table} (codigo text NOT NULL, ativo boolean NOT NULL, geom geometry(Geometry, 4326))`);
+    await db.pool.query(
+      `WITH p AS (SELECT geom, ST_PointOnSurface(geom) AS s, ST_StartPoint(ST_ExteriorRing(ST_GeometryN(geom, 1))) AS v
+                  FROM "current".car_imovel WHERE uf = 'GO' ORDER BY etl.area_ha(geom) DESC LIMIT 1)
+       INSERT INTO ${table} (codigo, ativo, geom)
+       SELECT 'borda', true, ST_Difference(ST_Expand(ST_Envelope(p.geom), 0.01), p.geom) FROM p         -- shares P's whole border, no area
+       UNION ALL SELECT 'lasca', true, ST_Expand(p.s, 0.000004) FROM p                                    -- inside P, ~0.8 m²
+       UNION ALL SELECT 'dentro-grande', false, ST_Buffer(p.s, 1, 200) FROM p                            -- 801 vertices, covers P
+       UNION ALL SELECT 'borda-grande', true, ST_Buffer(p.v, ST_Distance(p.v, p.s), 300) FROM p          -- 1,201 vertices, crosses P
+       UNION ALL SELECT 'pequena', false, ST_Buffer(p.v, ST_Distance(p.v, p.s) / 2, 8) FROM p            -- 33 vertices, crosses P
+       UNION ALL SELECT 'ponto', true, p.s FROM p`,
+    );
+    await db.pool.query(`CREATE INDEX ON ${table} USING gist (geom)`);
+  });
+  afterAll(async () => {
+    await forgetOverlaps(db.pool, LAYER_SNAPSHOT);
+    await db.pool.query(`DROP TABLE IF EXISTS ${table}`);
+  });
+
+  test('every CAR state: the pair rows are the direct ST_Intersection rows of at least 1 m²', async () => {
+    const states = (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'sicar'`)).rows.map((r) => Number(r.snapshot_id));
+    for (const car of states) await withTransaction(db.pool, (c) => computePair(c, { carSnapshotId: car, layerSnapshotId: LAYER_SNAPSHOT, overlay }));
+    const got = new Map(
+      (await db.pool.query(`SELECT car, feicao_id, area_sobreposta_ha AS ha, percentual, ativo FROM derived.car_overlaps WHERE layer_snapshot_id = $1`, [LAYER_SNAPSHOT])).rows.map(
+        (x) => [`${x.car}|${x.feicao_id}`, x],
+      ),
+    );
+    const all = (await db.pool.query(
+      `SELECT c.car, l.codigo, l.ativo, GeometryType(l.geom) = 'POINT' AS is_point, c.area_calculada_ha AS car_ha,
+              ST_Area(ST_Transform(ST_Intersection(c.geom, l.geom), 10857)) / 10000 AS ha
+         FROM "current".car_imovel c JOIN ${table} l ON ST_Intersects(c.geom, l.geom)`,
+    )).rows;
+    const want = all.filter((x) => x.is_point || x.ha >= 0.0001);
+    // the border-only and sub-m² features do intersect P, and are rightly left out
+    const left = all.filter((x) => !want.includes(x)).map((x) => x.codigo);
+    expect(left).toContain('borda');
+    expect(left).toContain('lasca');
+    expect([...got.keys()].sort()).toEqual(want.map((x) => `${x.car}|${x.codigo}`).sort());
+    for (const w of want) {
+      const g = got.get(`${w.car}|${w.codigo}`);
+      expect(g.ativo).toBe(w.ativo);
+      if (w.is_point) {
+        expect(g.ha).toBeNull();
+        continue;
+      }
+      expect(Math.abs(g.ha - w.ha) / w.ha).toBeLessThan(1e-4); // 0.01 %
+      // same tolerance on the share: cutting a large feature adds vertices on its edges,
+      // which moves its area in EPSG:10857 by a few millionths
+      const share = Math.min(1, w.ha / w.car_ha);
+      expect(Math.abs(g.percentual - share) / share).toBeLessThan(1e-4);
+    }
+    // the large features were really cut (the crossing path), and both kinds of result are there
+    const codes = new Set(want.map((x) => x.codigo));
+    for (const c of ['dentro-grande', 'borda-grande', 'pequena', 'ponto']) expect(codes).toContain(c);
+    expect((await db.pool.query(`SELECT max(ST_NPoints(geom)) AS n FROM ${table}`)).rows[0].n).toBeGreaterThan(256);
+    expect(got.get(want.find((x) => x.codigo === 'borda-grande')!.car + '|borda-grande').percentual).toBeLessThan(1);
+  });
+});
+
+describe('road distance where the nearest road in degrees is not the nearest on the ground', () => {
+  // At 30° S a degree of longitude is 96.5 km and one of latitude 110.9 km: a road 0.095°
+  // north of a property (10.5 km) is nearer in plain lon/lat than one 0.100° east (9.6 km),
+  // which is the nearer on the ellipsoid. The KNN's first answer is the wrong one; the
+  // bounded candidate search must still return the geodesic minimum.
+  const CAR = 990011;
+  const ROADS = 990012;
+  const overlay: Overlay = { camada: 'rodovia-teste', dataset: 'teste', relation: 'test_roads', idColumn: 'codigo', kind: 'distance' };
+  const car = `snap.car_imovel__s${CAR}`;
+  const roads = `snap.test_roads__s${ROADS}`;
+
+  beforeAll(async () => {
+    await db.pool.query(`CREATE TABLE ${car} (LIKE snap.car_imovel__template)`);
+    await db.pool.query(
+      `INSERT INTO ${car} (car, uf, area_calculada_ha, geom, snapshot_id)
+       SELECT x.car, 'RS', etl.area_ha(x.g), x.g, ${CAR}
+       FROM (VALUES ('RS-0000001-A', ST_Multi(ST_MakeEnvelope(-51.005, -30.005, -50.995, -29.995, 4326))),
+                    ('RS-0000001-B', ST_Multi(ST_MakeEnvelope(-50.705, -30.105, -50.695, -30.095, 4326)))) x(car, g)`,
+    );
+    await db.pool.query(`CREATE INDEX ON ${car} USING gist (geom)`);
+    await db.pool.query(`CREATE TABLE ${roads} (codigo text NOT NULL, geom geometry(MultiLineString, 4326))`);
+    await db.pool.query(
+      `INSERT INTO ${roads} VALUES
+         ('norte', ST_Multi(ST_Segmentize(ST_SetSRID(ST_MakeLine(ST_Point(-51.2, -29.9), ST_Point(-50.8, -29.9)), 4326), 0.01))),
+         ('leste', ST_Multi(ST_Segmentize(ST_SetSRID(ST_MakeLine(ST_Point(-50.895, -30.2), ST_Point(-50.895, -29.8)), 4326), 0.01))),
+         ('cruza', ST_Multi(ST_Segmentize(ST_SetSRID(ST_MakeLine(ST_Point(-50.7, -30.3), ST_Point(-50.7, -30.0)), 4326), 0.01)))`,
+    );
+  });
+  afterAll(async () => {
+    await forgetOverlaps(db.pool, ROADS);
+    await db.pool.query(`DROP TABLE IF EXISTS ${car}, ${roads}, snap.test_roads_sub__s${ROADS}`);
+  });
+
+  test('the geodesic minimum over every road, exactly', async () => {
+    await withTransaction(db.pool, (c) => computePair(c, { carSnapshotId: CAR, layerSnapshotId: ROADS, overlay }));
+    const r = await db.pool.query(
+      `SELECT o.car, o.feicao_id, o.distancia_km,
+              (SELECT s.geom <-> c.geom FROM ${roads} s WHERE s.codigo = 'norte') < (SELECT s.geom <-> c.geom FROM ${roads} s WHERE s.codigo = 'leste') AS knn_says_norte,
+              (SELECT min(ST_Distance(c.geom::geography, s.geom::geography)) / 1000 FROM ${roads} s) AS expected,
+              (SELECT s.codigo FROM ${roads} s ORDER BY ST_Distance(c.geom::geography, s.geom::geography), s.codigo LIMIT 1) AS nearest
+         FROM derived.car_overlaps o JOIN ${car} c ON c.car = o.car WHERE o.layer_snapshot_id = $1 ORDER BY o.car`,
+      [ROADS],
+    );
+    expect(r.rows.map((x) => [x.car, x.feicao_id])).toEqual([['RS-0000001-A', 'leste'], ['RS-0000001-B', 'cruza']]);
+    const [a, b] = r.rows;
+    expect(a.knn_says_norte).toBe(true);
+    expect(a.nearest).toBe('leste');
+    expect(a.distancia_km).toBeCloseTo(a.expected, 6);
+    expect(a.distancia_km).toBeGreaterThan(9);
+    expect(b.distancia_km).toBe(0); // the road crosses the property
   });
 });

@@ -3,8 +3,10 @@
 // Rows are kept per (CAR state snapshot, layer snapshot) pair in derived.car_overlaps.
 // Only missing pairs are computed: publishing CAR GO computes GO × each current layer;
 // publishing a layer computes it × each current state. Pairs are computed before the
-// publish transaction; the publish transaction fills any pair a concurrent publish
-// made necessary, so the serving views never show a current pair without its rows.
+// publish transaction, each split over two connections (both cores); the publish
+// transaction fills any pair a concurrent publish made necessary, so the serving views
+// never show a current pair without its rows. How each kind of pair is computed, and
+// why, is in sql/queries/overlap_*.sql and bench/README.md (overlaps).
 import type pg from 'pg';
 import { ident, withTransaction } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
@@ -73,60 +75,186 @@ export async function missingPairs(db: pg.ClientBase | pg.Pool, prospective?: Pr
   return pairs.filter((p) => !have.has(`${p.carSnapshotId}|${p.layerSnapshotId}`));
 }
 
-/** The subdivided copy of a layer snapshot, built once and registered with its snapshot (so retention drops it). */
-async function layerSub(client: pg.ClientBase, overlay: Overlay, layerSnapshotId: number): Promise<string> {
-  const sub = qualifiedSnapshotTable(`${overlay.relation}_sub`, layerSnapshotId);
+/** How many statements a pair is split into: the machine has two cores. */
+export const DERIVE_PARTS = 2;
+
+const partTable = (pair: Pair, part: number, step = '') => `stage.${ident(`ov_${pair.carSnapshotId}_${pair.layerSnapshotId}_${part}${step && '_' + step}`)}`;
+
+/**
+ * The pieces of a line layer snapshot (roads) with their GiST index, built once and
+ * registered with the snapshot (so retention drops them). Area layers have no copy:
+ * their pair statement cuts the large features it needs.
+ */
+async function linePieces(client: pg.ClientBase, overlay: Overlay, layerSnapshotId: number): Promise<string> {
+  const pieces = qualifiedSnapshotTable(`${overlay.relation}_sub`, layerSnapshotId);
   await client.query('SELECT pg_advisory_xact_lock($1, $2)', [PAIR_LOCK, -layerSnapshotId]);
-  if ((await client.query('SELECT to_regclass($1) AS r', [sub])).rows[0].r) return sub;
-  await catalog.addSnapshotTable(client, layerSnapshotId, sub);
+  if ((await client.query('SELECT to_regclass($1) AS r', [pieces])).rows[0].r) return pieces;
+  await catalog.addSnapshotTable(client, layerSnapshotId, pieces);
   await client.query(
-    render(namedSql('queries/overlap_layer_sub'), {
-      sub,
+    render(namedSql('queries/overlap_line_pieces'), {
+      pieces,
       layer: qualifiedSnapshotTable(overlay.relation, layerSnapshotId),
       id: ident(overlay.idColumn),
-      active: overlay.active ? ident(overlay.active) : 'NULL::boolean',
-      filter: overlay.filter ? ident(overlay.filter) : 'true',
+      filter: overlay.filter ? `l.${ident(overlay.filter)}` : 'true',
     }),
   );
-  await client.query(`CREATE INDEX ON ${sub} USING gist (geom)`);
-  await client.query(`ANALYZE ${sub}`);
-  return sub;
+  await client.query(`CREATE INDEX ON ${pieces} USING gist (geom)`);
+  await client.query(`ANALYZE ${pieces}`);
+  return pieces;
 }
 
-/** Computes one pair on a client that is already inside a transaction. */
-export async function computePair(client: pg.ClientBase, pair: Pair): Promise<number> {
+/** Condition selecting share `part` of `parts` by hashing a text expression. */
+const share = (expr: string, part: number, parts: number) =>
+  parts === 1 ? 'true' : `(hashtext(${expr}) & 2147483647) % ${parts} = ${part}`;
+
+/**
+ * One part of a pair into its own unlogged table (autocommitted: parts run on separate
+ * connections; finishPair moves their rows into derived.car_overlaps in one transaction).
+ * Area layers are split by feature, the road distance by property.
+ */
+async function computePart(client: pg.ClientBase, pair: Pair, part: number, parts: number): Promise<void> {
+  const out = partTable(pair, part);
+  const car = qualifiedSnapshotTable('car_imovel', pair.carSnapshotId);
+  const o = pair.overlay;
+  await client.query(`DROP TABLE IF EXISTS ${out}`);
+  if (o.kind === 'distance') {
+    const pieces = qualifiedSnapshotTable(`${o.relation}_sub`, pair.layerSnapshotId);
+    await client.query(render(namedSql('queries/overlap_distance_pair'), { out, car, pieces, part: share('c.car', part, parts) }));
+  } else {
+    const vars = {
+      car,
+      layer: qualifiedSnapshotTable(o.relation, pair.layerSnapshotId),
+      id: `l.${ident(o.idColumn)}`,
+      active: o.active ? `l.${ident(o.active)}` : 'NULL::boolean',
+      filter: o.filter ? `l.${ident(o.filter)}` : 'true',
+      part: share(`l.${ident(o.idColumn)}::text`, part, parts),
+      hits: partTable(pair, part, 'hits'),
+      pieces: partTable(pair, part, 'pieces'),
+      out,
+    };
+    await client.query(`DROP TABLE IF EXISTS ${vars.hits}, ${vars.pieces}`);
+    await client.query(render(namedSql('queries/overlap_area_hits'), vars));
+    await client.query(render(namedSql('queries/overlap_area_pieces'), vars));
+    await client.query(`ANALYZE ${vars.hits}, ${vars.pieces}`);
+    await client.query(render(namedSql('queries/overlap_area_pair'), vars));
+    await client.query(`DROP TABLE ${vars.hits}, ${vars.pieces}`);
+  }
+}
+
+/**
+ * Inside a transaction: moves the parts' rows into derived.car_overlaps and records the
+ * pair (unless a concurrent run recorded it first), then drops the parts.
+ */
+async function finishPair(client: pg.ClientBase, pair: Pair, parts: number, durationMs: number): Promise<number> {
+  const tables = Array.from({ length: parts }, (_, k) => partTable(pair, k));
   await client.query('SELECT pg_advisory_xact_lock($1, $2)', [pair.carSnapshotId, pair.layerSnapshotId]);
   const done = await client.query('SELECT rows FROM derived.overlap_pairs WHERE car_snapshot_id = $1 AND layer_snapshot_id = $2', [pair.carSnapshotId, pair.layerSnapshotId]);
-  if (done.rowCount) return done.rows[0].rows;
-  const t0 = Date.now();
-  const sub = await layerSub(client, pair.overlay, pair.layerSnapshotId);
-  const out = `stage.${ident(`ov_${pair.carSnapshotId}_${pair.layerSnapshotId}`)}`;
-  const car = qualifiedSnapshotTable('car_imovel', pair.carSnapshotId);
-  await client.query(`DROP TABLE IF EXISTS ${out}`);
-  const sqlName = pair.overlay.kind === 'area' ? 'queries/overlap_area_pair' : 'queries/overlap_distance_pair';
-  await client.query(render(namedSql(sqlName), { out, car, sub }));
-  const ins = await client.query(
-    `INSERT INTO derived.car_overlaps (car_snapshot_id, layer_snapshot_id, camada, car, uf, feicao_id, area_sobreposta_ha, percentual, distancia_km, ativo)
-     SELECT $1, $2, $3, car, uf, fid, area_sobreposta_ha, percentual, ${pair.overlay.kind === 'distance' ? 'distancia_km' : 'NULL'}, ativo FROM ${out}`,
-    [pair.carSnapshotId, pair.layerSnapshotId, pair.overlay.camada],
-  );
-  await client.query(`DROP TABLE ${out}`);
-  await client.query(
-    'INSERT INTO derived.overlap_pairs (car_snapshot_id, layer_snapshot_id, camada, rows, duration_ms) VALUES ($1, $2, $3, $4, $5)',
-    [pair.carSnapshotId, pair.layerSnapshotId, pair.overlay.camada, ins.rowCount ?? 0, Date.now() - t0],
-  );
-  return ins.rowCount ?? 0;
+  let rows: number = done.rowCount ? done.rows[0].rows : 0;
+  if (!done.rowCount) {
+    const ins = await client.query(
+      `INSERT INTO derived.car_overlaps (car_snapshot_id, layer_snapshot_id, camada, car, uf, feicao_id, area_sobreposta_ha, percentual, distancia_km, ativo)
+       SELECT $1, $2, $3, car, uf, fid, area_sobreposta_ha, percentual, ${pair.overlay.kind === 'distance' ? 'distancia_km' : 'NULL'}, ativo
+       FROM (${tables.map((t) => `SELECT * FROM ${t}`).join(' UNION ALL ')}) p`,
+      [pair.carSnapshotId, pair.layerSnapshotId, pair.overlay.camada],
+    );
+    rows = ins.rowCount ?? 0;
+    await client.query(
+      'INSERT INTO derived.overlap_pairs (car_snapshot_id, layer_snapshot_id, camada, rows, duration_ms) VALUES ($1, $2, $3, $4, $5)',
+      [pair.carSnapshotId, pair.layerSnapshotId, pair.overlay.camada, rows, Math.round(durationMs)],
+    );
+  }
+  for (const t of tables) await client.query(`DROP TABLE IF EXISTS ${t}`);
+  return rows;
 }
 
-/** Computes every pair `prospective` would need once current, each in its own transaction (a checkpoint). */
+async function isDone(db: pg.ClientBase | pg.Pool, pair: Pair): Promise<boolean> {
+  const r = await db.query('SELECT 1 FROM derived.overlap_pairs WHERE car_snapshot_id = $1 AND layer_snapshot_id = $2', [pair.carSnapshotId, pair.layerSnapshotId]);
+  return (r.rowCount ?? 0) > 0;
+}
+
+/** Computes one pair on a client that is already inside a transaction (one part, serially). */
+export async function computePair(client: pg.ClientBase, pair: Pair): Promise<number> {
+  if (await isDone(client, pair)) return finishPair(client, pair, 1, 0);
+  const t0 = Date.now();
+  if (pair.overlay.kind === 'distance') await linePieces(client, pair.overlay, pair.layerSnapshotId);
+  await computePart(client, pair, 0, 1);
+  return finishPair(client, pair, 1, Date.now() - t0);
+}
+
+/** Heavier tasks first, so that the two connections finish together. */
+const weight = (o: Overlay) => (o.kind === 'distance' ? 3 : o.filter ? 2 : 1);
+
+/**
+ * Computes every pair `prospective` would need once current. Each pair is split into
+ * DERIVE_PARTS statements run on DERIVE_PARTS connections (both cores); a pair is
+ * recorded, with its rows, in one transaction once its parts are done (a checkpoint).
+ */
 export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: Prospective): Promise<{ pairs: number; rows: number }> {
-  let rows = 0;
   const pairs = await missingPairs(pool, prospective);
-  for (const p of pairs) {
-    const t0 = Date.now();
-    const n = await withTransaction(pool, (c) => computePair(c, p));
-    rows += n;
-    log.info({ camada: p.overlay.camada, car_snapshot_id: p.carSnapshotId, layer_snapshot_id: p.layerSnapshotId, rows: n, ms: Date.now() - t0 }, 'overlaps computed');
+  if (pairs.length === 0) return { pairs: 0, rows: 0 };
+  const parts = DERIVE_PARTS;
+  // Line pieces (roads) come first; the distance parts wait for them.
+  const prep = new Map<number, { overlay: Overlay; ready?: Promise<unknown> }>();
+  for (const p of pairs) if (p.overlay.kind === 'distance') prep.set(p.layerSnapshotId, { overlay: p.overlay });
+  type Task = { prep: number } | { pair: Pair; part: number };
+  const queue: Task[] = [
+    ...[...prep.keys()].map((id) => ({ prep: id })),
+    ...[...pairs].sort((a, b) => weight(b.overlay) - weight(a.overlay)).flatMap((pair) => Array.from({ length: parts }, (_, part) => ({ pair, part }))),
+  ];
+  const state = new Map<Pair, { left: number; ms: number; t0: number }>(pairs.map((p) => [p, { left: parts, ms: 0, t0: Date.now() }]));
+  let rows = 0;
+  const ready = (t: Task) => 'prep' in t || t.pair.overlay.kind !== 'distance' || prep.get(t.pair.layerSnapshotId)!.ready !== undefined;
+  const worker = async () => {
+    for (;;) {
+      const i = queue.findIndex(ready);
+      if (i < 0) {
+        if (queue.length === 0) return;
+        await Promise.all([...prep.values()].map((x) => x.ready)); // the other worker is building pieces
+        await new Promise((r) => setImmediate(r));
+        continue;
+      }
+      const [task] = queue.splice(i, 1);
+      if ('prep' in task) {
+        const entry = prep.get(task.prep)!;
+        let resolve!: () => void;
+        let reject!: (e: unknown) => void;
+        const gate = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+        gate.catch(() => {});
+        entry.ready = gate;
+        try {
+          await withTransaction(pool, (c) => linePieces(c, entry.overlay, task.prep));
+          resolve();
+        } catch (e) {
+          reject(e);
+          throw e;
+        }
+        continue;
+      }
+      const { pair, part } = task;
+      await prep.get(pair.layerSnapshotId)?.ready;
+      const st = state.get(pair)!;
+      const t0 = Date.now();
+      const c = await pool.connect();
+      try {
+        await computePart(c, pair, part, parts);
+      } finally {
+        c.release();
+      }
+      st.ms += Date.now() - t0;
+      if (--st.left === 0) {
+        const n = await withTransaction(pool, (tx) => finishPair(tx, pair, parts, st.ms));
+        rows += n;
+        log.info({ camada: pair.overlay.camada, car_snapshot_id: pair.carSnapshotId, layer_snapshot_id: pair.layerSnapshotId, rows: n, ms: Date.now() - st.t0, statement_ms: st.ms }, 'overlaps computed');
+      }
+    }
+  };
+  // On a failure the other worker stops after its current statement; then the parts go.
+  const failed = (await Promise.allSettled(Array.from({ length: parts }, () => worker().catch((e) => ((queue.length = 0), Promise.reject(e)))))).find(
+    (r): r is PromiseRejectedResult => r.status === 'rejected',
+  );
+  if (failed) {
+    for (const p of pairs) for (let k = 0; k < parts; k++) await pool.query(`DROP TABLE IF EXISTS ${partTable(p, k)}, ${partTable(p, k, 'hits')}, ${partTable(p, k, 'pieces')}`).catch(() => {});
+    throw failed.reason;
   }
   return { pairs: pairs.length, rows };
 }

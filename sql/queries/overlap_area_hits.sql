@@ -1,0 +1,28 @@
+-- Overlap, step 1 of 3 (then overlap_area_pieces, overlap_area_pair): every property of
+-- one CAR snapshot that intersects a feature of one part of a layer snapshot.
+--
+-- The features are the outer loop and probe the properties' GiST index, so the same
+-- feature is the first argument of consecutive ST_Intersects / ST_Covers calls and
+-- PostGIS prepares it once (a municipality or an indigenous land is tested against
+-- hundreds of properties). Settled here: point features (IBAMA terms without a polygon:
+-- area 0, they count when inside the property), properties inside the feature, and small
+-- features (≤ 256 vertices: one overlay). A property crossing the border of a large
+-- feature keeps ha NULL and its geometry: step 2 cuts that feature, step 3 sums the
+-- overlay with the pieces near the property.
+--   {{part}}: SQL condition on l, the share of the layer's features this statement takes.
+CREATE UNLOGGED TABLE {{hits}} AS
+SELECT f.ctid AS k, f.fid, f.ativo, f.is_point, c.car, c.uf, c.area_calculada_ha AS car_ha, x.ha,
+       CASE WHEN x.ha IS NULL THEN c.geom END AS geom
+FROM (
+  SELECT l.ctid, {{id}}::text AS fid, {{active}} AS ativo, l.geom,
+         GeometryType(l.geom) IN ('POINT', 'MULTIPOINT') AS is_point, ST_NPoints(l.geom) <= 256 AS small
+  FROM {{layer}} l
+  WHERE l.geom && (SELECT ST_SetSRID(ST_Extent(c.geom)::geometry, 4326) FROM {{car}} c) AND {{filter}} AND ({{part}})
+) f
+CROSS JOIN LATERAL (SELECT c.car, c.uf, c.area_calculada_ha, c.geom FROM {{car}} c
+                    WHERE c.geom && f.geom AND ST_Intersects(f.geom, c.geom)) c
+CROSS JOIN LATERAL (SELECT CASE WHEN f.is_point THEN 0
+                                WHEN ST_Covers(f.geom, c.geom) THEN c.area_calculada_ha
+                                WHEN NOT f.small THEN NULL
+                                WHEN ST_CoveredBy(f.geom, c.geom) THEN etl.area_ha(f.geom)
+                                ELSE etl.area_ha(ST_Intersection(c.geom, f.geom)) END AS ha) x
