@@ -86,7 +86,8 @@ const fixtureZips = (): string[] => {
     for (const e of fs.readdirSync(d, { withFileTypes: true })) {
       const p = path.join(d, e.name);
       if (e.isDirectory() && e.name !== 'samples') walk(p);
-      else if (e.name.toLowerCase().endsWith('.zip')) out.push(p);
+      // Shapefile zips only (receita-cnpj's hold CSVs): member names are stored in clear.
+      else if (e.name.toLowerCase().endsWith('.zip') && /\.shp/i.test(fs.readFileSync(p).toString('latin1'))) out.push(p);
     }
   };
   walk(path.join(ROOT, 'fixtures'));

@@ -67,7 +67,7 @@ describe('schedule config', () => {
     const d = loadSchedule(path.join(work, 'absent.json'), NAMES);
     expect(d.origin).toBe('defaults');
     expect(d).toEqual(defaultSchedule(NAMES));
-    expect(d.jobs.map((j) => j.name)).toEqual(['sicar-nightly', 'embargoes-daily', 'layers-weekly']); // no CNPJ pipeline installed yet
+    expect(d.jobs.map((j) => j.name)).toEqual(['sicar-nightly', 'embargoes-daily', 'layers-weekly', 'cnpj-monthly']);
     const broken = path.join(work, 'broken.json');
     fs.writeFileSync(broken, '{"jobs": ');
     expect(() => loadSchedule(broken, NAMES)).toThrow(/broken\.json: not valid JSON/);
