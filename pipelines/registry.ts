@@ -9,10 +9,11 @@ import { funaiTis } from './funai-tis/index.ts';
 import { ibamaEmbargos } from './ibama-embargos/index.ts';
 import { ibgeMunicipios } from './ibge-municipios/index.ts';
 import { incraQuilombos } from './incra-quilombos/index.ts';
+import { receitaCnpj } from './receita-cnpj/index.ts';
 import { sicar } from './sicar/index.ts';
 import { zarc } from './zarc/index.ts';
 
-export const PIPELINES: Pipeline[] = [ibgeMunicipios, dnitSnv, funaiTis, cnucUcs, incraQuilombos, ibamaEmbargos, zarc, sicar, carTitulares];
+export const PIPELINES: Pipeline[] = [ibgeMunicipios, dnitSnv, funaiTis, cnucUcs, incraQuilombos, ibamaEmbargos, zarc, sicar, carTitulares, receitaCnpj];
 
 export function findPipeline(name: string): Pipeline | undefined {
   return PIPELINES.find((p) => p.name === name);

@@ -51,6 +51,8 @@ export interface Config {
   sicarWfs: WfsSettings;
   /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
   api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number }>;
+  /** Receita CNPJ month downloads (the share's WebDAV URL is sources['receita-cnpj']). */
+  receitaCnpj: Readonly<ReceitaCnpjConfig>;
 }
 
 /** How the WFS client talks to a slow GeoServer behind legacy TLS (SOURCES.md §1.7, §2.1). */
@@ -83,6 +85,21 @@ export interface WfsSettings {
   tls: { minVersion: string; ciphers: string; legacyRenegotiation: boolean; ca: string | null };
 }
 
+export interface ReceitaCnpjConfig {
+  /** Nextcloud public-share token (Basic-auth user, empty password); AGRO_CNPJ_SHARE_TOKEN. */
+  shareToken: string;
+  /** Parallel downloads at the start (steps down to 2, then 1, when transfers stall). */
+  parallel: number;
+  /** Stalls that make parallelism step down. */
+  stallsPerStep: number;
+  /** Attempts without new bytes before a file fails. */
+  retries: number;
+  stallTimeoutMs: number;
+  backoffMs: number;
+  /** Interval of progress lines while downloading and loading. */
+  progressMs: number;
+}
+
 /** Official default locations; each is config, never a constant in code (hosts move). */
 const OFFICIAL_SOURCES: Record<string, string> = {
   sicar: 'https://consultapublica.car.gov.br/publico/estados/downloadBase',
@@ -100,6 +117,8 @@ const OFFICIAL_SOURCES: Record<string, string> = {
   'dnit-snv': 'https://oTpPRmYs5AAdiNr:@servicos.dnit.gov.br/dnitcloud/public.php/webdav/SNV%20Bases%20Geom%C3%A9tricas%20(2013-Atual)%20(SHP)/',
   // CKAN discovery: every season CSV and the perennials file (resource ids change every season).
   zarc: 'https://dados.agricultura.gov.br/api/3/action/package_show?id=tabua-de-risco-zoneamento-agricola-de-risco-climatico',
+  // Nextcloud public share (SOURCES §10.1): WebDAV root; the token is AGRO_CNPJ_SHARE_TOKEN.
+  'receita-cnpj': 'https://arquivos.receitafederal.gov.br/public.php/webdav/',
   'ibge-municipios':
     'https://geoftp.ibge.gov.br/organizacao_do_territorio/malhas_territoriais/malhas_municipais/municipio_2024/Brasil/BR_Municipios_2024.zip',
 };
@@ -155,6 +174,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       statementTimeoutMs: num(env.AGRO_API_STATEMENT_TIMEOUT_MS, 10_000),
       poolSize: num(env.AGRO_API_POOL, 16),
       bodyLimitBytes: num(env.AGRO_API_BODY_LIMIT, 1_048_576),
+    }),
+    receitaCnpj: Object.freeze({
+      shareToken: env.AGRO_CNPJ_SHARE_TOKEN || 'YggdBLfdninEJX9',
+      parallel: Math.max(1, num(env.AGRO_CNPJ_PARALLEL, 4)),
+      stallsPerStep: Math.max(1, num(env.AGRO_CNPJ_STALLS_PER_STEP, 2)),
+      retries: Math.max(1, num(env.AGRO_CNPJ_RETRIES, 32)),
+      stallTimeoutMs: num(env.AGRO_CNPJ_STALL_TIMEOUT_MS, 180_000),
+      backoffMs: num(env.AGRO_CNPJ_BACKOFF_MS, 2_000),
+      progressMs: Math.max(100, num(env.AGRO_CNPJ_PROGRESS_MS, 15_000)),
     }),
   });
 }

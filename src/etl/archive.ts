@@ -182,6 +182,27 @@ export async function validateZip(file: string, limits: ZipLimits = DEFAULT_ZIP_
   return { entries };
 }
 
+/**
+ * Streams the members `pick` selects, one after the other, into the sink `sinkFor` gives
+ * (inflated bytes counted, CRC checked while streaming): read a member without unpacking it.
+ * Returns the names streamed.
+ */
+export async function streamZipMembers(
+  file: string,
+  pick: (name: string) => boolean,
+  sinkFor: (name: string, declaredSize: number) => Writable,
+  limits: ZipLimits = DEFAULT_ZIP_LIMITS,
+): Promise<string[]> {
+  await checkSignature(file);
+  const names: string[] = [];
+  await walkZip(file, limits, pick, async (entry) => {
+    if (isDirectory(entry)) return null;
+    names.push(entry.fileName);
+    return sinkFor(entry.fileName, entry.uncompressedSize);
+  });
+  return names;
+}
+
 // yauzl already refuses these names; checked again because extraction writes to disk.
 function safeTarget(root: string, name: string): string {
   const target = path.resolve(root, name);

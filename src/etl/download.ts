@@ -39,6 +39,8 @@ export interface FetchOptions {
   /** Bounds on what a zip may inflate to (config `zip`; archive.ts defaults otherwise). */
   zipLimits?: ZipLimits;
   log?: (msg: string, extra?: Record<string, unknown>) => void;
+  /** Extra request headers (e.g. Basic auth of a public share). */
+  headers?: Record<string, string>;
 }
 
 interface Validators {
@@ -130,6 +132,18 @@ export async function fetchSource(uri: string, opts: FetchOptions): Promise<Fetc
   await mkdir(opts.destDir, { recursive: true });
   const job: Job = { uri, name, p: pathsFor(opts.destDir, name), opts };
   return isHttp(uri) ? fetchHttp(job) : fetchLocal(job);
+}
+
+/**
+ * The file already in the raw store under `name`, as its last validated download left it
+ * (meta written only after validation), when it still has the recorded size; else null.
+ */
+export async function storedFile(destDir: string, name: string): Promise<FetchedFile | null> {
+  const p = pathsFor(destDir, checkName(name));
+  const meta = await readJson<Meta>(p.meta);
+  if (!meta || (await sizeOf(p.final)) !== meta.size) return null;
+  const { etag, lastModified, contentType, sha256, size, sourceUri } = meta;
+  return { path: p.final, name, sha256, size, sourceUri, etag, lastModified, contentType, fromCache: true };
 }
 
 // ---------- small fs helpers ----------
@@ -405,7 +419,7 @@ async function attempt(hj: HttpJob): Promise<FetchedFile | null> {
   // consumed at once, or a connection cut would discard what was already buffered.
   const resumeHash = createHash('sha256');
   if (have > 0) await hashInto(resumeHash, hj.p.part);
-  const res = await request(hj, requestHeaders(hj.opts.userAgent, have, info, cached));
+  const res = await request(hj, { ...hj.opts.headers, ...requestHeaders(hj.opts.userAgent, have, info, cached) });
   const status = res.statusCode ?? 0;
   if (status === 200 || status === 206) return receive(hj, res, have, info, resumeHash);
   res.resume();

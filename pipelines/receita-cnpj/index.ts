@@ -1,0 +1,456 @@
+// receita-cnpj: the Receita Federal CNPJ month (SOURCES §10; contract §2b, §3), one national
+// snapshot per `YYYY-MM` folder (as_of = the month's first day).
+//
+// fetch (fetch.ts): the share's newest month, 37 zips, resumable, validated, size + SHA-256.
+// load:
+//   load      zips are streamed, never unpacked (src/etl/zip-csv-stream.ts): latin1, `;`,
+//             quoted, no header, exact field count (other rows are malformed: counted with
+//             their record numbers, rejected). Lookups first (small); then one COPY stream per
+//             family (establishments, companies, partners, Simples) in parallel, each into
+//             a table created in the same transaction (COPY FREEZE). Field rules: transform.ts.
+//             Municipalities: Receita's TOM code → IBGE by normalised name + the UF the
+//             establishments give it, against serving.ibge_municipios.
+//             Each table is indexed right after its own COPY, as declared in layout.ts
+//             (btree, trigram on names, the six visible CPF digits of partners), then
+//             ANALYZEd: a family that finished early is indexed while the others still load.
+//   facts     counts per family against the previous month, orphan codes, empty names,
+//             partners per company (each table's facts are queried inside `load`, right after
+//             its indexes): a month that lost its names or partner lists is blocked.
+//   diff      partner lists against the previous month (derived.cnpj_qsa_changes).
+// Publication is the engine's (one transaction: readers see the old month or the new one).
+import { finished } from 'node:stream/promises';
+import { Writable } from 'node:stream';
+import pgCopy from 'pg-copy-streams';
+import type pg from 'pg';
+import { AgroError } from '../../src/errors.ts';
+import { ident } from '../../src/db/pool.ts';
+import * as catalog from '../../src/etl/catalog.ts';
+import type { FetchedFile } from '../../src/etl/download.ts';
+import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
+import { emptyFacts, type GateFailure, type QualityFacts } from '../../src/etl/quality.ts';
+import { emptySinkStats, readZipCsv, type CsvSinkStats } from '../../src/etl/zip-csv-stream.ts';
+import { namedSql, render } from '../../src/sql.ts';
+import { fetchMonth, monthOf } from './fetch.ts';
+import { FAMILIES, LOOKUPS, RELATIONS, tableColumns, type RelationDecl } from './layout.ts';
+import { emptyCounts, lineBuilder, type TransformCounts } from './transform.ts';
+import { copyLine } from '../../src/etl/copy.ts';
+
+/** Gate thresholds of this dataset (contract §2: a month that arrives emptied is blocked). */
+export const CNPJ_GATE = {
+  /** Largest drop of a family's row count against the previous month. */
+  maxFamilyDrop: 0.2,
+  /** Largest drop of partner rows per company against the previous month. */
+  maxPartnersPerCompanyDrop: 0.2,
+  /** Largest share of companies without a legal name / partners without a name. */
+  maxEmptyNameShare: 0.01,
+};
+
+export interface FamilyFacts {
+  /** Each zip, the members read from it and its well-formed records. */
+  arquivos: { arquivo: string; membros: string[]; linhas: number }[];
+  linhas: number;
+  malformadas: number;
+  amostras_malformadas: CsvSinkStats['malformedSamples'];
+  aspas_soltas: number;
+  bytes: number;
+}
+
+/** Pipeline-specific facts (report JSON `cnpj`). */
+export interface CnpjFacts {
+  mes: string;
+  familias: Record<string, FamilyFacts>;
+  contagens: Record<string, number>;
+  anterior: { snapshot_id: number; contagens: Record<string, number> } | null;
+  socios_por_empresa: number | null;
+  orfaos: Record<string, { linhas: number; codigos: string[] }>;
+  capital_sentinela: Record<string, number>;
+  cep_sem_zero_inicial: number;
+  cep_invalido: number;
+  cnpj_alfanumerico: number;
+  cnpj_dv_invalido: number;
+  cpf_no_nome_removido: number;
+  socios_cpf_mascarado: number;
+  chave_socio_repetida: number;
+  cnpj_basico_repetido: number;
+  razao_social_vazia: number;
+  nome_socio_vazio: number;
+  /** Establishments whose situacao_cadastral is none of 01, 02, 03, 04, 05, 08. */
+  situacao_desconhecida: number;
+  municipios: { ibge_carregado: boolean; codigos: number; casados: number; sem_par: number; sem_uf: number; exemplos_sem_par: string[] };
+  qsa_alteradas: number | null;
+}
+
+const lastDayOfMonth = (asOf: string) => {
+  const [y, m] = asOf.split('-').map(Number);
+  return new Date(Date.UTC(y, m, 0)).toISOString().slice(0, 10);
+};
+
+const zipFile = (files: FetchedFile[], zip: string): FetchedFile => {
+  const f = files.find((x) => x.name.toLowerCase() === `${zip.toLowerCase()}.zip`);
+  if (!f) throw new AgroError('source_not_found', `${zip}.zip is not in the month`);
+  return f;
+};
+
+const discard = () => new Writable({ write: (_c, _e, cb) => cb() });
+
+/** The facts query of each family that has one (the lookups they join are loaded first). */
+const FACT_QUERIES: Record<string, string> = {
+  cnpj_empresas: 'queries/cnpj_facts_empresas',
+  cnpj_estabelecimentos: 'queries/cnpj_facts_estabelecimentos',
+  cnpj_socios: 'queries/cnpj_facts_socios',
+};
+
+const familyKey = (rel: RelationDecl) => rel.relation.replace(/^cnpj_/, '');
+
+/** Reads the members of `rel` from its zips into `out`; a zip without such a member is malformed. */
+async function readRelation(rel: RelationDecl, files: FetchedFile[], out: Writable, onRecord: (f: string[]) => string, stats: CsvSinkStats, ctx: RunContext, progress: { file: string }): Promise<FamilyFacts['arquivos']> {
+  const members: FamilyFacts['arquivos'] = [];
+  for (const zip of rel.zips) {
+    const file = zipFile(files, zip);
+    progress.file = file.name;
+    const before = stats.records;
+    const names = await readZipCsv(file.path, { pick: (n) => rel.memberSuffix.test(n), fieldCount: rel.fields.length, onRecord, out, stats, limits: ctx.cfg.zip });
+    if (!names.length) throw new AgroError('malformed_source', `${file.name} holds no member named *${rel.memberSuffix.source.replace(/\\/g, '').replace(/\$$/, '')}`);
+    members.push({ arquivo: file.name, membros: names, linhas: stats.records - before });
+  }
+  return members;
+}
+
+/** COPY of one relation into a table created in the same transaction (FREEZE: no later rewrite of hint bits). */
+async function copyRelation(client: pg.ClientBase, table: string, rel: RelationDecl, feed: (out: Writable) => Promise<void>): Promise<void> {
+  const cols = tableColumns(rel).map((c) => ident(c.name)).join(', ');
+  await client.query('BEGIN');
+  try {
+    await client.query(`CREATE TABLE ${table} (LIKE snap.${ident(rel.relation + '__template')})`);
+    const stream = client.query(pgCopy.from(`COPY ${table} (${cols}) FROM STDIN WITH (FREEZE)`));
+    const done = finished(stream);
+    done.catch(() => {});
+    try {
+      await feed(stream);
+    } catch (e) {
+      stream.destroy(e as Error);
+      throw e;
+    }
+    stream.end();
+    await done;
+    await client.query('COMMIT');
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw e;
+  }
+}
+
+/**
+ * The declared indexes of a loaded relation, then ANALYZE: built right after its COPY (so a
+ * family that finished early is indexed while the others still load), never before the data.
+ */
+async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: string, ctx: RunContext, timings: Record<string, { copy_ms?: number; index_ms?: number }>): Promise<void> {
+  const base = table.replace(/^snap\."?|"$/g, '');
+  const t0 = Date.now();
+  // A table's indexes are built at once, each on its own connection (GIN builds are not
+  // parallel in PostgreSQL 15): the last family to finish its COPY is not indexed serially.
+  await Promise.all(rel.indexes.map(async (ix, i) => {
+    const c = i === 0 ? client : await ctx.pool.connect();
+    try {
+      const t1 = Date.now();
+      await c.query(`CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${table} USING ${ix.using ?? 'btree'} (${ix.on})`);
+      ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, 'receita-cnpj: index built');
+    } finally {
+      if (i) (c as pg.PoolClient).release();
+    }
+  }));
+  await client.query(`ANALYZE ${table}`);
+  (timings[rel.relation] ??= {}).index_ms = Date.now() - t0;
+}
+
+interface Crosswalk {
+  rows: string[];
+  facts: CnpjFacts['municipios'];
+}
+
+/** TOM → IBGE: the UF most establishments give a TOM code, then normalised name + UF against the IBGE list. */
+async function buildCrosswalk(client: pg.ClientBase, lookup: [string, string][], places: Map<string, Map<string, number>>, snapshotId: number): Promise<Crosswalk> {
+  const loaded = Number((await client.query(`SELECT count(*) AS n FROM serving.ibge_municipios`)).rows[0].n) > 0;
+  const ibge = new Map<string, string>();
+  if (loaded) {
+    const r = await client.query(`SELECT geocodigo, uf, etl.normalize_nome(nome) AS nome FROM serving.ibge_municipios`);
+    for (const x of r.rows) ibge.set(`${x.nome}|${x.uf}`, x.geocodigo);
+  }
+  const norm = await client.query(`SELECT etl.normalize_nome(x) AS n FROM unnest($1::text[]) WITH ORDINALITY AS t(x, i) ORDER BY i`, [lookup.map(([, d]) => d)]);
+  const facts: CnpjFacts['municipios'] = { ibge_carregado: loaded, codigos: lookup.length, casados: 0, sem_par: 0, sem_uf: 0, exemplos_sem_par: [] };
+  const rows = lookup.map(([codigo, descricao], i) => {
+    const ufs = places.get(codigo);
+    const uf = ufs ? [...ufs.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))[0][0] || null : null;
+    let geocodigo: string | null = null;
+    if (!uf) facts.sem_uf++;
+    else if (loaded) {
+      geocodigo = ibge.get(`${norm.rows[i].n}|${uf}`) ?? null;
+      if (geocodigo) facts.casados++;
+      else {
+        facts.sem_par++;
+        if (facts.exemplos_sem_par.length < 20) facts.exemplos_sem_par.push(`${codigo} ${descricao}/${uf}`);
+      }
+    }
+    return copyLine([codigo, descricao, uf, geocodigo, null, snapshotId]);
+  });
+  return { rows, facts };
+}
+
+const mergeCounts = (into: Record<string, number>, from: Record<string, number>, prefix = '') => {
+  for (const [k, v] of Object.entries(from)) into[prefix + k] = (into[prefix + k] ?? 0) + v;
+};
+
+async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
+  const sid = target.snapshotId;
+  const asOf = (await catalog.getSnapshot(ctx.pool, sid))!.as_of;
+  const latestDate = lastDayOfMonth(asOf);
+  const counts: TransformCounts = emptyCounts();
+  const places = new Map<string, Map<string, number>>();
+  const onPlace = (uf: string, mun: string) => {
+    let m = places.get(mun);
+    if (!m) places.set(mun, (m = new Map()));
+    m.set(uf, (m.get(uf) ?? 0) + 1);
+  };
+  const stats = new Map<string, CsvSinkStats>(RELATIONS.map((r) => [r.relation, emptySinkStats()]));
+  const members = new Map<string, FamilyFacts['arquivos']>();
+  const tables = new Map<string, string>();
+  const progress = new Map<string, { file: string }>(RELATIONS.map((r) => [r.relation, { file: '' }]));
+  const timings: Record<string, { copy_ms?: number; index_ms?: number }> = {};
+  /** Quality facts of each family's table (sql/queries/cnpj_facts_*.sql), queried once it is indexed. */
+  const tableFacts = new Map<string, Record<string, any>>();
+  const lookupTables = () => ({ naturezas: tables.get('cnpj_naturezas')!, qualificacoes: tables.get('cnpj_qualificacoes')!, motivos: tables.get('cnpj_motivos')!, paises: tables.get('cnpj_paises')!, cnaes: tables.get('cnpj_cnaes')! });
+
+  // ---- read: lookups, then the four families in parallel COPY streams
+  const started = Date.now();
+  const ticker = setInterval(() => {
+    const s = (Date.now() - started) / 1000;
+    const rows = [...stats.values()].reduce((a, x) => a + x.records, 0);
+    const bytes = [...stats.values()].reduce((a, x) => a + x.bytes, 0);
+    ctx.log.info({
+      rows, bytes, rows_per_s: Math.round(rows / Math.max(s, 0.001)), mb_per_s: +(bytes / 2 ** 20 / Math.max(s, 0.001)).toFixed(1),
+      files: Object.fromEntries(FAMILIES.map((r) => [familyKey(r), `${progress.get(r.relation)!.file} (${stats.get(r.relation)!.records} rows)`])),
+    }, 'receita-cnpj: loading');
+  }, ctx.cfg.receitaCnpj.progressMs);
+  ticker.unref();
+  let municipios: CnpjFacts['municipios'];
+  try {
+    municipios = await ctx.stage('load', async () => {
+      const client = await ctx.pool.connect();
+      let municipiosLookup: [string, string][] = [];
+      try {
+        for (const rel of LOOKUPS) {
+          if (rel.relation === 'cnpj_municipios') {
+            const rows: [string, string][] = [];
+            members.set(rel.relation, await readRelation(rel, files, discard(), (f) => (rows.push([f[0].trim(), f[1].trim()]), ''), stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
+            municipiosLookup = rows;
+            continue;
+          }
+          const table = await target.table(rel.relation);
+          tables.set(rel.relation, table);
+          const build = lineBuilder(rel, { snapshotId: sid, latestDate, counts: emptyCounts() });
+          await copyRelation(client, table, rel, async (out) => {
+            members.set(rel.relation, await readRelation(rel, files, out, build, stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
+          });
+          await indexRelation(client, rel, table, ctx, timings);
+        }
+      } finally {
+        client.release();
+      }
+      // Families: one connection and COPY each; the first failure stops the others.
+      const streams: Writable[] = [];
+      let failed: Error | null = null;
+      await Promise.all(FAMILIES.map(async (rel) => {
+        const c = await ctx.pool.connect();
+        try {
+          const table = await target.table(rel.relation);
+          tables.set(rel.relation, table);
+          const build = lineBuilder(rel, { snapshotId: sid, latestDate, counts, onPlace: rel.relation === 'cnpj_estabelecimentos' ? onPlace : undefined });
+          await copyRelation(c, table, rel, async (out) => {
+            streams.push(out);
+            if (failed) throw failed;
+            members.set(rel.relation, await readRelation(rel, files, out, build, stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
+          });
+          timings[rel.relation] = { copy_ms: Date.now() - started };
+          // Its indexes and facts now, while the other families are still copying.
+          if (!failed) await indexRelation(c, rel, table, ctx, timings);
+          if (!failed && FACT_QUERIES[rel.relation]) tableFacts.set(rel.relation, (await c.query(render(namedSql(FACT_QUERIES[rel.relation]), { target: table, ...lookupTables() }))).rows[0]);
+        } catch (e) {
+          if (!failed) {
+            failed = e as Error;
+            for (const s of streams) s.destroy(failed);
+          }
+          throw e;
+        } finally {
+          c.release();
+        }
+      })).catch(() => {
+        throw failed;
+      });
+      // Municipalities: the crosswalk needs the UFs the establishments gave each TOM code.
+      const c = await ctx.pool.connect();
+      try {
+        const rel = LOOKUPS.find((r) => r.relation === 'cnpj_municipios')!;
+        const table = await target.table(rel.relation);
+        tables.set(rel.relation, table);
+        const cw = await buildCrosswalk(c, municipiosLookup, places, sid);
+        await copyRelation(c, table, rel, async (out) => {
+          for (const line of cw.rows) if (!out.write(line)) await new Promise((r) => out.once('drain', r));
+        });
+        await indexRelation(c, rel, table, ctx, timings);
+        return cw.facts;
+      } finally {
+        c.release();
+      }
+    }, () => [...stats.values()].reduce((a, x) => a + x.records, 0), () => ({ timings }));
+  } finally {
+    clearInterval(ticker);
+  }
+
+  // ---- facts and gate
+  const facts = emptyFacts();
+  const current = await catalog.currentSnapshot(ctx.pool, 'receita-cnpj', '');
+  const previous = current && current.snapshot_id !== sid ? current : null;
+  const cnpj = await ctx.stage('facts', async () => {
+    const [emp, est, soc] = ['cnpj_empresas', 'cnpj_estabelecimentos', 'cnpj_socios'].map((r) => tableFacts.get(r)!);
+    const contagens: Record<string, number> = {};
+    for (const rel of RELATIONS) contagens[familyKey(rel)] = stats.get(rel.relation)!.records;
+    contagens.empresas_com_socios = soc.empresas_com_socios;
+    const prevCounts = (previous?.quality as { facts?: { cnpj?: CnpjFacts } } | null)?.facts?.cnpj?.contagens ?? null;
+    const cf: CnpjFacts = {
+      mes: asOf.slice(0, 7),
+      familias: Object.fromEntries(RELATIONS.map((rel) => {
+        const s = stats.get(rel.relation)!;
+        return [familyKey(rel), { arquivos: members.get(rel.relation) ?? [], linhas: s.records, malformadas: s.malformed, amostras_malformadas: s.malformedSamples, aspas_soltas: s.strayQuotes, bytes: s.bytes }];
+      })),
+      contagens,
+      anterior: previous && prevCounts ? { snapshot_id: previous.snapshot_id, contagens: prevCounts } : null,
+      socios_por_empresa: contagens.empresas ? contagens.socios / contagens.empresas : null,
+      orfaos: {
+        motivo: { linhas: est.motivo_orfao, codigos: est.motivo_orfao_codigos },
+        pais_estabelecimento: { linhas: est.pais_orfao, codigos: est.pais_orfao_codigos },
+        cnae_principal: { linhas: est.cnae_orfao, codigos: est.cnae_orfao_codigos },
+        natureza_juridica: { linhas: emp.natureza_orfa, codigos: emp.natureza_orfa_codigos },
+        qualificacao_responsavel: { linhas: emp.qualificacao_orfa, codigos: emp.qualificacao_orfa_codigos },
+        qualificacao_socio: { linhas: soc.qualificacao_orfa, codigos: soc.qualificacao_orfa_codigos },
+        pais_socio: { linhas: soc.pais_orfao, codigos: soc.pais_orfao_codigos },
+      },
+      capital_sentinela: counts.capitalSentinel,
+      cep_sem_zero_inicial: counts.cepPadded,
+      cep_invalido: counts.cepInvalid,
+      cnpj_alfanumerico: counts.cnpjAlphanumeric,
+      cnpj_dv_invalido: counts.cnpjBadCheckDigits,
+      cpf_no_nome_removido: counts.cpfInName,
+      socios_cpf_mascarado: counts.partnersMaskedCpf,
+      chave_socio_repetida: soc.chave_repetida,
+      cnpj_basico_repetido: emp.cnpj_basico_repetido,
+      razao_social_vazia: emp.razao_vazia,
+      nome_socio_vazio: soc.nome_vazio,
+      situacao_desconhecida: est.situacao_desconhecida,
+      municipios,
+      qsa_alteradas: null,
+    };
+    return cf;
+  });
+  facts.failures.push(...gateFailures(cnpj));
+
+  // ---- diff of partner lists against the previous month
+  if (previous) {
+    const prevTable = target.previousTable('cnpj_socios');
+    const exists = prevTable && (await ctx.pool.query(`SELECT to_regclass($1) IS NOT NULL AS ok`, [prevTable])).rows[0].ok;
+    if (exists) {
+      cnpj.qsa_alteradas = await ctx.stage('diff', async () => {
+        await ctx.pool.query(`DELETE FROM derived.cnpj_qsa_changes WHERE snapshot_id = $1`, [sid]);
+        const r = await ctx.pool.query(render(namedSql('queries/cnpj_qsa_diff'), { snapshot_id: String(sid), previous_snapshot_id: String(previous.snapshot_id), socios: tables.get('cnpj_socios')!, previous: prevTable! }));
+        return r.rowCount ?? 0;
+      }, (n) => n);
+    }
+  }
+
+  // ---- the common report sections
+  const read = [...stats.values()].reduce((a, s) => a + s.records + s.malformed, 0);
+  const malformed = [...stats.values()].reduce((a, s) => a + s.malformed, 0);
+  if (malformed) facts.rejected.malformed_row = malformed;
+  facts.encoding = { name: 'ISO-8859-1', assumed: false, replacementChars: 0 };
+  facts.fields.empty = counts.empty;
+  mergeCounts(facts.dates.placeholders, counts.datePlaceholders);
+  mergeCounts(facts.dates.unparseable, counts.dateUnparsed);
+  if (Object.keys(counts.dateImplausible).length) facts.dates.implausible = { ...counts.dateImplausible };
+  if (Object.keys(counts.unparsed).length) facts.fields.unparsed = { ...counts.unparsed };
+  notes(facts, cnpj);
+  return {
+    rowsRead: read,
+    rowsLoaded: cnpj.contagens.estabelecimentos,
+    rowsRejected: malformed,
+    facts: Object.assign(facts, { cnpj }) as QualityFacts,
+    fingerprint: null,
+  };
+}
+
+/** The dataset's own gate rules (contract §2): emptied names or partner lists block the month. */
+export function gateFailures(c: CnpjFacts): GateFailure[] {
+  const out: GateFailure[] = [];
+  const g = CNPJ_GATE;
+  const k = c.contagens;
+  if (k.empresas > 0 && c.razao_social_vazia / k.empresas > g.maxEmptyNameShare) {
+    out.push({ rule: 'cnpj_empty_names', message: `${c.razao_social_vazia} of ${k.empresas} companies have no razao_social`, value: c.razao_social_vazia / k.empresas, threshold: g.maxEmptyNameShare });
+  }
+  if (k.socios > 0 && c.nome_socio_vazio / k.socios > g.maxEmptyNameShare) {
+    out.push({ rule: 'cnpj_empty_partner_names', message: `${c.nome_socio_vazio} of ${k.socios} partners have no nome_socio`, value: c.nome_socio_vazio / k.socios, threshold: g.maxEmptyNameShare });
+  }
+  for (const fam of ['empresas', 'estabelecimentos', 'socios', 'simples']) {
+    if (k[fam] === 0) out.push({ rule: 'cnpj_empty_file', message: `no ${fam} rows in the month` });
+  }
+  const prev = c.anterior?.contagens;
+  if (prev) {
+    for (const fam of ['empresas', 'estabelecimentos', 'socios', 'simples']) {
+      if (!prev[fam] || !k[fam]) continue;
+      const drop = (prev[fam] - k[fam]) / prev[fam];
+      if (drop > g.maxFamilyDrop) out.push({ rule: 'cnpj_family_drop', message: `${fam}: ${prev[fam]} → ${k[fam]} rows (−${(drop * 100).toFixed(1)} %) against snapshot ${c.anterior!.snapshot_id}`, value: drop, threshold: g.maxFamilyDrop });
+    }
+    if (prev.empresas && prev.socios && k.empresas) {
+      const before = prev.socios / prev.empresas;
+      const now = k.socios / k.empresas;
+      const drop = before ? (before - now) / before : 0;
+      if (drop > g.maxPartnersPerCompanyDrop) {
+        out.push({ rule: 'cnpj_partners_drop', message: `partner rows per company fell from ${before.toFixed(3)} to ${now.toFixed(3)} (−${(drop * 100).toFixed(1)} %) against snapshot ${c.anterior!.snapshot_id}`, value: drop, threshold: g.maxPartnersPerCompanyDrop });
+      }
+    }
+  }
+  return out;
+}
+
+function notes(facts: QualityFacts, c: CnpjFacts): void {
+  const n = facts.notes;
+  n.push(`month ${c.mes}: ${c.contagens.empresas} companies, ${c.contagens.estabelecimentos} establishments, ${c.contagens.socios} partners, ${c.contagens.simples} Simples rows`);
+  for (const [fam, f] of Object.entries(c.familias)) {
+    if (f.malformadas) n.push(`${fam}: ${f.malformadas} malformed rows (wrong field count) rejected, e.g. ${f.amostras_malformadas.slice(0, 5).map((s) => `${s.member} record ${s.record} (${s.fields} fields)`).join(', ')}`);
+    if (f.aspas_soltas) n.push(`${fam}: ${f.aspas_soltas} quotes inside quoted fields kept as text`);
+  }
+  for (const [k, o] of Object.entries(c.orfaos)) if (o.linhas) n.push(`orphan ${k} codes: ${o.linhas} rows (${o.codigos.join(', ')}), kept`);
+  const sent = Object.entries(c.capital_sentinela);
+  if (sent.length) n.push(`sentinel capital_social values: ${sent.map(([v, k]) => `${v} ×${k}`).join(', ')}`);
+  if (c.cep_sem_zero_inicial) n.push(`${c.cep_sem_zero_inicial} CEPs had lost their leading zero: left-padded, source text kept in extra`);
+  if (c.cnpj_dv_invalido) n.push(`${c.cnpj_dv_invalido} establishments whose CNPJ check digits do not verify: kept`);
+  if (c.situacao_desconhecida) n.push(`${c.situacao_desconhecida} establishments with a situacao_cadastral outside 01/02/03/04/05/08: kept`);
+  if (c.cnpj_alfanumerico) n.push(`${c.cnpj_alfanumerico} alphanumeric CNPJs`);
+  if (c.cpf_no_nome_removido) n.push(`${c.cpf_no_nome_removido} legal names ended with the owner's CPF: cut from razao_social, kept masked in cpf_titular_mascarado`);
+  if (c.chave_socio_repetida) n.push(`${c.chave_socio_repetida} partner rows repeat another row of the same company exactly (same partner key): kept`);
+  if (c.cnpj_basico_repetido) n.push(`${c.cnpj_basico_repetido} company rows repeat a cnpj_basico: kept`);
+  const m = c.municipios;
+  if (!m.ibge_carregado) n.push(`ibge-municipios is not loaded: municipalities keep Receita's TOM code, no IBGE code (${m.codigos} codes)`);
+  else n.push(`municipalities: ${m.casados} of ${m.codigos} TOM codes matched to IBGE by name + UF, ${m.sem_par} unmatched${m.exemplos_sem_par.length ? ` (${m.exemplos_sem_par.slice(0, 10).join('; ')})` : ''}, ${m.sem_uf} not used by any establishment`);
+  if (c.qsa_alteradas !== null) n.push(`${c.qsa_alteradas} companies changed their partner list against snapshot ${c.anterior?.snapshot_id}`);
+}
+
+export const receitaCnpj: Pipeline & { key: string } = {
+  name: 'receita-cnpj',
+  scopedByUf: false,
+  relations: RELATIONS.map((r) => r.relation),
+  mainRelation: 'cnpj_estabelecimentos',
+  key: 'cnpj',
+  fetch: fetchMonth,
+  async releaseDate(_ctx, files) {
+    return monthOf(files);
+  },
+  load,
+};

@@ -1,0 +1,249 @@
+// Field-level rules of the CNPJ files (SOURCES §10.2, §10.7), pure functions: a source
+// record (strings, latin1 already decoded) becomes the values of one COPY line. What did
+// not parse is NULL in its column, its source text kept in `extra.raw`, and counted.
+import crypto from 'node:crypto';
+import { cnpjCheckDigits } from '../../src/documents.ts';
+import { copyField } from '../../src/etl/copy.ts';
+import type { FieldKind, RelationDecl } from './layout.ts';
+
+/** Counters the transforms fill (per column unless said otherwise). */
+export interface TransformCounts {
+  datePlaceholders: Record<string, number>;
+  dateUnparsed: Record<string, number>;
+  dateImplausible: Record<string, number>;
+  unparsed: Record<string, number>;
+  empty: Record<string, number>;
+  cepPadded: number;
+  cepInvalid: number;
+  capitalSentinel: Record<string, number>;
+  cnpjAlphanumeric: number;
+  cnpjBadCheckDigits: number;
+  cpfInName: number;
+  partnersMaskedCpf: number;
+}
+
+export const emptyCounts = (): TransformCounts => ({
+  datePlaceholders: {}, dateUnparsed: {}, dateImplausible: {}, unparsed: {}, empty: {},
+  cepPadded: 0, cepInvalid: 0, capitalSentinel: {}, cnpjAlphanumeric: 0, cnpjBadCheckDigits: 0, cpfInName: 0, partnersMaskedCpf: 0,
+});
+
+const bump = (m: Record<string, number>, k: string) => (m[k] = (m[k] ?? 0) + 1);
+
+/** Values Receita uses as "no value" for a date. */
+const DATE_PLACEHOLDERS = new Set(['', '0', '00000000']);
+/** Share capitals that are placeholders, not amounts (SOURCES §10.7: 999999999999 seen 124 times). */
+export const SENTINEL_CAPITALS = new Set(['0', '0.00', '1', '1.00', '999999999', '999999999.99', '999999999999', '999999999999.00', '99999999999', '9999999999999']);
+
+export interface Cell {
+  value: string | null;
+  /** The source text when it did not parse (kept in extra.raw). */
+  raw?: string;
+}
+
+/** YYYYMMDD → yyyy-mm-dd; placeholders → NULL; not a date or outside [1800-01-01, latest] → NULL with raw kept. */
+export function parseDate(s: string, latest: string, column: string, c: TransformCounts): Cell {
+  const t = s.trim();
+  if (DATE_PLACEHOLDERS.has(t)) {
+    if (t !== '') bump(c.datePlaceholders, column);
+    return { value: null };
+  }
+  if (!/^\d{8}$/.test(t)) {
+    bump(c.dateUnparsed, column);
+    return { value: null, raw: s };
+  }
+  const y = Number(t.slice(0, 4));
+  const m = Number(t.slice(4, 6));
+  const d = Number(t.slice(6, 8));
+  const dt = new Date(Date.UTC(y, m - 1, d));
+  if (dt.getUTCFullYear() !== y || dt.getUTCMonth() !== m - 1 || dt.getUTCDate() !== d) {
+    bump(c.dateUnparsed, column);
+    return { value: null, raw: s };
+  }
+  const iso = `${t.slice(0, 4)}-${t.slice(4, 6)}-${t.slice(6, 8)}`;
+  if (y < 1800 || iso > latest) {
+    bump(c.dateImplausible, column);
+    return { value: null, raw: s };
+  }
+  return { value: iso };
+}
+
+/** "10.000,50" → "10000.50" (decimal comma, dots are thousands separators). */
+export function parseMoney(s: string, column: string, c: TransformCounts): Cell {
+  const t = s.trim();
+  if (t === '') return { value: null };
+  const v = t.replace(/\./g, '').replace(',', '.');
+  if (!/^-?\d+(\.\d+)?$/.test(v)) {
+    bump(c.unparsed, column);
+    return { value: null, raw: s };
+  }
+  const norm = v.replace(/^(-?)0+(?=\d)/, '$1');
+  if (SENTINEL_CAPITALS.has(norm) || /^9{9,}(\.0+)?$/.test(norm)) bump(c.capitalSentinel, norm);
+  return { value: norm };
+}
+
+/** CEP as 8 digits; 7 digits lost their leading zero (left-padded, counted); anything else kept raw. */
+export function parseCep(s: string, c: TransformCounts): Cell {
+  const t = s.trim();
+  if (t === '') return { value: null };
+  if (/^\d{8}$/.test(t)) return { value: t };
+  if (/^\d{7}$/.test(t)) {
+    c.cepPadded++;
+    return { value: '0' + t, raw: s };
+  }
+  c.cepInvalid++;
+  bump(c.unparsed, 'cep');
+  return { value: null, raw: s };
+}
+
+/** "7711000,8541400" → COPY text of a text[] ({7711000,8541400}); codes are text. */
+export function listLiteral(s: string): string | null {
+  const items = s.split(',').map((x) => x.trim()).filter(Boolean);
+  if (!items.length) return null;
+  return `{${items.map((x) => (/^[0-9A-Za-z]+$/.test(x) ? x : `"${x.replace(/[\\"]/g, (m) => '\\' + m)}"`)).join(',')}}`;
+}
+
+/** The full 14-character CNPJ of an establishment; alphanumeric bodies and bad check digits counted. */
+export function establishmentCnpj(basico: string, ordem: string, dv: string, c: TransformCounts): string {
+  const body = basico + ordem;
+  const cnpj = body + dv;
+  if (/[A-Z]/.test(body)) c.cnpjAlphanumeric++;
+  if (!/^[0-9A-Z]{12}$/.test(body) || !/^\d{2}$/.test(dv) || cnpjCheckDigits(body) !== dv) c.cnpjBadCheckDigits++;
+  return cnpj;
+}
+
+// A legal name ending with an 11-digit CPF (with or without punctuation), as MEI/EI names do.
+const CPF_AT_END = /^(.*?)[\s\-–]*(\d{3})\.?(\d{3})\.?(\d{3})-?(\d{2})$/;
+
+/** Cuts a trailing CPF off a legal name: the name without it and the CPF masked as Receita masks it (`***NNNNNN**`). */
+export function stripCpfFromName(name: string): { name: string; cpfMasked: string | null } {
+  const m = CPF_AT_END.exec(name);
+  if (!m || !m[1] || /\d$/.test(m[1])) return { name, cpfMasked: null };
+  return { name: m[1].trim(), cpfMasked: `***${m[3]}${m[4]}**` };
+}
+
+/** The six visible digits of a masked CPF (`***123456**` → `123456`), or null. */
+export function cpfMiolo(doc: string): string | null {
+  const m = /^\*{3}(\d{6})\*{2}$/.exec(doc);
+  return m ? m[1] : null;
+}
+
+/** Name key: accents stripped, upper case, blanks collapsed (as etl.normalize_nome). */
+export const normaliseName = (s: string): string =>
+  s.normalize('NFD').replace(/[\u0300-\u036f]/g, '').toUpperCase().replace(/\s+/g, ' ').trim();
+
+/**
+ * A partner's stable key inside a company: masked CPFs repeat (two partners may share the
+ * six visible digits), so it hashes everything that tells partners apart.
+ */
+export function partnerKey(p: { cnpj_basico: string; identificador_de_socio: string; documento: string; nome: string; qualificacao: string; data_entrada: string }): string {
+  return crypto
+    .createHash('sha256')
+    .update([p.cnpj_basico, p.identificador_de_socio, p.documento, normaliseName(p.nome), p.qualificacao, p.data_entrada].join('\u001f'))
+    .digest('hex')
+    .slice(0, 32);
+}
+
+/** Converts one record of a relation to its COPY line (columns of tableColumns(rel)). */
+export type LineBuilder = (fields: string[]) => string;
+
+export interface BuildContext {
+  snapshotId: number;
+  /** Latest plausible date (yyyy-mm-dd): the last day of the month being loaded. */
+  latestDate: string;
+  counts: TransformCounts;
+  /** Called for each establishment's (uf, municipio). */
+  onPlace?: (uf: string, municipio: string) => void;
+}
+
+function cell(kind: FieldKind, s: string, column: string, ctx: BuildContext): Cell {
+  switch (kind) {
+    case 'date':
+      return parseDate(s, ctx.latestDate, column, ctx.counts);
+    case 'money':
+      return parseMoney(s, column, ctx.counts);
+    case 'cep':
+      return parseCep(s, ctx.counts);
+    case 'list':
+      return { value: listLiteral(s) };
+    case 'int': {
+      const t = s.trim();
+      if (t === '') return { value: null };
+      if (/^\d{1,4}$/.test(t)) return { value: String(Number(t)) };
+      bump(ctx.counts.unparsed, column);
+      return { value: null, raw: s };
+    }
+    case 'doc': {
+      const t = s.trim().toUpperCase();
+      return { value: t === '' ? null : t };
+    }
+    default: {
+      const t = s.trim();
+      return { value: t === '' ? null : t };
+    }
+  }
+}
+
+/** The line builder of a relation: generic cells from the declaration, then the relation's own derived columns. */
+export function lineBuilder(rel: RelationDecl, ctx: BuildContext): LineBuilder {
+  const kinds = rel.fields.map((f) => f.kind);
+  const names = rel.fields.map((f) => f.name);
+  const sid = String(ctx.snapshotId);
+  const idx = (n: string) => names.indexOf(n);
+  const iRazao = idx('razao_social');
+  const iSocioDoc = idx('cnpj_cpf_do_socio');
+  const iUf = idx('uf');
+  const iMun = idx('municipio');
+  const iNomeSocio = idx('nome_socio');
+  return (fields) => {
+    const values: (string | null)[] = new Array(kinds.length);
+    let raw: Record<string, string> | null = null;
+    for (let i = 0; i < kinds.length; i++) {
+      const c = cell(kinds[i], fields[i], names[i], ctx);
+      values[i] = c.value;
+      if (c.raw !== undefined) (raw ??= {})[names[i]] = c.raw;
+      if (c.value === null) bump(ctx.counts.empty, names[i]);
+    }
+    const derived: (string | null)[] = [];
+    switch (rel.relation) {
+      case 'cnpj_empresas': {
+        const name = values[iRazao];
+        let masked: string | null = null;
+        if (name) {
+          const s = stripCpfFromName(name);
+          if (s.cpfMasked) {
+            ctx.counts.cpfInName++;
+            values[iRazao] = s.name;
+            masked = s.cpfMasked;
+          }
+        }
+        derived.push(masked);
+        break;
+      }
+      case 'cnpj_estabelecimentos': {
+        derived.push(establishmentCnpj(values[0] ?? '', values[1] ?? '', values[2] ?? '', ctx.counts));
+        if (ctx.onPlace && values[iMun]) ctx.onPlace(values[iUf] ?? '', values[iMun]!);
+        break;
+      }
+      case 'cnpj_socios': {
+        const doc = values[iSocioDoc] ?? '';
+        const miolo = cpfMiolo(doc);
+        if (miolo) ctx.counts.partnersMaskedCpf++;
+        derived.push(
+          partnerKey({
+            cnpj_basico: values[0] ?? '', identificador_de_socio: values[1] ?? '', documento: doc,
+            nome: values[iNomeSocio] ?? '', qualificacao: values[4] ?? '', data_entrada: fields[5].trim(),
+          }),
+          miolo,
+        );
+        break;
+      }
+      default:
+        for (const _ of rel.derived) derived.push(null);
+    }
+    let line = '';
+    for (let i = 0; i < values.length; i++) line += (i ? '\t' : '') + (kinds[i] === 'list' ? (values[i] === null ? '\\N' : values[i]!.replace(/\\/g, '\\\\')) : copyField(values[i]));
+    for (const d of derived) line += '\t' + copyField(d);
+    line += '\t' + (raw ? copyField(JSON.stringify({ raw })) : '\\N') + '\t' + sid + '\n';
+    return line;
+  };
+}

@@ -1,0 +1,110 @@
+// The CNPJ record reader (src/etl/zip-csv-stream.ts) and field rules
+// (pipelines/receita-cnpj/transform.ts): golden in/out files (test/golden/receita-cnpj/:
+// latin1 source records → COPY lines), the same output whatever the chunking, and the
+// reader's edge cases against csv-parse (the reference). UPDATE_GOLDEN=1 rewrites the .out files.
+import fs from 'node:fs';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { parse } from 'csv-parse/sync';
+import { describe, expect, it } from 'vitest';
+import { EMPRESAS, ESTABELECIMENTOS, SOCIOS, type RelationDecl } from '../pipelines/receita-cnpj/layout.ts';
+import { emptyCounts, lineBuilder, parseDate, partnerKey, stripCpfFromName, type TransformCounts } from '../pipelines/receita-cnpj/transform.ts';
+import { CsvRecordSink, emptySinkStats, type CsvSinkStats } from '../src/etl/zip-csv-stream.ts';
+
+const GOLDEN = path.join(import.meta.dirname, 'golden', 'receita-cnpj');
+
+/** Feeds `bytes` to a CsvRecordSink in chunks of `size` and returns what it wrote and its stats. */
+async function readAll(bytes: Buffer, fieldCount: number, onRecord: (f: string[]) => string, size = bytes.length): Promise<{ out: string; stats: CsvSinkStats }> {
+  let out = '';
+  const sinkOut = new Writable({ write: (c, _e, cb) => ((out += String(c)), cb()) });
+  const stats = emptySinkStats();
+  const sink = new CsvRecordSink('member', fieldCount, onRecord, sinkOut, stats);
+  for (let i = 0; i < bytes.length; i += size) {
+    const ok = sink.write(bytes.subarray(i, i + size));
+    if (!ok) await new Promise((r) => sink.once('drain', r));
+  }
+  await new Promise<void>((resolve, reject) => sink.end((e?: Error | null) => (e ? reject(e) : resolve())));
+  return { out, stats };
+}
+
+const fields = (f: string[]) => JSON.stringify(f) + '\n';
+
+describe('golden transforms', () => {
+  const cases: [string, RelationDecl][] = [['estabelecimentos', ESTABELECIMENTOS], ['empresas', EMPRESAS], ['socios', SOCIOS]];
+  for (const [name, rel] of cases) {
+    it(`${name}: source records → COPY lines`, async () => {
+      const input = fs.readFileSync(path.join(GOLDEN, `${name}.in.csv`));
+      const counts: TransformCounts = emptyCounts();
+      const build = () => lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts: emptyCounts() });
+      const whole = await readAll(input, rel.fields.length, lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts }));
+      const out = whole.out + `-- counts ${JSON.stringify(counts)}\n`;
+      const file = path.join(GOLDEN, `${name}.out.copy`);
+      if (process.env.UPDATE_GOLDEN) fs.writeFileSync(file, out);
+      expect(out).toBe(fs.readFileSync(file, 'utf8'));
+      for (const size of [1, 3, 17, 64]) expect((await readAll(input, rel.fields.length, build(), size)).out, `chunks of ${size}`).toBe(whole.out);
+    });
+  }
+});
+
+describe('record reader', () => {
+  const latin1 = (s: string) => Buffer.from(s, 'latin1');
+
+  it('agrees with csv-parse on quoting, doubled quotes, delimiters and line breaks inside quotes, CRLF', async () => {
+    const text = '"a";"b;c";"d""e"\r\n"";"x\ny";"ÇÃÉ"\r\n"1";"2";"3"';
+    const ref = parse(text, { delimiter: ';' }) as string[][];
+    for (const size of [1, 2, 5, 100]) {
+      const { out, stats } = await readAll(latin1(text), 3, fields, size);
+      expect(out.trim().split('\n').map((l) => JSON.parse(l))).toEqual(ref);
+      expect(stats.records).toBe(3);
+    }
+  });
+
+  it('counts records with the wrong field count, with their record numbers, and drops them from the output', async () => {
+    const { out, stats } = await readAll(latin1('"a";"b"\n"a"\n"a";"b";"c"\n"x";"y"\n'), 2, fields, 4);
+    expect(out.trim().split('\n')).toEqual(['["a","b"]', '["x","y"]']);
+    expect(stats.malformed).toBe(2);
+    expect(stats.malformedSamples).toEqual([{ member: 'member', record: 2, fields: 1 }, { member: 'member', record: 3, fields: 3 }]);
+  });
+
+  it('keeps a quote inside a quoted field as text (Receita writes them unescaped) and counts it', async () => {
+    const { out, stats } = await readAll(latin1('"1";"BAR "DO ZE" LTDA";"2"\n'), 3, fields, 3);
+    expect(JSON.parse(out)).toEqual(['1', 'BAR "DO ZE" LTDA', '2']);
+    expect(stats.strayQuotes).toBe(2);
+  });
+
+  it('reads unquoted fields and a last record without a line break', async () => {
+    const { out } = await readAll(latin1('1;abc;\n2;"q";x'), 3, fields, 2);
+    expect(out.trim().split('\n').map((l) => JSON.parse(l))).toEqual([['1', 'abc', ''], ['2', 'q', 'x']]);
+  });
+});
+
+describe('field rules', () => {
+  it('dates: placeholders NULL, impossible and implausible dates NULL with the raw text', () => {
+    const c = emptyCounts();
+    expect(parseDate('20260131', '2026-10-31', 'd', c)).toEqual({ value: '2026-01-31' });
+    expect(parseDate('00000000', '2026-10-31', 'd', c)).toEqual({ value: null });
+    expect(parseDate('0', '2026-10-31', 'd', c)).toEqual({ value: null });
+    expect(parseDate('20260230', '2026-10-31', 'd', c)).toEqual({ value: null, raw: '20260230' });
+    expect(parseDate('02020101', '2026-10-31', 'd', c)).toEqual({ value: null, raw: '02020101' });
+    expect(parseDate('41000101', '2026-10-31', 'd', c)).toEqual({ value: null, raw: '41000101' });
+    expect(c.datePlaceholders.d).toBe(2);
+    expect(c.dateUnparsed.d).toBe(1);
+    expect(c.dateImplausible.d).toBe(2);
+  });
+
+  it('cuts a trailing CPF off a legal name only when it is a separate 11-digit run', () => {
+    expect(stripCpfFromName('RAMIRO ROBERTO PERES DA SILVA 34749473898')).toEqual({ name: 'RAMIRO ROBERTO PERES DA SILVA', cpfMasked: '***494738**' });
+    expect(stripCpfFromName('JOSE SILVA 347.494.738-98')).toEqual({ name: 'JOSE SILVA', cpfMasked: '***494738**' });
+    expect(stripCpfFromName('41.330.504 DAIANE LONARA')).toEqual({ name: '41.330.504 DAIANE LONARA', cpfMasked: null });
+    expect(stripCpfFromName('EMPRESA 123456789012')).toEqual({ name: 'EMPRESA 123456789012', cpfMasked: null });
+    expect(stripCpfFromName('34749473898')).toEqual({ name: '34749473898', cpfMasked: null });
+  });
+
+  it('partner keys tell apart partners sharing a masked CPF and ignore accents, case and blanks of the name', () => {
+    const base = { cnpj_basico: '12ABC345', identificador_de_socio: '2', documento: '***123456**', nome: 'MARIA DA SILVA', qualificacao: '49', data_entrada: '20260715' };
+    expect(partnerKey(base)).not.toBe(partnerKey({ ...base, nome: 'MARIO DA SILVA' }));
+    expect(partnerKey(base)).not.toBe(partnerKey({ ...base, qualificacao: '22' }));
+    expect(partnerKey(base)).toBe(partnerKey({ ...base, nome: ' Maria  da Sílva ' }));
+    expect(partnerKey(base)).toMatch(/^[0-9a-f]{32}$/);
+  });
+});

@@ -1,0 +1,229 @@
+// receita-cnpj: the official-layout fixture month (fixtures/receita-cnpj.ts: the real sample
+// rows of fixtures/samples/receita-cnpj/ plus labelled synthetic rows) loaded end to end.
+// Expectations are computed from the sample files with csv-parse (the reference reader) and
+// the rules of SOURCES §10 written out here, never from the pipeline's own output.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parse } from 'csv-parse/sync';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ALNUM, buildReceitaMonth, RECEITA_FIXTURE_MONTH, ENTERING_PARTNER, LEAVING_PARTNER, RECEITA_FIXTURE_ROOT, SAMPLES_DIR, SHARED_CPF_PARTNERS, SHARED_MASKED_CPF,
+} from '../fixtures/receita-cnpj.ts';
+import { ibgeMunicipios } from '../pipelines/ibge-municipios/index.ts';
+import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
+import { RELATIONS, tableColumns } from '../pipelines/receita-cnpj/layout.ts';
+import { isValidCnpj } from '../src/documents.ts';
+import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
+import { fixtureRuns } from '../src/cli/main.ts';
+import { createHash } from 'node:crypto';
+import { ROOT_DIR } from '../src/sql.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+/** A sample file read by the reference parser (latin1, `;`, quoted, no header). */
+const sample = (file: string): string[][] =>
+  parse(fs.readFileSync(path.join(SAMPLES_DIR, file)).toString('latin1'), { delimiter: ';', quote: '"', relax_column_count: false }) as string[][];
+
+const nul = (s: string) => (s.trim() === '' ? null : s.trim());
+const date = (s: string) => (/^\d{8}$/.test(s) && s !== '00000000' ? `${s.slice(0, 4)}-${s.slice(4, 6)}-${s.slice(6)}` : null);
+
+let db: TestDb;
+let first: RunOutcome;
+const run = (source: string, extra: object = {}) => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, receitaCnpj, { source, ...extra });
+const q = async (sql: string, params: unknown[] = []) => (await db.pool.query(sql, params)).rows;
+
+beforeAll(async () => {
+  db = await testDatabase({ AGRO_CNPJ_PROGRESS_MS: '100' });
+  // The municipality crosswalk needs the IBGE list.
+  const ibge = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibgeMunicipios, { source: path.join(ROOT_DIR, 'fixtures', 'ibge-municipios') });
+  expect(ibge.status).toBe('published');
+  first = await run(RECEITA_FIXTURE_ROOT);
+}, 240_000);
+afterAll(async () => db?.drop());
+
+describe('receita-cnpj fixture month', () => {
+  it('publishes the newest month folder with as_of = its first day', () => {
+    expect(first.status).toBe('published');
+    expect(first.as_of).toBe('2026-10-01');
+    expect(first.gate?.passed).toBe(true);
+  });
+
+  it('the templates have exactly the declared columns, in order', async () => {
+    for (const rel of RELATIONS) {
+      const cols = await q(
+        `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+        [`snap.${rel.relation}__template`],
+      );
+      expect(cols.map((c) => c.attname), rel.relation).toEqual(tableColumns(rel).map((c) => c.name));
+    }
+  });
+
+  it('maps every real establishment field by field', async () => {
+    const rows = sample('ESTABELE.csv');
+    const got = new Map((await q(`SELECT * FROM serving.cnpj_estabelecimentos`)).map((r) => [r.cnpj, r]));
+    expect(got.size).toBe(rows.length + 1); // + the synthetic alphanumeric one
+    for (const f of rows) {
+      const r = got.get(f[0] + f[1] + f[2]);
+      expect(r, f.slice(0, 3).join('')).toBeDefined();
+      const cep = f[18].length === 7 ? '0' + f[18] : nul(f[18]);
+      expect({
+        cnpj_basico: r.cnpj_basico, cnpj_ordem: r.cnpj_ordem, cnpj_dv: r.cnpj_dv, identificador_matriz_filial: r.identificador_matriz_filial,
+        nome_fantasia: r.nome_fantasia, situacao_cadastral: r.situacao_cadastral, data_situacao_cadastral: r.data_situacao_cadastral,
+        motivo_situacao_cadastral: r.motivo_situacao_cadastral, nome_cidade_exterior: r.nome_cidade_exterior, pais: r.pais,
+        data_inicio_atividade: r.data_inicio_atividade, cnae_fiscal_principal: r.cnae_fiscal_principal, cnae_fiscal_secundaria: r.cnae_fiscal_secundaria,
+        tipo_logradouro: r.tipo_logradouro, logradouro: r.logradouro, numero: r.numero, complemento: r.complemento, bairro: r.bairro, cep: r.cep,
+        uf: r.uf, municipio: r.municipio, ddd_1: r.ddd_1, telefone_1: r.telefone_1, ddd_2: r.ddd_2, telefone_2: r.telefone_2, ddd_fax: r.ddd_fax,
+        fax: r.fax, correio_eletronico: r.correio_eletronico, situacao_especial: r.situacao_especial, data_situacao_especial: r.data_situacao_especial,
+      }).toEqual({
+        cnpj_basico: f[0], cnpj_ordem: f[1], cnpj_dv: f[2], identificador_matriz_filial: f[3], nome_fantasia: nul(f[4]), situacao_cadastral: f[5],
+        data_situacao_cadastral: date(f[6]), motivo_situacao_cadastral: nul(f[7]), nome_cidade_exterior: nul(f[8]), pais: nul(f[9]),
+        data_inicio_atividade: date(f[10]), cnae_fiscal_principal: f[11], cnae_fiscal_secundaria: f[12] ? f[12].split(',') : null,
+        tipo_logradouro: nul(f[13]), logradouro: nul(f[14]), numero: nul(f[15]), complemento: nul(f[16]), bairro: nul(f[17]), cep,
+        uf: f[19], municipio: nul(f[20]), ddd_1: nul(f[21]), telefone_1: nul(f[22]), ddd_2: nul(f[23]), telefone_2: nul(f[24]), ddd_fax: nul(f[25]),
+        fax: nul(f[26]), correio_eletronico: nul(f[27]), situacao_especial: nul(f[28]), data_situacao_especial: date(f[29]),
+      });
+      expect(isValidCnpj(r.cnpj)).toBe(true);
+    }
+  });
+
+  it('maps every real company, cutting the owner CPF off MEI/EI legal names (kept masked)', async () => {
+    const rows = sample('EMPRECSV.csv');
+    const got = new Map((await q(`SELECT * FROM serving.cnpj_empresas`)).map((r) => [r.cnpj_basico, r]));
+    let withCpf = 0;
+    for (const f of rows) {
+      const r = got.get(f[0]);
+      const m = /^(.*\D) (\d{11})$/.exec(f[1]);
+      if (m) withCpf++;
+      expect({ ...r, snapshot_id: undefined }).toEqual({
+        cnpj_basico: f[0], razao_social: m ? m[1].trim() : f[1], natureza_juridica: f[2], qualificacao_responsavel: f[3],
+        capital_social: Number(f[4].replace(/\./g, '').replace(',', '.')), porte: nul(f[5]), ente_federativo_responsavel: nul(f[6]),
+        cpf_titular_mascarado: m ? `***${m[2].slice(3, 9)}**` : null, snapshot_id: undefined,
+      });
+    }
+    expect(withCpf).toBeGreaterThan(100);
+    // No served legal name ends with 11 digits.
+    expect((await q(`SELECT count(*)::int AS n FROM serving.cnpj_empresas WHERE razao_social ~ '\\d{11}$'`))[0].n).toBe(0);
+  });
+
+  it('maps every real partner and Simples row; latin1 accents round-trip in the lookups', async () => {
+    const socios = sample('SOCIOCSV.csv');
+    const got = await q(`SELECT * FROM serving.cnpj_socios`);
+    for (const f of socios) {
+      const matches = got.filter((r) => r.cnpj_basico === f[0] && r.nome_socio === nul(f[2]) && r.cnpj_cpf_do_socio === nul(f[3]) && r.qualificacao_socio === f[4]);
+      expect(matches.length, `${f[0]} ${f[4]}`).toBeGreaterThanOrEqual(1);
+      const r = matches[0];
+      expect([r.identificador_de_socio, r.data_entrada_sociedade, r.pais, r.representante_legal, r.nome_do_representante, r.qualificacao_representante_legal, r.faixa_etaria, r.cpf_miolo])
+        .toEqual([f[1], date(f[5]), nul(f[6]), nul(f[7]), nul(f[8]), nul(f[9]), Number(f[10]), /^\*{3}\d{6}\*{2}$/.test(f[3]) ? f[3].slice(3, 9) : null]);
+    }
+    const simples = sample('SIMPLESCSV.csv');
+    const s = new Map((await q(`SELECT * FROM serving.cnpj_simples`)).map((r) => [r.cnpj_basico, r]));
+    expect(s.size).toBe(simples.length);
+    for (const f of simples) {
+      const r = s.get(f[0]);
+      expect([r.opcao_pelo_simples, r.data_opcao_simples, r.data_exclusao_simples, r.opcao_mei, r.data_opcao_mei, r.data_exclusao_mei])
+        .toEqual([nul(f[1]), date(f[2]), date(f[3]), nul(f[4]), date(f[5]), date(f[6])]);
+    }
+    const cnae = await q(`SELECT descricao FROM serving.cnpj_cnaes WHERE codigo = '0112101'`);
+    expect(cnae[0].descricao).toBe('Cultivo de algodão herbáceo');
+    const nat = await q(`SELECT descricao FROM serving.cnpj_naturezas WHERE codigo = '3271'`);
+    expect(nat[0].descricao).toBe('Órgão de Direção Local de Partido Político');
+    expect((await q(`SELECT count(*)::int AS n FROM serving.cnpj_municipios`))[0].n).toBe(sample('MUNICCSV.csv').length);
+  });
+
+  it('loads the alphanumeric CNPJ and finds it by CNPJ and by accent-insensitive name', async () => {
+    expect(isValidCnpj(ALNUM.cnpj)).toBe(true);
+    const e = await q(`SELECT * FROM serving.cnpj_estabelecimentos WHERE cnpj = $1`, [ALNUM.cnpj]);
+    expect(e).toHaveLength(1);
+    expect(e[0]).toMatchObject({ cnpj_basico: '12ABC345', cnpj_ordem: '01DE', cnpj_dv: '35', nome_fantasia: 'FAZENDA CORAÇÃO', cep: '01310100', municipio: '7107', municipio_nome: 'SAO PAULO', codigo_municipio_ibge: '3550308' });
+    const found = await q(
+      `SELECT e.cnpj_basico, similarity(etl.cnpj_busca(e.razao_social), etl.cnpj_busca($1)) AS score
+         FROM serving.cnpj_empresas e WHERE etl.cnpj_busca(e.razao_social) % etl.cnpj_busca($1) ORDER BY score DESC LIMIT 3`,
+      ['agropecuaria sao jose'],
+    );
+    expect(found[0].cnpj_basico).toBe(ALNUM.basico);
+    const ix = await q(`SELECT indexdef FROM pg_indexes WHERE schemaname = 'snap' AND tablename LIKE 'cnpj_%__s' || $1`, [String(first.snapshot_id)]);
+    const defs = ix.map((i) => i.indexdef).join('\n');
+    expect(defs).toMatch(/gin \(etl\.cnpj_busca\(razao_social\) gin_trgm_ops\)/);
+    expect(defs).toMatch(/gin \(etl\.cnpj_busca\(nome_fantasia\) gin_trgm_ops\)/);
+    expect(defs).toMatch(/\(cpf_miolo\)/);
+  });
+
+  it('keeps every partner sharing one masked CPF in a company, with distinct keys; /socio/cpf digits indexed', async () => {
+    const rows = await q(`SELECT nome_socio, socio_chave, cpf_miolo FROM serving.cnpj_socios WHERE cnpj_basico = $1 AND cnpj_cpf_do_socio = $2 ORDER BY nome_socio`, [ALNUM.basico, SHARED_MASKED_CPF]);
+    expect(rows.map((r) => r.nome_socio)).toEqual([...SHARED_CPF_PARTNERS]);
+    expect(new Set(rows.map((r) => r.socio_chave)).size).toBe(2);
+    expect(rows.every((r) => r.cpf_miolo === '123456')).toBe(true);
+  });
+
+  it('counts the malformed row, orphan codes, padded CEPs and the crosswalk in the report', async () => {
+    const quality = (await q(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [first.snapshot_id]))[0].quality;
+    const c = quality.facts.cnpj;
+    expect(quality.facts.rejected).toEqual({ malformed_row: 1 });
+    expect(c.familias.socios.malformadas).toBe(1);
+    expect(c.familias.empresas.arquivos).toHaveLength(10);
+    expect(c.familias.empresas.arquivos[3]).toEqual({ arquivo: 'Empresas3.zip', membros: ['K3241.K03200Y3.D61011.EMPRECSV'], linhas: 200 });
+    expect(c.familias.empresas.arquivos.reduce((a: number, f: { linhas: number }) => a + f.linhas, 0)).toBe(sample('EMPRECSV.csv').length + 1);
+    expect(c.familias.socios.amostras_malformadas[0]).toMatchObject({ fields: 10 });
+    expect(c.orfaos.motivo.codigos).toContain('32');
+    expect(c.cep_sem_zero_inicial).toBe(sample('ESTABELE.csv').filter((f) => f[18].length === 7).length + 1);
+    expect(c.cnpj_alfanumerico).toBe(1);
+    expect(c.municipios.ibge_carregado).toBe(true);
+    expect(c.municipios.casados).toBeGreaterThanOrEqual(4); // São Paulo, Cuiabá, Brasília, Sorriso at least
+    expect(c.municipios.sem_par).toBeGreaterThan(0);
+    expect(quality.source.files).toHaveLength(37);
+    for (const f of quality.source.files) expect(f.sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('an unchanged month is unchanged', async () => {
+    const again = await run(RECEITA_FIXTURE_ROOT);
+    expect(again.status).toBe('unchanged');
+    expect(again.snapshot_id).toBe(first.snapshot_id);
+  });
+});
+
+describe('receita-cnpj month over month', () => {
+  let root: string;
+  beforeAll(async () => {
+    root = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-months-'));
+    await buildReceitaMonth(root, '2026-10', 'base');
+    await buildReceitaMonth(root, '2026-11', 'next');
+  });
+  afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
+
+  it('diffs the partner lists: who entered and who left', async () => {
+    const next = await run(root);
+    expect(next.status).toBe('published');
+    expect(next.as_of).toBe('2026-11-01');
+    const changes = await q(`SELECT * FROM derived.cnpj_qsa_changes WHERE snapshot_id = $1`, [next.snapshot_id]);
+    expect(changes).toHaveLength(1);
+    expect(changes[0]).toMatchObject({ previous_snapshot_id: first.snapshot_id, cnpj_basico: ALNUM.basico });
+    expect(changes[0].entraram.map((p: { nome_socio: string }) => p.nome_socio)).toEqual([ENTERING_PARTNER]);
+    expect(changes[0].sairam.map((p: { nome_socio: string }) => p.nome_socio)).toEqual([LEAVING_PARTNER]);
+    expect(changes[0].sairam[0].cnpj_cpf_do_socio).toBe('***654321**');
+  });
+
+  it('blocks a month whose legal names arrive empty; the previous month stays served', async () => {
+    await buildReceitaMonth(root, '2026-12', 'empty-names');
+    const bad = await run(root);
+    expect(bad.status).toBe('blocked');
+    expect(bad.gate?.failures.map((f) => f.rule)).toContain('cnpj_empty_names');
+    const served = await q(`SELECT DISTINCT snapshot_id FROM serving.cnpj_empresas`);
+    expect(served.map((r) => Number(r.snapshot_id))).not.toContain(bad.snapshot_id);
+    expect((await q(`SELECT count(*)::int AS n FROM serving.cnpj_empresas WHERE razao_social IS NULL`))[0].n).toBe(0);
+  });
+});
+
+describe('receita-cnpj committed fixture', () => {
+  it('matches a fresh build byte for byte (rerun fixtures/receita-cnpj.ts if not) and is a fixture run', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-fresh-'));
+    try {
+      const fresh = await buildReceitaMonth(tmp, RECEITA_FIXTURE_MONTH, 'base');
+      expect(fresh).toHaveLength(37);
+      const hash = (f: string) => createHash('sha256').update(fs.readFileSync(f)).digest('hex');
+      for (const f of fresh) expect(hash(f), path.basename(f)).toBe(hash(path.join(RECEITA_FIXTURE_ROOT, RECEITA_FIXTURE_MONTH, path.basename(f))));
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+    expect(fixtureRuns()).toContainEqual({ pipeline: 'receita-cnpj', source: RECEITA_FIXTURE_ROOT });
+  });
+});
