@@ -7,6 +7,24 @@ type Db = pg.Pool | pg.ClientBase;
 
 export const CNPJ_DATASET = 'receita-cnpj';
 
+/** The statements, by route step (bench/api.ts runs the same texts through pgbench). */
+export const SOCIO_SQL = {
+  snapshots: `SELECT snapshot_id::int, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current
+             FROM serving.snapshots_legiveis WHERE dataset = $1 ORDER BY as_of DESC, snapshot_id DESC`,
+  empresa: `SELECT cnpj, cnpj_basico, identificador_matriz_filial, razao_social, nome_fantasia, situacao_cadastral,
+                  to_char(data_inicio_atividade, 'YYYY-MM-DD') AS data_inicio_atividade, capital_social, natureza_juridica,
+                  natureza_descricao, cnae_fiscal_principal, cnae_descricao, municipio, municipio_nome, codigo_municipio_ibge, uf, cep
+             FROM serving.socio_empresa_snapshot($1, $2)`,
+  qsa: `SELECT socio_chave, identificador_de_socio, nome_socio, cnpj_cpf_do_socio, qualificacao_socio, qualificacao_descricao,
+                  to_char(data_entrada_sociedade, 'YYYY-MM-DD') AS data_entrada_sociedade, faixa_etaria
+             FROM serving.socio_qsa_snapshot($1, $2)`,
+  vinculos: `SELECT cnpj, cnpj_basico, razao_social, nome_socio, cnpj_cpf_do_socio, qualificacao_socio, qualificacao_descricao,
+                  situacao_cadastral, socio_chave
+             FROM serving.socio_vinculos_snapshot($1, $2)`,
+  busca: `SELECT cnpj, razao_social, nome_fantasia, situacao_cadastral, uf, municipio_nome, cnae_fiscal_principal, cnae_descricao, score
+             FROM serving.socio_busca_snapshot($1, $2, $3, $4, $5, $6)`,
+};
+
 export interface CnpjSnapshot {
   snapshot_id: number;
   as_of: string;
@@ -17,8 +35,7 @@ export interface CnpjSnapshot {
 export async function cnpjSnapshots(db: Db): Promise<CnpjSnapshot[]> {
   const r = await db.query({
     name: 'api_cnpj_snapshots',
-    text: `SELECT snapshot_id::int, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current
-             FROM serving.snapshots_legiveis WHERE dataset = $1 ORDER BY as_of DESC, snapshot_id DESC`,
+    text: SOCIO_SQL.snapshots,
     values: [CNPJ_DATASET],
   });
   return r.rows;
@@ -48,10 +65,7 @@ export interface EmpresaRow {
 export async function empresaIn(db: Db, snapshotId: number, cnpj: string): Promise<EmpresaRow | null> {
   const r = await db.query({
     name: 'api_socio_empresa',
-    text: `SELECT cnpj, cnpj_basico, identificador_matriz_filial, razao_social, nome_fantasia, situacao_cadastral,
-                  to_char(data_inicio_atividade, 'YYYY-MM-DD') AS data_inicio_atividade, capital_social, natureza_juridica,
-                  natureza_descricao, cnae_fiscal_principal, cnae_descricao, municipio, municipio_nome, codigo_municipio_ibge, uf, cep
-             FROM serving.socio_empresa_snapshot($1, $2)`,
+    text: SOCIO_SQL.empresa,
     values: [snapshotId, cnpj],
   });
   return r.rows[0] ?? null;
@@ -72,9 +86,7 @@ export interface SocioRow {
 export async function qsaIn(db: Db, snapshotId: number, cnpjBasico: string): Promise<SocioRow[]> {
   const r = await db.query({
     name: 'api_socio_qsa',
-    text: `SELECT socio_chave, identificador_de_socio, nome_socio, cnpj_cpf_do_socio, qualificacao_socio, qualificacao_descricao,
-                  to_char(data_entrada_sociedade, 'YYYY-MM-DD') AS data_entrada_sociedade, faixa_etaria
-             FROM serving.socio_qsa_snapshot($1, $2)`,
+    text: SOCIO_SQL.qsa,
     values: [snapshotId, cnpjBasico],
   });
   return r.rows;
@@ -96,9 +108,7 @@ export interface VinculoRow {
 export async function vinculosIn(db: Db, snapshotId: number, cpfMiolo: string): Promise<VinculoRow[]> {
   const r = await db.query({
     name: 'api_socio_vinculos',
-    text: `SELECT cnpj, cnpj_basico, razao_social, nome_socio, cnpj_cpf_do_socio, qualificacao_socio, qualificacao_descricao,
-                  situacao_cadastral, socio_chave
-             FROM serving.socio_vinculos_snapshot($1, $2)`,
+    text: SOCIO_SQL.vinculos,
     values: [snapshotId, cpfMiolo],
   });
   return r.rows;
@@ -124,8 +134,7 @@ export async function buscaIn(
 ): Promise<BuscaRow[]> {
   const r = await db.query({
     name: 'api_socio_busca',
-    text: `SELECT cnpj, razao_social, nome_fantasia, situacao_cadastral, uf, municipio_nome, cnae_fiscal_principal, cnae_descricao, score
-             FROM serving.socio_busca_snapshot($1, $2, $3, $4, $5, $6)`,
+    text: SOCIO_SQL.busca,
     values: [snapshotId, o.q, o.uf, o.situacao, o.cnae, o.limit],
   });
   return r.rows;
