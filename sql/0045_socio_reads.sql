@@ -88,7 +88,11 @@ $$;
 -- query's words (pg_trgm word similarity `<%` on etl.cnpj_busca, the expression the
 -- pipeline's GIN indexes are built on, so both arms are index scans), filtered by state,
 -- Receita situação code and CNAE, ranked by the better of the two word similarities, then
--- by whole-string similarity. Threshold 0.5: a typo or a missing word still matches.
+-- CNPJ. Each arm keeps only its own best p_limit rows by (similarity, CNPJ) before the
+-- descriptions are joined: a common word matching a tenth of a month costs one pass over its
+-- matches, not joins and a full sort of all of them. Exact: a row of the overall top p_limit
+-- is in the top p_limit of the arm its score comes from (same order, ties by CNPJ). Threshold 0.5: a
+-- typo or a missing word still matches.
 CREATE FUNCTION serving.socio_busca_snapshot(
   p_snapshot_id bigint, p_q text, p_uf text, p_situacao text, p_cnae text, p_limit int)
 RETURNS TABLE (cnpj text, razao_social text, nome_fantasia text, situacao_cadastral text, uf text, municipio_nome text,
@@ -102,10 +106,20 @@ DECLARE
 BEGIN
   IF est IS NULL OR emp IS NULL OR q IS NULL THEN RETURN; END IF;
   RETURN QUERY EXECUTE format(
-    'WITH hits AS (
-       SELECT s.cnpj FROM %1$s e JOIN %2$s s ON s.cnpj_basico = e.cnpj_basico WHERE $1 <%% etl.cnpj_busca(e.razao_social)
-       UNION
-       SELECT s.cnpj FROM %2$s s WHERE $1 <%% etl.cnpj_busca(s.nome_fantasia))
+    'WITH by_razao AS (
+       SELECT s.cnpj, word_similarity($1, etl.cnpj_busca(e.razao_social)) AS ws
+         FROM %1$s e JOIN %2$s s ON s.cnpj_basico = e.cnpj_basico
+        WHERE $1 <%% etl.cnpj_busca(e.razao_social)
+          AND ($2::text IS NULL OR s.uf = $2) AND ($3::text IS NULL OR s.situacao_cadastral = $3) AND ($4::text IS NULL OR s.cnae_fiscal_principal = $4)
+        ORDER BY ws DESC, s.cnpj LIMIT $5),
+     by_fantasia AS (
+       SELECT s.cnpj, word_similarity($1, etl.cnpj_busca(s.nome_fantasia)) AS ws
+         FROM %2$s s
+        WHERE $1 <%% etl.cnpj_busca(s.nome_fantasia)
+          AND ($2::text IS NULL OR s.uf = $2) AND ($3::text IS NULL OR s.situacao_cadastral = $3) AND ($4::text IS NULL OR s.cnae_fiscal_principal = $4)
+        ORDER BY ws DESC, s.cnpj LIMIT $5),
+     hits AS (
+       SELECT DISTINCT h.cnpj FROM (SELECT by_razao.cnpj FROM by_razao UNION ALL SELECT by_fantasia.cnpj FROM by_fantasia) h)
      SELECT s.cnpj, e.razao_social, s.nome_fantasia, s.situacao_cadastral, s.uf, m.descricao, s.cnae_fiscal_principal, c.descricao,
             greatest(coalesce(word_similarity($1, etl.cnpj_busca(e.razao_social)), 0),
                      coalesce(word_similarity($1, etl.cnpj_busca(s.nome_fantasia)), 0))::float8 AS score
@@ -114,11 +128,7 @@ BEGIN
        LEFT JOIN %1$s e ON e.cnpj_basico = s.cnpj_basico
        LEFT JOIN %3$s m ON m.codigo = s.municipio
        LEFT JOIN %4$s c ON c.codigo = s.cnae_fiscal_principal
-      WHERE ($2::text IS NULL OR s.uf = $2) AND ($3::text IS NULL OR s.situacao_cadastral = $3)
-        AND ($4::text IS NULL OR s.cnae_fiscal_principal = $4)
-      ORDER BY score DESC,
-               greatest(coalesce(similarity($1, etl.cnpj_busca(e.razao_social)), 0), coalesce(similarity($1, etl.cnpj_busca(s.nome_fantasia)), 0)) DESC,
-               s.cnpj
+      ORDER BY score DESC, s.cnpj
       LIMIT $5',
     emp, est, serving.cnpj_lookup_table(p_snapshot_id, 'cnpj_municipios'), serving.cnpj_lookup_table(p_snapshot_id, 'cnpj_cnaes'))
     USING q, p_uf, p_situacao, p_cnae, p_limit;

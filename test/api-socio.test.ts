@@ -248,6 +248,11 @@ describe('GET /v1/socio/search', () => {
     const all = (await get('/v1/socio/search?q=mercearia&limit=50')).body;
     expect(all.count).toBeGreaterThan(2);
     expect((await get('/v1/socio/search?q=mercearia&limit=2')).body.results).toEqual(all.results.slice(0, 2));
+    const raw = (c: string) => c.replace(/[./-]/g, '');
+    for (let i = 1; i < all.results.length; i++) { // score descending, ties by CNPJ
+      const [a, b] = [all.results[i - 1], all.results[i]];
+      expect(a.score > b.score || (a.score === b.score && raw(a.cnpj) < raw(b.cnpj)), `${a.cnpj} ${a.score} / ${b.cnpj} ${b.score}`).toBe(true);
+    }
   });
 
   test('bad parameters → 400 naming them', async () => {
