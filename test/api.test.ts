@@ -92,7 +92,7 @@ describe('meta routes', () => {
     const go = r.body.sources.find((s: { dataset: string; uf: string }) => s.dataset === 'sicar' && s.uf === 'GO');
     const [want] = await q<{ snapshot_id: number; rows: number; as_of: string }>(`SELECT snapshot_id, rows, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots WHERE dataset = 'sicar' AND uf = 'GO' AND status = 'current'`);
     expect(go).toMatchObject({ snapshot_id: Number(want.snapshot_id), rows: Number(want.rows), as_of: want.as_of, as_of_disponiveis: [want.as_of] });
-    expect(r.body.sources).toHaveLength(11); // 8 national datasets + 3 states
+    expect(r.body.sources).toHaveLength(12); // 9 national datasets (receita-cnpj among them) + 3 states
   });
 
   test('the OpenAPI document is valid 3.1, covers every route and the webhook events; docs work offline', async () => {
