@@ -2,7 +2,8 @@
 // same concurrency, one run.
 //
 //   node bin/run-ts.mjs bench/api.ts [--db <kept bench_overlaps db>] [--properties 200000]
-//        [--concurrency 16] [--duration 15] [--keep] [--log-level info]
+//        [--concurrency 16] [--duration 15] [--keep] [--log-level info] [--only all|car|socio]
+//   node bin/run-ts.mjs bench/api.ts --only socio --db <db with a published receita-cnpj month>
 //
 // 1. Data: bench/overlaps.ts --only ours --keep builds a database with 200,000 properties in
 //    two state snapshots (the count of bench/sicar-load) and its national layers (indigenous
@@ -18,6 +19,10 @@
 //    -M prepared (the API names its hot statements: prepared once per connection), same concurrency and
 //    duration; per-transaction logs give p50/p99. Inputs come from a sample table through a
 //    scalar subquery (a primary-key read), both sides drawing from the same samples.
+//    The socio routes (GET /v1/socio/cnpj/{cnpj}, GET /v1/socio/search) run when the database
+//    has a published receita-cnpj month (e.g. one kept by `bench/cnpj-load.ts --only agro
+//    --keep-db`): CNPJs sampled from it, search terms = the first two words of sampled legal
+//    names, lower-cased without accents.
 // 4. Prints req/s and p50/p99 per side and the API/DB rate ratio; writes bench/out/api-<date>.json.
 // Targets: lookups ≥ 0.6 of the DB's rate; by-geometry p99 < 50 ms at concurrency 16.
 // Exits non-zero on errors only; a missed target is reported, not failed.
@@ -31,6 +36,7 @@ import { findPipeline } from '../pipelines/registry.ts';
 import { createKey } from '../src/platform/keys.ts';
 import { BY_GEOMETRY_SQL, CAR_CURRENT_SQL } from '../src/api/car/sql.ts';
 import { ENRICH_SQL } from '../src/api/enriquecimento/sql.ts';
+import { SOCIO_SQL } from '../src/api/socio/sql.ts';
 import { GEOMETRY_CHECK_SQL } from '../src/api/geometry.ts';
 import { loadConfig } from '../src/config.ts';
 import { migrate } from '../src/db/migrate.ts';
@@ -40,7 +46,8 @@ import { runPipeline } from '../src/etl/run.ts';
 import { createLogger } from '../src/log.ts';
 import { AGRO_BIN, BENCH_DATA_DIR, ROOT_DIR, benchServerUrl, dropDatabase, log, machineInfo, parseFlags, prng, table, withDatabase, writeResult } from './lib.ts';
 
-const flags = parseFlags(process.argv.slice(2), { db: '', properties: 200_000, concurrency: 16, duration: 15, keep: false, 'log-level': 'info', samples: 1000 });
+const flags = parseFlags(process.argv.slice(2), { db: '', properties: 200_000, concurrency: 16, duration: 15, keep: false, 'log-level': 'info', samples: 1000, only: 'all' });
+const withCar = flags.only !== 'socio';
 const TARGET_LOOKUP_RATIO = 0.6;
 const TARGET_GEOMETRY_P99_MS = 50;
 const QUERY_HA = 5_000;
@@ -108,7 +115,7 @@ async function prepare(url: string): Promise<void> {
   try {
     await migrate(pool);
     const ready = (await pool.query(`SELECT count(*)::int AS n FROM etl.current WHERE dataset = 'ibge-municipios'`)).rows[0].n > 0;
-    if (ready) return;
+    if (ready || !withCar) return;
     log('publishing the bench layers (template shape, current views)');
     await publishBenchTables(pool);
     log('loading the IBGE municipality fixture through the pipeline');
@@ -131,6 +138,10 @@ function square(lon: number, lat: number) {
 interface Samples {
   cars: string[];
   polygons: string[];
+  /** The published receita-cnpj month, its sampled CNPJs and search terms (empty without a month). */
+  cnpjSnapshot: number | null;
+  cnpjs: string[];
+  terms: string[];
 }
 
 /** The same inputs for both sides: sample tables the pgbench scripts read by key. */
@@ -138,16 +149,28 @@ async function samples(url: string): Promise<Samples> {
   const pool = createPool(url, 2);
   try {
     await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
-    await pool.query('DROP TABLE IF EXISTS bench.api_cars, bench.api_polygons');
+    await pool.query('DROP TABLE IF EXISTS bench.api_cars, bench.api_polygons, bench.api_cnpjs, bench.api_terms');
     await pool.query(`CREATE TABLE bench.api_cars (i int PRIMARY KEY, car text NOT NULL)`);
-    await pool.query(`INSERT INTO bench.api_cars SELECT row_number() OVER (ORDER BY md5(car)), car FROM (SELECT car FROM "current".car_imovel ORDER BY md5(car) LIMIT $1) x`, [flags.samples]);
+    if (withCar) await pool.query(`INSERT INTO bench.api_cars SELECT row_number() OVER (ORDER BY md5(car)), car FROM (SELECT car FROM "current".car_imovel ORDER BY md5(car) LIMIT $1) x`, [flags.samples]);
     const cars = (await pool.query(`SELECT car FROM bench.api_cars ORDER BY i`)).rows.map((r) => r.car as string);
     const rnd = prng(7);
     const polygons = Array.from({ length: flags.samples }, () => JSON.stringify(square(-59.5 + 9 * rnd(), -14.5 + 9 * rnd())));
     await pool.query(`CREATE TABLE bench.api_polygons (i int PRIMARY KEY, geojson text NOT NULL)`);
     await pool.query(`INSERT INTO bench.api_polygons SELECT i, g FROM unnest($1::text[]) WITH ORDINALITY AS t(g, i)`, [polygons]);
-    await pool.query('ANALYZE bench.api_cars, bench.api_polygons');
-    return { cars, polygons };
+    const cnpjSnapshot: number | null = (await pool.query(`SELECT snapshot_id::int AS id FROM etl.current WHERE dataset = 'receita-cnpj'`)).rows[0]?.id ?? null;
+    await pool.query(`CREATE TABLE bench.api_cnpjs (i int PRIMARY KEY, cnpj text NOT NULL)`);
+    await pool.query(`CREATE TABLE bench.api_terms (i int PRIMARY KEY, q text NOT NULL)`);
+    if (cnpjSnapshot !== null) {
+      await pool.query(`INSERT INTO bench.api_cnpjs SELECT row_number() OVER (ORDER BY md5(cnpj)), cnpj FROM (SELECT cnpj FROM serving.cnpj_estabelecimentos ORDER BY md5(cnpj) LIMIT $1) x`, [flags.samples]);
+      await pool.query(
+        `INSERT INTO bench.api_terms SELECT row_number() OVER (ORDER BY md5(cnpj_basico)), q FROM (
+           SELECT cnpj_basico, trim(split_part(etl.cnpj_busca(razao_social), ' ', 1) || ' ' || split_part(etl.cnpj_busca(razao_social), ' ', 2)) AS q
+             FROM serving.cnpj_empresas ORDER BY md5(cnpj_basico) LIMIT $1) x WHERE length(q) >= 3`, [flags.samples]);
+    }
+    const cnpjs = (await pool.query(`SELECT cnpj FROM bench.api_cnpjs ORDER BY i`)).rows.map((r) => r.cnpj as string);
+    const terms = (await pool.query(`SELECT q FROM bench.api_terms ORDER BY i`)).rows.map((r) => r.q as string);
+    await pool.query('ANALYZE bench.api_cars, bench.api_polygons, bench.api_cnpjs, bench.api_terms');
+    return { cars, polygons, cnpjSnapshot, cnpjs, terms };
   } finally {
     await pool.end();
   }
@@ -227,6 +250,7 @@ const bind = (sql: string, args: string[]) =>
 
 async function main(): Promise<void> {
   const serverUrl = benchServerUrl();
+  if (!withCar && !flags.db) throw new Error('--only socio needs --db <a database with a published receita-cnpj month>');
   const db = flags.db || buildOverlapsDatabase();
   const url = withDatabase(serverUrl, db);
   log(`database ${db}`);
@@ -243,7 +267,7 @@ async function main(): Promise<void> {
   const pick = <T>(xs: T[]) => xs[i++ % xs.length];
   const polygon = `SELECT geojson FROM bench.api_polygons WHERE i = :i`;
   const areaOf = `SELECT serving.area_ha(ST_SetSRID(ST_GeomFromGeoJSON(geojson), 4326)) FROM bench.api_polygons WHERE i = :i`;
-  const routes = [
+  const carRoutes = [
     {
       name: 'GET /v1/car/{numero}', method: 'GET' as const,
       next: () => ({ path: `/v1/car/${pick(s.cars)}` }),
@@ -265,6 +289,31 @@ async function main(): Promise<void> {
       ].join('\n') + '\n',
     },
   ];
+  const sid = String(s.cnpjSnapshot);
+  const cnpjOf = 'SELECT cnpj FROM bench.api_cnpjs WHERE i = :i';
+  const socioRoutes = s.cnpjSnapshot === null ? [] : [
+    {
+      name: 'GET /v1/socio/cnpj/{cnpj}', method: 'GET' as const,
+      next: () => ({ path: `/v1/socio/cnpj/${pick(s.cnpjs)}` }),
+      script: [
+        `\\set i random(1, ${s.cnpjs.length})`,
+        `${bind(SOCIO_SQL.snapshots, ["'receita-cnpj'"])};`,
+        `${bind(SOCIO_SQL.empresa, [sid, cnpjOf])};`,
+        `${bind(SOCIO_SQL.qsa, [sid, `SELECT left(cnpj, 8) FROM bench.api_cnpjs WHERE i = :i`])};`,
+      ].join('\n') + '\n',
+    },
+    {
+      name: 'GET /v1/socio/search (limit 20)', method: 'GET' as const,
+      next: () => ({ path: `/v1/socio/search?q=${encodeURIComponent(pick(s.terms))}` }),
+      script: [
+        `\\set i random(1, ${s.terms.length})`,
+        `${bind(SOCIO_SQL.snapshots, ["'receita-cnpj'"])};`,
+        `${bind(SOCIO_SQL.busca, [sid, 'SELECT q FROM bench.api_terms WHERE i = :i', 'NULL::text', 'NULL::text', 'NULL::text', '20'])};`,
+      ].join('\n') + '\n',
+    },
+  ];
+  if (s.cnpjSnapshot === null) log('no published receita-cnpj month: the socio routes are skipped');
+  const routes = [...(withCar ? carRoutes : []), ...(flags.only === 'car' ? [] : socioRoutes)];
 
   const results: { route: string; api: Side; db: Side }[] = [];
   try {
@@ -283,12 +332,12 @@ async function main(): Promise<void> {
   const fmt = (x: number, dp = 1) => (Number.isFinite(x) ? x.toFixed(dp) : 'n/a');
   const rows = [['route', 'API req/s', 'API p50 ms', 'API p99 ms', 'DB tx/s', 'DB p50 ms', 'DB p99 ms', 'API/DB', 'errors']];
   for (const r of results) rows.push([r.route, fmt(r.api.rps, 0), fmt(r.api.p50), fmt(r.api.p99), fmt(r.db.rps, 0), fmt(r.db.p50), fmt(r.db.p99), fmt(r.api.rps / r.db.rps, 2), String(r.api.errors + r.db.errors)]);
-  const lookup = results[0];
-  const geometry = results[1];
-  const verdicts = [
-    `lookup API/DB ${fmt(lookup.api.rps / lookup.db.rps, 2)} (target ≥ ${TARGET_LOOKUP_RATIO}): ${lookup.api.rps / lookup.db.rps >= TARGET_LOOKUP_RATIO ? 'met' : 'MISSED'}`,
-    `by-geometry API p99 ${fmt(geometry.api.p99)} ms at concurrency ${flags.concurrency} (target < ${TARGET_GEOMETRY_P99_MS} ms): ${geometry.api.p99 < TARGET_GEOMETRY_P99_MS ? 'met' : 'MISSED'}`,
-  ];
+  const verdicts: string[] = [];
+  for (const lookup of results.filter((r) => r.route === 'GET /v1/car/{numero}' || r.route === 'GET /v1/socio/cnpj/{cnpj}')) {
+    verdicts.push(`${lookup.route} API/DB ${fmt(lookup.api.rps / lookup.db.rps, 2)} (target ≥ ${TARGET_LOOKUP_RATIO}): ${lookup.api.rps / lookup.db.rps >= TARGET_LOOKUP_RATIO ? 'met' : 'MISSED'}`);
+  }
+  const geometry = results.find((r) => r.route.startsWith('POST /v1/car/by-geometry'));
+  if (geometry) verdicts.push(`by-geometry API p99 ${fmt(geometry.api.p99)} ms at concurrency ${flags.concurrency} (target < ${TARGET_GEOMETRY_P99_MS} ms): ${geometry.api.p99 < TARGET_GEOMETRY_P99_MS ? 'met' : 'MISSED'}`);
   const machine = machineInfo();
   process.stdout.write(`\n${table(rows)}\n\n${verdicts.join('\n')}\nmachine: ${machine.cpus} cpus, load average ${machine.loadavg.join(' ')}\n`);
   const file = writeResult('api', { benchmark: 'api', date: new Date().toISOString(), flags, database: db, machine, results, verdicts });

@@ -71,6 +71,9 @@ describe('hostile input: a 4xx envelope every time', () => {
       expect4xx(await call(api.base, `/v1/car/${enc(v)}`, { key }), `car ${JSON.stringify(v.slice(0, 20))}`);
       expect4xx(await call(api.base, `/v1/car/by-document/${enc(v)}`, { key }), `by-document ${JSON.stringify(v.slice(0, 20))}`);
       expect4xx(await call(api.base, `/v1/${enc(v)}`, { key }), `route ${JSON.stringify(v.slice(0, 20))}`);
+      expect4xx(await call(api.base, `/v1/socio/cnpj/${enc(v)}`, { key }), `socio/cnpj ${JSON.stringify(v.slice(0, 20))}`);
+      expect4xx(await call(api.base, `/v1/socio/cpf/${enc(v)}`, { key }), `socio/cpf ${JSON.stringify(v.slice(0, 20))}`);
+      expect4xx(await call(api.base, `/v1/socio/search?q=${enc(v)}&uf=${enc(v)}`, { key }), `socio/search ${JSON.stringify(v.slice(0, 20))}`);
     }
     // a well-formed number for a state with nothing loaded, written with SQL in lower case hex: still a 4xx
     expect4xx(await call(api.base, `/v1/car/go-5208707-${'f'.repeat(32)}`, { key }), 'lower-case unknown');
@@ -79,14 +82,27 @@ describe('hostile input: a 4xx envelope every time', () => {
   test('query parameters: wrong types, NUL, emoji, SQL on every GET route', async () => {
     const car = `/v1/car/${GO1}`;
     const doc = '/v1/car/by-document/52998224725';
+    const cnpj = '/v1/socio/cnpj/12ABC34501DE35';
+    const cpf = '/v1/socio/cpf/52998224725';
+    const search = '/v1/socio/search';
     const bad = [
       `${car}?geometry=maybe`, `${car}?as_of=yesterday`, `${car}?as_of=2025-02-30`, `${car}?include=1,2,3`, `${car}?include=${enc("ucs';--")}`,
       `${car}?as_of=${enc("2025-01-01' OR '1'='1")}`, `${car}?include=${enc('😀')}`, `${car}?include=${'ucs,'.repeat(2000)}`,
       `${doc}?limit=abc`, `${doc}?limit=-1`, `${doc}?limit=1e309`, `${doc}?uf=${enc("'; DROP")}`, `${doc}?uf=${enc('😀')}`,
       `${doc}?situacao=${enc("ativo' OR 1=1")}`, `${doc}?cursor=${enc("' OR 1=1 --")}`, `${doc}?cursor=${enc('\u0000')}`,
       `${doc}?cursor=${'A'.repeat(5000)}.${'B'.repeat(22)}`, `${doc}?geometry=${enc('\u0000')}`, `${doc}?as_of=${enc('😀')}`,
+      `${cnpj}?as_of=yesterday`, `${cnpj}?as_of=${enc("2025-01-01' OR '1'='1")}`, `${cnpj}?as_of=${enc('\u0000')}`,
+      `${cpf}?nome=`, `${cpf}?nome=${enc('...')}`, `${cpf}?nome=${'x'.repeat(5000)}`, `${cpf}?as_of=${enc('😀')}`,
+      `${cpf}`.replace('52998224725', '52998224726'), `${search}`, `${search}?q=ab`, `${search}?q=${enc('\u0000\u0000')}`, `${search}?q=${enc('   ')}`, `${search}?q=${enc('ab\u0000cd')}`,
+      `${search}?q=${'x'.repeat(5000)}`, `${search}?q=abc&limit=abc`, `${search}?q=abc&limit=1e309`, `${search}?q=abc&limit=-1`,
+      `${search}?q=abc&uf=${enc("'; DROP")}`, `${search}?q=abc&uf=ZZ`, `${search}?q=abc&situacao=${enc("ativa' OR 1=1")}`,
+      `${search}?q=abc&cnae=${enc("0115-6/00' --")}`, `${search}?q=abc&as_of=${enc('😀')}`,
     ];
     for (const p of bad) expect4xx(await call(api.base, p, { key }), p.slice(0, 80));
+    // SQL-looking and odd search terms are data, not code: an answer, never a 5xx
+    for (const v of ["'; DROP TABLE snap.cnpj_empresas__template; --", "%' OR '1'='1", '😀😀😀', '\\\\%%__']) {
+      expect((await call(api.base, `${search}?q=${enc(v)}`, { key })).status).toBe(200);
+    }
     // health and openapi take no parameters: junk is ignored, never a 5xx
     for (const p of [`/v1/health?x=${enc("'; DROP")}`, `/v1/openapi.json?${enc('😀')}=1`]) expect((await call(api.base, p)).status).toBe(200);
   });

@@ -92,7 +92,7 @@ describe('meta routes', () => {
     const go = r.body.sources.find((s: { dataset: string; uf: string }) => s.dataset === 'sicar' && s.uf === 'GO');
     const [want] = await q<{ snapshot_id: number; rows: number; as_of: string }>(`SELECT snapshot_id, rows, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots WHERE dataset = 'sicar' AND uf = 'GO' AND status = 'current'`);
     expect(go).toMatchObject({ snapshot_id: Number(want.snapshot_id), rows: Number(want.rows), as_of: want.as_of, as_of_disponiveis: [want.as_of] });
-    expect(r.body.sources).toHaveLength(11); // 8 national datasets + 3 states
+    expect(r.body.sources).toHaveLength(12); // 9 national datasets (receita-cnpj among them) + 3 states
   });
 
   test('the OpenAPI document is valid 3.1, covers every route and the webhook events; docs work offline', async () => {
@@ -103,7 +103,7 @@ describe('meta routes', () => {
     const verdict = await validateOpenApi(structuredClone(doc));
     expect(verdict).toMatchObject({ valid: true });
     expect(Object.keys(doc.paths).sort()).toEqual(
-      ['/v1/car/by-document/{documento}', '/v1/car/by-geometry', '/v1/car/{numero}', '/v1/enriquecimento/territorial', '/v1/health', '/v1/sources'].sort(),
+      ['/v1/car/by-document/{documento}', '/v1/car/by-geometry', '/v1/car/{numero}', '/v1/enriquecimento/territorial', '/v1/health', '/v1/sources', '/v1/socio/cnpj/{cnpj}', '/v1/socio/cpf/{cpf}', '/v1/socio/search'].sort(),
     );
     expect(Object.keys(doc.webhooks).sort()).toEqual(['car.embargo.criado', 'car.situacao.alterada', 'quota.threshold', 'socio.qsa.alterado']);
     expect(doc.paths['/v1/health'].get.security).toEqual([]);

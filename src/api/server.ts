@@ -21,6 +21,7 @@ import { enriquecimentoRoutes } from './enriquecimento/routes.ts';
 import { envelope, toFailure } from './errors.ts';
 import { OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
+import { socioRoutes } from './socio/routes.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -131,7 +132,7 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
       info: OPENAPI_INFO,
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'ck_live_… or ck_test_… API key' } } },
       security: [{ bearer: [] }],
-      tags: [{ name: 'car' }, { name: 'enriquecimento' }, { name: 'meta' }],
+      tags: [{ name: 'car' }, { name: 'socio' }, { name: 'enriquecimento' }, { name: 'meta' }],
       webhooks: WEBHOOKS as never,
     },
   });
@@ -141,6 +142,7 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
     async (v1) => {
       await v1.register(metaRoutes(deps));
       await v1.register(carRoutes(deps));
+      await v1.register(socioRoutes(deps));
       await v1.register(enriquecimentoRoutes(deps));
       v1.get('/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
     },

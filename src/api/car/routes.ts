@@ -6,6 +6,7 @@ import type { ApiDeps } from '../deps.ts';
 import { UFS } from '../deps.ts';
 import { Cursors } from '../cursor.ts';
 import { checkGeometry, checkGeometryInDb } from '../geometry.ts';
+import { razaoSocialOf } from '../socio/routes.ts';
 import { isoSeconds, round } from '../schemas.ts';
 import { availableDates, pins, resolveContext, type ReadContext } from './context.ts';
 import { layerValues, parseInclude } from './layers.ts';
@@ -130,17 +131,20 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
         };
       });
       const declared = links.find((l) => l.origem === 'declarado' && l.nome) ?? links.find((l) => l.nome);
+      // A CNPJ's holder is Receita's legal name when the month has it: the registry of record,
+      // where declared extracts and embargo terms carry abbreviations or old names.
+      const receita = doc.tipo === 'cnpj' ? await razaoSocialOf(pool, doc.documento, q.as_of ?? null) : null;
       const next = rows.length > q.limit ? deps.cursors.encode({ q: fingerprint, s: pins(ctx), k: page[page.length - 1].car }) : null;
       return {
         documento: displayDocument(doc.documento, doc.tipo),
         tipo_documento: doc.tipo,
-        titular: declared?.nome ?? null,
+        titular: receita?.razao_social ?? declared?.nome ?? null,
         results,
         count: results.length,
         area_total_ha: round(results.reduce((s, r) => s + (r.area_total_ha ?? 0), 0), 4) ?? 0,
         next_cursor: next,
         consultado_em: isoSeconds(),
-        snapshots: pins(ctx),
+        snapshots: { ...pins(ctx), ...(receita ? { 'receita-cnpj': receita.snapshot_id } : {}) },
         ...(notes.length ? { avisos: notes } : {}),
       };
     });

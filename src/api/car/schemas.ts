@@ -118,7 +118,7 @@ export const CarSummary = Type.Object({
 export const DocumentEnvelope = Type.Object({
   documento: Type.String({ description: 'the queried document, CPF masked (***.456.789-**), CNPJ formatted' }),
   tipo_documento: Type.String({ enum: ['cpf', 'cnpj'] }),
-  titular: Nullable(Type.String({ description: 'holder name' })),
+  titular: Nullable(Type.String({ description: 'holder name: for a CNPJ, Receita\'s legal name (razao_social) of the month read when it has the CNPJ, else the declared or inferred link\'s name' })),
   results: Type.Array(CarSummary),
   count: Type.Integer({ description: 'items in results' }),
   area_total_ha: Type.Number({ description: 'sum of area_total_ha of the returned properties' }),
