@@ -11,8 +11,7 @@ import { SICAR_FIXTURES, buildSicarState, carNumber } from '../fixtures/sicar.ts
 import { sicar } from '../pipelines/sicar/index.ts';
 import { rollback } from '../src/etl/publish.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
-import { AREA_IMOVEL_FIELDS } from '../fixtures/sicar.ts';
+import { writeBigState } from './helpers/big-state.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -197,27 +196,6 @@ describe('HTTP source', () => {
   });
 });
 
-/** A state big enough that COPY runs for a few seconds. */
-async function bigState(dir: string, n: number) {
-  fs.mkdirSync(dir, { recursive: true });
-  const base = path.join(dir, 'MT_AREA_IMOVEL');
-  const w = await ShapefileWriter.open({ basePath: base, shapeType: 'polygon', fields: AREA_IMOVEL_FIELDS, encoding: 'utf8', cpg: 'UTF-8', prj: PRJ_SIRGAS2000 });
-  for (let i = 0; i < n; i++) {
-    const cx = -56 + (i % 400) * 0.01;
-    const cy = -12 - Math.floor(i / 400) * 0.01;
-    const ring: [number, number][] = [];
-    for (let k = 0; k < 64; k++) ring.push([cx + 0.004 * Math.cos((2 * Math.PI * k) / 64), cy + 0.004 * Math.sin((2 * Math.PI * k) / 64)]);
-    ring.push(ring[0]);
-    await w.write({ type: 'Polygon', coordinates: [ring] }, {
-      cod_imovel: carNumber('MT', '5107925', `big-${i}`), cod_estado: 'MT', municipio: 'Sorriso', num_area: 15, ind_status: 'AT',
-      des_condic: 'Aguardando análise', ind_tipo: 'IRU', mod_fiscal: 0.2, dat_criaca: '01/02/2020', dat_atuali: '03/04/2021',
-    });
-  }
-  const { files } = await w.close();
-  await zipFiles(path.join(dir, 'MT_AREA_IMOVEL.zip'), files.map((f) => ({ path: f, name: path.basename(f) })));
-  for (const f of files) fs.rmSync(f);
-}
-
 describe('a killed run', () => {
   test('SIGKILL mid-COPY: readers keep the current snapshot without errors; the next run cleans up and publishes', async () => {
     const small = path.join(work, 'MT-small');
@@ -227,7 +205,7 @@ describe('a killed run', () => {
     const served = await servedCount('MT');
 
     const big = path.join(work, 'MT-big');
-    await bigState(big, 30_000);
+    await writeBigState(big, 30_000);
     const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'run', 'sicar', '--uf', 'MT', '--source', big, '--json'], {
       env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent' },
       stdio: 'ignore',

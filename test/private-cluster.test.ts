@@ -8,10 +8,10 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { AREA_IMOVEL_FIELDS, carNumber } from '../fixtures/sicar.ts';
+
 import { loadConfig } from '../src/config.ts';
 import { EmbeddedCluster, freePort } from '../src/db/cluster.ts';
-import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
+import { writeBigState } from './helpers/big-state.ts';
 
 const ROOT = path.resolve(__dirname, '..');
 let dataDir: string;
@@ -32,27 +32,6 @@ function oneObject(r: { stdout: string }) {
   const lines = r.stdout.split('\n').filter((l) => l !== '');
   expect(lines, r.stdout).toHaveLength(1);
   return JSON.parse(lines[0]);
-}
-
-/** A state big enough that normalising it takes a few seconds. */
-async function bigState(dir: string, n: number) {
-  fs.mkdirSync(dir, { recursive: true });
-  const base = path.join(dir, 'MT_AREA_IMOVEL');
-  const w = await ShapefileWriter.open({ basePath: base, shapeType: 'polygon', fields: AREA_IMOVEL_FIELDS, encoding: 'utf8', cpg: 'UTF-8', prj: PRJ_SIRGAS2000 });
-  for (let i = 0; i < n; i++) {
-    const cx = -56 + (i % 400) * 0.01;
-    const cy = -12 - Math.floor(i / 400) * 0.01;
-    const ring: [number, number][] = [];
-    for (let k = 0; k < 64; k++) ring.push([cx + 0.004 * Math.cos((2 * Math.PI * k) / 64), cy + 0.004 * Math.sin((2 * Math.PI * k) / 64)]);
-    ring.push(ring[0]);
-    await w.write({ type: 'Polygon', coordinates: [ring] }, {
-      cod_imovel: carNumber('MT', '5107925', `big-${i}`), cod_estado: 'MT', municipio: 'Sorriso', num_area: 15, ind_status: 'AT',
-      des_condic: 'Aguardando análise', ind_tipo: 'IRU', mod_fiscal: 0.2, dat_criaca: '01/02/2020', dat_atuali: '03/04/2021',
-    });
-  }
-  const { files } = await w.close();
-  await zipFiles(path.join(dir, 'MT_AREA_IMOVEL.zip'), files.map((f) => ({ path: f, name: path.basename(f) })));
-  for (const f of files) fs.rmSync(f);
 }
 
 beforeAll(async () => {
@@ -104,7 +83,7 @@ describe('C.5 the database stopped in the middle of a run', () => {
     expect(agro(['migrate', '--json']).code).toBe(0);
     const url = oneObject(agro(['db', 'url', '--json'])).url as string;
     const big = path.join(dataDir, 'MT-big');
-    await bigState(big, 30_000);
+    await writeBigState(big, 30_000);
 
     const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'run', 'sicar', '--uf', 'MT', '--source', big, '--json'], { env: baseEnv() });
     let stdout = '';
