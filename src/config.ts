@@ -50,7 +50,7 @@ export interface Config {
   /** SICAR's GeoServer WFS (route B: AREA_IMOVEL without a CAPTCHA); endpoint in sources['sicar-wfs']. */
   sicarWfs: WfsSettings;
   /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
-  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number }>;
+  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number }>;
 }
 
 /** How the WFS client talks to a slow GeoServer behind legacy TLS (SOURCES.md §1.7, §2.1). */
@@ -155,6 +155,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       statementTimeoutMs: num(env.AGRO_API_STATEMENT_TIMEOUT_MS, 10_000),
       poolSize: num(env.AGRO_API_POOL, 16),
       bodyLimitBytes: num(env.AGRO_API_BODY_LIMIT, 1_048_576),
+      historyRetentionMonths: Math.max(1, num(env.AGRO_HISTORY_RETENTION_MONTHS, 13)),
     }),
   });
 }

@@ -39,6 +39,10 @@ export const ERRORS = {
   payload_too_large: { exitCode: 2, httpStatus: 413, message: 'request body too large' },
   unsupported_media_type: { exitCode: 2, httpStatus: 415, message: 'unsupported content type' },
   key_not_found: { exitCode: 1, httpStatus: 404, message: 'API key not found' },
+  rate_limited: { exitCode: 1, httpStatus: 429, message: 'rate limit exceeded' },
+  quota_exceeded: { exitCode: 1, httpStatus: 402, message: 'monthly plan quota exceeded' },
+  idempotency_key_reused: { exitCode: 2, httpStatus: 422, message: 'idempotency key reused with another request' },
+  idempotency_conflict: { exitCode: 1, httpStatus: 409, message: 'a request with this idempotency key is still running' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

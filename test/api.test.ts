@@ -103,7 +103,7 @@ describe('meta routes', () => {
     const verdict = await validateOpenApi(structuredClone(doc));
     expect(verdict).toMatchObject({ valid: true });
     expect(Object.keys(doc.paths).sort()).toEqual(
-      ['/v1/car/by-document/{documento}', '/v1/car/by-geometry', '/v1/car/{numero}', '/v1/enriquecimento/territorial', '/v1/health', '/v1/sources'].sort(),
+      ['/v1/car/by-document/{documento}', '/v1/car/by-geometry', '/v1/car/history', '/v1/car/{numero}', '/v1/enriquecimento/territorial', '/v1/health', '/v1/sources'].sort(),
     );
     expect(Object.keys(doc.webhooks).sort()).toEqual(['car.embargo.criado', 'car.situacao.alterada', 'quota.threshold', 'socio.qsa.alterado']);
     expect(doc.paths['/v1/health'].get.security).toEqual([]);

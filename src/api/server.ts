@@ -14,6 +14,8 @@ import type { Logger } from '../log.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
+import { historyRoutes } from '../platform/history.ts';
+import { admit, record } from '../platform/metering.ts';
 import { carRoutes } from './car/routes.ts';
 import { Cursors } from './cursor.ts';
 import type { ApiDeps } from './deps.ts';
@@ -100,7 +102,15 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     const isPublic = req.routeOptions.config?.public === true || req.url === '/v1/docs' || req.url.startsWith('/v1/docs/');
-    if (!isPublic && req.routeOptions.url !== undefined) await authenticate(o.pool, keys, req);
+    if (!isPublic && req.routeOptions.url !== undefined) {
+      await authenticate(o.pool, keys, req);
+      await admit(o.pool, req, reply);
+    }
+  });
+
+  // The history row and the quota count, once the status is known (X-Quota-Used includes it).
+  app.addHook('onSend', async (req, reply) => {
+    if (req.metering) await record(o.pool, req, reply);
   });
 
   app.addHook('onResponse', async (req, reply) => {
@@ -142,6 +152,7 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
       await v1.register(metaRoutes(deps));
       await v1.register(carRoutes(deps));
       await v1.register(enriquecimentoRoutes(deps));
+      await v1.register(historyRoutes(deps));
       v1.get('/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },

@@ -6,7 +6,7 @@ import { buildServer, createApiPool, type ApiServer } from '../../src/api/server
 import { fixtureRuns } from '../../src/cli/main.ts';
 import type { Config } from '../../src/config.ts';
 import { runPipeline } from '../../src/etl/run.ts';
-import { createKey } from '../../src/platform/keys.ts';
+import { createKey, type Plan } from '../../src/platform/keys.ts';
 import type { TestDb } from './db.ts';
 
 /** Every fixture pipeline, in the nightly order. */
@@ -39,8 +39,8 @@ export async function startApi(cfg: Config, url: string, db: Pick<TestDb, 'log'>
   };
 }
 
-export async function newKey(db: TestDb, env: 'test' | 'live' = 'live'): Promise<string> {
-  return (await createKey(db.pool, { env, plan: 'growth', name: 'test' })).key;
+export async function newKey(db: TestDb, env: 'test' | 'live' = 'live', plan: Plan = 'enterprise'): Promise<string> {
+  return (await createKey(db.pool, { env, plan, name: 'test' })).key;
 }
 
 export interface Reply {
