@@ -1,35 +1,22 @@
 // Rate limit, monthly quota, threshold events and query history (issue 10) on a real API over
 // a PostGIS loaded with the fixtures: exact counts under concurrency, in one process and in
 // two `agro serve` processes sharing the database.
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { createKey, type Plan } from '../src/platform/keys.ts';
 import { purgeHistory } from '../src/platform/limits.ts';
-import { call, expectEnvelope, loadFixtures, startApi, type Reply, type Running } from './helpers/api.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import { call, expectEnvelope, fixtureApi, type Reply } from './helpers/api.ts';
 import { serveProcess } from './helpers/serve.ts';
 
 const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
 const JOSE_CPF = '529.982.247-25'; // owns GO1 and GO8
 const MONTH = () => new Date().toISOString().slice(0, 7);
 
-let db: TestDb;
-let api: Running;
+const fx = fixtureApi();
 
-beforeAll(async () => {
-  db = await testDatabase();
-  await loadFixtures(db);
-  api = await startApi(db.cfg, db.url, db);
-}, 300_000);
-
-afterAll(async () => {
-  await api?.close();
-  await db?.drop();
-});
-
-const keyOf = async (plan: Plan, env: 'live' | 'test' = 'live') => createKey(db.pool, { env, plan, name: 'limits' });
+const keyOf = async (plan: Plan, env: 'live' | 'test' = 'live') => createKey(fx.db.pool, { env, plan, name: 'limits' });
 
 async function q<T = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return (await db.pool.query(sql, params)).rows as T[];
+  return (await fx.db.pool.query(sql, params)).rows as T[];
 }
 
 /** Waits until at least `margin` ms remain in the current UTC minute (a burst must not straddle two windows). */
@@ -55,7 +42,7 @@ describe('rate limit', () => {
   test('headers on every authenticated answer, errors included; none on public routes', async () => {
     const k = await keyOf('growth');
     await awayFromMinuteEnd();
-    const r = await call(api.base, `/v1/car/${GO1}`, { key: k.key });
+    const r = await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
     expect(r.status).toBe(200);
     const reset = Number(r.headers.get('x-ratelimit-reset'));
     expect(reset % 60).toBe(0);
@@ -68,14 +55,14 @@ describe('rate limit', () => {
     expect(r.headers.get('ratelimit-policy')).toBe('"minute";q=60;w=60');
     expect(r.headers.get('ratelimit')).toMatch(/^"minute";r=59;t=([1-9]|[1-5]\d|60)$/);
 
-    const bad = await call(api.base, `/v1/car/not-a-car`, { key: k.key });
+    const bad = await call(fx.api.base, `/v1/car/not-a-car`, { key: k.key });
     expectEnvelope(bad, 400, 'invalid_request');
     expect(bad.headers.get('x-ratelimit-remaining')).toBe('58');
     expect(bad.headers.get('x-quota-used')).toBe('1'); // 4xx never counts
 
-    const health = await call(api.base, '/v1/health');
+    const health = await call(fx.api.base, '/v1/health');
     expect(health.headers.get('x-ratelimit-limit')).toBeNull();
-    const unauth = await call(api.base, `/v1/car/${GO1}`);
+    const unauth = await call(fx.api.base, `/v1/car/${GO1}`);
     expectEnvelope(unauth, 401, 'unauthorized');
     expect(unauth.headers.get('x-ratelimit-limit')).toBeNull();
   });
@@ -83,7 +70,7 @@ describe('rate limit', () => {
   test('50 concurrent requests with a starter key: exactly 30 answer, 20 get 429 with Retry-After', async () => {
     const k = await keyOf('starter');
     await awayFromMinuteEnd();
-    const rs = await Promise.all(Array.from({ length: 50 }, () => call(api.base, `/v1/car/history?limit=1`, { key: k.key })));
+    const rs = await Promise.all(Array.from({ length: 50 }, () => call(fx.api.base, `/v1/car/history?limit=1`, { key: k.key })));
     expect(tally(rs)).toEqual({ 200: 30, 429: 20 });
     for (const r of rs.filter((x) => x.status === 429)) {
       const e = expectEnvelope(r, 429, 'rate_limited');
@@ -99,7 +86,7 @@ describe('rate limit', () => {
   });
 
   test('two `agro serve` processes sharing the database enforce one limit', async () => {
-    const [a, b] = await Promise.all([serveProcess(db.url, db.dataDir), serveProcess(db.url, db.dataDir)]);
+    const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir), serveProcess(fx.db.url, fx.db.dataDir)]);
     try {
       const k = await keyOf('starter');
       await awayFromMinuteEnd();
@@ -118,23 +105,23 @@ describe('rate limit', () => {
 describe('monthly quota', () => {
   test('counting rules: 2xx data answers count, 4xx do not, following pages free, history free, test keys never', async () => {
     const k = await keyOf('starter');
-    expect((await call(api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('1');
-    expect((await call(api.base, `/v1/car/GO-5208707-${'0'.repeat(32)}`, { key: k.key })).status).toBe(404);
-    expect((await call(api.base, `/v1/car/by-document/52998224724`, { key: k.key })).status).toBe(400);
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('1');
+    expect((await call(fx.api.base, `/v1/car/GO-5208707-${'0'.repeat(32)}`, { key: k.key })).status).toBe(404);
+    expect((await call(fx.api.base, `/v1/car/by-document/52998224724`, { key: k.key })).status).toBe(400);
     expect(await usedOf(k.id)).toBe(1);
 
-    const page1 = await call(api.base, `/v1/car/by-document/${JOSE_CPF}?limit=1`, { key: k.key });
+    const page1 = await call(fx.api.base, `/v1/car/by-document/${JOSE_CPF}?limit=1`, { key: k.key });
     expect(page1.status).toBe(200);
     expect(page1.body.next_cursor).toBeTruthy();
     expect(page1.headers.get('x-quota-used')).toBe('2');
-    const page2 = await call(api.base, `/v1/car/by-document/${JOSE_CPF}?limit=1&cursor=${page1.body.next_cursor}`, { key: k.key });
+    const page2 = await call(fx.api.base, `/v1/car/by-document/${JOSE_CPF}?limit=1&cursor=${page1.body.next_cursor}`, { key: k.key });
     expect(page2.status).toBe(200);
     expect(page2.headers.get('x-quota-used')).toBe('2');
-    expect((await call(api.base, `/v1/car/history`, { key: k.key })).status).toBe(200);
+    expect((await call(fx.api.base, `/v1/car/history`, { key: k.key })).status).toBe(200);
     expect(await usedOf(k.id)).toBe(2);
 
     const t = await keyOf('starter', 'test');
-    const tr = await call(api.base, `/v1/car/${GO1}`, { key: t.key });
+    const tr = await call(fx.api.base, `/v1/car/${GO1}`, { key: t.key });
     expect(tr.headers.get('x-quota-used')).toBe('0');
     expect(await usedOf(t.id)).toBe(0);
     const hist = await q<{ billable: boolean; status: number }>(`SELECT billable, status FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id]);
@@ -144,8 +131,8 @@ describe('monthly quota', () => {
   test('402 quota_exceeded at the limit before any work; thresholds 70/90/100 % queued once each', async () => {
     const k = await keyOf('starter'); // 50 a month: thresholds at 35, 45, 50
     await setUsed(k.id, 34);
-    expect((await call(api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('35');
-    expect((await call(api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('36');
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('35');
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('36');
     let ev = await thresholdEvents(k.id);
     expect(ev.map((e) => e.body.data)).toEqual([{ key_id: k.id, plan: 'starter', threshold: 70, used: 35, limit: 50, month: MONTH() }]);
     expect(ev[0].id).toMatch(/^evt_[0-9a-f]{24}$/);
@@ -154,20 +141,20 @@ describe('monthly quota', () => {
 
     // 10 concurrent billable lookups from 40 → 50: exactly 10 counted, 90 % and 100 % once each.
     await setUsed(k.id, 40);
-    const rs = await Promise.all(Array.from({ length: 10 }, () => call(api.base, `/v1/car/${GO1}`, { key: k.key })));
+    const rs = await Promise.all(Array.from({ length: 10 }, () => call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })));
     expect(tally(rs)).toEqual({ 200: 10 });
     expect(await usedOf(k.id)).toBe(50);
     ev = await thresholdEvents(k.id);
     expect(ev.map((e) => e.body.data as { threshold: number }).map((d) => d.threshold)).toEqual([70, 90, 100]);
 
     const before = await q(`SELECT count(*)::int AS n FROM platform.requests WHERE key_id = $1`, [k.id]);
-    const over = await call(api.base, `/v1/car/${GO1}`, { key: k.key });
+    const over = await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
     const e = expectEnvelope(over, 402, 'quota_exceeded');
     expect(e.message).toMatch(/50 of 50/);
     expect(over.headers.get('x-quota-used')).toBe('50');
     expect(await usedOf(k.id)).toBe(50);
     // Still served at the limit: the history (not a data endpoint).
-    expect((await call(api.base, `/v1/car/history`, { key: k.key })).status).toBe(200);
+    expect((await call(fx.api.base, `/v1/car/history`, { key: k.key })).status).toBe(200);
     const after = await q(`SELECT count(*)::int AS n FROM platform.requests WHERE key_id = $1`, [k.id]);
     expect((after[0] as { n: number }).n).toBe((before[0] as { n: number }).n + 2); // the 402 and the history call are in the history
     expect((await thresholdEvents(k.id)).length).toBe(3);
@@ -178,11 +165,11 @@ describe('GET /v1/car/history', () => {
   test("newest first, only the caller's, documents masked, legal basis, paging, dates", async () => {
     const k = await keyOf('scale');
     const other = await keyOf('scale');
-    await call(api.base, `/v1/car/${GO1}`, { key: other.key });
-    const a = await call(api.base, `/v1/car/${GO1}`, { key: k.key });
-    const b = await call(api.base, `/v1/car/by-document/52998224725?limit=1`, { key: k.key, headers: { 'x-lgpd-base-legal': 'protecao_credito' } });
-    const c = await call(api.base, `/v1/car/by-document/${encodeURIComponent(JOSE_CPF)}`, { key: k.key });
-    const h = await call(api.base, `/v1/car/history`, { key: k.key });
+    await call(fx.api.base, `/v1/car/${GO1}`, { key: other.key });
+    const a = await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
+    const b = await call(fx.api.base, `/v1/car/by-document/52998224725?limit=1`, { key: k.key, headers: { 'x-lgpd-base-legal': 'protecao_credito' } });
+    const c = await call(fx.api.base, `/v1/car/by-document/${encodeURIComponent(JOSE_CPF)}`, { key: k.key });
+    const h = await call(fx.api.base, `/v1/car/history`, { key: k.key });
     expect(h.status).toBe(200);
     expect(h.body.results.map((x: { id: string }) => x.id)).toEqual([c, b, a].map((r) => r.headers.get('x-request-id')));
     expect(h.body.results[0]).toMatchObject({ method: 'GET', path: '/v1/car/by-document/***.982.247-**', status: 200, billable: true });
@@ -196,15 +183,15 @@ describe('GET /v1/car/history', () => {
     expect(h.body.next_cursor).toBeNull();
 
     // Paging: 4 entries now (the history call itself was recorded after its answer).
-    const p1 = await call(api.base, `/v1/car/history?limit=3`, { key: k.key });
+    const p1 = await call(fx.api.base, `/v1/car/history?limit=3`, { key: k.key });
     expect(p1.body.count).toBe(3);
-    const p2 = await call(api.base, `/v1/car/history?limit=3&cursor=${p1.body.next_cursor}`, { key: k.key });
+    const p2 = await call(fx.api.base, `/v1/car/history?limit=3&cursor=${p1.body.next_cursor}`, { key: k.key });
     expect([...p1.body.results, ...p2.body.results].map((x: { id: string }) => x.id)).toEqual(
       [h, c, b, a].map((r) => r.headers.get('x-request-id')).slice(0, 3).concat([a.headers.get('x-request-id')]),
     );
     expect(p2.body.next_cursor).toBeNull();
-    expectEnvelope(await call(api.base, `/v1/car/history?limit=3&cursor=${p1.body.next_cursor}`, { key: other.key }), 400, 'invalid_request');
-    expectEnvelope(await call(api.base, `/v1/car/history?limit=101`, { key: k.key }), 400, 'invalid_request');
+    expectEnvelope(await call(fx.api.base, `/v1/car/history?limit=3&cursor=${p1.body.next_cursor}`, { key: other.key }), 400, 'invalid_request');
+    expectEnvelope(await call(fx.api.base, `/v1/car/history?limit=101`, { key: k.key }), 400, 'invalid_request');
 
     // Dates: inclusive UTC days.
     await q(
@@ -215,13 +202,13 @@ describe('GET /v1/car/history', () => {
        ('req_old_dec', $1, 'GET', '/v1/car/x', 200, true, '2025-12-31T23:59:59Z')`,
       [k.id],
     );
-    const jan = await call(api.base, `/v1/car/history?from=2026-01-01&to=2026-01-31`, { key: k.key });
+    const jan = await call(fx.api.base, `/v1/car/history?from=2026-01-01&to=2026-01-31`, { key: k.key });
     expect(jan.body.results.map((x: { id: string }) => x.id).sort()).toEqual(['req_old_jan_first', 'req_old_jan_last']);
-    const since = await call(api.base, `/v1/car/history?from=2026-02-01&limit=100`, { key: k.key });
+    const since = await call(fx.api.base, `/v1/car/history?from=2026-02-01&limit=100`, { key: k.key });
     expect(since.body.results.map((x: { id: string }) => x.id)).toContain('req_old_feb');
     expect(since.body.results.map((x: { id: string }) => x.id)).not.toContain('req_old_jan_last');
-    expectEnvelope(await call(api.base, `/v1/car/history?from=2026-02-30`, { key: k.key }), 400, 'invalid_request');
-    expectEnvelope(await call(api.base, `/v1/car/history?from=2026-02-02&to=2026-02-01`, { key: k.key }), 400, 'invalid_request');
+    expectEnvelope(await call(fx.api.base, `/v1/car/history?from=2026-02-30`, { key: k.key }), 400, 'invalid_request');
+    expectEnvelope(await call(fx.api.base, `/v1/car/history?from=2026-02-02&to=2026-02-01`, { key: k.key }), 400, 'invalid_request');
   });
 
   test('retention: purge drops history older than the configured months', async () => {
@@ -232,8 +219,8 @@ describe('GET /v1/car/history', () => {
        ('req_12_months', $1, 'GET', '/v1/car/x', 200, true, now() - interval '12 months')`,
       [k.id],
     );
-    expect(db.cfg.api.historyRetentionMonths).toBe(13);
-    const r = await purgeHistory(db.pool, db.cfg.api.historyRetentionMonths);
+    expect(fx.db.cfg.api.historyRetentionMonths).toBe(13);
+    const r = await purgeHistory(fx.db.pool, fx.db.cfg.api.historyRetentionMonths);
     expect(r.requests).toBeGreaterThanOrEqual(1);
     expect((await q<{ id: string }>(`SELECT id FROM platform.requests WHERE key_id = $1`, [k.id])).map((x) => x.id)).toEqual(['req_12_months']);
   });

@@ -15,6 +15,7 @@ import { maskCpfsInText } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
 import { historyRoutes } from '../platform/history.ts';
+import { idempotencyOnSend, idempotencyPreHandler } from '../platform/idempotency.ts';
 import { admit, record } from '../platform/metering.ts';
 import { carRoutes } from './car/routes.ts';
 import { Cursors } from './cursor.ts';
@@ -109,7 +110,11 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
   });
 
   // The history row and the quota count, once the status is known (X-Quota-Used includes it).
-  app.addHook('onSend', async (req, reply) => {
+  // Idempotency-Key on POST: after validation (a refused body is never claimed).
+  app.addHook('preHandler', async (req, reply) => idempotencyPreHandler(o.pool, req, reply));
+
+  app.addHook('onSend', async (req, reply, payload) => {
+    if (req.idempotency) await idempotencyOnSend(o.pool, req, reply, payload);
     if (req.metering) await record(o.pool, req, reply);
   });
 

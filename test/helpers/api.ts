@@ -7,7 +7,8 @@ import { fixtureRuns } from '../../src/cli/main.ts';
 import type { Config } from '../../src/config.ts';
 import { runPipeline } from '../../src/etl/run.ts';
 import { createKey, type Plan } from '../../src/platform/keys.ts';
-import type { TestDb } from './db.ts';
+import { afterAll, beforeAll } from 'vitest';
+import { testDatabase, type TestDb } from './db.ts';
 
 /** Every fixture pipeline, in the nightly order. */
 export async function loadFixtures(db: TestDb): Promise<void> {
@@ -79,4 +80,19 @@ export function expectEnvelope(r: Reply, status: number, code: string): { code: 
   if (r.headers.get('x-request-id') !== e.request_id) throw new Error(`X-Request-Id ${r.headers.get('x-request-id')} ≠ ${e.request_id}`);
   if (Object.keys(r.body).length !== 1 || Object.keys(e).sort().join() !== 'code,message,request_id') throw new Error(`extra fields in the envelope: ${ctx}`);
   return e;
+}
+
+/** A test database loaded with every fixture and the API on it, torn down after the file's tests. */
+export function fixtureApi(): { db: TestDb; api: Running } {
+  const fx = {} as { db: TestDb; api: Running };
+  beforeAll(async () => {
+    fx.db = await testDatabase();
+    await loadFixtures(fx.db);
+    fx.api = await startApi(fx.db.cfg, fx.db.url, fx.db);
+  }, 300_000);
+  afterAll(async () => {
+    await fx.api?.close();
+    await fx.db?.drop();
+  });
+  return fx;
 }
