@@ -17,6 +17,7 @@ import { checkKeyFormat } from '../platform/keys.ts';
 import { historyRoutes } from '../platform/history.ts';
 import { idempotencyOnSend, idempotencyPreHandler } from '../platform/idempotency.ts';
 import { admit, record } from '../platform/metering.ts';
+import { sandboxUrl } from '../platform/sandbox.ts';
 import { carRoutes } from './car/routes.ts';
 import { Cursors } from './cursor.ts';
 import type { ApiDeps } from './deps.ts';
@@ -66,6 +67,13 @@ function clientError(err: Error & { code?: string }, socket: Socket) {
   );
 }
 
+/** A pool's connection as a URL (the sandbox database is named after it). */
+function poolUrl(pool: pg.Pool): string {
+  const { connectionString, host, port, user, password, database } = pool.options;
+  const auth = `${encodeURIComponent(user ?? '')}${typeof password === 'string' ? `:${encodeURIComponent(password)}` : ''}`;
+  return connectionString ?? `postgres://${auth}@${host ?? '127.0.0.1'}:${port ?? 5432}/${encodeURIComponent(database ?? '')}`;
+}
+
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest): Promise<void> {
@@ -79,8 +87,10 @@ async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest):
   req.apiKey = key;
 }
 
-export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }) {
-  const deps: ApiDeps = { cfg: o.cfg, pool: o.pool, cursors: new Cursors(o.cfg.hmacKey) };
+export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger; sandboxPool?: pg.Pool }) {
+  // Test keys read the sandbox database (src/platform/sandbox.ts); its pool connects lazily.
+  const sandbox = o.sandboxPool ?? createApiPool(o.cfg, sandboxUrl(o.cfg, poolUrl(o.pool)));
+  const deps: ApiDeps = { cfg: o.cfg, pool: o.pool, cursors: new Cursors(o.cfg.hmacKey), dataPool: (req) => (req.apiKey?.env === 'test' ? sandbox : o.pool) };
   const log = o.log.child({ component: 'api' }, { redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' } });
   const app = Fastify({
     loggerInstance: log,
@@ -98,7 +108,10 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
   const { connectionString, host, port, user, password, database, ssl } = o.pool.options;
   const keys = new KeyCache({ connectionString, host, port, user, password, database, ssl, application_name: 'agro-api-keys' }, log);
   keys.start();
-  app.addHook('onClose', async () => keys.stop());
+  app.addHook('onClose', async () => {
+    await keys.stop();
+    if (!o.sandboxPool) await sandbox.end();
+  });
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
