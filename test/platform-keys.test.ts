@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createKey, listKeys, purgeRevokedKeys, revokeKey, rotateKey } from '../src/platform/keys.ts';
-import { call, expectEnvelope, startApi, type Running } from './helpers/api.ts';
+import { call, eventually, expectEnvelope, startApi, type Running } from './helpers/api.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 let db: TestDb;
@@ -23,17 +23,6 @@ afterAll(async () => {
 // The history needs no data set: any key can read its own.
 const hit = (key?: string) => call(api.base, '/v1/car/history', { key });
 
-async function eventually(fn: () => Promise<unknown>, ms = 3_000): Promise<void> {
-  const until = Date.now() + ms;
-  for (;;) {
-    try {
-      return void (await fn());
-    } catch (e) {
-      if (Date.now() > until) throw e;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-}
 
 describe('keys', () => {
   test('401 for missing, malformed, unknown, revoked and expired-after-rotation keys', async () => {

@@ -17,6 +17,7 @@ import { checkKeyFormat } from '../platform/keys.ts';
 import { historyRoutes } from '../platform/history.ts';
 import { idempotencyOnSend, idempotencyPreHandler } from '../platform/idempotency.ts';
 import { admit, record } from '../platform/metering.ts';
+import { panelRoutes } from '../platform/panel.ts';
 import { sandboxUrl } from '../platform/sandbox.ts';
 import { carRoutes } from './car/routes.ts';
 import { Cursors } from './cursor.ts';
@@ -175,6 +176,7 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger; 
     },
     { prefix: '/v1' },
   );
+  await app.register(panelRoutes(deps));
   return app;
 }
 

@@ -96,3 +96,16 @@ export function fixtureApi(): { db: TestDb; api: Running } {
   });
   return fx;
 }
+
+/** Retries an assertion until it passes or `ms` have gone (asynchronous notifications, expiries). */
+export async function eventually(fn: () => Promise<unknown>, ms = 3_000): Promise<void> {
+  const until = Date.now() + ms;
+  for (;;) {
+    try {
+      return void (await fn());
+    } catch (e) {
+      if (Date.now() > until) throw e;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
