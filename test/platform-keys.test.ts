@@ -92,4 +92,18 @@ describe('keys', () => {
       expect(JSON.parse(again.stdout).error.code).toBe('key_not_found');
     });
   }, 60_000);
+
+  test('agro platform purge applies the retentions', async () => {
+    const k = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'purge' });
+    await db.pool.query(`INSERT INTO platform.requests (id, key_id, method, path, status, billable, created_at) VALUES ('req_purge_old', $1, 'GET', '/v1/x', 200, true, now() - interval '14 months')`, [k.id]);
+    await db.pool.query(`INSERT INTO platform.idempotency (key_id, method, path, idem_key, body_sha256, state, expires_at) VALUES ($1, 'POST', '/v1/x', 'old', '\\x00', 'done', now() - interval '1 hour')`, [k.id]);
+    const root = path.resolve(__dirname, '..');
+    const r = spawnSync(process.execPath, [path.join(root, 'bin/agro.mjs'), 'platform', 'purge', '--json'], { cwd: root, env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.history_rows).toBeGreaterThanOrEqual(1);
+    expect(j.idempotency_answers).toBeGreaterThanOrEqual(1);
+    expect((await db.pool.query(`SELECT 1 FROM platform.requests WHERE id = 'req_purge_old'`)).rowCount).toBe(0);
+    expect((await db.pool.query(`SELECT 1 FROM platform.idempotency WHERE key_id = $1`, [k.id])).rowCount).toBe(0);
+  }, 60_000);
 });

@@ -88,7 +88,15 @@ async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest):
   req.apiKey = key;
 }
 
-export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger; sandboxPool?: pg.Pool }) {
+export async function buildServer(o: {
+  cfg: Config;
+  pool: pg.Pool;
+  log: Logger;
+  sandboxPool?: pg.Pool;
+  /** Skips rate limit, quota, history and idempotency: only bench/platform.ts sets it (its anchor). */
+  benchBypassMetering?: boolean;
+}) {
+  const metering = !o.benchBypassMetering;
   // Test keys read the sandbox database (src/platform/sandbox.ts); its pool connects lazily.
   const sandbox = o.sandboxPool ?? createApiPool(o.cfg, sandboxUrl(o.cfg, poolUrl(o.pool)));
   const deps: ApiDeps = { cfg: o.cfg, pool: o.pool, cursors: new Cursors(o.cfg.hmacKey), dataPool: (req) => (req.apiKey?.env === 'test' ? sandbox : o.pool) };
@@ -119,13 +127,13 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger; 
     const isPublic = req.routeOptions.config?.public === true || req.url === '/v1/docs' || req.url.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
       await authenticate(o.pool, keys, req);
-      await admit(o.pool, req, reply);
+      if (metering) await admit(o.pool, req, reply);
     }
   });
 
   // The history row and the quota count, once the status is known (X-Quota-Used includes it).
   // Idempotency-Key on POST: after validation (a refused body is never claimed).
-  app.addHook('preHandler', async (req, reply) => idempotencyPreHandler(o.pool, req, reply));
+  if (metering) app.addHook('preHandler', async (req, reply) => idempotencyPreHandler(o.pool, req, reply));
 
   app.addHook('onSend', async (req, reply, payload) => {
     if (req.idempotency) await idempotencyOnSend(o.pool, req, reply, payload);

@@ -20,6 +20,7 @@ import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
 import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo, type CliContext } from './api-commands.ts';
 import { cmdSandbox, runSandboxLoad, SANDBOX_USAGE } from './sandbox-command.ts';
+import { cmdPlatform, PLATFORM_USAGE } from './platform-command.ts';
 
 const USAGE = `usage: agro <command> [options]
 
@@ -36,6 +37,7 @@ const USAGE = `usage: agro <command> [options]
   demo                              start the cluster, load every fixture, print what was published, serve the API
 ${API_USAGE}
 ${SANDBOX_USAGE}
+${PLATFORM_USAGE}
 
 pipelines: ${PIPELINES.map((p) => p.name).join(', ')}
 every command accepts --json (one JSON object on stdout)`;
@@ -393,6 +395,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'serve': return await cmdServe(apiContext(env));
       case 'keys': return await cmdKeys(apiContext(env));
       case 'sandbox': return await cmdSandbox(apiContext(env), fixtureRuns());
+      case 'platform': return await cmdPlatform(apiContext(env));
       default:
         throw new AgroError('usage', `unknown command "${cmd}"`);
     }
