@@ -15,6 +15,8 @@ export interface Config {
   dataDir: string;
   /** Explicit DATABASE_URL; null means "use the embedded cluster". */
   databaseUrl: string | null;
+  /** AGRO_SANDBOX_DATABASE_URL; null means the live database's name + `_sandbox`. */
+  sandboxDatabaseUrl: string | null;
   /** Port of the embedded cluster (loopback only). */
   embeddedPort: number;
   /** AGRO_DB_PORT was set: a taken port is an error, not a reason to pick another one. */
@@ -54,7 +56,7 @@ export interface Config {
   /** SICAR's GeoServer WFS (route B: AREA_IMOVEL without a CAPTCHA); endpoint in sources['sicar-wfs']. */
   sicarWfs: WfsSettings;
   /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
-  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number }>;
+  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number }>;
   /** Receita CNPJ month downloads (the share's WebDAV URL is sources['receita-cnpj']). */
   receitaCnpj: Readonly<ReceitaCnpjConfig>;
 }
@@ -150,6 +152,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
   return Object.freeze({
     dataDir: path.resolve(cwd, env.AGRO_DATA_DIR || '.data'),
     databaseUrl: env.DATABASE_URL || null,
+    sandboxDatabaseUrl: env.AGRO_SANDBOX_DATABASE_URL || null,
     embeddedPort: num(env.AGRO_DB_PORT, 54329),
     embeddedPortExplicit: !!env.AGRO_DB_PORT,
     logLevel: env.LOG_LEVEL || 'info',
@@ -180,6 +183,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       statementTimeoutMs: num(env.AGRO_API_STATEMENT_TIMEOUT_MS, 10_000),
       poolSize: num(env.AGRO_API_POOL, 16),
       bodyLimitBytes: num(env.AGRO_API_BODY_LIMIT, 1_048_576),
+      historyRetentionMonths: Math.max(1, num(env.AGRO_HISTORY_RETENTION_MONTHS, 13)),
+      keyRotationGraceHours: Math.max(0, num(env.AGRO_KEY_ROTATION_GRACE_HOURS, 24)),
     }),
     receitaCnpj: Object.freeze({
       shareToken: env.AGRO_CNPJ_SHARE_TOKEN || 'YggdBLfdninEJX9',

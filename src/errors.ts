@@ -41,6 +41,10 @@ export const ERRORS = {
   key_not_found: { exitCode: 1, httpStatus: 404, message: 'API key not found' },
   interrupted: { exitCode: 1, httpStatus: 503, message: 'the run was interrupted; nothing was published' },
   schedule_config: { exitCode: 2, httpStatus: 400, message: 'invalid schedule file' },
+  rate_limited: { exitCode: 1, httpStatus: 429, message: 'rate limit exceeded' },
+  quota_exceeded: { exitCode: 1, httpStatus: 402, message: 'monthly plan quota exceeded' },
+  idempotency_key_reused: { exitCode: 2, httpStatus: 422, message: 'idempotency key reused with another request' },
+  idempotency_conflict: { exitCode: 1, httpStatus: 409, message: 'a request with this idempotency key is still running' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ALNUM, buildReceitaMonth, ENTERING_PARTNER, LEAVING_PARTNER, SHARED_CPF_PARTNERS } from '../fixtures/receita-cnpj.ts';
+import { ALNUM, buildReceitaMonth, ENTERING_PARTNER, LEAVING_PARTNER, SHARED_CPF_PARTNERS, SHARED_MASKED_CPF } from '../fixtures/receita-cnpj.ts';
 import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
 import { cpfCheckDigits } from '../src/documents.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
@@ -87,6 +87,13 @@ async function expectedCompany(cnpj: string) {
 }
 
 describe('GET /v1/socio/cnpj/{cnpj}', () => {
+  test('test keys read the sandbox database only: not loaded here, so 503 on every socio route, never the live rows', async () => {
+    const testKey = await newKey(db, 'test');
+    for (const p of [`/v1/socio/cnpj/${ALNUM.cnpj}`, `/v1/socio/cpf/${encodeURIComponent(SHARED_MASKED_CPF)}`, '/v1/socio/search?q=agropecuaria']) {
+      expectEnvelope(await call(api.base, p, { key: testKey }), 503, 'upstream_unavailable');
+    }
+  });
+
   test('the alphanumeric CNPJ, masked or bare in any case: every field against the serving views', async () => {
     const want = await expectedCompany(ALNUM.cnpj);
     expect(want.razao_social).toBe('AGROPECUÁRIA SÃO JOSÉ LTDA');

@@ -1,4 +1,5 @@
 // What every route group receives: the frozen config, the API's pool and the cursor signer.
+import type { FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { Config } from '../config.ts';
 import type { Cursors } from './cursor.ts';
@@ -7,6 +8,8 @@ export interface ApiDeps {
   cfg: Config;
   pool: pg.Pool;
   cursors: Cursors;
+  /** The pool a request's data comes from: the sandbox database for `ck_test_` keys. */
+  dataPool(req: FastifyRequest): pg.Pool;
 }
 
 export const UFS = ['AC', 'AL', 'AM', 'AP', 'BA', 'CE', 'DF', 'ES', 'GO', 'MA', 'MG', 'MS', 'MT', 'PA', 'PB', 'PE', 'PI', 'PR', 'RJ', 'RN', 'RO', 'RR', 'RS', 'SC', 'SE', 'SP', 'TO'] as const;

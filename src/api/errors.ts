@@ -49,7 +49,7 @@ function validationMessage(issue: AjvIssue, context: string | undefined): { para
   return { param, text };
 }
 
-const CONNECTION_ERRORS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH', 'EPIPE', '57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006']);
+const CONNECTION_ERRORS = new Set(['3D000', 'ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH', 'EPIPE', '57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006']);
 
 /** Maps anything thrown while serving a request to a failure. */
 export function toFailure(err: unknown): ApiFailure {

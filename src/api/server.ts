@@ -14,6 +14,11 @@ import type { Logger } from '../log.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
+import { historyRoutes } from '../platform/history.ts';
+import { idempotencyOnSend, idempotencyPreHandler } from '../platform/idempotency.ts';
+import { admit, record } from '../platform/metering.ts';
+import { panelRoutes } from '../platform/panel.ts';
+import { sandboxUrl } from '../platform/sandbox.ts';
 import { carRoutes } from './car/routes.ts';
 import { Cursors } from './cursor.ts';
 import type { ApiDeps } from './deps.ts';
@@ -64,6 +69,13 @@ function clientError(err: Error & { code?: string }, socket: Socket) {
   );
 }
 
+/** A pool's connection as a URL (the sandbox database is named after it). */
+function poolUrl(pool: pg.Pool): string {
+  const { connectionString, host, port, user, password, database } = pool.options;
+  const auth = `${encodeURIComponent(user ?? '')}${typeof password === 'string' ? `:${encodeURIComponent(password)}` : ''}`;
+  return connectionString ?? `postgres://${auth}@${host ?? '127.0.0.1'}:${port ?? 5432}/${encodeURIComponent(database ?? '')}`;
+}
+
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest): Promise<void> {
@@ -77,8 +89,18 @@ async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest):
   req.apiKey = key;
 }
 
-export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }) {
-  const deps: ApiDeps = { cfg: o.cfg, pool: o.pool, cursors: new Cursors(o.cfg.hmacKey) };
+export async function buildServer(o: {
+  cfg: Config;
+  pool: pg.Pool;
+  log: Logger;
+  sandboxPool?: pg.Pool;
+  /** Skips rate limit, quota, history and idempotency: only bench/platform.ts sets it (its anchor). */
+  benchBypassMetering?: boolean;
+}) {
+  const metering = !o.benchBypassMetering;
+  // Test keys read the sandbox database (src/platform/sandbox.ts); its pool connects lazily.
+  const sandbox = o.sandboxPool ?? createApiPool(o.cfg, sandboxUrl(o.cfg, poolUrl(o.pool)));
+  const deps: ApiDeps = { cfg: o.cfg, pool: o.pool, cursors: new Cursors(o.cfg.hmacKey), dataPool: (req) => (req.apiKey?.env === 'test' ? sandbox : o.pool) };
   const log = o.log.child({ component: 'api' }, { redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' } });
   const app = Fastify({
     loggerInstance: log,
@@ -96,12 +118,27 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
   const { connectionString, host, port, user, password, database, ssl } = o.pool.options;
   const keys = new KeyCache({ connectionString, host, port, user, password, database, ssl, application_name: 'agro-api-keys' }, log);
   keys.start();
-  app.addHook('onClose', async () => keys.stop());
+  app.addHook('onClose', async () => {
+    await keys.stop();
+    if (!o.sandboxPool) await sandbox.end();
+  });
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     const isPublic = req.routeOptions.config?.public === true || req.url === '/v1/docs' || req.url.startsWith('/v1/docs/');
-    if (!isPublic && req.routeOptions.url !== undefined) await authenticate(o.pool, keys, req);
+    if (!isPublic && req.routeOptions.url !== undefined) {
+      await authenticate(o.pool, keys, req);
+      if (metering) await admit(o.pool, req, reply);
+    }
+  });
+
+  // The history row and the quota count, once the status is known (X-Quota-Used includes it).
+  // Idempotency-Key on POST: after validation (a refused body is never claimed).
+  if (metering) app.addHook('preHandler', async (req, reply) => idempotencyPreHandler(o.pool, req, reply));
+
+  app.addHook('onSend', async (req, reply, payload) => {
+    if (req.idempotency) await idempotencyOnSend(o.pool, req, reply, payload);
+    if (req.metering) await record(o.pool, req, reply);
   });
 
   app.addHook('onResponse', async (req, reply) => {
@@ -144,10 +181,12 @@ export async function buildServer(o: { cfg: Config; pool: pg.Pool; log: Logger }
       await v1.register(carRoutes(deps));
       await v1.register(socioRoutes(deps));
       await v1.register(enriquecimentoRoutes(deps));
+      await v1.register(historyRoutes(deps));
       v1.get('/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },
   );
+  await app.register(panelRoutes(deps));
   return app;
 }
 

@@ -5,7 +5,7 @@ import { databaseUrl } from '../db/cluster.ts';
 import { AgroError } from '../errors.ts';
 import { printResult } from './output.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { createKey, KEY_ENVS, listKeys, PLANS, revokeKey, type KeyEnv, type Plan } from '../platform/keys.ts';
+import { createKey, KEY_ENVS, listKeys, PLANS, revokeKey, rotateKey, type KeyEnv, type Plan } from '../platform/keys.ts';
 
 export interface CliContext {
   cfg: Config;
@@ -19,7 +19,8 @@ export interface CliContext {
 
 export const API_USAGE = `  serve [--port 8080] [--host 127.0.0.1]   the HTTP API
   keys create --env test|live --plan PLAN [--name N]   a new API key, shown once
-  keys list | keys revoke <id>`;
+  keys list | keys revoke <id>
+  keys rotate <id> [--grace-hours 24]  a successor key; the old one works for the grace period`;
 
 export const API_OPTIONS = {
   port: { type: 'string' },
@@ -27,6 +28,7 @@ export const API_OPTIONS = {
   env: { type: 'string' },
   plan: { type: 'string' },
   name: { type: 'string' },
+  'grace-hours': { type: 'string' },
 } as const;
 
 const out = (ctx: CliContext, obj: unknown, human: () => string) => printResult(ctx.json, obj, human);
@@ -99,7 +101,7 @@ export async function cmdKeys(ctx: CliContext): Promise<number> {
     const keys = await ctx.withDb((pool) => listKeys(pool));
     const rows = keys.map((k) => ({
       id: k.id, name: k.name, env: k.env, plan: k.plan, prefix: k.prefix, last4: k.last4,
-      created_at: k.created_at.toISOString(), revoked_at: k.revoked_at?.toISOString() ?? null,
+      created_at: k.created_at.toISOString(), revoked_at: k.revoked_at?.toISOString() ?? null, replaced_by: k.replaced_by,
     }));
     out(ctx, { keys: rows }, () =>
       rows.length === 0
@@ -115,7 +117,18 @@ export async function cmdKeys(ctx: CliContext): Promise<number> {
     out(ctx, { id: k.id, revoked_at: k.revoked_at?.toISOString() ?? null }, () => `key ${k.id} revoked`);
     return 0;
   }
-  throw new AgroError('usage', 'keys create|list|revoke');
+  if (sub === 'rotate') {
+    const id = ctx.args[2];
+    if (!id) throw new AgroError('usage', 'keys rotate <id> [--grace-hours N]');
+    const raw = ctx.values['grace-hours'] as string | undefined;
+    const grace = raw === undefined ? ctx.cfg.api.keyRotationGraceHours : Number(raw);
+    if (!Number.isFinite(grace) || grace < 0) throw new AgroError('usage', `--grace-hours must be a number ≥ 0, got "${raw}"`);
+    const r = await ctx.withDb((pool) => rotateKey(pool, id, grace));
+    out(ctx, { ...r.key, replaces: r.old.id, old_key_expires_at: r.old.expires_at.toISOString() }, () =>
+      `${r.key.key}\n(id ${r.key.id}, replaces ${r.old.id}, which works until ${r.old.expires_at.toISOString()}) — store it now: it is not shown again`);
+    return 0;
+  }
+  throw new AgroError('usage', 'keys create|list|revoke|rotate');
 }
 
 /** A property with a declared CNPJ owner, for the demo's ready-to-paste requests. */
@@ -131,14 +144,16 @@ async function demoSample(pool: pg.Pool): Promise<{ car: string; cnpj: string; e
 
 /** The end of `agro demo`: a fresh key, the API on loopback, three curl lines; serves until Ctrl-C. */
 export async function serveDemo(ctx: CliContext): Promise<number> {
-  const { key, sample } = await ctx.withDb(async (pool) => ({
-    key: await createKey(pool, { env: 'test', plan: 'enterprise', name: 'demo' }),
+  const { key, live, sample } = await ctx.withDb(async (pool) => ({
+    key: await createKey(pool, { env: 'test', plan: 'enterprise', name: 'demo sandbox' }),
+    live: await createKey(pool, { env: 'live', plan: 'enterprise', name: 'demo live' }),
     sample: await demoSample(pool),
   }));
   const api = await startApi(ctx.cfg, { port: portOf(ctx), host: (ctx.values.host as string | undefined) ?? ctx.cfg.host });
   const auth = `-H 'Authorization: Bearer ${key.key}'`;
   const lines = [
-    `\nThe API is serving on ${api.url} (docs: ${api.url}/v1/docs). Demo key ${key.id}: ${key.key}`,
+    `\nThe API is serving on ${api.url} (docs: ${api.url}/v1/docs). Sandbox key ${key.id} (reads the sandbox, never billed): ${key.key}`,
+    `Live key ${live.id} (reads the published snapshots, billed): ${live.key}`,
     ...(sample
       ? [
           `  curl -s ${auth} '${api.url}/v1/car/${sample.car}?include=ucs,tis,embargos'`,

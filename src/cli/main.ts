@@ -26,6 +26,8 @@ import { out, printResult } from './output.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
 import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo, type CliContext } from './api-commands.ts';
+import { cmdSandbox, runSandboxLoad, SANDBOX_USAGE } from './sandbox-command.ts';
+import { cmdPlatform, PLATFORM_USAGE } from './platform-command.ts';
 
 const USAGE = `usage: agro <command> [options]
 
@@ -45,6 +47,8 @@ const USAGE = `usage: agro <command> [options]
   report <run_id|snapshot_id> [--format json|html] [--out FILE]
   demo                              start the cluster, load every fixture, print what was published, serve the API
 ${API_USAGE}
+${SANDBOX_USAGE}
+${PLATFORM_USAGE}
 
 pipelines: ${PIPELINES.map((p) => p.name).join(', ')}
 every command accepts --json (one JSON object on stdout)`;
@@ -334,7 +338,9 @@ async function cmdDemo(env: Env): Promise<number> {
     }
     process.stdout.write(`\nSnapshots: npx agro snapshots    Reports: npx agro report <snapshot_id> --format html --out report.html\nDatabase: ${databaseUrl(env.cfg)}\n`);
   });
-  return code === 0 ? serveDemo(apiContext(env)) : code;
+  if (code !== 0) return code;
+  await runSandboxLoad(apiContext(env), fixtureRuns());
+  return serveDemo(apiContext(env));
 }
 
 /** The one failure output: `{"error": {code, message}}` on stdout with --json, a line on stderr always. */
@@ -410,6 +416,8 @@ export async function main(argv: string[]): Promise<number> {
       case 'demo': return await cmdDemo(env);
       case 'serve': return await cmdServe(apiContext(env));
       case 'keys': return await cmdKeys(apiContext(env));
+      case 'sandbox': return await cmdSandbox(apiContext(env), fixtureRuns());
+      case 'platform': return await cmdPlatform(apiContext(env));
       default:
         throw new AgroError('usage', `unknown command "${cmd}"`);
     }

@@ -7,7 +7,7 @@ import pgLib from 'pg';
 import type { Logger } from '../log.ts';
 import { findActiveKey, keySha256, type ApiKey } from './keys.ts';
 
-export type ActiveKey = Pick<ApiKey, 'id' | 'env' | 'plan'>;
+export type ActiveKey = Pick<ApiKey, 'id' | 'env' | 'plan' | 'revoked_at'>;
 
 const CHANNEL = 'agro_api_keys';
 
@@ -65,7 +65,8 @@ export class KeyCache {
   async find(pool: pg.Pool, key: string): Promise<ActiveKey | null> {
     const hash = keySha256(key).toString('hex');
     const hit = this.#live ? this.#entries.get(hash) : undefined;
-    if (hit && Date.now() - hit.at < this.ttlMs) return hit.key;
+    // A rotated key's grace period ends without any notification: checked on every hit.
+    if (hit && Date.now() - hit.at < this.ttlMs && (hit.key.revoked_at === null || hit.key.revoked_at.getTime() > Date.now())) return hit.key;
     const generation = this.#generation;
     const found = await findActiveKey(pool, key);
     if (found && this.#live && generation === this.#generation) this.#entries.set(hash, { key: found, at: Date.now() });

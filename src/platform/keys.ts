@@ -62,7 +62,9 @@ export interface ApiKey {
   prefix: string;
   last4: string;
   created_at: Date;
+  /** In the future for a rotated key still in its grace period. */
   revoked_at: Date | null;
+  replaced_by: string | null;
 }
 
 export interface CreatedKey {
@@ -76,41 +78,89 @@ export interface CreatedKey {
 type Db = pg.Pool | pg.ClientBase;
 
 /** Creates a key and returns it in clear, the only time it is ever shown. */
-export async function createKey(db: Db, o: { env: KeyEnv; plan: Plan; name?: string | null }): Promise<CreatedKey> {
+export async function createKey(db: Db, o: { env: KeyEnv; plan: Plan; name?: string | null; accountId?: string | null }): Promise<CreatedKey> {
   if (!KEY_ENVS.includes(o.env)) throw new AgroError('usage', `--env is test or live, got "${o.env}"`);
   if (!PLANS.includes(o.plan)) throw new AgroError('usage', `--plan is one of ${PLANS.join(', ')}, got "${o.plan}"`);
   const key = generateKey(o.env);
   const id = `key_${randomBase62(16)}`;
   const name = o.name ?? null;
   await db.query(
-    `INSERT INTO platform.api_keys (id, name, env, plan, key_sha256, prefix, last4) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-    [id, name, o.env, o.plan, keySha256(key), `ck_${o.env}_${key.slice(8, 12)}`, key.slice(-4)],
+    `INSERT INTO platform.api_keys (id, name, env, plan, key_sha256, prefix, last4, account_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [id, name, o.env, o.plan, keySha256(key), `ck_${o.env}_${key.slice(8, 12)}`, key.slice(-4), o.accountId ?? null],
   );
   return { id, key, env: o.env, plan: o.plan, name };
 }
 
+/** How long a revoked key stays listed (with its history) for audit. */
+export const REVOKED_LISTED_DAYS = 30;
+
+/** Every key, revoked ones for 30 days after their revocation. */
 export async function listKeys(db: Db): Promise<ApiKey[]> {
   const r = await db.query(
-    `SELECT id, name, env, plan, prefix, last4, created_at, revoked_at FROM platform.api_keys ORDER BY created_at, id`,
+    `SELECT id, name, env, plan, prefix, last4, created_at, revoked_at, replaced_by FROM platform.api_keys
+     WHERE revoked_at IS NULL OR revoked_at > now() - make_interval(days => $1)
+     ORDER BY created_at, id`,
+    [REVOKED_LISTED_DAYS],
   );
   return r.rows;
+}
+
+/** Deletes keys revoked more than 30 days ago, and their history. */
+export async function purgeRevokedKeys(db: Db): Promise<number> {
+  const r = await db.query(
+    `WITH gone AS (
+       DELETE FROM platform.api_keys k WHERE revoked_at < now() - make_interval(days => $1)
+         AND NOT EXISTS (SELECT 1 FROM platform.api_keys s WHERE s.replaced_by = k.id AND s.revoked_at >= now() - make_interval(days => $1))
+       RETURNING id)
+     , h AS (DELETE FROM platform.requests WHERE key_id IN (SELECT id FROM gone))
+     SELECT count(*)::int AS n FROM gone`,
+    [REVOKED_LISTED_DAYS],
+  );
+  return r.rows[0].n;
+}
+
+/**
+ * Issues a successor with the same env, plan and name; the old key keeps working for the grace
+ * period, then answers 401 like a revoked one.
+ */
+export async function rotateKey(db: pg.Pool, id: string, graceHours: number): Promise<{ old: { id: string; expires_at: Date }; key: CreatedKey }> {
+  if (!(graceHours >= 0)) throw new AgroError('usage', `the grace period is a number of hours ≥ 0, got ${graceHours}`);
+  const c = await db.connect();
+  try {
+    await c.query('BEGIN');
+    const cur = await c.query(`SELECT env, plan, name, coalesce(account_id, id) AS "accountId" FROM platform.api_keys WHERE id = $1 AND (revoked_at IS NULL OR revoked_at > now()) AND replaced_by IS NULL FOR UPDATE`, [id]);
+    if (!cur.rows[0]) throw new AgroError('key_not_found', `${id} (unknown, revoked or already rotated)`);
+    const key = await createKey(c, cur.rows[0]);
+    const r = await c.query(
+      `UPDATE platform.api_keys SET revoked_at = least(coalesce(revoked_at, 'infinity'), now() + make_interval(secs => $2)), replaced_by = $3
+       WHERE id = $1 RETURNING revoked_at`,
+      [id, graceHours * 3600, key.id],
+    );
+    await c.query('COMMIT');
+    return { old: { id, expires_at: r.rows[0].revoked_at }, key };
+  } catch (e) {
+    await c.query('ROLLBACK').catch(() => {});
+    throw e;
+  } finally {
+    c.release();
+  }
 }
 
 /** Revokes a key (idempotent); key_not_found when the id does not exist. */
 export async function revokeKey(db: Db, id: string): Promise<ApiKey> {
   const r = await db.query(
-    `UPDATE platform.api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1
-     RETURNING id, name, env, plan, prefix, last4, created_at, revoked_at`,
+    `UPDATE platform.api_keys SET revoked_at = least(coalesce(revoked_at, now()), now()) WHERE id = $1
+     RETURNING id, name, env, plan, prefix, last4, created_at, revoked_at, replaced_by`,
     [id],
   );
   if (!r.rows[0]) throw new AgroError('key_not_found', id);
   return r.rows[0];
 }
 
-export const ACTIVE_KEY_SQL = `SELECT id, env, plan FROM platform.api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL`;
+export const ACTIVE_KEY_SQL = `SELECT id, env, plan, revoked_at FROM platform.api_keys WHERE key_sha256 = $1 AND (revoked_at IS NULL OR revoked_at > now())`;
 
-/** The active (not revoked) key with this value, or null. */
-export async function findActiveKey(db: Db, key: string): Promise<Pick<ApiKey, 'id' | 'env' | 'plan'> | null> {
+/** The active key with this value (not revoked, or rotated and still in its grace period), or null. */
+export async function findActiveKey(db: Db, key: string): Promise<Pick<ApiKey, 'id' | 'env' | 'plan' | 'revoked_at'> | null> {
   const r = await db.query(ACTIVE_KEY_SQL, [keySha256(key)]);
   return r.rows[0] ?? null;
 }

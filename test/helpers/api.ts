@@ -6,8 +6,9 @@ import { buildServer, createApiPool, type ApiServer } from '../../src/api/server
 import { fixtureRuns } from '../../src/cli/main.ts';
 import type { Config } from '../../src/config.ts';
 import { runPipeline } from '../../src/etl/run.ts';
-import { createKey } from '../../src/platform/keys.ts';
-import type { TestDb } from './db.ts';
+import { createKey, type Plan } from '../../src/platform/keys.ts';
+import { afterAll, beforeAll } from 'vitest';
+import { testDatabase, type TestDb } from './db.ts';
 
 /** Every fixture pipeline, in the nightly order. */
 export async function loadFixtures(db: TestDb): Promise<void> {
@@ -39,8 +40,8 @@ export async function startApi(cfg: Config, url: string, db: Pick<TestDb, 'log'>
   };
 }
 
-export async function newKey(db: TestDb, env: 'test' | 'live' = 'live'): Promise<string> {
-  return (await createKey(db.pool, { env, plan: 'growth', name: 'test' })).key;
+export async function newKey(db: TestDb, env: 'test' | 'live' = 'live', plan: Plan = 'enterprise'): Promise<string> {
+  return (await createKey(db.pool, { env, plan, name: 'test' })).key;
 }
 
 export interface Reply {
@@ -79,4 +80,32 @@ export function expectEnvelope(r: Reply, status: number, code: string): { code: 
   if (r.headers.get('x-request-id') !== e.request_id) throw new Error(`X-Request-Id ${r.headers.get('x-request-id')} ≠ ${e.request_id}`);
   if (Object.keys(r.body).length !== 1 || Object.keys(e).sort().join() !== 'code,message,request_id') throw new Error(`extra fields in the envelope: ${ctx}`);
   return e;
+}
+
+/** A test database loaded with every fixture and the API on it, torn down after the file's tests. */
+export function fixtureApi(): { db: TestDb; api: Running } {
+  const fx = {} as { db: TestDb; api: Running };
+  beforeAll(async () => {
+    fx.db = await testDatabase();
+    await loadFixtures(fx.db);
+    fx.api = await startApi(fx.db.cfg, fx.db.url, fx.db);
+  }, 300_000);
+  afterAll(async () => {
+    await fx.api?.close();
+    await fx.db?.drop();
+  });
+  return fx;
+}
+
+/** Retries an assertion until it passes or `ms` have gone (asynchronous notifications, expiries). */
+export async function eventually(fn: () => Promise<unknown>, ms = 3_000): Promise<void> {
+  const until = Date.now() + ms;
+  for (;;) {
+    try {
+      return void (await fn());
+    } catch (e) {
+      if (Date.now() > until) throw e;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
 }

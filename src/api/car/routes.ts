@@ -45,9 +45,9 @@ function noSnapshotAsOf(ctx: ReadContext, uf: string | null, asOf: string): neve
 }
 
 export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
-  const { pool } = deps;
   return async (app) => {
     app.get('/car/:numero', { schema: CarSchema }, async (req) => {
+      const pool = deps.dataPool(req);
       const car = req.params.numero.toUpperCase();
       const uf = stateOf(car);
       const include = parseInclude(req.query.include);
@@ -81,6 +81,7 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
     });
 
     app.get('/car/by-document/:documento', { schema: ByDocumentSchema }, async (req) => {
+      const pool = deps.dataPool(req);
       const doc = parseDocument(req.params.documento);
       if (!doc) throw new AgroError('invalid_request', 'documento: not a valid CPF (11 digits) or CNPJ (14 characters): wrong length or check digits');
       const q = req.query;
@@ -158,6 +159,7 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
         checkGeometry(body.geometry);
       },
     }, async (req) => {
+      const pool = deps.dataPool(req);
       const geojson = JSON.stringify(req.body.geometry);
       const area = await checkGeometryInDb(pool, geojson);
       const hits = await carsByGeometry(pool, geojson, req.body.min_overlap, req.body.limit);

@@ -53,7 +53,6 @@ const num = (x: unknown, dp: number) => round(x as number, dp) ?? 0;
 const shares = (r: Record<string, unknown>) => ({ area_sobreposta_ha: num(r.area_sobreposta_ha, 4), percentual: num(r.percentual, 6) });
 
 export function enriquecimentoRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
-  const { pool } = deps;
   return async (app) => {
     app.post('/enriquecimento/territorial', {
       schema: Schema,
@@ -68,6 +67,7 @@ export function enriquecimentoRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
         checkGeometry(body.geometry);
       },
     }, async (req) => {
+      const pool = deps.dataPool(req);
       const layers: Layer[] = req.body.layers?.length ? (req.body.layers as Layer[]) : [...ENRICH_LAYERS];
       const needed = ['municipios' as const, ...layers];
       const published = new Map((await publishedDatasets(pool, needed.map((l) => DATASET[l]))).map((d) => [d.dataset, d]));

@@ -90,10 +90,10 @@ const provenance = (s: CnpjSnapshot) => ({
 });
 
 export function socioRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
-  const { pool } = deps;
   return async (app) => {
     app.get('/socio/cnpj/:cnpj', { schema: CnpjSchema }, async (req) => {
       const cnpj = parseCnpj(req.params.cnpj);
+      const pool = deps.dataPool(req); // test keys read the sandbox
       const snap = await cnpjSnapshotFor(pool, req.query.as_of ?? null);
       const e = await empresaIn(pool, snap.snapshot_id, cnpj);
       if (!e) throw new AgroError('not_found', `CNPJ ${formatCnpj(cnpj)} is not in the Receita month ${snap.as_of.slice(0, 7)} (snapshot ${snap.snapshot_id})`);
@@ -114,6 +114,7 @@ export function socioRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const miolo = cpfMiolo(req.params.cpf);
       const nome = req.query.nome === undefined ? null : foldName(req.query.nome);
       if (nome === '') throw new AgroError('invalid_request', 'nome: must contain letters or digits');
+      const pool = deps.dataPool(req);
       const snap = await cnpjSnapshotFor(pool, req.query.as_of ?? null);
       let rows = await vinculosIn(pool, snap.snapshot_id, miolo);
       if (nome) {
@@ -140,6 +141,7 @@ export function socioRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       if ([...text].length < 3) throw new AgroError('invalid_request', 'q: must have at least 3 characters besides blanks');
       const uf = q.uf?.toUpperCase() ?? null;
       if (uf && uf !== 'EX' && !(UFS as readonly string[]).includes(uf)) throw new AgroError('invalid_request', `uf: "${uf}" is not a Brazilian state (or EX)`);
+      const pool = deps.dataPool(req);
       const snap = await cnpjSnapshotFor(pool, q.as_of ?? null);
       const rows = await buscaIn(pool, snap.snapshot_id, {
         q: text, uf, situacao: q.situacao ? SITUACAO_CODE[q.situacao] : null, cnae: q.cnae ? q.cnae.replace(/\D/g, '') : null, limit: q.limit,

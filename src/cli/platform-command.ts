@@ -1,0 +1,21 @@
+// `agro platform purge`: the retention of the API platform's tables — history older than
+// AGRO_HISTORY_RETENTION_MONTHS (13), keys revoked more than 30 days ago (with their history),
+// expired idempotency answers and old rate-limit windows. Meant for the nightly schedule.
+import { AgroError } from '../errors.ts';
+import { purgeIdempotency } from '../platform/idempotency.ts';
+import { purgeRevokedKeys } from '../platform/keys.ts';
+import { purgeHistory } from '../platform/limits.ts';
+import type { CliContext } from './api-commands.ts';
+import { printResult } from './output.ts';
+
+export const PLATFORM_USAGE = `  platform purge                    drop history past its retention, keys revoked 30+ days ago, expired idempotency answers`;
+
+export async function cmdPlatform(ctx: CliContext): Promise<number> {
+  if (ctx.args[1] !== 'purge') throw new AgroError('usage', 'platform purge');
+  const r = await ctx.withDb(async (pool) => {
+    const h = await purgeHistory(pool, ctx.cfg.api.historyRetentionMonths);
+    return { history_rows: h.requests, rate_windows: h.windows, revoked_keys: await purgeRevokedKeys(pool), idempotency_answers: await purgeIdempotency(pool) };
+  });
+  printResult(ctx.json, r, () => `purged ${r.history_rows} history rows, ${r.revoked_keys} revoked keys, ${r.idempotency_answers} idempotency answers, ${r.rate_windows} rate windows`);
+  return 0;
+}

@@ -1,0 +1,70 @@
+// The account panel's statements: sessions, the account's keys, the month's usage per day.
+import crypto from 'node:crypto';
+import type pg from 'pg';
+import { REVOKED_LISTED_DAYS, type ApiKey } from './keys.ts';
+
+type Db = pg.Pool | pg.ClientBase;
+
+export const SESSION_HOURS = 12;
+
+const sha256 = (s: string) => crypto.createHash('sha256').update(s).digest();
+const token = () => crypto.randomBytes(32).toString('base64url');
+
+export async function createSession(db: Db, keyId: string): Promise<{ token: string; csrf: string }> {
+  const t = token();
+  const csrf = token();
+  await db.query(
+    `INSERT INTO platform.panel_sessions (token_sha256, key_id, csrf, expires_at) VALUES ($1, $2, $3, now() + make_interval(hours => $4))`,
+    [sha256(t), keyId, csrf, SESSION_HOURS],
+  );
+  return { token: t, csrf };
+}
+
+export interface Session {
+  key_id: string;
+  csrf: string;
+  env: 'test' | 'live';
+  plan: ApiKey['plan'];
+  name: string | null;
+  account: string;
+}
+
+/** The session of a cookie token, while both it and its key are valid. */
+export async function sessionOf(db: Db, t: string): Promise<Session | null> {
+  const r = await db.query(
+    `SELECT s.key_id, s.csrf, k.env, k.plan, k.name, coalesce(k.account_id, k.id) AS account
+       FROM platform.panel_sessions s JOIN platform.api_keys k ON k.id = s.key_id
+      WHERE s.token_sha256 = $1 AND s.expires_at > now() AND (k.revoked_at IS NULL OR k.revoked_at > now())`,
+    [sha256(t)],
+  );
+  return r.rows[0] ?? null;
+}
+
+export async function endSession(db: Db, t: string): Promise<void> {
+  await db.query(`DELETE FROM platform.panel_sessions WHERE token_sha256 = $1 OR expires_at < now()`, [sha256(t)]);
+}
+
+/** The account's keys, revoked ones for 30 days. */
+export async function accountKeys(db: Db, account: string): Promise<ApiKey[]> {
+  const r = await db.query(
+    `SELECT id, name, env, plan, prefix, last4, created_at, revoked_at, replaced_by FROM platform.api_keys
+      WHERE coalesce(account_id, id) = $1 AND (revoked_at IS NULL OR revoked_at > now() - make_interval(days => $2))
+      ORDER BY created_at, id`,
+    [account, REVOKED_LISTED_DAYS],
+  );
+  return r.rows;
+}
+
+/** Billable answers of a key per UTC day of a month (`YYYY-MM`), and the month's counter. */
+export async function usageByDay(db: Db, keyId: string, month: string): Promise<{ days: Map<number, number>; used: number }> {
+  const r = await db.query(
+    `SELECT extract(day FROM created_at AT TIME ZONE 'UTC')::int AS day, count(*)::int AS n FROM platform.requests
+      WHERE key_id = $1 AND billable
+        AND created_at >= (($2 || '-01')::date)::timestamp AT TIME ZONE 'UTC'
+        AND created_at < ((($2 || '-01')::date + interval '1 month'))::timestamp AT TIME ZONE 'UTC'
+      GROUP BY 1`,
+    [keyId, month],
+  );
+  const u = await db.query(`SELECT used FROM platform.usage_months WHERE key_id = $1 AND month = ($2 || '-01')::date`, [keyId, month]);
+  return { days: new Map(r.rows.map((x) => [x.day as number, x.n as number])), used: Number(u.rows[0]?.used ?? 0) };
+}

@@ -1,0 +1,198 @@
+// The account panel at /panel: server-rendered HTML (no script, no CDN), signed in with an API
+// key. The session cookie is HttpOnly and SameSite=Strict; every form carries the session's
+// CSRF token as well. Shows the plan, the month's usage against the quota (an inline SVG chart
+// per day), the history with its date filters, and the account's keys (create — shown once —,
+// revoke, rotate).
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import crypto from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ApiDeps } from '../api/deps.ts';
+import { maskCpfsInText } from '../privacy.ts';
+import { historyPage } from './history.ts';
+import { checkKeyFormat, createKey, findActiveKey, KEY_ENVS, revokeKey, rotateKey, type ApiKey, type KeyEnv, type Plan } from './keys.ts';
+import { PLAN_LIMITS, windowOf } from './limits.ts';
+import { accountKeys, createSession, endSession, SESSION_HOURS, sessionOf, usageByDay, type Session } from './panel-sql.ts';
+
+const COOKIE = 'agro_panel';
+
+const esc = (s: unknown) =>
+  String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+const STYLE = `body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:60rem;padding:0 1rem;color:#1d2b1f}
+h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #ccd5cc}table{border-collapse:collapse;width:100%}
+td,th{padding:.3rem .5rem;border-bottom:1px solid #e3e8e3;text-align:left;font-size:.9rem}code{background:#eef3ee;padding:.1rem .3rem}
+.new{background:#fff6d6;border:1px solid #e0c45c;padding:.75rem}.muted{color:#66756a}form.inline{display:inline}button{cursor:pointer}`;
+
+function page(title: string, body: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>${esc(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
+}
+
+function send(reply: FastifyReply, status: number, html: string) {
+  return reply
+    .code(status)
+    .headers({
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-store',
+      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+      'x-frame-options': 'DENY',
+      'referrer-policy': 'no-referrer',
+    })
+    .send(html);
+}
+
+const loginPage = (message = '') =>
+  page('Account panel — sign in', `<h1>Account panel</h1>${message ? `<p role="alert">${esc(message)}</p>` : ''}
+<form method="post" action="/panel/login"><label>API key <input name="api_key" type="password" autocomplete="off" size="50" required></label>
+<button type="submit">Sign in</button></form>`);
+
+/** Per-day bars of the month's billable answers, as inline SVG. */
+export function usageChart(days: Map<number, number>, daysInMonth: number): string {
+  const w = 18;
+  const h = 100;
+  const max = Math.max(1, ...days.values());
+  const bars = Array.from({ length: daysInMonth }, (_, i) => {
+    const n = days.get(i + 1) ?? 0;
+    const bh = Math.round((n / max) * h);
+    return `<rect x="${i * w + 2}" y="${h - bh + 4}" width="${w - 4}" height="${bh}" fill="#3f7d4e"><title>day ${i + 1}: ${n}</title></rect>` +
+      (n ? `<text x="${i * w + w / 2}" y="${h - bh}" font-size="9" text-anchor="middle">${n}</text>` : '') +
+      `<text x="${i * w + w / 2}" y="${h + 16}" font-size="9" text-anchor="middle" fill="#66756a">${i + 1}</text>`;
+  }).join('');
+  return `<svg role="img" aria-label="billable requests per day" width="${daysInMonth * w}" height="${h + 22}" viewBox="0 0 ${daysInMonth * w} ${h + 22}">${bars}</svg>`;
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '');
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
+
+async function dashboard(deps: ApiDeps, s: Session, q: Record<string, string | undefined>, flash: string): Promise<string> {
+  const pool = deps.pool;
+  const limits = PLAN_LIMITS[s.plan as Plan];
+  const month = windowOf(Date.now()).month;
+  const [y, m] = month.split('-').map(Number);
+  const daysInMonth = new Date(Date.UTC(y, m, 0)).getUTCDate();
+  const from = q.from && DATE.test(q.from) ? q.from : null;
+  const to = q.to && DATE.test(q.to) ? q.to : null;
+  const [usage, history, keys] = await Promise.all([
+    usageByDay(pool, s.key_id, month),
+    historyPage(pool, { keyId: s.key_id, from, to, before: null, limit: 50 }),
+    accountKeys(pool, s.account),
+  ]);
+  const csrf = `<input type="hidden" name="csrf" value="${esc(s.csrf)}">`;
+  const used = s.env === 'live' ? usage.used : 0;
+  const pct = Math.round((used / limits.perMonth) * 100);
+  const keyRow = (k: ApiKey) => {
+    const active = k.revoked_at === null || k.revoked_at.getTime() > Date.now();
+    const state = k.revoked_at === null ? 'active' : active ? `works until ${iso(k.revoked_at)}` : `revoked ${iso(k.revoked_at)}`;
+    const actions = active
+      ? `<form class="inline" method="post" action="/panel/keys/${esc(k.id)}/rotate">${csrf}<button>Rotate</button></form>
+         <form class="inline" method="post" action="/panel/keys/${esc(k.id)}/revoke">${csrf}<button>Revoke</button></form>`
+      : '';
+    return `<tr data-key="${esc(k.id)}"><td><code>${esc(k.prefix)}…${esc(k.last4)}</code>${k.id === s.key_id ? ' (this session)' : ''}</td><td>${esc(k.name)}</td><td>${esc(k.env)}</td>
+      <td class="state">${esc(state)}${k.replaced_by ? ` → ${esc(k.replaced_by)}` : ''}</td><td>${actions}</td></tr>`;
+  };
+  return page('Account panel', `<h1>Account panel</h1>
+<p>Signed in with <code>${esc(s.key_id)}</code> (${esc(s.env)}${s.name ? `, ${esc(s.name)}` : ''}).
+<form class="inline" method="post" action="/panel/logout">${csrf}<button>Sign out</button></form></p>
+${flash}
+<h2>Plan</h2><p><strong>${esc(s.plan)}</strong>: ${limits.perMinute} requests per minute, ${limits.perMonth} billable requests per month.</p>
+<h2>Usage in ${esc(month)}</h2>
+<p id="usage">${used} of ${limits.perMonth} (${pct} %)${s.env === 'test' ? ' — sandbox keys are never billed' : ''}</p>
+${usageChart(usage.days, daysInMonth)}
+<h2>History</h2>
+<form method="get" action="/panel"><label>From <input type="date" name="from" value="${esc(from)}"></label>
+<label>To <input type="date" name="to" value="${esc(to)}"></label> <button>Filter</button></form>
+<table id="history"><thead><tr><th>When (UTC)</th><th>Method</th><th>Path</th><th>Status</th><th>Billable</th><th>Legal basis</th></tr></thead><tbody>
+${history.map((h) => `<tr><td>${esc(iso(h.created_at))}</td><td>${esc(h.method)}</td><td><code>${esc(maskCpfsInText(h.path))}</code></td><td>${h.status}</td><td>${h.billable ? 'yes' : 'no'}</td><td>${esc(h.lgpd_base)}</td></tr>`).join('\n')}
+</tbody></table>${history.length === 0 ? '<p class="muted">No requests in this period.</p>' : ''}
+<h2>Keys</h2>
+<table id="keys"><thead><tr><th>Key</th><th>Name</th><th>Env</th><th>State</th><th></th></tr></thead><tbody>${keys.map(keyRow).join('\n')}</tbody></table>
+<form method="post" action="/panel/keys">${csrf}<label>Name <input name="name" maxlength="100"></label>
+<label>Env <select name="env">${KEY_ENVS.map((e) => `<option${e === s.env ? ' selected' : ''}>${e}</option>`).join('')}</select></label>
+<button type="submit">Create key</button></form>`);
+}
+
+const newKeyFlash = (key: string, note: string) =>
+  `<div class="new" role="status"><p>${esc(note)} It is shown only now: store it.</p><p><code id="new-key">${esc(key)}</code></p></div>`;
+
+export function panelRoutes(deps: ApiDeps) {
+  return async (app: FastifyInstance) => {
+    await app.register(cookie);
+    await app.register(formbody, { bodyLimit: 16_384 });
+    const config = { public: true };
+
+    const sessionFrom = async (req: FastifyRequest): Promise<Session | null> => {
+      const t = req.cookies[COOKIE];
+      return t ? sessionOf(deps.pool, t) : null;
+    };
+    const csrfOk = (req: FastifyRequest, s: Session) => {
+      const sent = (req.body as Record<string, unknown> | undefined)?.csrf;
+      return typeof sent === 'string' && sent.length === s.csrf.length && crypto.timingSafeEqual(Buffer.from(sent), Buffer.from(s.csrf));
+    };
+    /** A signed-in POST: the session and its CSRF token, or the answer already sent. */
+    const guard = async (req: FastifyRequest, reply: FastifyReply): Promise<Session | null> => {
+      const s = await sessionFrom(req);
+      if (!s) {
+        send(reply, 401, loginPage('Your session has ended: sign in again.'));
+        return null;
+      }
+      if (!csrfOk(req, s)) {
+        send(reply, 403, page('Forbidden', '<h1>Forbidden</h1><p>The form is out of date (CSRF token). <a href="/panel">Reload the panel</a>.</p>'));
+        return null;
+      }
+      return s;
+    };
+    const inAccount = async (s: Session, id: string) => (await accountKeys(deps.pool, s.account)).some((k) => k.id === id);
+
+    app.get('/panel', { config, schema: { hide: true } }, async (req, reply) => {
+      const s = await sessionFrom(req);
+      if (!s) return send(reply, 200, loginPage());
+      return send(reply, 200, await dashboard(deps, s, req.query as Record<string, string>, ''));
+    });
+
+    app.post('/panel/login', { config, schema: { hide: true } }, async (req, reply) => {
+      const key = String((req.body as Record<string, unknown> | undefined)?.api_key ?? '').trim();
+      const found = checkKeyFormat(key) ? await findActiveKey(deps.pool, key) : null;
+      if (!found) return send(reply, 401, loginPage('Unknown, revoked or malformed API key.'));
+      const { token } = await createSession(deps.pool, found.id);
+      reply.setCookie(COOKIE, token, { path: '/panel', httpOnly: true, sameSite: 'strict', secure: req.protocol === 'https', maxAge: SESSION_HOURS * 3600 });
+      return reply.code(303).header('location', '/panel').send();
+    });
+
+    app.post('/panel/logout', { config, schema: { hide: true } }, async (req, reply) => {
+      const s = await guard(req, reply);
+      if (!s) return reply;
+      await endSession(deps.pool, req.cookies[COOKIE]!);
+      reply.clearCookie(COOKIE, { path: '/panel' });
+      return reply.code(303).header('location', '/panel').send();
+    });
+
+    app.post('/panel/keys', { config, schema: { hide: true } }, async (req, reply) => {
+      const s = await guard(req, reply);
+      if (!s) return reply;
+      const b = req.body as Record<string, string | undefined>;
+      const env = (KEY_ENVS as readonly string[]).includes(b.env ?? '') ? (b.env as KeyEnv) : s.env;
+      const name = (b.name ?? '').trim().slice(0, 100) || null;
+      const k = await createKey(deps.pool, { env, plan: s.plan as Plan, name, accountId: s.account });
+      return send(reply, 201, await dashboard(deps, s, {}, newKeyFlash(k.key, `New ${env} key ${k.id} created.`)));
+    });
+
+    app.post('/panel/keys/:id/revoke', { config, schema: { hide: true } }, async (req, reply) => {
+      const s = await guard(req, reply);
+      if (!s) return reply;
+      const id = (req.params as { id: string }).id;
+      if (!(await inAccount(s, id))) return send(reply, 404, page('Not found', '<h1>Not found</h1><p>No such key in this account. <a href="/panel">Back</a></p>'));
+      await revokeKey(deps.pool, id);
+      return reply.code(303).header('location', '/panel').send();
+    });
+
+    app.post('/panel/keys/:id/rotate', { config, schema: { hide: true } }, async (req, reply) => {
+      const s = await guard(req, reply);
+      if (!s) return reply;
+      const id = (req.params as { id: string }).id;
+      if (!(await inAccount(s, id))) return send(reply, 404, page('Not found', '<h1>Not found</h1><p>No such key in this account. <a href="/panel">Back</a></p>'));
+      const r = await rotateKey(deps.pool, id, deps.cfg.api.keyRotationGraceHours);
+      return send(reply, 201, await dashboard(deps, s, {}, newKeyFlash(r.key.key, `Key ${id} rotated: its successor is ${r.key.id}; the old key works until ${iso(r.old.expires_at)}.`)));
+    });
+  };
+}

@@ -1,0 +1,156 @@
+// Idempotency-Key on POST (issue 10, contract §4) on a real API over a PostGIS loaded with the
+// fixtures. A request is held "running" by locking the serving view its work reads, from
+// another connection: the claim is taken before the work, so the lock decides who waits.
+import { describe, expect, test } from 'vitest';
+import pg from 'pg';
+import { createKey } from '../src/platform/keys.ts';
+import { call, expectEnvelope, fixtureApi, startApi, type Reply } from './helpers/api.ts';
+import { serveProcess } from './helpers/serve.ts';
+
+const SQUARE = (x0: number, y0: number, x1: number, y1: number) => ({ type: 'Polygon', coordinates: [[[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0]]] });
+const G = SQUARE(-49.34, -16.59, -49.30, -16.55);
+const G2 = SQUARE(-49.35, -16.60, -49.30, -16.55);
+
+const fx = fixtureApi();
+
+const newKey = async () => createKey(fx.db.pool, { env: 'live', plan: 'enterprise', name: 'idem' });
+const post = (base: string, key: string, idem: string | null, body: unknown) =>
+  call(base, '/v1/car/by-geometry', { key, body, headers: idem === null ? {} : { 'idempotency-key': idem } });
+const billed = async (keyId: string) => Number((await fx.db.pool.query(`SELECT coalesce(sum(used), 0) AS n FROM platform.usage_months WHERE key_id = $1`, [keyId])).rows[0].n);
+/** Requests of the key whose work ran (a fresh, non-replayed 2xx is billed once). */
+const ran = (rs: Reply[]) => rs.filter((r) => r.status === 200 && r.headers.get('idempotent-replayed') === null).length;
+
+/** Holds the work of by-geometry (it reads serving.car_imovel) until release() is called. */
+async function holdWork(): Promise<{ release(): Promise<void> }> {
+  const c = new pg.Client({ connectionString: fx.db.url });
+  await c.connect();
+  await c.query('BEGIN');
+  await c.query('LOCK TABLE serving.car_imovel IN ACCESS EXCLUSIVE MODE');
+  return {
+    async release() {
+      await c.query('COMMIT');
+      await c.end();
+    },
+  };
+}
+
+async function waitForRunning(keyId: string) {
+  for (let i = 0; i < 200; i++) {
+    const r = await fx.db.pool.query(`SELECT 1 FROM platform.idempotency WHERE key_id = $1 AND state = 'running'`, [keyId]);
+    if (r.rowCount) return;
+    await new Promise((res) => setTimeout(res, 25));
+  }
+  throw new Error('the first request never claimed its key');
+}
+
+describe('Idempotency-Key on POST', () => {
+  test('replay: the stored answer with Idempotent-Replayed: true, not billed again; another body → 422', async () => {
+    const k = await newKey();
+    const first = await post(fx.api.base, k.key, 'order-1', { geometry: G });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(first.body.count).toBeGreaterThan(0);
+    const again = await post(fx.api.base, k.key, 'order-1', { geometry: G });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.text).toBe(first.text); // byte for byte, consultado_em included
+    expect(again.headers.get('content-type')).toBe(first.headers.get('content-type'));
+    expect(again.headers.get('x-request-id')).not.toBe(first.headers.get('x-request-id'));
+    expect(await billed(k.id)).toBe(1);
+    const hist = await fx.db.pool.query(`SELECT status, billable FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id]);
+    expect(hist.rows).toEqual([{ status: 200, billable: true }, { status: 200, billable: false }]);
+
+    const other = expectEnvelope(await post(fx.api.base, k.key, 'order-1', { geometry: G2 }), 422, 'idempotency_key_reused');
+    expect(other.message).toMatch(/another body/);
+    // Scope is (key, method, path): the same Idempotency-Key of another API key is its own.
+    const k2 = await newKey();
+    const fresh = await post(fx.api.base, k2.key, 'order-1', { geometry: G2 });
+    expect(fresh.status).toBe(200);
+    expect(fresh.headers.get('idempotent-replayed')).toBeNull();
+    // Without the header, every POST runs.
+    expect(ran([await post(fx.api.base, k.key, null, { geometry: G }), await post(fx.api.base, k.key, null, { geometry: G })])).toBe(2);
+  });
+
+  test('validation failures and 5xx are not stored: the key stays free for a correct request', async () => {
+    const k = await newKey();
+    expectEnvelope(await post(fx.api.base, k.key, 'v-1', { geometry: { type: 'Point', coordinates: [0, 0] } }), 422, 'geometry_invalid');
+    expectEnvelope(await post(fx.api.base, k.key, 'v-1', { geometry: G, min_overlap: 2 }), 400, 'invalid_request');
+    const ok = await post(fx.api.base, k.key, 'v-1', { geometry: G });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get('idempotent-replayed')).toBeNull();
+    expectEnvelope(await post(fx.api.base, k.key, 'x'.repeat(256), { geometry: G }), 400, 'invalid_request');
+
+    // A 503 (the statement times out while the view is locked) releases the claim.
+    const slow = await startApi({ ...fx.db.cfg, api: { ...fx.db.cfg.api, statementTimeoutMs: 300 } }, fx.db.url, fx.db);
+    const hold = await holdWork();
+    try {
+      expectEnvelope(await post(slow.base, k.key, 'v-2', { geometry: G }), 503, 'upstream_unavailable');
+    } finally {
+      await hold.release();
+      await slow.close();
+    }
+    const retried = await post(fx.api.base, k.key, 'v-2', { geometry: G });
+    expect(retried.status).toBe(200);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+  });
+
+  test('conflict: the same key while the first is running → 409; after it, the replay', async () => {
+    const k = await newKey();
+    const hold = await holdWork();
+    let first: Promise<Reply>;
+    try {
+      first = post(fx.api.base, k.key, 'c-1', { geometry: G });
+      await waitForRunning(k.id);
+      const second = await post(fx.api.base, k.key, 'c-1', { geometry: G });
+      expectEnvelope(second, 409, 'idempotency_conflict');
+    } finally {
+      await hold.release();
+    }
+    const r1 = await first!;
+    expect(r1.status).toBe(200);
+    const r3 = await post(fx.api.base, k.key, 'c-1', { geometry: G });
+    expect(r3.headers.get('idempotent-replayed')).toBe('true');
+    expect(r3.text).toBe(r1.text);
+    expect(await billed(k.id)).toBe(1);
+  });
+
+  test('two identical POSTs at the same instant in two server processes run the work once', async () => {
+    const other = await serveProcess(fx.db.url, fx.db.dataDir);
+    try {
+      for (let round = 0; round < 3; round++) {
+        const k = await newKey();
+        const rs = await Promise.all([post(fx.api.base, k.key, `same-${round}`, { geometry: G }), post(other.base, k.key, `same-${round}`, { geometry: G })]);
+        expect(ran(rs)).toBe(1);
+        for (const r of rs) {
+          if (r.status === 200) continue;
+          expectEnvelope(r, 409, 'idempotency_conflict');
+        }
+        expect(await billed(k.id)).toBe(1);
+      }
+      // Held: both arrive while the work cannot finish; exactly one waits, the other is refused.
+      const k = await newKey();
+      const hold = await holdWork();
+      const both = Promise.all([post(fx.api.base, k.key, 'held', { geometry: G }), post(other.base, k.key, 'held', { geometry: G })]);
+      await waitForRunning(k.id);
+      await new Promise((r) => setTimeout(r, 300));
+      await hold.release();
+      const rs = await both;
+      expect(rs.map((r) => r.status).sort()).toEqual([200, 409]);
+      expect(await billed(k.id)).toBe(1);
+    } finally {
+      expect(await other.stop()).toBe(0);
+    }
+  }, 120_000);
+
+  test('expiry: after 24 h the key is free again (a new run, another body allowed)', async () => {
+    const k = await newKey();
+    expect((await post(fx.api.base, k.key, 'e-1', { geometry: G })).status).toBe(200);
+    const row = await fx.db.pool.query(`SELECT extract(epoch FROM expires_at - created_at)::int AS ttl FROM platform.idempotency WHERE key_id = $1`, [k.id]);
+    expect(row.rows[0].ttl).toBe(24 * 3600);
+    await fx.db.pool.query(`UPDATE platform.idempotency SET expires_at = now() - interval '1 second' WHERE key_id = $1`, [k.id]);
+    const r = await post(fx.api.base, k.key, 'e-1', { geometry: G2 });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('idempotent-replayed')).toBeNull();
+    expect(await billed(k.id)).toBe(2);
+  });
+});

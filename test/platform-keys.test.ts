@@ -1,0 +1,109 @@
+// Key lifecycle (issue 10): 401 for every kind of bad key, rotation with a grace period (the
+// server's key cache included), revoked keys listed for 30 days, `agro keys rotate`.
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createKey, listKeys, purgeRevokedKeys, revokeKey, rotateKey } from '../src/platform/keys.ts';
+import { call, eventually, expectEnvelope, startApi, type Running } from './helpers/api.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+let db: TestDb;
+let api: Running;
+
+beforeAll(async () => {
+  db = await testDatabase();
+  api = await startApi(db.cfg, db.url, db);
+}, 120_000);
+
+afterAll(async () => {
+  await api?.close();
+  await db?.drop();
+});
+
+// The history needs no data set: any key can read its own.
+const hit = (key?: string) => call(api.base, '/v1/car/history', { key });
+
+
+describe('keys', () => {
+  test('401 for missing, malformed, unknown, revoked and expired-after-rotation keys', async () => {
+    expectEnvelope(await hit(), 401, 'unauthorized');
+    expectEnvelope(await hit('ck_live_short'), 401, 'unauthorized');
+    const gone = await createKey(db.pool, { env: 'live', plan: 'starter' });
+    await db.pool.query(`DELETE FROM platform.api_keys WHERE id = $1`, [gone.id]);
+    expectEnvelope(await hit(gone.key), 401, 'unauthorized');
+    const rev = await createKey(db.pool, { env: 'live', plan: 'starter' });
+    expect((await hit(rev.key)).status).toBe(200);
+    await revokeKey(db.pool, rev.id);
+    await eventually(async () => expectEnvelope(await hit(rev.key), 401, 'unauthorized'));
+
+    const old = await createKey(db.pool, { env: 'live', plan: 'growth', name: 'rotating' });
+    expect((await hit(old.key)).status).toBe(200); // now cached by the server
+    const r = await rotateKey(db.pool, old.id, 1.5 / 3600); // 1.5 s of grace
+    expect(r.key).toMatchObject({ env: 'live', plan: 'growth', name: 'rotating' });
+    expect(r.key.key).not.toBe(old.key);
+    expect((await hit(r.key.key)).status).toBe(200);
+    expect((await hit(old.key)).status).toBe(200); // in its grace period
+    await new Promise((res) => setTimeout(res, Math.max(0, r.old.expires_at.getTime() - Date.now()) + 100));
+    const e = expectEnvelope(await hit(old.key), 401, 'unauthorized'); // no notification at expiry: the cache checks it
+    expect(e.message).toMatch(/unknown or revoked/);
+    expect((await hit(r.key.key)).status).toBe(200);
+    await expect(rotateKey(db.pool, old.id, 24)).rejects.toMatchObject({ code: 'key_not_found' });
+  });
+
+  test('the default grace is 24 h; revoking a rotated key ends its grace at once', async () => {
+    expect(db.cfg.api.keyRotationGraceHours).toBe(24);
+    const old = await createKey(db.pool, { env: 'test', plan: 'starter' });
+    const r = await rotateKey(db.pool, old.id, db.cfg.api.keyRotationGraceHours);
+    expect(Math.round((r.old.expires_at.getTime() - Date.now()) / 3_600_000)).toBe(24);
+    expect((await hit(old.key)).status).toBe(200);
+    await revokeKey(db.pool, old.id);
+    await eventually(async () => expectEnvelope(await hit(old.key), 401, 'unauthorized'));
+  });
+
+  test('revoked keys stay listed, with their history, for 30 days; then the purge removes both', async () => {
+    const recent = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'recent' });
+    const ancient = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'ancient' });
+    await hit(recent.key);
+    await hit(ancient.key);
+    await db.pool.query(`UPDATE platform.api_keys SET revoked_at = now() - interval '29 days' WHERE id = $1`, [recent.id]);
+    await db.pool.query(`UPDATE platform.api_keys SET revoked_at = now() - interval '31 days' WHERE id = $1`, [ancient.id]);
+    const ids = (await listKeys(db.pool)).map((k) => k.id);
+    expect(ids).toContain(recent.id);
+    expect(ids).not.toContain(ancient.id);
+    expect(await purgeRevokedKeys(db.pool)).toBeGreaterThanOrEqual(1);
+    const left = await db.pool.query(`SELECT key_id, count(*)::int AS n FROM platform.requests WHERE key_id = ANY($1) GROUP BY key_id`, [[recent.id, ancient.id]]);
+    expect(left.rows).toEqual([{ key_id: recent.id, n: 1 }]);
+    expect((await db.pool.query(`SELECT 1 FROM platform.api_keys WHERE id = $1`, [ancient.id])).rowCount).toBe(0);
+  });
+
+  test('agro keys rotate prints the successor once and when the old key stops working', () => {
+    const k = createKey(db.pool, { env: 'live', plan: 'scale', name: 'cli' });
+    return k.then((old) => {
+      const root = path.resolve(__dirname, '..');
+      const env = { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, AGRO_KEY_ROTATION_GRACE_HOURS: '2' };
+      const r = spawnSync(process.execPath, [path.join(root, 'bin/agro.mjs'), 'keys', 'rotate', old.id, '--json'], { cwd: root, env, encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      const j = JSON.parse(r.stdout);
+      expect(j).toMatchObject({ env: 'live', plan: 'scale', name: 'cli', replaces: old.id });
+      expect(j.key).toMatch(/^ck_live_/);
+      expect(Math.round((Date.parse(j.old_key_expires_at) - Date.now()) / 3_600_000)).toBe(2);
+      const again = spawnSync(process.execPath, [path.join(root, 'bin/agro.mjs'), 'keys', 'rotate', old.id, '--json'], { cwd: root, env, encoding: 'utf8' });
+      expect(again.status).not.toBe(0);
+      expect(JSON.parse(again.stdout).error.code).toBe('key_not_found');
+    });
+  }, 60_000);
+
+  test('agro platform purge applies the retentions', async () => {
+    const k = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'purge' });
+    await db.pool.query(`INSERT INTO platform.requests (id, key_id, method, path, status, billable, created_at) VALUES ('req_purge_old', $1, 'GET', '/v1/x', 200, true, now() - interval '14 months')`, [k.id]);
+    await db.pool.query(`INSERT INTO platform.idempotency (key_id, method, path, idem_key, body_sha256, state, expires_at) VALUES ($1, 'POST', '/v1/x', 'old', '\\x00', 'done', now() - interval '1 hour')`, [k.id]);
+    const root = path.resolve(__dirname, '..');
+    const r = spawnSync(process.execPath, [path.join(root, 'bin/agro.mjs'), 'platform', 'purge', '--json'], { cwd: root, env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.history_rows).toBeGreaterThanOrEqual(1);
+    expect(j.idempotency_answers).toBeGreaterThanOrEqual(1);
+    expect((await db.pool.query(`SELECT 1 FROM platform.requests WHERE id = 'req_purge_old'`)).rowCount).toBe(0);
+    expect((await db.pool.query(`SELECT 1 FROM platform.idempotency WHERE key_id = $1`, [k.id])).rowCount).toBe(0);
+  }, 60_000);
+});

@@ -1,0 +1,227 @@
+// Rate limit, monthly quota, threshold events and query history (issue 10) on a real API over
+// a PostGIS loaded with the fixtures: exact counts under concurrency, in one process and in
+// two `agro serve` processes sharing the database.
+import { describe, expect, test } from 'vitest';
+import { createKey, type Plan } from '../src/platform/keys.ts';
+import { purgeHistory } from '../src/platform/limits.ts';
+import { call, expectEnvelope, fixtureApi, type Reply } from './helpers/api.ts';
+import { serveProcess } from './helpers/serve.ts';
+
+const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
+const JOSE_CPF = '529.982.247-25'; // owns GO1 and GO8
+const MONTH = () => new Date().toISOString().slice(0, 7);
+
+const fx = fixtureApi();
+
+const keyOf = async (plan: Plan, env: 'live' | 'test' = 'live') => createKey(fx.db.pool, { env, plan, name: 'limits' });
+
+async function q<T = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<T[]> {
+  return (await fx.db.pool.query(sql, params)).rows as T[];
+}
+
+/** Waits until at least `margin` ms remain in the current UTC minute (a burst must not straddle two windows). */
+async function awayFromMinuteEnd(margin = 8_000) {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < margin) await new Promise((r) => setTimeout(r, left + 50));
+}
+
+const setUsed = (keyId: string, used: number) =>
+  q(`INSERT INTO platform.usage_months (key_id, month, used) VALUES ($1, ($2 || '-01')::date, $3)
+     ON CONFLICT (key_id, month) DO UPDATE SET used = EXCLUDED.used`, [keyId, MONTH(), used]);
+const usedOf = async (keyId: string) => Number((await q<{ used: number }>(`SELECT used FROM platform.usage_months WHERE key_id = $1`, [keyId]))[0]?.used ?? 0);
+const thresholdEvents = (keyId: string) =>
+  q<{ id: string; type: string; body: Record<string, unknown> }>(`SELECT id, type, body FROM events.outbox WHERE body->'data'->>'key_id' = $1 ORDER BY (body->'data'->>'threshold')::int`, [keyId]);
+
+function tally(rs: Reply[]) {
+  const by = new Map<number, number>();
+  for (const r of rs) by.set(r.status, (by.get(r.status) ?? 0) + 1);
+  return Object.fromEntries(by);
+}
+
+describe('rate limit', () => {
+  test('headers on every authenticated answer, errors included; none on public routes', async () => {
+    const k = await keyOf('growth');
+    await awayFromMinuteEnd();
+    const r = await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
+    expect(r.status).toBe(200);
+    const reset = Number(r.headers.get('x-ratelimit-reset'));
+    expect(reset % 60).toBe(0);
+    expect(reset - Date.now() / 1000).toBeGreaterThan(0);
+    expect(reset - Date.now() / 1000).toBeLessThanOrEqual(60);
+    expect(r.headers.get('x-ratelimit-limit')).toBe('60');
+    expect(r.headers.get('x-ratelimit-remaining')).toBe('59');
+    expect(r.headers.get('x-quota-used')).toBe('1');
+    expect(r.headers.get('x-quota-limit')).toBe('100');
+    expect(r.headers.get('ratelimit-policy')).toBe('"minute";q=60;w=60');
+    expect(r.headers.get('ratelimit')).toMatch(/^"minute";r=59;t=([1-9]|[1-5]\d|60)$/);
+
+    const bad = await call(fx.api.base, `/v1/car/not-a-car`, { key: k.key });
+    expectEnvelope(bad, 400, 'invalid_request');
+    expect(bad.headers.get('x-ratelimit-remaining')).toBe('58');
+    expect(bad.headers.get('x-quota-used')).toBe('1'); // 4xx never counts
+
+    const health = await call(fx.api.base, '/v1/health');
+    expect(health.headers.get('x-ratelimit-limit')).toBeNull();
+    const unauth = await call(fx.api.base, `/v1/car/${GO1}`);
+    expectEnvelope(unauth, 401, 'unauthorized');
+    expect(unauth.headers.get('x-ratelimit-limit')).toBeNull();
+  });
+
+  test('50 concurrent requests with a starter key: exactly 30 answer, 20 get 429 with Retry-After', async () => {
+    const k = await keyOf('starter');
+    await awayFromMinuteEnd();
+    const rs = await Promise.all(Array.from({ length: 50 }, () => call(fx.api.base, `/v1/car/history?limit=1`, { key: k.key })));
+    expect(tally(rs)).toEqual({ 200: 30, 429: 20 });
+    for (const r of rs.filter((x) => x.status === 429)) {
+      const e = expectEnvelope(r, 429, 'rate_limited');
+      expect(e.message).toMatch(/30 requests per minute/);
+      const after = r.headers.get('retry-after')!;
+      expect(after).toMatch(/^\d+$/);
+      expect(Number(after)).toBeGreaterThanOrEqual(1);
+      expect(Number(after)).toBeLessThanOrEqual(60);
+      expect(r.headers.get('x-ratelimit-remaining')).toBe('0');
+    }
+    const remaining = rs.filter((x) => x.status === 200).map((x) => Number(x.headers.get('x-ratelimit-remaining'))).sort((a, b) => a - b);
+    expect(remaining).toEqual(Array.from({ length: 30 }, (_, i) => i)); // each count seen exactly once
+  });
+
+  test('two `agro serve` processes sharing the database enforce one limit', async () => {
+    const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir), serveProcess(fx.db.url, fx.db.dataDir)]);
+    try {
+      const k = await keyOf('starter');
+      await awayFromMinuteEnd();
+      const rs = await Promise.all(Array.from({ length: 50 }, (_, i) => call(i % 2 ? a.base : b.base, `/v1/car/${GO1}`, { key: k.key })));
+      expect(tally(rs)).toEqual({ 200: 30, 429: 20 });
+      // Both processes answered and refused some.
+      expect(new Set(rs.map((r, i) => `${i % 2}:${r.status}`)).size).toBe(4);
+      expect(await usedOf(k.id)).toBe(30); // the 30 answers were billed, the 429s not
+    } finally {
+      expect(await a.stop()).toBe(0);
+      expect(await b.stop()).toBe(0);
+    }
+  }, 120_000);
+});
+
+describe('monthly quota', () => {
+  test('counting rules: 2xx data answers count, 4xx do not, following pages free, history free, test keys never', async () => {
+    const k = await keyOf('starter');
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('1');
+    expect((await call(fx.api.base, `/v1/car/GO-5208707-${'0'.repeat(32)}`, { key: k.key })).status).toBe(404);
+    expect((await call(fx.api.base, `/v1/car/by-document/52998224724`, { key: k.key })).status).toBe(400);
+    expect(await usedOf(k.id)).toBe(1);
+
+    const page1 = await call(fx.api.base, `/v1/car/by-document/${JOSE_CPF}?limit=1`, { key: k.key });
+    expect(page1.status).toBe(200);
+    expect(page1.body.next_cursor).toBeTruthy();
+    expect(page1.headers.get('x-quota-used')).toBe('2');
+    const page2 = await call(fx.api.base, `/v1/car/by-document/${JOSE_CPF}?limit=1&cursor=${page1.body.next_cursor}`, { key: k.key });
+    expect(page2.status).toBe(200);
+    expect(page2.headers.get('x-quota-used')).toBe('2');
+    expect((await call(fx.api.base, `/v1/car/history`, { key: k.key })).status).toBe(200);
+    expect(await usedOf(k.id)).toBe(2);
+
+    const t = await keyOf('starter', 'test');
+    const tr = await call(fx.api.base, `/v1/car/${GO1}`, { key: t.key });
+    expect(tr.headers.get('x-quota-used')).toBe('0');
+    expect(await usedOf(t.id)).toBe(0);
+    const hist = await q<{ billable: boolean; status: number }>(`SELECT billable, status FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id]);
+    expect(hist.map((h) => [h.status, h.billable])).toEqual([[200, true], [404, false], [400, false], [200, true], [200, false], [200, false]]);
+  });
+
+  test('402 quota_exceeded at the limit before any work; thresholds 70/90/100 % queued once each', async () => {
+    const k = await keyOf('starter'); // 50 a month: thresholds at 35, 45, 50
+    await setUsed(k.id, 34);
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('35');
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('36');
+    let ev = await thresholdEvents(k.id);
+    expect(ev.map((e) => e.body.data)).toEqual([{ key_id: k.id, plan: 'starter', threshold: 70, used: 35, limit: 50, month: MONTH() }]);
+    expect(ev[0].id).toMatch(/^evt_[0-9a-f]{24}$/);
+    expect(ev[0].body).toMatchObject({ id: ev[0].id, type: 'quota.threshold', api_version: 'v1' });
+    expect(ev[0].body.created_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
+
+    // 10 concurrent billable lookups from 40 → 50: exactly 10 counted, 90 % and 100 % once each.
+    await setUsed(k.id, 40);
+    const rs = await Promise.all(Array.from({ length: 10 }, () => call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })));
+    expect(tally(rs)).toEqual({ 200: 10 });
+    expect(await usedOf(k.id)).toBe(50);
+    ev = await thresholdEvents(k.id);
+    expect(ev.map((e) => e.body.data as { threshold: number }).map((d) => d.threshold)).toEqual([70, 90, 100]);
+
+    const before = await q(`SELECT count(*)::int AS n FROM platform.requests WHERE key_id = $1`, [k.id]);
+    const over = await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
+    const e = expectEnvelope(over, 402, 'quota_exceeded');
+    expect(e.message).toMatch(/50 of 50/);
+    expect(over.headers.get('x-quota-used')).toBe('50');
+    expect(await usedOf(k.id)).toBe(50);
+    // Still served at the limit: the history (not a data endpoint).
+    expect((await call(fx.api.base, `/v1/car/history`, { key: k.key })).status).toBe(200);
+    const after = await q(`SELECT count(*)::int AS n FROM platform.requests WHERE key_id = $1`, [k.id]);
+    expect((after[0] as { n: number }).n).toBe((before[0] as { n: number }).n + 2); // the 402 and the history call are in the history
+    expect((await thresholdEvents(k.id)).length).toBe(3);
+  });
+});
+
+describe('GET /v1/car/history', () => {
+  test("newest first, only the caller's, documents masked, legal basis, paging, dates", async () => {
+    const k = await keyOf('scale');
+    const other = await keyOf('scale');
+    await call(fx.api.base, `/v1/car/${GO1}`, { key: other.key });
+    const a = await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
+    const b = await call(fx.api.base, `/v1/car/by-document/52998224725?limit=1`, { key: k.key, headers: { 'x-lgpd-base-legal': 'protecao_credito' } });
+    const c = await call(fx.api.base, `/v1/car/by-document/${encodeURIComponent(JOSE_CPF)}`, { key: k.key });
+    const h = await call(fx.api.base, `/v1/car/history`, { key: k.key });
+    expect(h.status).toBe(200);
+    expect(h.body.results.map((x: { id: string }) => x.id)).toEqual([c, b, a].map((r) => r.headers.get('x-request-id')));
+    expect(h.body.results[0]).toMatchObject({ method: 'GET', path: '/v1/car/by-document/***.982.247-**', status: 200, billable: true });
+    expect(h.body.results[1]).toEqual({
+      id: b.headers.get('x-request-id'), method: 'GET', path: '/v1/car/by-document/***.982.247-**?limit=1', status: 200, billable: true,
+      created_at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/), base_legal: 'protecao_credito',
+    });
+    expect(h.body.results[2]).not.toHaveProperty('base_legal');
+    expect(h.text).not.toContain('52998224725');
+    expect(h.text).not.toContain('529.982.247-25');
+    expect(h.body.next_cursor).toBeNull();
+
+    // Paging: 4 entries now (the history call itself was recorded after its answer).
+    const p1 = await call(fx.api.base, `/v1/car/history?limit=3`, { key: k.key });
+    expect(p1.body.count).toBe(3);
+    const p2 = await call(fx.api.base, `/v1/car/history?limit=3&cursor=${p1.body.next_cursor}`, { key: k.key });
+    expect([...p1.body.results, ...p2.body.results].map((x: { id: string }) => x.id)).toEqual(
+      [h, c, b, a].map((r) => r.headers.get('x-request-id')).slice(0, 3).concat([a.headers.get('x-request-id')]),
+    );
+    expect(p2.body.next_cursor).toBeNull();
+    expectEnvelope(await call(fx.api.base, `/v1/car/history?limit=3&cursor=${p1.body.next_cursor}`, { key: other.key }), 400, 'invalid_request');
+    expectEnvelope(await call(fx.api.base, `/v1/car/history?limit=101`, { key: k.key }), 400, 'invalid_request');
+
+    // Dates: inclusive UTC days.
+    await q(
+      `INSERT INTO platform.requests (id, key_id, method, path, status, billable, created_at) VALUES
+       ('req_old_jan_first', $1, 'GET', '/v1/car/x', 200, true, '2026-01-01T00:00:00Z'),
+       ('req_old_jan_last', $1, 'GET', '/v1/car/x', 200, true, '2026-01-31T23:59:59Z'),
+       ('req_old_feb', $1, 'GET', '/v1/car/x', 200, true, '2026-02-01T00:00:00Z'),
+       ('req_old_dec', $1, 'GET', '/v1/car/x', 200, true, '2025-12-31T23:59:59Z')`,
+      [k.id],
+    );
+    const jan = await call(fx.api.base, `/v1/car/history?from=2026-01-01&to=2026-01-31`, { key: k.key });
+    expect(jan.body.results.map((x: { id: string }) => x.id).sort()).toEqual(['req_old_jan_first', 'req_old_jan_last']);
+    const since = await call(fx.api.base, `/v1/car/history?from=2026-02-01&limit=100`, { key: k.key });
+    expect(since.body.results.map((x: { id: string }) => x.id)).toContain('req_old_feb');
+    expect(since.body.results.map((x: { id: string }) => x.id)).not.toContain('req_old_jan_last');
+    expectEnvelope(await call(fx.api.base, `/v1/car/history?from=2026-02-30`, { key: k.key }), 400, 'invalid_request');
+    expectEnvelope(await call(fx.api.base, `/v1/car/history?from=2026-02-02&to=2026-02-01`, { key: k.key }), 400, 'invalid_request');
+  });
+
+  test('retention: purge drops history older than the configured months', async () => {
+    const k = await keyOf('scale');
+    await q(
+      `INSERT INTO platform.requests (id, key_id, method, path, status, billable, created_at) VALUES
+       ('req_14_months', $1, 'GET', '/v1/car/x', 200, true, now() - interval '14 months'),
+       ('req_12_months', $1, 'GET', '/v1/car/x', 200, true, now() - interval '12 months')`,
+      [k.id],
+    );
+    expect(fx.db.cfg.api.historyRetentionMonths).toBe(13);
+    const r = await purgeHistory(fx.db.pool, fx.db.cfg.api.historyRetentionMonths);
+    expect(r.requests).toBeGreaterThanOrEqual(1);
+    expect((await q<{ id: string }>(`SELECT id FROM platform.requests WHERE key_id = $1`, [k.id])).map((x) => x.id)).toEqual(['req_12_months']);
+  });
+});
