@@ -18,6 +18,7 @@ import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import { fixtureRuns } from '../src/cli/main.ts';
 import { createHash } from 'node:crypto';
 import { ROOT_DIR } from '../src/sql.ts';
+import { createPool } from '../src/db/pool.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 /** A sample file read by the reference parser (latin1, `;`, quoted, no header). */
@@ -211,6 +212,21 @@ describe('receita-cnpj month over month', () => {
     expect(served.map((r) => Number(r.snapshot_id))).not.toContain(bad.snapshot_id);
     expect((await q(`SELECT count(*)::int AS n FROM serving.cnpj_empresas WHERE razao_social IS NULL`))[0].n).toBe(0);
   });
+});
+
+describe('receita-cnpj on a small pool', () => {
+  it('loads with a pool of 4 connections (the run lock client included): parallelism fits the pool instead of deadlocking', async () => {
+    const fresh = await testDatabase();
+    const small = createPool(fresh.url, 4);
+    try {
+      const out = await runPipeline({ cfg: fresh.cfg, pool: small, log: fresh.log }, receitaCnpj, { source: path.join(ROOT_DIR, 'fixtures', 'receita-cnpj') });
+      expect(out.status).toBe('published');
+      expect(out.rows_loaded).toBeGreaterThan(0);
+    } finally {
+      await small.end();
+      await fresh.drop();
+    }
+  }, 120_000);
 });
 
 describe('receita-cnpj committed fixture', () => {

@@ -140,6 +140,15 @@ async function copyRelation(client: pg.ClientBase, table: string, rel: RelationD
   }
 }
 
+/** A connection is free now (idle, or room to open one): checked and taken without an await between. */
+const canBorrow = (pool: pg.Pool): boolean => pool.idleCount > 0 || pool.totalCount < (pool.options.max ?? 10);
+
+/**
+ * Families loaded at once: one connection each, leaving room in the pool for the run's lock
+ * client, the ledger's writes and the catalogue's statements.
+ */
+const familySlots = (pool: pg.Pool): number => Math.max(1, Math.min(FAMILIES.length, (pool.options.max ?? 10) - 3));
+
 /**
  * The declared indexes of a loaded relation, then ANALYZE: built right after its COPY (so a
  * family that finished early is indexed while the others still load), never before the data.
@@ -149,18 +158,39 @@ async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: st
   const t0 = Date.now();
   // A table's indexes are built at once, each on its own connection (GIN builds are not
   // parallel in PostgreSQL 15): the last family to finish its COPY is not indexed serially.
-  await Promise.all(rel.indexes.map(async (ix, i) => {
-    const c = i === 0 ? client : await ctx.pool.connect();
-    try {
-      const t1 = Date.now();
-      await c.query(`CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${table} USING ${ix.using ?? 'btree'} (${ix.on})`);
-      ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, 'receita-cnpj: index built');
-    } finally {
-      if (i) (c as pg.PoolClient).release();
+  // Only connections the pool has free are borrowed: waiting for one while holding `client`
+  // deadlocks a small pool; what is not borrowed runs on `client`, one after the other.
+  const conns: pg.ClientBase[] = [client];
+  const borrowed: pg.PoolClient[] = [];
+  try {
+    while (conns.length < rel.indexes.length && canBorrow(ctx.pool)) {
+      const c = await ctx.pool.connect();
+      borrowed.push(c);
+      conns.push(c);
     }
-  }));
+    await Promise.all(conns.map(async (c, k) => {
+      for (let i = k; i < rel.indexes.length; i += conns.length) {
+        const ix = rel.indexes[i];
+        const t1 = Date.now();
+        await c.query(`CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${table} USING ${ix.using ?? 'btree'} (${ix.on})`);
+        ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, 'receita-cnpj: index built');
+      }
+    }));
+  } finally {
+    for (const c of borrowed) c.release();
+  }
   await client.query(`ANALYZE ${table}`);
   (timings[rel.relation] ??= {}).index_ms = Date.now() - t0;
+}
+
+/** Runs `fn` over `items`, at most `limit` at a time; rejects with the first failure once all have settled. */
+async function mapLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const results = await Promise.allSettled(Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await fn(items[next++]);
+  }));
+  const failure = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failure) throw failure.reason;
 }
 
 interface Crosswalk {
@@ -259,7 +289,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       // Families: one connection and COPY each; the first failure stops the others.
       const streams: Writable[] = [];
       let failed: Error | null = null;
-      await Promise.all(FAMILIES.map(async (rel) => {
+      await mapLimited(FAMILIES, familySlots(ctx.pool), async (rel) => {
         const c = await ctx.pool.connect();
         try {
           const table = await target.table(rel.relation);
@@ -283,7 +313,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         } finally {
           c.release();
         }
-      })).catch(() => {
+      }).catch(() => {
         throw failed;
       });
       // Municipalities: the crosswalk needs the UFs the establishments gave each TOM code.

@@ -50,7 +50,7 @@ export async function loadSandbox(o: { cfg: Config; liveUrl: string; log: Logger
   await ensureDatabase(o.liveUrl, url);
   // Its own data directory too: raw files and reports are named by snapshot id.
   const cfg: Config = Object.freeze({ ...o.cfg, databaseUrl: url, dataDir: path.join(o.cfg.dataDir, 'sandbox') });
-  const pool = createPool(url, 4);
+  const pool = createPool(url);
   try {
     await migrate(pool);
     let published = 0;
