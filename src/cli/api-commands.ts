@@ -3,19 +3,9 @@ import type pg from 'pg';
 import type { Config } from '../config.ts';
 import { databaseUrl } from '../db/cluster.ts';
 import { AgroError } from '../errors.ts';
-import { printResult } from './output.ts';
-import { createLogger, type Logger } from '../log.ts';
+import { print, withDb, type Env } from './context.ts';
+import { createLogger } from '../log.ts';
 import { createKey, KEY_ENVS, listKeys, PLANS, revokeKey, rotateKey, type KeyEnv, type Plan } from '../platform/keys.ts';
-
-export interface CliContext {
-  cfg: Config;
-  log: Logger;
-  json: boolean;
-  values: Record<string, string | boolean | undefined>;
-  args: string[];
-  /** Opens (and migrates) the database for the duration of fn. */
-  withDb<T>(fn: (pool: pg.Pool) => Promise<T>): Promise<T>;
-}
 
 export const API_USAGE = `  serve [--port 8080] [--host 127.0.0.1]   the HTTP API
   keys create --env test|live --plan PLAN [--name N]   a new API key, shown once
@@ -31,9 +21,8 @@ export const API_OPTIONS = {
   'grace-hours': { type: 'string' },
 } as const;
 
-const out = (ctx: CliContext, obj: unknown, human: () => string) => printResult(ctx.json, obj, human);
 
-function portOf(ctx: CliContext): number {
+function portOf(ctx: Env): number {
   const raw = ctx.values.port as string | undefined;
   const port = raw === undefined ? ctx.cfg.port : Number(raw);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new AgroError('usage', `--port must be 0..65535, got "${raw}"`);
@@ -78,32 +67,32 @@ async function serveUntilSignal(stop: () => Promise<void>): Promise<number> {
   return 0;
 }
 
-export async function cmdServe(ctx: CliContext): Promise<number> {
-  await ctx.withDb(async () => {}); // start the embedded cluster if needed, migrate
+export async function cmdServe(ctx: Env): Promise<number> {
+  await withDb(ctx, async () => {}); // start the embedded cluster if needed, migrate
   const host = (ctx.values.host as string | undefined) ?? ctx.cfg.host;
   const api = await startApi(ctx.cfg, { port: portOf(ctx), host });
-  out(ctx, { url: api.url, openapi: `${api.url}/v1/openapi.json`, docs: `${api.url}/v1/docs` }, () => `agro API listening on ${api.url} (docs: ${api.url}/v1/docs) — Ctrl-C to stop`);
+  print(ctx, { url: api.url, openapi: `${api.url}/v1/openapi.json`, docs: `${api.url}/v1/docs` }, () => `agro API listening on ${api.url} (docs: ${api.url}/v1/docs) — Ctrl-C to stop`);
   return serveUntilSignal(api.stop);
 }
 
-export async function cmdKeys(ctx: CliContext): Promise<number> {
+export async function cmdKeys(ctx: Env): Promise<number> {
   const sub = ctx.args[1];
   if (sub === 'create') {
     const env = ctx.values.env as string | undefined;
     const plan = ctx.values.plan as string | undefined;
     if (!env || !KEY_ENVS.includes(env as KeyEnv)) throw new AgroError('usage', `keys create needs --env ${KEY_ENVS.join('|')}`);
     if (!plan || !PLANS.includes(plan as Plan)) throw new AgroError('usage', `keys create needs --plan ${PLANS.join('|')}`);
-    const k = await ctx.withDb((pool) => createKey(pool, { env: env as KeyEnv, plan: plan as Plan, name: (ctx.values.name as string | undefined) ?? null }));
-    out(ctx, k, () => `${k.key}\n(id ${k.id}, ${k.env}, ${k.plan}${k.name ? `, "${k.name}"` : ''}) — store it now: it is not shown again`);
+    const k = await withDb(ctx, (pool) => createKey(pool, { env: env as KeyEnv, plan: plan as Plan, name: (ctx.values.name as string | undefined) ?? null }));
+    print(ctx, k, () => `${k.key}\n(id ${k.id}, ${k.env}, ${k.plan}${k.name ? `, "${k.name}"` : ''}) — store it now: it is not shown again`);
     return 0;
   }
   if (sub === 'list') {
-    const keys = await ctx.withDb((pool) => listKeys(pool));
+    const keys = await withDb(ctx, (pool) => listKeys(pool));
     const rows = keys.map((k) => ({
       id: k.id, name: k.name, env: k.env, plan: k.plan, prefix: k.prefix, last4: k.last4,
       created_at: k.created_at.toISOString(), revoked_at: k.revoked_at?.toISOString() ?? null, replaced_by: k.replaced_by,
     }));
-    out(ctx, { keys: rows }, () =>
+    print(ctx, { keys: rows }, () =>
       rows.length === 0
         ? 'no keys'
         : rows.map((k) => `${k.id}  ${k.prefix}…${k.last4}  ${k.env.padEnd(4)} ${k.plan.padEnd(12)} ${(k.name ?? '').padEnd(20)} created ${k.created_at}${k.revoked_at ? `  REVOKED ${k.revoked_at}` : ''}`).join('\n'),
@@ -113,8 +102,8 @@ export async function cmdKeys(ctx: CliContext): Promise<number> {
   if (sub === 'revoke') {
     const id = ctx.args[2];
     if (!id) throw new AgroError('usage', 'keys revoke <id>');
-    const k = await ctx.withDb((pool) => revokeKey(pool, id));
-    out(ctx, { id: k.id, revoked_at: k.revoked_at?.toISOString() ?? null }, () => `key ${k.id} revoked`);
+    const k = await withDb(ctx, (pool) => revokeKey(pool, id));
+    print(ctx, { id: k.id, revoked_at: k.revoked_at?.toISOString() ?? null }, () => `key ${k.id} revoked`);
     return 0;
   }
   if (sub === 'rotate') {
@@ -123,8 +112,8 @@ export async function cmdKeys(ctx: CliContext): Promise<number> {
     const raw = ctx.values['grace-hours'] as string | undefined;
     const grace = raw === undefined ? ctx.cfg.api.keyRotationGraceHours : Number(raw);
     if (!Number.isFinite(grace) || grace < 0) throw new AgroError('usage', `--grace-hours must be a number ≥ 0, got "${raw}"`);
-    const r = await ctx.withDb((pool) => rotateKey(pool, id, grace));
-    out(ctx, { ...r.key, replaces: r.old.id, old_key_expires_at: r.old.expires_at.toISOString() }, () =>
+    const r = await withDb(ctx, (pool) => rotateKey(pool, id, grace));
+    print(ctx, { ...r.key, replaces: r.old.id, old_key_expires_at: r.old.expires_at.toISOString() }, () =>
       `${r.key.key}\n(id ${r.key.id}, replaces ${r.old.id}, which works until ${r.old.expires_at.toISOString()}) — store it now: it is not shown again`);
     return 0;
   }
@@ -143,8 +132,8 @@ async function demoSample(pool: pg.Pool): Promise<{ car: string; cnpj: string; e
 }
 
 /** The end of `agro demo`: a fresh key, the API on loopback, three curl lines; serves until Ctrl-C. */
-export async function serveDemo(ctx: CliContext): Promise<number> {
-  const { key, live, sample } = await ctx.withDb(async (pool) => ({
+export async function serveDemo(ctx: Env): Promise<number> {
+  const { key, live, sample } = await withDb(ctx, async (pool) => ({
     key: await createKey(pool, { env: 'test', plan: 'enterprise', name: 'demo sandbox' }),
     live: await createKey(pool, { env: 'live', plan: 'enterprise', name: 'demo live' }),
     sample: await demoSample(pool),

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { AgroError } from '../errors.ts';
 import * as catalog from '../etl/catalog.ts';
 import { isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
-import { describeRun, out, pipelineArg, print, withDb, type Env } from './main.ts';
+import { describeRun, out, pipelineArg, print, withDb, type Env } from './context.ts';
 
 export interface SeriesEntry {
   asOf: string;

@@ -7,7 +7,7 @@ import type { Config } from '../config.ts';
 import { databaseUrl } from '../db/cluster.ts';
 import { listMigrations } from '../db/migrate.ts';
 import { formatBytes } from '../progress.ts';
-import { print, type Env } from './main.ts';
+import { print, type Env } from './context.ts';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 

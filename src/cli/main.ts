@@ -5,10 +5,9 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../config.ts';
 import { AgroError, isAgroError } from '../errors.ts';
-import { createLogger, type Logger } from '../log.ts';
+import { createLogger } from '../log.ts';
 import { EmbeddedCluster, databaseUrl } from '../db/cluster.ts';
-import { migrate } from '../db/migrate.ts';
-import { createPool, isConnectionError, type Pool } from '../db/pool.ts';
+import { isConnectionError } from '../db/pool.ts';
 import * as catalog from '../etl/catalog.ts';
 import { publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
 import type { QualityReport } from '../etl/quality.ts';
@@ -22,10 +21,10 @@ import { cmdDoctor } from './doctor.ts';
 import { cmdRuns } from './runs.ts';
 import { cmdSchedule } from './schedule.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
-import { out, printResult } from './output.ts';
+import { describeRun, out, pipelineArg, print, withDb, type Env } from './context.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
-import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo, type CliContext } from './api-commands.ts';
+import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo } from './api-commands.ts';
 import { cmdSandbox, runSandboxLoad, SANDBOX_USAGE } from './sandbox-command.ts';
 import { cmdPlatform, PLATFORM_USAGE } from './platform-command.ts';
 
@@ -70,48 +69,7 @@ const OPTIONS = {
   check: { type: 'boolean' },
 } as const;
 
-export interface Env {
-  cfg: Config;
-  log: Logger;
-  json: boolean;
-  values: Record<string, string | boolean | undefined>;
-  args: string[];
-  /** Migrations applied when the database was opened. */
-  applied?: string[];
-}
-
-/** Everything a command prints goes through here: CPFs masked, one JSON object with --json. */
-export { out };
-
-export function print(env: Env, obj: unknown, human: () => string) {
-  printResult(env.json, obj, human);
-}
-
 const lockBudget = (cfg: Config): LockBudget => ({ lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs });
-
-/** Opens the database (starting the embedded cluster when DATABASE_URL is unset) and migrates it. */
-export async function openDb(env: Env): Promise<Pool> {
-  // start() is idempotent: it starts the server if needed and creates the database if it is missing.
-  if (!env.cfg.databaseUrl) await new EmbeddedCluster(env.cfg).start((m) => env.log.info(m));
-  const pool = createPool(databaseUrl(env.cfg));
-  try {
-    env.applied = (await migrate(pool)).applied;
-  } catch (e) {
-    await pool.end();
-    if (isConnectionError(e)) throw new AgroError('database_unavailable', (e as Error).message);
-    throw e;
-  }
-  return pool;
-}
-
-export async function withDb<T>(env: Env, fn: (pool: Pool) => Promise<T>): Promise<T> {
-  const pool = await openDb(env);
-  try {
-    return await fn(pool);
-  } finally {
-    await pool.end();
-  }
-}
 
 /** --uf for commands that read (snapshots, rollback): validated like a run's. */
 function ufOption(env: Env): string | undefined {
@@ -119,24 +77,8 @@ function ufOption(env: Env): string | undefined {
   return uf === undefined ? undefined : parseUf('this command', uf);
 }
 
-export function pipelineArg(env: Env, i = 1) {
-  const name = env.args[i];
-  if (!name) throw new AgroError('usage', 'missing <pipeline>');
-  const p = findPipeline(name);
-  if (!p) throw new AgroError('usage', `unknown pipeline "${name}" (known: ${PIPELINES.map((x) => x.name).join(', ')})`);
-  return p;
-}
-
 function runExit(o: RunOutcome): number {
   return o.status === 'failed' ? 1 : o.status === 'blocked' ? 3 : 0;
-}
-
-export function describeRun(o: RunOutcome): string {
-  const where = `${o.pipeline}${o.uf ? ' ' + o.uf : ''}`;
-  const base = `${where}: ${o.status}${o.snapshot_id ? ` snapshot ${o.snapshot_id}` : ''}${o.as_of ? ` as of ${o.as_of}` : ''}`;
-  const counts = o.status === 'unchanged' ? '' : ` — read ${o.rows_read}, loaded ${o.rows_loaded}, rejected ${o.rows_rejected} in ${(o.duration_ms / 1000).toFixed(1)} s`;
-  const extra = o.error ? `\n  error (${o.error.code}): ${o.error.message}` : o.message ? `\n  ${o.message}` : '';
-  return base + counts + (o.forced ? ' (forced past the quality gate)' : '') + extra + (o.report ? `\n  report: ${o.report}` : '');
 }
 
 async function cmdRun(env: Env, backfill: boolean): Promise<number> {
@@ -339,8 +281,8 @@ async function cmdDemo(env: Env): Promise<number> {
     process.stdout.write(`\nSnapshots: npx agro snapshots    Reports: npx agro report <snapshot_id> --format html --out report.html\nDatabase: ${databaseUrl(env.cfg)}\n`);
   });
   if (code !== 0) return code;
-  await runSandboxLoad(apiContext(env), fixtureRuns());
-  return serveDemo(apiContext(env));
+  await runSandboxLoad(env, fixtureRuns());
+  return serveDemo(env);
 }
 
 /** The one failure output: `{"error": {code, message}}` on stdout with --json, a line on stderr always. */
@@ -355,8 +297,6 @@ function fail(json: boolean, e: unknown): number {
   process.stderr.write(`agro: ${maskCpfsInText(err.message)}${err.code === 'usage' ? `\n\n${USAGE}` : ''}\n`);
   return err.exitCode;
 }
-const apiContext = (env: Env): CliContext => ({ ...env, withDb: (fn) => withDb(env, fn) });
-
 export async function main(argv: string[]): Promise<number> {
   // Known before parsing, so that even a parse error answers in JSON.
   const json = argv.includes('--json');
@@ -414,10 +354,10 @@ export async function main(argv: string[]): Promise<number> {
       case 'keep': return await cmdKeep(env);
       case 'report': return await cmdReport(env);
       case 'demo': return await cmdDemo(env);
-      case 'serve': return await cmdServe(apiContext(env));
-      case 'keys': return await cmdKeys(apiContext(env));
-      case 'sandbox': return await cmdSandbox(apiContext(env), fixtureRuns());
-      case 'platform': return await cmdPlatform(apiContext(env));
+      case 'serve': return await cmdServe(env);
+      case 'keys': return await cmdKeys(env);
+      case 'sandbox': return await cmdSandbox(env, fixtureRuns());
+      case 'platform': return await cmdPlatform(env);
       default:
         throw new AgroError('usage', `unknown command "${cmd}"`);
     }

@@ -5,17 +5,16 @@ import { AgroError } from '../errors.ts';
 import { purgeIdempotency } from '../platform/idempotency.ts';
 import { purgeRevokedKeys } from '../platform/keys.ts';
 import { purgeHistory } from '../platform/limits.ts';
-import type { CliContext } from './api-commands.ts';
-import { printResult } from './output.ts';
+import { print, withDb, type Env } from './context.ts';
 
 export const PLATFORM_USAGE = `  platform purge                    drop history past its retention, keys revoked 30+ days ago, expired idempotency answers`;
 
-export async function cmdPlatform(ctx: CliContext): Promise<number> {
+export async function cmdPlatform(ctx: Env): Promise<number> {
   if (ctx.args[1] !== 'purge') throw new AgroError('usage', 'platform purge');
-  const r = await ctx.withDb(async (pool) => {
+  const r = await withDb(ctx, async (pool) => {
     const h = await purgeHistory(pool, ctx.cfg.api.historyRetentionMonths);
     return { history_rows: h.requests, rate_windows: h.windows, revoked_keys: await purgeRevokedKeys(pool), idempotency_answers: await purgeIdempotency(pool) };
   });
-  printResult(ctx.json, r, () => `purged ${r.history_rows} history rows, ${r.revoked_keys} revoked keys, ${r.idempotency_answers} idempotency answers, ${r.rate_windows} rate windows`);
+  print(ctx, r, () => `purged ${r.history_rows} history rows, ${r.revoked_keys} revoked keys, ${r.idempotency_answers} idempotency answers, ${r.rate_windows} rate windows`);
   return 0;
 }

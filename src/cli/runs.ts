@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { formatDuration } from '../progress.ts';
 import { findPipeline, PIPELINES } from '../../pipelines/registry.ts';
-import { print, withDb, type Env } from './main.ts';
+import { print, withDb, type Env } from './context.ts';
 
 export interface RunListRow {
   run_id: number;

@@ -2,22 +2,21 @@
 import { databaseUrl } from '../db/cluster.ts';
 import { AgroError } from '../errors.ts';
 import { loadSandbox, type SandboxRun } from '../platform/sandbox.ts';
-import type { CliContext } from './api-commands.ts';
-import { printResult } from './output.ts';
+import { print, withDb, type Env } from './context.ts';
 
 export const SANDBOX_USAGE = `  sandbox load                      the sandbox data set of ck_test_ keys, from the bundled fixtures`;
 
 /** Loads the sandbox (the live database is opened first: it starts the embedded cluster if needed). */
-export async function runSandboxLoad(ctx: CliContext, runs: SandboxRun[]): Promise<{ url: string; published: number }> {
-  await ctx.withDb(async () => {});
+export async function runSandboxLoad(ctx: Env, runs: SandboxRun[]): Promise<{ url: string; published: number }> {
+  await withDb(ctx, async () => {});
   return loadSandbox({ cfg: ctx.cfg, liveUrl: databaseUrl(ctx.cfg), log: ctx.log, runs });
 }
 
-export async function cmdSandbox(ctx: CliContext, runs: SandboxRun[]): Promise<number> {
+export async function cmdSandbox(ctx: Env, runs: SandboxRun[]): Promise<number> {
   if (ctx.args[1] !== 'load') throw new AgroError('usage', 'sandbox load');
   const r = await runSandboxLoad(ctx, runs);
   const safe = new URL(r.url);
   safe.password = '';
-  printResult(ctx.json, { database: safe.toString(), published: r.published }, () => `sandbox loaded: ${r.published} fixture snapshots published in ${safe.toString()}`);
+  print(ctx, { database: safe.toString(), published: r.published }, () => `sandbox loaded: ${r.published} fixture snapshots published in ${safe.toString()}`);
   return 0;
 }

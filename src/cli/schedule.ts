@@ -5,7 +5,7 @@ import { PIPELINES } from '../../pipelines/registry.ts';
 import { loadSchedule, type ScheduleConfig } from '../schedule/config.ts';
 import { planBatch } from '../schedule/plan.ts';
 import { Scheduler } from '../schedule/loop.ts';
-import { openDb, print, type Env } from './main.ts';
+import { openDb, print, type Env } from './context.ts';
 
 function describe(s: ScheduleConfig, sicarUfs: readonly string[]) {
   return s.jobs.map((j) => {

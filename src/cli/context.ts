@@ -1,0 +1,71 @@
+// What every `agro` command shares: its environment, the one stdout writer (results only,
+// every line through the CPF mask, exactly one JSON object with --json; contract §1), the
+// database opened and migrated for the command, and the run line.
+import type { Config } from '../config.ts';
+import { EmbeddedCluster, databaseUrl } from '../db/cluster.ts';
+import { migrate } from '../db/migrate.ts';
+import { createPool, isConnectionError, type Pool } from '../db/pool.ts';
+import { AgroError } from '../errors.ts';
+import type { RunOutcome } from '../etl/run.ts';
+import type { Logger } from '../log.ts';
+import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
+import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
+
+export function out(text: string): void {
+  process.stdout.write(maskCpfsInText(text) + '\n');
+}
+
+export interface Env {
+  cfg: Config;
+  log: Logger;
+  json: boolean;
+  values: Record<string, string | boolean | undefined>;
+  args: string[];
+  /** Migrations applied when the database was opened. */
+  applied?: string[];
+}
+
+/** Everything a command prints goes through here: CPFs masked, one JSON object with --json. */
+export function print(env: Env, obj: unknown, human: () => string) {
+  out(env.json ? JSON.stringify(maskCpfsDeep(obj)) : human());
+}
+
+/** Opens the database (starting the embedded cluster when DATABASE_URL is unset) and migrates it. */
+export async function openDb(env: Env): Promise<Pool> {
+  // start() is idempotent: it starts the server if needed and creates the database if it is missing.
+  if (!env.cfg.databaseUrl) await new EmbeddedCluster(env.cfg).start((m) => env.log.info(m));
+  const pool = createPool(databaseUrl(env.cfg));
+  try {
+    env.applied = (await migrate(pool)).applied;
+  } catch (e) {
+    await pool.end();
+    if (isConnectionError(e)) throw new AgroError('database_unavailable', (e as Error).message);
+    throw e;
+  }
+  return pool;
+}
+
+export async function withDb<T>(env: Env, fn: (pool: Pool) => Promise<T>): Promise<T> {
+  const pool = await openDb(env);
+  try {
+    return await fn(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+export function pipelineArg(env: Env, i = 1) {
+  const name = env.args[i];
+  if (!name) throw new AgroError('usage', 'missing <pipeline>');
+  const p = findPipeline(name);
+  if (!p) throw new AgroError('usage', `unknown pipeline "${name}" (known: ${PIPELINES.map((x) => x.name).join(', ')})`);
+  return p;
+}
+
+export function describeRun(o: RunOutcome): string {
+  const where = `${o.pipeline}${o.uf ? ' ' + o.uf : ''}`;
+  const base = `${where}: ${o.status}${o.snapshot_id ? ` snapshot ${o.snapshot_id}` : ''}${o.as_of ? ` as of ${o.as_of}` : ''}`;
+  const counts = o.status === 'unchanged' ? '' : ` — read ${o.rows_read}, loaded ${o.rows_loaded}, rejected ${o.rows_rejected} in ${(o.duration_ms / 1000).toFixed(1)} s`;
+  const extra = o.error ? `\n  error (${o.error.code}): ${o.error.message}` : o.message ? `\n  ${o.message}` : '';
+  return base + counts + (o.forced ? ' (forced past the quality gate)' : '') + extra + (o.report ? `\n  report: ${o.report}` : '');
+}
