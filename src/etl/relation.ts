@@ -137,7 +137,7 @@ export interface CheckedField {
 
 export interface Relation extends Required<Pick<RelationDef, 'name' | 'columns' | 'fields' | 'indexes' | 'extra'>> {
   joins: string;
-  orderBy: string | null;
+  orderBy?: string;
   /** What stageLayers stages: every column and field with source spellings. */
   staging: FieldSpec[];
   /** Staged names whose absence is reported (facts.fields.missingOptional). */
@@ -195,7 +195,7 @@ export function defineRelation(def: RelationDef): Relation {
     indexes: def.indexes,
     extra: def.extra ?? {},
     joins: def.joins ?? '',
-    orderBy: def.orderBy ?? null,
+    orderBy: def.orderBy,
     staging,
     reportedMissing,
     counted: def.columns.filter((c) => c.counted).map((c) => c.name),
