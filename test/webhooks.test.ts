@@ -269,16 +269,20 @@ describe('agro serve and agro schedule drain the outbox', () => {
     return cond();
   };
   const env = { AGRO_WEBHOOKS_ALLOW_PRIVATE: '1', AGRO_WEBHOOKS_POLL_MS: '100' };
+  /** A test event queued here reaches the receiver through the other process's drainer. */
+  const expectTestEventDelivered = async (rx: Awaited<ReturnType<typeof receiver>>) => {
+    const key = await liveKey();
+    const ep = await addEndpoint(db.pool, { keyId: key.id, url: rx.url, events: '*', allowPrivate: true });
+    const id = await sendTestEvent(db.pool, ep);
+    expect(await until(() => rx.got.length > 0)).toBe(true);
+    expect(rx.got.map((r) => r.headers['webhook-id'])).toEqual([id]);
+  };
 
   test('agro serve delivers a new event while serving and stops cleanly on SIGTERM', async () => {
     const rx = await receiver([200]);
     const server = await serveProcess(db.url, db.dataDir, env);
     try {
-      const key = await liveKey();
-      const ep = await addEndpoint(db.pool, { keyId: key.id, url: rx.url, events: '*', allowPrivate: true });
-      const id = await sendTestEvent(db.pool, ep);
-      expect(await until(() => rx.got.length > 0)).toBe(true);
-      expect(rx.got.map((r) => r.headers['webhook-id'])).toEqual([id]);
+      await expectTestEventDelivered(rx);
     } finally {
       expect(await server.stop()).toBe(0);
       await rx.close();
@@ -297,11 +301,7 @@ describe('agro serve and agro schedule drain the outbox', () => {
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
     try {
       expect(await until(() => /scheduler started/.test(stderr))).toBe(true);
-      const key = await liveKey();
-      const ep = await addEndpoint(db.pool, { keyId: key.id, url: rx.url, events: '*', allowPrivate: true });
-      const id = await sendTestEvent(db.pool, ep);
-      expect(await until(() => rx.got.length > 0)).toBe(true);
-      expect(rx.got.map((r) => r.headers['webhook-id'])).toEqual([id]);
+      await expectTestEventDelivered(rx);
     } finally {
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
