@@ -122,6 +122,7 @@ describe('delivery with retries', () => {
       const body = JSON.parse(rx.got[0].body);
       expect(body).toMatchObject({ id: eventId, type: 'quota.threshold', api_version: 'v1', data: { key_id: key.id, plan: 'starter', threshold: 70, limit: 50, used: 35 } });
       expect(body.created_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
+      expect(Object.keys(body)).toEqual(['id', 'type', 'created_at', 'api_version', 'data']);
       for (const r of rx.got) expect(serviceSignatureValid(r, ep.secret)).toBe(true);
 
       const log = await deliveryLog(db.pool, ep.id);

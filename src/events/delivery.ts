@@ -30,7 +30,7 @@ export function retryDelayMs(n: number, random: number): number {
 
 export interface DrainDeps {
   pool: pg.Pool;
-  cfg: Pick<Config, 'webhooks' | 'userAgent'>;
+  cfg: Pick<Config, 'webhooks'>;
   log?: Logger;
   now?: () => number;
   random?: () => number;
@@ -138,9 +138,11 @@ export async function drainOnce(d: DrainDeps, batch = 8): Promise<PassResult> {
       const at = now();
       const t = Math.floor(at.getTime() / 1000);
       const secrets = [c.secret, ...(c.previous_secret && c.previous_secret_until && c.previous_secret_until > at ? [c.previous_secret] : [])];
-      const body = JSON.stringify(c.body);
+      // jsonb keeps keys in its own order: send them in the contract's (the signature covers these bytes)
+      const e = c.body as Record<string, unknown>;
+      const body = JSON.stringify({ id: e.id, type: e.type, created_at: e.created_at, api_version: e.api_version, ...e });
       const res = await postWebhook(c.url, body, signatureHeaders(secrets, c.event_id, t, body), {
-        allowPrivate: d.cfg.webhooks.allowPrivate, timeoutMs: d.timeoutMs, userAgent: d.cfg.userAgent,
+        allowPrivate: d.cfg.webhooks.allowPrivate, timeoutMs: d.timeoutMs,
       });
       const gone = res.status === 410;
       const next = res.ok || gone || c.attempts >= RETRY.maxAttempts ? null : new Date(at.getTime() + retryDelayMs(c.attempts, random()));

@@ -7,6 +7,7 @@ import { isAgroError } from '../errors.ts';
 import { parseTargetUrl, pinnedLookup, vetTarget } from './targets.ts';
 
 export const DELIVERY_TIMEOUT_MS = 10_000;
+const USER_AGENT = 'agro-data-webhooks/1 (+Standard Webhooks)';
 const KEPT_RESPONSE_BYTES = 1_024;
 
 export interface AttemptResult {
@@ -20,7 +21,7 @@ export async function postWebhook(
   url: string,
   body: string,
   headers: Record<string, string>,
-  o: { allowPrivate: boolean; timeoutMs?: number; userAgent: string },
+  o: { allowPrivate: boolean; timeoutMs?: number },
 ): Promise<AttemptResult> {
   const started = performance.now();
   const took = () => Math.round(performance.now() - started);
@@ -45,7 +46,7 @@ export async function postWebhook(
     const req = (u.protocol === 'https:' ? https : http).request(u, {
       method: 'POST',
       lookup: pinnedLookup(addrs),
-      headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'user-agent': o.userAgent },
+      headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'user-agent': USER_AGENT },
     });
     const timer = setTimeout(() => {
       finish({ ok: false, status: null, error: `no complete answer within ${timeoutMs} ms` });
