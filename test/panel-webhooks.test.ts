@@ -117,7 +117,19 @@ describe('panel: webhooks and monitors', () => {
     await Promise.all([page.waitForNavigation(), page.click(`tr[data-monitor="${m.id}"] button`)]);
     expect(await page.$(`tr[data-monitor="${m.id}"]`)).toBeNull();
 
+    // Rotate the secret: a new one shown once; the next delivery carries both signatures.
+    await page.goto(`${base}/panel/webhooks`);
+    await Promise.all([page.waitForNavigation(), page.click(`tr[data-endpoint="${ep.id}"] form[action$="/rotate"] button`)]);
+    const rotated = await page.$eval('#new-secret', (e) => e.textContent!);
+    expect(rotated).toMatch(/^whsec_/);
+    expect(rotated).not.toBe(secret);
+    expect(await page.$eval(`tr[data-endpoint="${ep.id}"] .state`, (e) => e.textContent)).toMatch(/old secret signs until/);
+    await Promise.all([page.waitForNavigation(), page.click(`tr[data-endpoint="${ep.id}"] form[action$="/test"] button`)]);
+    await until(async () => received.length > 2);
+    for (const s of [secret, rotated]) expect(new Webhook(s).verify(received[2].body, received[2].headers as Record<string, string>)).toBeTruthy();
+
     // Remove the subscription.
+    await page.goto(`${base}/panel/webhooks`);
     await Promise.all([page.waitForNavigation(), page.click(`tr[data-endpoint="${ep.id}"] form[action$="/remove"] button`)]);
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM events.endpoints`)).rows[0].n).toBe(0);
     expect(await page.content()).not.toMatch(/<script/i);

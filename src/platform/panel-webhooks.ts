@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiDeps } from '../api/deps.ts';
 import { isAgroError } from '../errors.ts';
 import { replayEvent, sendTestEvent } from '../events/delivery.ts';
-import { addEndpoint, deliveryLog, EVENT_TYPES, getEndpoint, listEndpoints, removeEndpoint, type Endpoint } from '../events/endpoints.ts';
+import { addEndpoint, deliveryLog, EVENT_TYPES, getEndpoint, listEndpoints, removeEndpoint, rotateSecret, type Endpoint } from '../events/endpoints.ts';
 import { addMonitor, listMonitors, removeMonitor, type Monitor } from '../events/monitors.ts';
 import type { Session } from './panel-sql.ts';
 import { accountKeys } from './panel-sql.ts';
@@ -32,6 +32,8 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
   const notFound = (reply: FastifyReply, what: string) =>
     send(reply, 404, page('Not found', `<h1>Not found</h1><p>No such ${esc(what)} in this account. <a href="/panel/webhooks">Back</a></p>`));
   const alert = (m: string) => `<p role="alert">${esc(m)}</p>`;
+  const secretFlash = (note: string, secret: string) =>
+    `<div class="new" role="status"><p>${esc(note)} The signing secret is shown only now: store it.</p><p><code id="new-secret">${esc(secret)}</code></p></div>`;
 
   const overview = async (s: Session, flash: string) => {
     const ids = await accountKeyIds(deps, s);
@@ -41,6 +43,7 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
       <td>${e.events.map((t) => `<code>${esc(t)}</code>`).join(' ')}</td><td>${esc(e.key_id)}</td>
       <td class="state">${e.disabled_at ? `disabled ${esc(iso(e.disabled_at))}: ${esc(e.disabled_reason)}` : 'active'}${e.previous_secret_until ? ` (old secret signs until ${esc(iso(e.previous_secret_until))})` : ''}</td>
       <td><form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/test">${csrf}<button>Send test event</button></form>
+      <form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/rotate">${csrf}<button>Rotate secret</button></form>
       <form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/remove">${csrf}<button>Remove</button></form></td></tr>`;
     const monitorRow = (m: Monitor) => `<tr data-monitor="${esc(m.id)}"><td>${esc(m.kind)}</td><td><code>${esc(m.record)}</code></td><td>${esc(m.key_id)}</td>
       <td><form class="inline" method="post" action="/panel/monitors/${esc(m.id)}/remove">${csrf}<button>Remove</button></form></td></tr>`;
@@ -95,8 +98,7 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
     const events = Array.isArray(b.events) ? b.events : b.events ? [b.events] : [];
     try {
       const e = await addEndpoint(deps.pool, { keyId: s.key_id, url: String(b.url ?? '').trim(), events, allowPrivate: deps.cfg.webhooks.allowPrivate });
-      const flash = `<div class="new" role="status"><p>Subscribed ${esc(e.url)}. Its signing secret is shown only now: store it.</p><p><code id="new-secret">${esc(e.secret)}</code></p></div>`;
-      return send(reply, 201, await overview(s, flash));
+      return send(reply, 201, await overview(s, secretFlash(`Subscribed ${e.url}.`, e.secret)));
     } catch (err) {
       if (!isAgroError(err)) throw err;
       return send(reply, 422, await overview(s, alert(err.message)));
@@ -110,6 +112,15 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
     if (!e) return reply;
     await removeEndpoint(deps.pool, e.id);
     return back(reply, '/panel/webhooks');
+  });
+
+  app.post('/panel/webhooks/:id/rotate', opts, async (req, reply) => {
+    const s = await kit.guard(req, reply);
+    if (!s) return reply;
+    const e = await ownEndpoint(req, reply, s);
+    if (!e) return reply;
+    const r = await rotateSecret(deps.pool, e.id);
+    return send(reply, 201, await overview(s, secretFlash(`New secret for ${e.url}; the previous one also signs until ${iso(r.previous_secret_until)}.`, r.secret)));
   });
 
   app.post('/panel/webhooks/:id/test', opts, async (req, reply) => {
