@@ -59,6 +59,8 @@ export interface Config {
   api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number }>;
   /** Receita CNPJ month downloads (the share's WebDAV URL is sources['receita-cnpj']). */
   receitaCnpj: Readonly<ReceitaCnpjConfig>;
+  /** Webhook delivery: AGRO_WEBHOOKS_ALLOW_PRIVATE=1 permits private/loopback targets (development, tests); the outbox poll interval. */
+  webhooks: Readonly<{ allowPrivate: boolean; pollMs: number }>;
 }
 
 /** How the WFS client talks to a slow GeoServer behind legacy TLS (SOURCES.md §1.7, §2.1). */
@@ -194,6 +196,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       stallTimeoutMs: num(env.AGRO_CNPJ_STALL_TIMEOUT_MS, 180_000),
       backoffMs: num(env.AGRO_CNPJ_BACKOFF_MS, 2_000),
       progressMs: Math.max(100, num(env.AGRO_CNPJ_PROGRESS_MS, 15_000)),
+    }),
+    webhooks: Object.freeze({
+      allowPrivate: env.AGRO_WEBHOOKS_ALLOW_PRIVATE === '1',
+      pollMs: Math.max(50, num(env.AGRO_WEBHOOKS_POLL_MS, 1_000)),
     }),
   });
 }

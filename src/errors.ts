@@ -45,6 +45,8 @@ export const ERRORS = {
   quota_exceeded: { exitCode: 1, httpStatus: 402, message: 'monthly plan quota exceeded' },
   idempotency_key_reused: { exitCode: 2, httpStatus: 422, message: 'idempotency key reused with another request' },
   idempotency_conflict: { exitCode: 1, httpStatus: 409, message: 'a request with this idempotency key is still running' },
+  webhook_target_refused: { exitCode: 2, httpStatus: 422, message: 'webhook target refused' },
+  event_not_found: { exitCode: 1, httpStatus: 404, message: 'event not found' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -18,6 +18,7 @@ import { historyRoutes } from '../platform/history.ts';
 import { idempotencyOnSend, idempotencyPreHandler } from '../platform/idempotency.ts';
 import { admit, record } from '../platform/metering.ts';
 import { panelRoutes } from '../platform/panel.ts';
+import { Drainer } from '../events/delivery.ts';
 import { sandboxUrl } from '../platform/sandbox.ts';
 import { carRoutes } from './car/routes.ts';
 import { Cursors } from './cursor.ts';
@@ -96,6 +97,8 @@ export async function buildServer(o: {
   sandboxPool?: pg.Pool;
   /** Skips rate limit, quota, history and idempotency: only bench/platform.ts sets it (its anchor). */
   benchBypassMetering?: boolean;
+  /** Drain the webhook outbox while serving (`agro serve`); stopped when the server closes. */
+  drainWebhooks?: boolean;
 }) {
   const metering = !o.benchBypassMetering;
   // Test keys read the sandbox database (src/platform/sandbox.ts); its pool connects lazily.
@@ -118,7 +121,9 @@ export async function buildServer(o: {
   const { connectionString, host, port, user, password, database, ssl } = o.pool.options;
   const keys = new KeyCache({ connectionString, host, port, user, password, database, ssl, application_name: 'agro-api-keys' }, log);
   keys.start();
+  const drainer = o.drainWebhooks ? new Drainer({ pool: o.pool, cfg: o.cfg, log }).start() : null;
   app.addHook('onClose', async () => {
+    await drainer?.stop();
     await keys.stop();
     if (!o.sandboxPool) await sandbox.end();
   });

@@ -35,7 +35,7 @@ export async function startApi(cfg: Config, o: { port: number; host: string }) {
   const { buildServer, createApiPool } = await import('../api/server.ts');
   const log = createLogger(cfg.logLevel, 'json', { buffered: true });
   const pool = createApiPool(cfg, databaseUrl(cfg));
-  const app = await buildServer({ cfg, pool, log });
+  const app = await buildServer({ cfg, pool, log, drainWebhooks: true });
   try {
     await app.listen({ port: o.port, host: o.host });
   } catch (e) {

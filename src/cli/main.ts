@@ -27,6 +27,8 @@ import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
 import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo } from './api-commands.ts';
 import { cmdSandbox, runSandboxLoad, SANDBOX_USAGE } from './sandbox-command.ts';
 import { cmdPlatform, PLATFORM_USAGE } from './platform-command.ts';
+import { cmdMonitors, MONITORS_USAGE } from './monitors-command.ts';
+import { cmdWebhooks, WEBHOOKS_OPTIONS, WEBHOOKS_USAGE } from './webhooks-command.ts';
 
 const USAGE = `usage: agro <command> [options]
 
@@ -48,6 +50,8 @@ const USAGE = `usage: agro <command> [options]
 ${API_USAGE}
 ${SANDBOX_USAGE}
 ${PLATFORM_USAGE}
+${MONITORS_USAGE}
+${WEBHOOKS_USAGE}
 
 pipelines: ${PIPELINES.map((p) => p.name).join(', ')}
 every command accepts --json (one JSON object on stdout)`;
@@ -63,6 +67,7 @@ const OPTIONS = {
   out: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   ...API_OPTIONS,
+  ...WEBHOOKS_OPTIONS,
   limit: { type: 'string' },
   series: { type: 'string' },
   'series-file': { type: 'string' },
@@ -358,6 +363,8 @@ export async function main(argv: string[]): Promise<number> {
       case 'keys': return await cmdKeys(env);
       case 'sandbox': return await cmdSandbox(env, fixtureRuns());
       case 'platform': return await cmdPlatform(env);
+      case 'monitors': return await cmdMonitors(env);
+      case 'webhooks': return await cmdWebhooks(env);
       default:
         throw new AgroError('usage', `unknown command "${cmd}"`);
     }

@@ -6,6 +6,7 @@ import { loadSchedule, type ScheduleConfig } from '../schedule/config.ts';
 import { planBatch } from '../schedule/plan.ts';
 import { Scheduler } from '../schedule/loop.ts';
 import { openDb, print, type Env } from './context.ts';
+import { Drainer } from '../events/delivery.ts';
 
 function describe(s: ScheduleConfig, sicarUfs: readonly string[]) {
   return s.jobs.map((j) => {
@@ -28,6 +29,8 @@ export async function cmdSchedule(env: Env): Promise<number> {
   }
   const pool = await openDb(env);
   const scheduler = new Scheduler({ cfg: env.cfg, pool, log: env.log }, schedule);
+  // The webhook outbox is drained while the scheduler runs (contract §1).
+  const drainer = new Drainer({ pool, cfg: env.cfg, log: env.log }).start();
   let signals = 0;
   let done!: () => void;
   const stopped = new Promise<void>((r) => (done = r));
@@ -54,6 +57,7 @@ export async function cmdSchedule(env: Env): Promise<number> {
   } finally {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    await drainer.stop();
     await pool.end();
   }
   print(env, { stopped: true }, () => 'scheduler stopped');

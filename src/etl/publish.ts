@@ -13,6 +13,7 @@ import { AgroError } from '../errors.ts';
 import { ident, withTransaction } from '../db/pool.ts';
 import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
+import { recordChangeEvents } from '../events/change-events.ts';
 import { fillMissingPairs, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import type { Pipeline } from './pipeline.ts';
 import type { GateFailure } from './quality.ts';
@@ -139,6 +140,8 @@ export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapsho
     await catalog.setCurrent(client, pipeline.name, snap.scope, snapshotId);
     await catalog.recordPublication(client, { dataset: pipeline.name, scope: snap.scope, snapshotId, action: 'publish', forced, runId: snap.run_id });
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
+    // Change events for monitored records, in this transaction: an event exists iff the publish does.
+    await recordChangeEvents(client, { dataset: pipeline.name, scope: snap.scope, previousSnapshotId: cur?.snapshot_id ?? null, snapshotId });
     await repointViews(client, pipeline, budget);
     return { status: 'published', published: true, forced };
   });

@@ -13,6 +13,7 @@ import { historyPage } from './history.ts';
 import { checkKeyFormat, createKey, findActiveKey, KEY_ENVS, revokeKey, rotateKey, type ApiKey, type KeyEnv, type Plan } from './keys.ts';
 import { PLAN_LIMITS, windowOf } from './limits.ts';
 import { accountKeys, createSession, endSession, SESSION_HOURS, sessionOf, usageByDay, type Session } from './panel-sql.ts';
+import { webhookPanelRoutes } from './panel-webhooks.ts';
 
 const COOKIE = 'agro_panel';
 
@@ -94,6 +95,7 @@ async function dashboard(deps: ApiDeps, s: Session, q: Record<string, string | u
   return page('Account panel', `<h1>Account panel</h1>
 <p>Signed in with <code>${esc(s.key_id)}</code> (${esc(s.env)}${s.name ? `, ${esc(s.name)}` : ''}).
 <form class="inline" method="post" action="/panel/logout">${csrf}<button>Sign out</button></form></p>
+<nav><a href="/panel/webhooks">Webhooks and monitors</a></nav>
 ${flash}
 <h2>Plan</h2><p><strong>${esc(s.plan)}</strong>: ${limits.perMinute} requests per minute, ${limits.perMonth} billable requests per month.</p>
 <h2>Usage in ${esc(month)}</h2>
@@ -194,5 +196,7 @@ export function panelRoutes(deps: ApiDeps) {
       const r = await rotateKey(deps.pool, id, deps.cfg.api.keyRotationGraceHours);
       return send(reply, 201, await dashboard(deps, s, {}, newKeyFlash(r.key.key, `Key ${id} rotated: its successor is ${r.key.id}; the old key works until ${iso(r.old.expires_at)}.`)));
     });
+
+    await webhookPanelRoutes(app, deps, { esc, page, send, sessionFrom, guard });
   };
 }

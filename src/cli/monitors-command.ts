@@ -1,0 +1,37 @@
+// `agro monitors add --key <key_id> (car <numero> | cnpj <cnpj>)`, `agro monitors list [--key K]`,
+// `agro monitors remove <id>`: the records a key watches for change events.
+import { AgroError } from '../errors.ts';
+import { addMonitor, listMonitors, removeMonitor } from '../events/monitors.ts';
+import { print, withDb, type Env } from './context.ts';
+
+export const MONITORS_USAGE = `  monitors add --key <key_id> (car <numero> | cnpj <cnpj>)   watch a record for change events
+  monitors list [--key <key_id>] | monitors remove <id>`;
+
+const iso = (d: Date) => d.toISOString();
+
+export async function cmdMonitors(env: Env): Promise<number> {
+  const sub = env.args[1];
+  const key = env.values.key as string | undefined;
+  if (sub === 'add') {
+    const [kind, value] = [env.args[2], env.args[3]];
+    if (!key || !kind || !value) throw new AgroError('usage', 'monitors add --key <key_id> (car <numero> | cnpj <cnpj>)');
+    const m = await withDb(env, (pool) => addMonitor(pool, key, kind, value));
+    print(env, { ...m, created_at: iso(m.created_at) }, () => `${m.created ? 'monitor' : 'already monitored:'} ${m.id}  ${m.kind} ${m.record}  (key ${m.key_id})`);
+    return 0;
+  }
+  if (sub === 'list') {
+    const rows = await withDb(env, (pool) => listMonitors(pool, key ? [key] : null));
+    const monitors = rows.map((m) => ({ ...m, created_at: iso(m.created_at) }));
+    print(env, { monitors }, () => (monitors.length === 0 ? 'no monitors' : monitors.map((m) => `${m.id}  ${m.key_id}  ${m.kind.padEnd(4)} ${m.record}  since ${m.created_at}`).join('\n')));
+    return 0;
+  }
+  if (sub === 'remove') {
+    const id = env.args[2];
+    if (!id) throw new AgroError('usage', 'monitors remove <id>');
+    const removed = await withDb(env, (pool) => removeMonitor(pool, id));
+    if (!removed) throw new AgroError('not_found', `no monitor ${id}`);
+    print(env, { id, removed }, () => `monitor ${id} removed`);
+    return 0;
+  }
+  throw new AgroError('usage', 'monitors add|list|remove');
+}

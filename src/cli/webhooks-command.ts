@@ -1,0 +1,130 @@
+// `agro webhooks add|list|remove|deliver|replay` (contract §1, §5), and rotate, test, log, enable.
+import { AgroError } from '../errors.ts';
+import { Drainer, drainUntilIdle, replayEvent, sendTestEvent } from '../events/delivery.ts';
+import { addEndpoint, deliveryLog, enableEndpoint, getEndpoint, listEndpoints, removeEndpoint, rotateSecret, type Endpoint } from '../events/endpoints.ts';
+import { openDb, print, withDb, type Env } from './context.ts';
+
+export const WEBHOOKS_USAGE = `  webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…]   subscribe an endpoint (secret shown once)
+  webhooks list [--key <key_id>] | webhooks remove <id> | webhooks log <id> [--limit N]
+  webhooks deliver [--once]         drain the outbox (until SIGTERM; --once: what is due now)
+  webhooks replay <event_id> [--endpoint <id>]   deliver an event again
+  webhooks rotate <id>              a new secret; the old one also signs for 24 h
+  webhooks test <id> | webhooks enable <id>      send a webhook.test event | re-enable after a 410`;
+
+export const WEBHOOKS_OPTIONS = {
+  key: { type: 'string' },
+  url: { type: 'string' },
+  events: { type: 'string' },
+  secret: { type: 'string' },
+  once: { type: 'boolean' },
+  endpoint: { type: 'string' },
+} as const;
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+const shown = (e: Endpoint) => ({ ...e, created_at: iso(e.created_at), disabled_at: iso(e.disabled_at), previous_secret_until: iso(e.previous_secret_until) });
+const line = (e: Endpoint) =>
+  `${e.id}  ${e.key_id}  ${e.url}  [${e.events.join(',')}]${e.disabled_at ? `  DISABLED ${iso(e.disabled_at)} (${e.disabled_reason})` : ''}${e.previous_secret_until ? `  dual-signing until ${iso(e.previous_secret_until)}` : ''}`;
+
+function idArg(env: Env, what: string): string {
+  const id = env.args[2];
+  if (!id) throw new AgroError('usage', what);
+  return id;
+}
+
+/** Drains until SIGTERM/SIGINT; the pass under way finishes first. */
+async function deliverContinuously(env: Env): Promise<void> {
+  const pool = await openDb(env);
+  const drainer = new Drainer({ pool, cfg: env.cfg, log: env.log }).start();
+  env.log.info('webhook drainer started');
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await drainer.stop();
+  await pool.end();
+}
+
+export async function cmdWebhooks(env: Env): Promise<number> {
+  const sub = env.args[1];
+  const key = env.values.key as string | undefined;
+  switch (sub) {
+    case 'add': {
+      const url = env.values.url as string | undefined;
+      const events = env.values.events as string | undefined;
+      if (!key || !url || !events) throw new AgroError('usage', 'webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…]');
+      const e = await withDb(env, (pool) =>
+        addEndpoint(pool, { keyId: key, url, events, secret: env.values.secret as string | undefined, allowPrivate: env.cfg.webhooks.allowPrivate }),
+      );
+      print(env, shown(e), () => `${line(e)}\nsecret: ${e.secret}\n(store the secret now: it is not shown again)`);
+      return 0;
+    }
+    case 'list': {
+      const rows = await withDb(env, (pool) => listEndpoints(pool, key ? [key] : null));
+      print(env, { endpoints: rows.map(shown) }, () => (rows.length ? rows.map(line).join('\n') : 'no webhook endpoints'));
+      return 0;
+    }
+    case 'remove': {
+      const id = idArg(env, 'webhooks remove <id>');
+      if (!(await withDb(env, (pool) => removeEndpoint(pool, id)))) throw new AgroError('not_found', `no webhook endpoint ${id}`);
+      print(env, { id, removed: true }, () => `webhook endpoint ${id} removed`);
+      return 0;
+    }
+    case 'rotate': {
+      const id = idArg(env, 'webhooks rotate <id>');
+      const r = await withDb(env, (pool) => rotateSecret(pool, id));
+      print(env, { ...r, previous_secret_until: iso(r.previous_secret_until) }, () =>
+        `secret: ${r.secret}\n(the previous secret also signs until ${iso(r.previous_secret_until)}; store the new one now: it is not shown again)`);
+      return 0;
+    }
+    case 'enable': {
+      const id = idArg(env, 'webhooks enable <id>');
+      if (!(await withDb(env, (pool) => enableEndpoint(pool, id)))) throw new AgroError('not_found', `no webhook endpoint ${id}`);
+      print(env, { id, enabled: true }, () => `webhook endpoint ${id} enabled`);
+      return 0;
+    }
+    case 'test': {
+      const id = idArg(env, 'webhooks test <id>');
+      const r = await withDb(env, async (pool) => {
+        const e = await getEndpoint(pool, id);
+        if (!e) throw new AgroError('not_found', `no webhook endpoint ${id}`);
+        const eventId = await sendTestEvent(pool, e);
+        return { event_id: eventId, ...(await drainUntilIdle({ pool, cfg: env.cfg, log: env.log })) };
+      });
+      print(env, r, () => `test event ${r.event_id} queued; ${r.delivered} delivered, ${r.retrying} to retry, ${r.failed} failed`);
+      return 0;
+    }
+    case 'log': {
+      const id = idArg(env, 'webhooks log <id> [--limit N]');
+      const limit = env.values.limit === undefined ? 50 : Number(env.values.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new AgroError('usage', '--limit is 1..1000');
+      const log = await withDb(env, (pool) => deliveryLog(pool, id, limit));
+      const attempts = log.map((a) => ({ ...a, at: iso(a.at), next_attempt_at: iso(a.next_attempt_at) }));
+      print(env, { endpoint_id: id, attempts }, () =>
+        attempts.length === 0
+          ? 'no delivery attempts'
+          : attempts.map((a) => `${a.at}  ${a.event_id}  ${a.type.padEnd(22)} #${a.attempt}  ${a.status_code ?? '—'}  ${a.error ?? 'ok'}  (${a.delivery_status}${a.next_attempt_at ? `, next ${a.next_attempt_at}` : ''})`).join('\n'));
+      return 0;
+    }
+    case 'deliver': {
+      if (!env.values.once) {
+        await deliverContinuously(env);
+        print(env, { stopped: true }, () => 'webhook drainer stopped');
+        return 0;
+      }
+      const r = await withDb(env, (pool) => drainUntilIdle({ pool, cfg: env.cfg, log: env.log }));
+      print(env, r, () => `${r.events} new events; ${r.attempted} attempts: ${r.delivered} delivered, ${r.retrying} to retry, ${r.failed} failed`);
+      return 0;
+    }
+    case 'replay': {
+      const id = idArg(env, 'webhooks replay <event_id> [--endpoint <id>]');
+      const r = await withDb(env, async (pool) => {
+        const deliveries = await replayEvent(pool, id, { endpointId: env.values.endpoint as string | undefined });
+        return { event_id: id, deliveries, ...(await drainUntilIdle({ pool, cfg: env.cfg, log: env.log })) };
+      });
+      print(env, r, () => `event ${id}: ${r.deliveries} deliveries queued again; ${r.delivered} delivered, ${r.retrying} to retry, ${r.failed} failed`);
+      return 0;
+    }
+    default:
+      throw new AgroError('usage', 'webhooks add|list|remove|deliver|replay|rotate|test|log|enable');
+  }
+}

@@ -1,0 +1,145 @@
+// Change events for monitored records (contract §5), written into the outbox inside the
+// publish transaction: an event exists if and only if the publish that made the change
+// current committed. They compare the snapshot being published with the one it replaces:
+//   sicar            car.situacao.alterada (status differs), car.embargo.criado (an active
+//                    embargo overlaps the property now and did not before, same IBAMA snapshot)
+//   ibama-embargos   car.embargo.criado (same CAR snapshots, old IBAMA snapshot against new)
+//   receita-cnpj     socio.qsa.alterado (derived.cnpj_qsa_changes of the month)
+// A first load has nothing to compare with and emits nothing. Event ids derive from what
+// changed (key, record, snapshots, embargo term), so a retried or repeated publish of the
+// same change writes no second event, and a republish of the same data finds no change.
+import type pg from 'pg';
+import { qualifiedSnapshotTable } from '../etl/names.ts';
+import { formatCnpj } from '../privacy.ts';
+
+export interface PublishedChange {
+  dataset: string;
+  scope: string;
+  /** The snapshot that was current before (null: a first load). */
+  previousSnapshotId: number | null;
+  snapshotId: number;
+}
+
+const exists = async (c: pg.ClientBase, table: string) => (await c.query(`SELECT to_regclass($1) IS NOT NULL AS ok`, [table])).rows[0].ok as boolean;
+
+/** Writes the change events of a publish into events.outbox; returns how many were new. */
+export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): Promise<number> {
+  if (p.previousSnapshotId === null || p.previousSnapshotId === p.snapshotId) return 0;
+  const watched = await c.query(`SELECT 1 FROM events.monitors LIMIT 1`);
+  if (!watched.rowCount) return 0;
+  if (p.dataset === 'sicar') return (await situacaoChanges(c, p.previousSnapshotId, p.snapshotId)) + (await embargoesOfCarSnapshot(c, p.previousSnapshotId, p.snapshotId));
+  if (p.dataset === 'ibama-embargos') return embargoesOfLayerSnapshot(c, p.previousSnapshotId, p.snapshotId);
+  if (p.dataset === 'receita-cnpj') return qsaChanges(c, p.previousSnapshotId, p.snapshotId);
+  return 0;
+}
+
+async function situacaoChanges(c: pg.ClientBase, prev: number, next: number): Promise<number> {
+  const before = qualifiedSnapshotTable('car_imovel', prev);
+  const after = qualifiedSnapshotTable('car_imovel', next);
+  if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
+  const r = await c.query(
+    `SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2, m.key_id,
+              jsonb_build_object('car', m.record, 'situacao_anterior', o.situacao, 'situacao', n.situacao,
+                                 'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
+       FROM events.monitors m JOIN ${after} n ON n.car = m.record JOIN ${before} o ON o.car = m.record
+      WHERE m.kind = 'car' AND n.situacao IS DISTINCT FROM o.situacao`,
+    [prev, next],
+  );
+  return r.rows.filter((x) => x.id !== null).length;
+}
+
+interface EmbargoPair {
+  carBefore: number;
+  layerBefore: number;
+  carAfter: number;
+  layerAfter: number;
+}
+
+/** New active embargo terms on monitored properties between two overlap pairs (both must be computed). */
+async function newEmbargoes(c: pg.ClientBase, pairs: EmbargoPair[], layerAfter: number): Promise<number> {
+  const done = await c.query(`SELECT car_snapshot_id, layer_snapshot_id FROM derived.overlap_pairs`);
+  const have = new Set(done.rows.map((d) => `${d.car_snapshot_id}|${d.layer_snapshot_id}`));
+  // A pair never computed cannot be compared: nothing is claimed about it.
+  const usable = pairs.filter((q) => have.has(`${q.carBefore}|${q.layerBefore}`) && have.has(`${q.carAfter}|${q.layerAfter}`));
+  const terms = qualifiedSnapshotTable('ibama_embargos', layerAfter);
+  if (usable.length === 0 || !(await exists(c, terms))) return 0;
+  const r = await c.query(
+    `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS p(cb, lb, ca, la)),
+     n AS (
+       SELECT m.key_id, o.car, o.feicao_id AS numero_tad, p.cb, p.lb, sum(o.area_sobreposta_ha) AS area
+         FROM p JOIN derived.car_overlaps o ON o.car_snapshot_id = p.ca AND o.layer_snapshot_id = p.la AND o.camada = 'embargo' AND o.ativo
+         JOIN events.monitors m ON m.kind = 'car' AND m.record = o.car
+        GROUP BY m.key_id, o.car, o.feicao_id, p.cb, p.lb
+     )
+     SELECT events.enqueue('car.embargo.criado', 'car.embargo.criado:' || n.key_id || ':' || n.car || ':' || n.numero_tad, n.key_id,
+              jsonb_build_object('car', n.car, 'embargo', jsonb_build_object(
+                'numero_tad', n.numero_tad, 'data_embargo', to_char(t.data_embargo, 'YYYY-MM-DD'), 'area_sobreposta_ha', round(n.area::numeric, 4)))) AS id
+       FROM n LEFT JOIN LATERAL (SELECT min(data_embargo) AS data_embargo FROM ${terms} WHERE numero_tad = n.numero_tad) t ON true
+      WHERE NOT EXISTS (SELECT 1 FROM derived.car_overlaps b
+                         WHERE b.car_snapshot_id = n.cb AND b.layer_snapshot_id = n.lb AND b.camada = 'embargo' AND b.ativo
+                           AND b.car = n.car AND b.feicao_id = n.numero_tad)`,
+    [usable.map((q) => q.carBefore), usable.map((q) => q.layerBefore), usable.map((q) => q.carAfter), usable.map((q) => q.layerAfter)],
+  );
+  return r.rows.filter((x) => x.id !== null).length;
+}
+
+async function currentIds(c: pg.ClientBase, dataset: string): Promise<number[]> {
+  const r = await c.query(`SELECT snapshot_id FROM etl.current WHERE dataset = $1`, [dataset]);
+  return r.rows.map((x) => Number(x.snapshot_id));
+}
+
+async function embargoesOfCarSnapshot(c: pg.ClientBase, prev: number, next: number): Promise<number> {
+  const [layer] = await currentIds(c, 'ibama-embargos');
+  if (layer === undefined) return 0;
+  return newEmbargoes(c, [{ carBefore: prev, layerBefore: layer, carAfter: next, layerAfter: layer }], layer);
+}
+
+async function embargoesOfLayerSnapshot(c: pg.ClientBase, prev: number, next: number): Promise<number> {
+  const cars = await currentIds(c, 'sicar');
+  return newEmbargoes(c, cars.map((car) => ({ carBefore: car, layerBefore: prev, carAfter: car, layerAfter: next })), next);
+}
+
+interface ReceitaPartner {
+  nome_socio: string | null;
+  cnpj_cpf_do_socio: string | null;
+  identificador_de_socio: string | null;
+  qualificacao_socio: string | null;
+}
+
+const RECEITA_MASKED_CPF = /^\*{3}(\d{6})\*{2}$/;
+
+/** A partner's document as the API shows it: a person's CPF masked (***.NNN.NNN-**), a company's CNPJ formatted. */
+export function partnerDocumentShown(p: ReceitaPartner): string | null {
+  const doc = p.cnpj_cpf_do_socio?.trim() ?? '';
+  if (p.identificador_de_socio === '1') return /^[0-9A-Z]{14}$/.test(doc) ? formatCnpj(doc) : null;
+  if (p.identificador_de_socio !== '2') return null;
+  const masked = RECEITA_MASKED_CPF.exec(doc);
+  const digits = doc.replace(/\D/g, '');
+  const miolo = masked ? masked[1] : digits.length === 11 ? digits.slice(3, 9) : null;
+  return miolo ? `***.${miolo.slice(0, 3)}.${miolo.slice(3)}-**` : null;
+}
+
+async function qsaChanges(c: pg.ClientBase, prev: number, next: number): Promise<number> {
+  const rows = await c.query(
+    `SELECT m.key_id, m.record, q.entraram, q.sairam FROM derived.cnpj_qsa_changes q
+       JOIN events.monitors m ON m.kind = 'cnpj' AND left(m.record, 8) = q.cnpj_basico
+      WHERE q.snapshot_id = $1 AND q.previous_snapshot_id = $2`,
+    [next, prev],
+  );
+  if (!rows.rowCount) return 0;
+  const quals = qualifiedSnapshotTable('cnpj_qualificacoes', next);
+  const names = new Map<string, string>();
+  if (await exists(c, quals)) for (const q of (await c.query(`SELECT codigo, descricao FROM ${quals}`)).rows) names.set(q.codigo, q.descricao);
+  const shown = (list: ReceitaPartner[]) =>
+    list.map((p) => ({
+      nome: p.nome_socio, cpf_cnpj: partnerDocumentShown(p),
+      qualificacao: p.qualificacao_socio === null ? null : names.get(p.qualificacao_socio) ?? p.qualificacao_socio,
+    }));
+  let n = 0;
+  for (const r of rows.rows) {
+    const data = { cnpj: formatCnpj(r.record), entraram: shown(r.entraram), sairam: shown(r.sairam) };
+    const e = await c.query(`SELECT events.enqueue('socio.qsa.alterado', $1, $2, $3) AS id`, [`socio.qsa.alterado:${r.key_id}:${r.record}:${prev}:${next}`, r.key_id, data]);
+    if (e.rows[0].id !== null) n++;
+  }
+  return n;
+}

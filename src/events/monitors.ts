@@ -1,0 +1,76 @@
+// Monitors: the records a key watches for change events (car.situacao.alterada,
+// car.embargo.criado on a CAR number; socio.qsa.alterado on a CNPJ).
+import crypto from 'node:crypto';
+import type pg from 'pg';
+import { isValidCnpj, normalizeDocument } from '../documents.ts';
+import { AgroError } from '../errors.ts';
+import { formatCnpj } from '../privacy.ts';
+
+type Db = pg.Pool | pg.ClientBase;
+
+export const MONITOR_KINDS = ['car', 'cnpj'] as const;
+export type MonitorKind = (typeof MONITOR_KINDS)[number];
+
+export interface Monitor {
+  id: string;
+  key_id: string;
+  kind: MonitorKind;
+  /** CAR number, or the CNPJ formatted. */
+  record: string;
+  created_at: Date;
+}
+
+const CAR = /^[A-Z]{2}-\d{7}-[0-9A-F]{32}$/;
+
+/** The stored form of a record: a CAR number in upper case, a CNPJ's 14 characters. */
+export function monitoredRecord(kind: string, value: string): { kind: MonitorKind; record: string } {
+  const v = value.trim();
+  if (kind === 'car') {
+    if (!CAR.test(v.toUpperCase())) throw new AgroError('usage', `not a CAR number (UF-NNNNNNN-<32 hex>): ${v.slice(0, 60)}`);
+    return { kind, record: v.toUpperCase() };
+  }
+  if (kind === 'cnpj') {
+    const c = normalizeDocument(v);
+    if (!isValidCnpj(c)) throw new AgroError('usage', `not a valid CNPJ: ${v.slice(0, 30)}`);
+    return { kind, record: c };
+  }
+  throw new AgroError('usage', `a monitor watches "car <numero>" or "cnpj <cnpj>", not "${kind}"`);
+}
+
+const shown = (r: { kind: MonitorKind; record: string }) => (r.kind === 'cnpj' ? formatCnpj(r.record) : r.record);
+const row = (r: Monitor): Monitor => ({ ...r, record: shown(r) });
+
+async function keyExists(db: Db, keyId: string): Promise<void> {
+  const r = await db.query(`SELECT 1 FROM platform.api_keys WHERE id = $1`, [keyId]);
+  if (!r.rowCount) throw new AgroError('key_not_found', keyId);
+}
+
+/** Adds a monitor; adding the same record again returns the existing one. */
+export async function addMonitor(db: Db, keyId: string, kind: string, value: string): Promise<Monitor & { created: boolean }> {
+  const m = monitoredRecord(kind, value);
+  await keyExists(db, keyId);
+  const id = `mon_${crypto.randomBytes(9).toString('base64url')}`;
+  const ins = await db.query(
+    `INSERT INTO events.monitors (id, key_id, kind, record) VALUES ($1, $2, $3, $4) ON CONFLICT (key_id, kind, record) DO NOTHING
+     RETURNING id, key_id, kind, record, created_at`,
+    [id, keyId, m.kind, m.record],
+  );
+  if (ins.rowCount) return { ...row(ins.rows[0]), created: true };
+  const r = await db.query(`SELECT id, key_id, kind, record, created_at FROM events.monitors WHERE key_id = $1 AND kind = $2 AND record = $3`, [keyId, m.kind, m.record]);
+  return { ...row(r.rows[0]), created: false };
+}
+
+/** Monitors of some keys (all keys when null), oldest first. */
+export async function listMonitors(db: Db, keyIds: string[] | null): Promise<Monitor[]> {
+  const r = await db.query(
+    `SELECT id, key_id, kind, record, created_at FROM events.monitors WHERE $1::text[] IS NULL OR key_id = ANY ($1) ORDER BY created_at, id`,
+    [keyIds],
+  );
+  return r.rows.map(row);
+}
+
+/** Removes a monitor (only among `keyIds` when given); false when there is none. */
+export async function removeMonitor(db: Db, id: string, keyIds: string[] | null = null): Promise<boolean> {
+  const r = await db.query(`DELETE FROM events.monitors WHERE id = $1 AND ($2::text[] IS NULL OR key_id = ANY ($2))`, [id, keyIds]);
+  return (r.rowCount ?? 0) > 0;
+}

@@ -1,0 +1,177 @@
+// The panel's webhooks page (/panel/webhooks): the account's subscriptions (add — the secret is
+// shown once —, remove, send a test event), each endpoint's delivery log with a replay button,
+// and the monitored records (add, remove). Plain forms with the session's CSRF token, no script.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ApiDeps } from '../api/deps.ts';
+import { isAgroError } from '../errors.ts';
+import { replayEvent, sendTestEvent } from '../events/delivery.ts';
+import { addEndpoint, deliveryLog, EVENT_TYPES, getEndpoint, listEndpoints, removeEndpoint, rotateSecret, type Endpoint } from '../events/endpoints.ts';
+import { addMonitor, listMonitors, removeMonitor, type Monitor } from '../events/monitors.ts';
+import type { Session } from './panel-sql.ts';
+import { accountKeys } from './panel-sql.ts';
+
+export interface PanelKit {
+  esc: (s: unknown) => string;
+  page: (title: string, body: string) => string;
+  send: (reply: FastifyReply, status: number, html: string) => FastifyReply;
+  sessionFrom: (req: FastifyRequest) => Promise<Session | null>;
+  guard: (req: FastifyRequest, reply: FastifyReply) => Promise<Session | null>;
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '');
+
+async function accountKeyIds(deps: ApiDeps, s: Session): Promise<string[]> {
+  return (await accountKeys(deps.pool, s.account)).map((k) => k.id);
+}
+
+export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, kit: PanelKit) {
+  const { esc, page, send } = kit;
+  const config = { public: true };
+  const opts = { config, schema: { hide: true } };
+  const csrfField = (s: Session) => `<input type="hidden" name="csrf" value="${esc(s.csrf)}">`;
+  const notFound = (reply: FastifyReply, what: string) =>
+    send(reply, 404, page('Not found', `<h1>Not found</h1><p>No such ${esc(what)} in this account. <a href="/panel/webhooks">Back</a></p>`));
+  const alert = (m: string) => `<p role="alert">${esc(m)}</p>`;
+  const secretFlash = (note: string, secret: string) =>
+    `<div class="new" role="status"><p>${esc(note)} The signing secret is shown only now: store it.</p><p><code id="new-secret">${esc(secret)}</code></p></div>`;
+
+  const overview = async (s: Session, flash: string) => {
+    const ids = await accountKeyIds(deps, s);
+    const [endpoints, monitors] = await Promise.all([listEndpoints(deps.pool, ids), listMonitors(deps.pool, ids)]);
+    const csrf = csrfField(s);
+    const endpointRow = (e: Endpoint) => `<tr data-endpoint="${esc(e.id)}"><td><a href="/panel/webhooks/${esc(e.id)}">${esc(e.url)}</a></td>
+      <td>${e.events.map((t) => `<code>${esc(t)}</code>`).join(' ')}</td><td>${esc(e.key_id)}</td>
+      <td class="state">${e.disabled_at ? `disabled ${esc(iso(e.disabled_at))}: ${esc(e.disabled_reason)}` : 'active'}${e.previous_secret_until ? ` (old secret signs until ${esc(iso(e.previous_secret_until))})` : ''}</td>
+      <td><form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/test">${csrf}<button>Send test event</button></form>
+      <form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/rotate">${csrf}<button>Rotate secret</button></form>
+      <form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/remove">${csrf}<button>Remove</button></form></td></tr>`;
+    const monitorRow = (m: Monitor) => `<tr data-monitor="${esc(m.id)}"><td>${esc(m.kind)}</td><td><code>${esc(m.record)}</code></td><td>${esc(m.key_id)}</td>
+      <td><form class="inline" method="post" action="/panel/monitors/${esc(m.id)}/remove">${csrf}<button>Remove</button></form></td></tr>`;
+    return page('Webhooks and monitors', `<h1>Webhooks and monitors</h1><p><a href="/panel">← Account panel</a></p>${flash}
+<h2>Subscriptions</h2>
+<p class="muted">Each delivery is a POST signed with the endpoint's secret (<code>X-Service-Signature</code> and the Standard Webhooks headers); only a 2xx answer counts, others are retried for about 3 days, and <code>410 Gone</code> disables the endpoint.</p>
+<table id="endpoints"><thead><tr><th>URL</th><th>Events</th><th>Key</th><th>State</th><th></th></tr></thead><tbody>${endpoints.map(endpointRow).join('\n')}</tbody></table>
+${endpoints.length === 0 ? '<p class="muted">No subscriptions yet.</p>' : ''}
+<form method="post" action="/panel/webhooks">${csrf}<label>URL <input name="url" type="url" size="50" required></label>
+<fieldset><legend>Events</legend>${EVENT_TYPES.map((t) => `<label><input type="checkbox" name="events" value="${esc(t)}" checked> ${esc(t)}</label>`).join(' ')}</fieldset>
+<button type="submit">Subscribe</button></form>
+<h2>Monitored records</h2>
+<p class="muted">Change events (<code>car.situacao.alterada</code>, <code>car.embargo.criado</code>, <code>socio.qsa.alterado</code>) are sent for these records when a new snapshot is published.</p>
+<table id="monitors"><thead><tr><th>Kind</th><th>Record</th><th>Key</th><th></th></tr></thead><tbody>${monitors.map(monitorRow).join('\n')}</tbody></table>
+${monitors.length === 0 ? '<p class="muted">No monitored records yet.</p>' : ''}
+<form method="post" action="/panel/monitors">${csrf}<label>Kind <select name="kind"><option value="car">CAR</option><option value="cnpj">CNPJ</option></select></label>
+<label>Number <input name="record" size="50" required></label> <button type="submit">Monitor</button></form>`);
+  };
+
+  const endpointPage = async (s: Session, e: Endpoint, flash: string) => {
+    const log = await deliveryLog(deps.pool, e.id, 100);
+    const csrf = csrfField(s);
+    const rows = log.map((a) => `<tr data-event="${esc(a.event_id)}"><td>${esc(iso(a.at))}</td><td><code>${esc(a.event_id)}</code></td><td>${esc(a.type)}</td><td>${a.attempt}</td>
+      <td>${a.status_code ?? '—'}</td><td>${esc(a.error ?? 'ok')}</td><td>${esc(a.delivery_status)}${a.next_attempt_at ? `, next ${esc(iso(a.next_attempt_at))}` : ''}</td>
+      <td><form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/replay">${csrf}<input type="hidden" name="event_id" value="${esc(a.event_id)}"><button>Replay</button></form></td></tr>`);
+    return page(`Deliveries to ${e.url}`, `<h1>Deliveries</h1><p><a href="/panel/webhooks">← Webhooks and monitors</a></p>${flash}
+<p><code>${esc(e.url)}</code> — ${e.disabled_at ? `disabled ${esc(iso(e.disabled_at))}: ${esc(e.disabled_reason)}` : 'active'}</p>
+<form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/test">${csrf}<button>Send test event</button></form>
+<table id="deliveries"><thead><tr><th>When (UTC)</th><th>Event</th><th>Type</th><th>Attempt</th><th>Status</th><th>Result</th><th>Delivery</th><th></th></tr></thead><tbody>
+${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No delivery attempts yet (events are sent within seconds).</p>' : ''}`);
+  };
+
+  /** The session and the endpoint, when it belongs to the account; otherwise the answer is sent. */
+  const ownEndpoint = async (req: FastifyRequest, reply: FastifyReply, s: Session) => {
+    const e = await getEndpoint(deps.pool, (req.params as { id: string }).id, await accountKeyIds(deps, s));
+    if (!e) notFound(reply, 'subscription');
+    return e;
+  };
+  const form = (req: FastifyRequest) => (req.body ?? {}) as Record<string, string | string[] | undefined>;
+  const back = (reply: FastifyReply, to: string) => reply.code(303).header('location', to).send();
+
+  app.get('/panel/webhooks', opts, async (req, reply) => {
+    const s = await kit.sessionFrom(req);
+    if (!s) return back(reply, '/panel');
+    return send(reply, 200, await overview(s, ''));
+  });
+
+  app.post('/panel/webhooks', opts, async (req, reply) => {
+    const s = await kit.guard(req, reply);
+    if (!s) return reply;
+    const b = form(req);
+    const events = Array.isArray(b.events) ? b.events : b.events ? [b.events] : [];
+    try {
+      const e = await addEndpoint(deps.pool, { keyId: s.key_id, url: String(b.url ?? '').trim(), events, allowPrivate: deps.cfg.webhooks.allowPrivate });
+      return send(reply, 201, await overview(s, secretFlash(`Subscribed ${e.url}.`, e.secret)));
+    } catch (err) {
+      if (!isAgroError(err)) throw err;
+      return send(reply, 422, await overview(s, alert(err.message)));
+    }
+  });
+
+  app.post('/panel/webhooks/:id/remove', opts, async (req, reply) => {
+    const s = await kit.guard(req, reply);
+    if (!s) return reply;
+    const e = await ownEndpoint(req, reply, s);
+    if (!e) return reply;
+    await removeEndpoint(deps.pool, e.id);
+    return back(reply, '/panel/webhooks');
+  });
+
+  app.post('/panel/webhooks/:id/rotate', opts, async (req, reply) => {
+    const s = await kit.guard(req, reply);
+    if (!s) return reply;
+    const e = await ownEndpoint(req, reply, s);
+    if (!e) return reply;
+    const r = await rotateSecret(deps.pool, e.id);
+    return send(reply, 201, await overview(s, secretFlash(`New secret for ${e.url}; the previous one also signs until ${iso(r.previous_secret_until)}.`, r.secret)));
+  });
+
+  app.post('/panel/webhooks/:id/test', opts, async (req, reply) => {
+    const s = await kit.guard(req, reply);
+    if (!s) return reply;
+    const e = await ownEndpoint(req, reply, s);
+    if (!e) return reply;
+    await sendTestEvent(deps.pool, e);
+    return back(reply, `/panel/webhooks/${encodeURIComponent(e.id)}`);
+  });
+
+  app.get('/panel/webhooks/:id', opts, async (req, reply) => {
+    const s = await kit.sessionFrom(req);
+    if (!s) return back(reply, '/panel');
+    const e = await ownEndpoint(req, reply, s);
+    if (!e) return reply;
+    return send(reply, 200, await endpointPage(s, e, ''));
+  });
+
+  app.post('/panel/webhooks/:id/replay', opts, async (req, reply) => {
+    const s = await kit.guard(req, reply);
+    if (!s) return reply;
+    const e = await ownEndpoint(req, reply, s);
+    if (!e) return reply;
+    try {
+      await replayEvent(deps.pool, String(form(req).event_id ?? ''), { endpointId: e.id, keyIds: await accountKeyIds(deps, s) });
+    } catch (err) {
+      if (!isAgroError(err)) throw err;
+      return send(reply, 404, await endpointPage(s, e, alert(err.message)));
+    }
+    return back(reply, `/panel/webhooks/${encodeURIComponent(e.id)}`);
+  });
+
+  app.post('/panel/monitors', opts, async (req, reply) => {
+    const s = await kit.guard(req, reply);
+    if (!s) return reply;
+    const b = form(req);
+    try {
+      const m = await addMonitor(deps.pool, s.key_id, String(b.kind ?? ''), String(b.record ?? ''));
+      return send(reply, 201, await overview(s, `<p role="status">${m.created ? 'Monitoring' : 'Already monitored:'} ${esc(m.kind)} <code>${esc(m.record)}</code>.</p>`));
+    } catch (err) {
+      if (!isAgroError(err)) throw err;
+      return send(reply, 422, await overview(s, alert(err.message)));
+    }
+  });
+
+  app.post('/panel/monitors/:id/remove', opts, async (req, reply) => {
+    const s = await kit.guard(req, reply);
+    if (!s) return reply;
+    const ok = await removeMonitor(deps.pool, (req.params as { id: string }).id, await accountKeyIds(deps, s));
+    if (!ok) return notFound(reply, 'monitor');
+    return back(reply, '/panel/webhooks');
+  });
+}
