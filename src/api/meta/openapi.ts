@@ -42,15 +42,18 @@ export const WEBHOOKS = {
     cnpj: Type.String(), entraram: Type.Array(Partner), sairam: Type.Array(Partner),
   }), 'the partner list of a monitored company changed'),
   'quota.threshold': event('quota.threshold', Type.Object({
-    key_id: Type.String(), plan: Type.String(), threshold: Type.Number({ enum: [0.7, 0.9, 1] }), used: Type.Integer(), limit: Type.Integer(), month: Type.String({ pattern: '^\\d{4}-\\d{2}$' }),
+    key_id: Type.String(), plan: Type.String(), threshold: Type.Integer({ enum: [70, 90, 100], description: 'percent of the monthly quota' }), used: Type.Integer(), limit: Type.Integer(), month: Type.String({ pattern: '^\\d{4}-\\d{2}$' }),
   }), 'consumption crossed 70 %, 90 % or 100 % of the monthly quota'),
+  'webhook.test': event('webhook.test', Type.Object({
+    endpoint_id: Type.String(), message: Type.String(),
+  }), 'a test event sent to one endpoint from the account panel or `agro webhooks test`'),
 };
 
 export const OPENAPI_INFO = {
   title: 'Agro Data Service',
   version: 'v1',
   description:
-    'Rural registry (CAR) lookups, territorial enrichment and (later) corporate ownership, over versioned snapshots of ' +
+    'Rural registry (CAR) lookups, territorial enrichment and corporate ownership (Receita Federal CNPJ), over versioned snapshots of ' +
     'official Brazilian datasets. Every call but /v1/health, /v1/openapi.json and /v1/docs needs `Authorization: Bearer <API key>`. ' +
     'Errors: {"error": {"code", "message", "request_id"}}; every response carries X-Request-Id.',
 };
