@@ -105,7 +105,7 @@ describe('meta routes', () => {
     expect(Object.keys(doc.paths).sort()).toEqual(
       ['/v1/car/by-document/{documento}', '/v1/car/by-geometry', '/v1/car/history', '/v1/car/{numero}', '/v1/enriquecimento/territorial', '/v1/health', '/v1/sources', '/v1/socio/cnpj/{cnpj}', '/v1/socio/cpf/{cpf}', '/v1/socio/search'].sort(),
     );
-    expect(Object.keys(doc.webhooks).sort()).toEqual(['car.embargo.criado', 'car.situacao.alterada', 'quota.threshold', 'socio.qsa.alterado']);
+    expect(Object.keys(doc.webhooks).sort()).toEqual(['car.embargo.criado', 'car.situacao.alterada', 'quota.threshold', 'socio.qsa.alterado', 'webhook.test']);
     expect(doc.paths['/v1/health'].get.security).toEqual([]);
     expect(JSON.stringify(doc)).not.toContain('"nullable"');
     const car = doc.paths['/v1/car/{numero}'].get.responses['200'].content['application/json'].schema;
