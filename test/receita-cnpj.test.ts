@@ -13,7 +13,7 @@ import {
 import { ibgeMunicipios } from '../pipelines/ibge-municipios/index.ts';
 import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
 import { RELATIONS, tableColumns } from '../pipelines/receita-cnpj/layout.ts';
-import { isValidCnpj } from '../src/documents.ts';
+import { cnpjCheckDigits, isValidCnpj } from '../src/documents.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import { fixtureRuns } from '../src/cli/main.ts';
 import { createHash } from 'node:crypto';
@@ -211,6 +211,68 @@ describe('receita-cnpj month over month', () => {
     const served = await q(`SELECT DISTINCT snapshot_id FROM serving.cnpj_empresas`);
     expect(served.map((r) => Number(r.snapshot_id))).not.toContain(bad.snapshot_id);
     expect((await q(`SELECT count(*)::int AS n FROM serving.cnpj_empresas WHERE razao_social IS NULL`))[0].n).toBe(0);
+  });
+});
+
+describe('receita-cnpj: CPFs in trade names and other served names', () => {
+  // Real-layout rows: real MEI/EI companies of the samples (legal name "NAME 12345678901")
+  // given an establishment whose trade name repeats that text as owners type it (as is,
+  // CPF first, CPF punctuated after a dash), and a legal-entity partner with such a name.
+  const meis = sample('EMPRECSV.csv').filter((f) => /^.*\D \d{11}$/.test(f[1])).slice(0, 30);
+  const template = sample('ESTABELE.csv')[0];
+  const q1 = (f: string[]) => f.map((x) => `"${x}"`).join(';');
+  const tradeName = (razao: string, i: number) => {
+    const [, name, cpf] = /^(.*\D) (\d{11})$/.exec(razao)!;
+    return [razao, `${cpf} ${name}`, `${name} - ${cpf.slice(0, 3)}.${cpf.slice(3, 6)}.${cpf.slice(6, 9)}-${cpf.slice(9)}`][i % 3];
+  };
+  const establishments = meis.map((f, i) => {
+    const e = [...template];
+    e[0] = f[0];
+    e[1] = '0009';
+    e[2] = cnpjCheckDigits(f[0] + '0009');
+    e[3] = '2';
+    e[4] = tradeName(f[1], i);
+    return q1(e);
+  });
+  const partner = q1([meis[0][0], '1', meis[1][1], '00000000000191', '22', '20210301', '', '***000000**', '', '00', '0']);
+  let fresh: TestDb;
+  let out: RunOutcome;
+  let root: string;
+  beforeAll(async () => {
+    root = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-cpf-names-'));
+    await buildReceitaMonth(root, RECEITA_FIXTURE_MONTH, 'base', { ESTABELE: establishments, SOCIOCSV: [partner] });
+    fresh = await testDatabase();
+    out = await runPipeline({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log }, receitaCnpj, { source: root });
+  }, 240_000);
+  afterAll(async () => {
+    fs.rmSync(root, { recursive: true, force: true });
+    await fresh?.drop();
+  });
+
+  it('serves the trade name without the owner CPF, counted in the report', async () => {
+    expect(out.status).toBe('published');
+    const got = new Map((await fresh.pool.query(`SELECT cnpj, nome_fantasia FROM serving.cnpj_estabelecimentos WHERE cnpj_ordem = '0009' AND cnpj_basico = ANY ($1)`, [meis.map((f) => f[0])])).rows.map((r) => [r.cnpj, r.nome_fantasia]));
+    expect(got.size).toBe(meis.length);
+    meis.forEach((f, i) => {
+      const [, name, cpf] = /^(.*\D) (\d{11})$/.exec(f[1])!;
+      const masked = `***.${cpf.slice(3, 6)}.${cpf.slice(6, 9)}-**`;
+      expect(got.get(f[0] + '0009' + cnpjCheckDigits(f[0] + '0009')), tradeName(f[1], i)).toBe([name, `${masked} ${name}`, name][i % 3]);
+    });
+    const quality = (await fresh.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0].quality;
+    expect(quality.facts.cnpj.cpf_em_nomes.nome_fantasia).toBe(meis.length);
+    expect(quality.facts.cnpj.cpf_em_nomes.nome_socio).toBe(1);
+    expect(quality.facts.cnpj.cpf_em_nomes.razao_social).toBe(quality.facts.cnpj.cpf_no_nome_removido);
+    expect(quality.facts.notes.join('\n')).toMatch(/CPF-looking numbers in served names: .*nome_fantasia ×30/);
+  });
+
+  it('no served name field of a company, establishment or partner holds an 11-digit run', async () => {
+    const run11 = `'(^|[^0-9])[0-9]{3}\\.?[0-9]{3}\\.?[0-9]{3}-?[0-9]{2}([^0-9]|$)'`;
+    for (const [view, col] of [['cnpj_empresas', 'razao_social'], ['cnpj_estabelecimentos', 'nome_fantasia'], ['cnpj_socios', 'nome_socio'], ['cnpj_socios', 'nome_do_representante']]) {
+      const n = (await fresh.pool.query(`SELECT count(*)::int AS n FROM serving.${view} WHERE ${col} ~ ${run11}`)).rows[0].n;
+      expect(n, `${view}.${col}`).toBe(0);
+    }
+    const p = (await fresh.pool.query(`SELECT nome_socio FROM serving.cnpj_socios WHERE cnpj_basico = $1 AND identificador_de_socio = '1'`, [meis[0][0]])).rows;
+    expect(p.map((r) => r.nome_socio)).toContain(/^(.*\D) \d{11}$/.exec(meis[1][1])![1]);
   });
 });
 

@@ -69,6 +69,8 @@ export interface CnpjFacts {
   cnpj_alfanumerico: number;
   cnpj_dv_invalido: number;
   cpf_no_nome_removido: number;
+  /** CPF-looking runs cut or masked in served name fields, per column (legal names' trailing CPFs included). */
+  cpf_em_nomes: Record<string, number>;
   socios_cpf_mascarado: number;
   chave_socio_repetida: number;
   cnpj_basico_repetido: number;
@@ -370,6 +372,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       cnpj_alfanumerico: counts.cnpjAlphanumeric,
       cnpj_dv_invalido: counts.cnpjBadCheckDigits,
       cpf_no_nome_removido: counts.cpfInName,
+      cpf_em_nomes: counts.cpfInNames,
       socios_cpf_mascarado: counts.partnersMaskedCpf,
       chave_socio_repetida: soc.chave_repetida,
       cnpj_basico_repetido: emp.cnpj_basico_repetido,
@@ -464,6 +467,8 @@ function notes(facts: QualityFacts, c: CnpjFacts): void {
   if (c.situacao_desconhecida) n.push(`${c.situacao_desconhecida} establishments with a situacao_cadastral outside 01/02/03/04/05/08: kept`);
   if (c.cnpj_alfanumerico) n.push(`${c.cnpj_alfanumerico} alphanumeric CNPJs`);
   if (c.cpf_no_nome_removido) n.push(`${c.cpf_no_nome_removido} legal names ended with the owner's CPF: cut from razao_social, kept masked in cpf_titular_mascarado`);
+  const inNames = Object.entries(c.cpf_em_nomes);
+  if (inNames.length) n.push(`CPF-looking numbers in served names: ${inNames.map(([k, v]) => `${k} ×${v}`).join(', ')} (a trailing one cut, others masked as ***.NNN.NNN-**)`);
   if (c.chave_socio_repetida) n.push(`${c.chave_socio_repetida} partner rows repeat another row of the same company exactly (same partner key): kept`);
   if (c.cnpj_basico_repetido) n.push(`${c.cnpj_basico_repetido} company rows repeat a cnpj_basico: kept`);
   const m = c.municipios;

@@ -19,12 +19,14 @@ export interface TransformCounts {
   cnpjAlphanumeric: number;
   cnpjBadCheckDigits: number;
   cpfInName: number;
+  /** CPF-looking runs cut or masked, per name column (razao_social's trailing CPF included). */
+  cpfInNames: Record<string, number>;
   partnersMaskedCpf: number;
 }
 
 export const emptyCounts = (): TransformCounts => ({
   datePlaceholders: {}, dateUnparsed: {}, dateImplausible: {}, unparsed: {}, empty: {},
-  cepPadded: 0, cepInvalid: 0, capitalSentinel: {}, cnpjAlphanumeric: 0, cnpjBadCheckDigits: 0, cpfInName: 0, partnersMaskedCpf: 0,
+  cepPadded: 0, cepInvalid: 0, capitalSentinel: {}, cnpjAlphanumeric: 0, cnpjBadCheckDigits: 0, cpfInName: 0, cpfInNames: {}, partnersMaskedCpf: 0,
 });
 
 const bump = (m: Record<string, number>, k: string) => (m[k] = (m[k] ?? 0) + 1);
@@ -38,6 +40,8 @@ export interface Cell {
   value: string | null;
   /** The source text when it did not parse (kept in extra.raw). */
   raw?: string;
+  /** A name's trailing CPF, masked (never kept in clear, so never in `raw`). */
+  cut?: string | null;
 }
 
 /** YYYYMMDD → yyyy-mm-dd; placeholders → NULL; not a date or outside [1800-01-01, latest] → NULL with raw kept. */
@@ -121,6 +125,26 @@ export function stripCpfFromName(name: string): { name: string; cpfMasked: strin
   return { name: m[1].trim(), cpfMasked: `***${m[3]}${m[4]}**` };
 }
 
+// A CPF-looking run anywhere in a name: 11 digits, CPF punctuation optional, not part of a
+// longer digit run (a 14-digit CNPJ, an 8-digit CNPJ root are left alone). Letters may touch
+// it: names are typed by hand ("JOSE SILVA12345678901").
+const CPF_RUN = /(?<!\d)(\d{3})\.?(\d{3})\.?(\d{3})-?(\d{2})(?!\d)/g;
+
+/**
+ * The served form of a name field (razao_social, nome_fantasia, partner names): a trailing
+ * CPF is cut (the MEI/EI convention "NAME 12345678901", which owners repeat in the trade
+ * name), any other CPF-looking run is masked as `***.NNN.NNN-**` (a number in the middle of a
+ * name is not told apart from a CPF by its check digits: an owner's typo still identifies
+ * them). `cut` is the trailing CPF masked as Receita masks partners (`***NNNNNN**`), `found`
+ * how many runs were cut or masked. Never the digits in clear.
+ */
+export function cleanName(name: string): { name: string; cut: string | null; found: number } {
+  const s = stripCpfFromName(name);
+  let found = s.cpfMasked ? 1 : 0;
+  const masked = s.name.replace(CPF_RUN, (_m, _a, b, c) => (found++, `***.${b}.${c}-**`));
+  return { name: masked, cut: s.cpfMasked, found };
+}
+
 /** The six visible digits of a masked CPF (`***123456**` → `123456`), or null. */
 export function cpfMiolo(doc: string): string | null {
   const m = /^\*{3}(\d{6})\*{2}$/.exec(doc);
@@ -172,6 +196,14 @@ function cell(kind: FieldKind, s: string, column: string, ctx: BuildContext): Ce
       bump(ctx.counts.unparsed, column);
       return { value: null, raw: s };
     }
+    case 'name': {
+      const t = s.trim();
+      if (t === '') return { value: null };
+      const n = cleanName(t);
+      if (!n.found) return { value: t };
+      ctx.counts.cpfInNames[column] = (ctx.counts.cpfInNames[column] ?? 0) + n.found;
+      return { value: n.name, cut: n.cut };
+    }
     case 'doc': {
       const t = s.trim().toUpperCase();
       return { value: t === '' ? null : t };
@@ -197,26 +229,20 @@ export function lineBuilder(rel: RelationDecl, ctx: BuildContext): LineBuilder {
   return (fields) => {
     const values: (string | null)[] = new Array(kinds.length);
     let raw: Record<string, string> | null = null;
+    const cuts: (string | null | undefined)[] = [];
     for (let i = 0; i < kinds.length; i++) {
       const c = cell(kinds[i], fields[i], names[i], ctx);
       values[i] = c.value;
+      if (c.cut) cuts[i] = c.cut;
       if (c.raw !== undefined) (raw ??= {})[names[i]] = c.raw;
       if (c.value === null) bump(ctx.counts.empty, names[i]);
     }
     const derived: (string | null)[] = [];
     switch (rel.relation) {
       case 'cnpj_empresas': {
-        const name = values[iRazao];
-        let masked: string | null = null;
-        if (name) {
-          const s = stripCpfFromName(name);
-          if (s.cpfMasked) {
-            ctx.counts.cpfInName++;
-            values[iRazao] = s.name;
-            masked = s.cpfMasked;
-          }
-        }
-        derived.push(masked);
+        // The owner's CPF cut off the legal name (cell kind 'name'), kept masked.
+        if (cuts[iRazao]) ctx.counts.cpfInName++;
+        derived.push(cuts[iRazao] ?? null);
         break;
       }
       case 'cnpj_estabelecimentos': {
@@ -231,7 +257,7 @@ export function lineBuilder(rel: RelationDecl, ctx: BuildContext): LineBuilder {
         derived.push(
           partnerKey({
             cnpj_basico: values[0] ?? '', identificador_de_socio: values[1] ?? '', documento: doc,
-            nome: values[iNomeSocio] ?? '', qualificacao: values[4] ?? '', data_entrada: fields[5].trim(),
+            nome: fields[iNomeSocio].trim(), qualificacao: values[4] ?? '', data_entrada: fields[5].trim(),
           }),
           miolo,
         );
