@@ -15,6 +15,7 @@ import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
 import { RELATIONS, tableColumns } from '../pipelines/receita-cnpj/layout.ts';
 import { cnpjCheckDigits, isValidCnpj } from '../src/documents.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
+import { applyRetention } from '../src/etl/publish.ts';
 import { fixtureRuns } from '../src/cli/main.ts';
 import { createHash } from 'node:crypto';
 import { ROOT_DIR } from '../src/sql.ts';
@@ -211,6 +212,27 @@ describe('receita-cnpj month over month', () => {
     const served = await q(`SELECT DISTINCT snapshot_id FROM serving.cnpj_empresas`);
     expect(served.map((r) => Number(r.snapshot_id))).not.toContain(bad.snapshot_id);
     expect((await q(`SELECT count(*)::int AS n FROM serving.cnpj_empresas WHERE razao_social IS NULL`))[0].n).toBe(0);
+  });
+
+  it('retention that drops a month drops its partner-list diff too; the kept months keep theirs', async () => {
+    await buildReceitaMonth(root, '2027-01', 'base');
+    const c = await run(root);
+    await buildReceitaMonth(root, '2027-02', 'next');
+    const d = await run(root);
+    expect([c.status, d.status]).toEqual(['published', 'published']);
+    const diffs = async () => (await q(`SELECT snapshot_id::int AS id, count(*)::int AS n FROM derived.cnpj_qsa_changes GROUP BY 1 ORDER BY 1`)).map((r) => [r.id, r.n]);
+    const nov = (await q(`SELECT snapshot_id::int AS id FROM etl.snapshots WHERE dataset = 'receita-cnpj' AND as_of = '2026-11-01'`))[0].id;
+    expect(await diffs()).toEqual(expect.arrayContaining([[nov, 1], [c.snapshot_id, 1], [d.snapshot_id, 1]]));
+    // Keep one: the current month (2027-02) and what rollback returns to (2027-01) stay.
+    const dropped = await applyRetention(db.pool, 'receita-cnpj', '', 1);
+    expect(dropped).toContain(nov);
+    expect((await q(`SELECT status FROM etl.snapshots WHERE snapshot_id = $1`, [nov]))[0].status).toBe('dropped');
+    const left = await diffs();
+    expect(left).toEqual(expect.arrayContaining([[c.snapshot_id, 1], [d.snapshot_id, 1]]));
+    expect(left.map(([id]) => id)).not.toContain(nov);
+    // What is left belongs to snapshots retention kept (the latest blocked month has its own rule).
+    const live = (await q(`SELECT snapshot_id::int AS id FROM etl.snapshots WHERE dataset = 'receita-cnpj' AND status <> 'dropped'`)).map((r) => r.id);
+    for (const [id] of left) expect(live).toContain(id);
   });
 });
 
