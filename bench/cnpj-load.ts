@@ -223,6 +223,7 @@ async function ours(server: string, input: Input, dbName: string) {
     await dav.close();
     await rm(dataDir, { recursive: true, force: true });
     if (!flags['keep-db']) await dropDatabase(server, dbName);
+    else log(`kept database ${dbName}`);
   }
 }
 
