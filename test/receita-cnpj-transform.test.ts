@@ -36,7 +36,9 @@ describe('golden transforms', () => {
       const input = fs.readFileSync(path.join(GOLDEN, `${name}.in.csv`));
       const counts: TransformCounts = emptyCounts();
       const build = () => lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts: emptyCounts() });
-      const whole = await readAll(input, rel.fields.length, lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts }));
+      const builder = lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts });
+      const whole = await readAll(input, rel.fields.length, builder);
+      builder.flush();
       const out = whole.out + `-- counts ${JSON.stringify(counts)}\n`;
       const file = path.join(GOLDEN, `${name}.out.copy`);
       if (process.env.UPDATE_GOLDEN) fs.writeFileSync(file, out);

@@ -142,6 +142,13 @@ async function copyRelation(client: pg.ClientBase, table: string, rel: RelationD
   }
 }
 
+/**
+ * An index build sorts in memory up to maintenance_work_mem; PostgreSQL's default (64 MB)
+ * makes a national trigram GIN build flush and merge many times. Each build gets at least
+ * 256 MB for its own transaction (never less than the server gives it).
+ */
+const INDEX_MEMORY_SQL = `SELECT set_config('maintenance_work_mem', '256MB', true) WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < 256 * 1024 * 1024`;
+
 /** A connection is free now (idle, or room to open one): checked and taken without an await between. */
 const canBorrow = (pool: pg.Pool): boolean => pool.idleCount > 0 || pool.totalCount < (pool.options.max ?? 10);
 
@@ -155,7 +162,7 @@ const familySlots = (pool: pg.Pool): number => Math.max(1, Math.min(FAMILIES.len
  * The declared indexes of a loaded relation, then ANALYZE: built right after its COPY (so a
  * family that finished early is indexed while the others still load), never before the data.
  */
-async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: string, ctx: RunContext, timings: Record<string, { copy_ms?: number; index_ms?: number }>): Promise<void> {
+async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: string, ctx: RunContext, timings: Record<string, LoadTimings>): Promise<void> {
   const base = table.replace(/^snap\."?|"$/g, '');
   const t0 = Date.now();
   // A table's indexes are built at once, each on its own connection (GIN builds are not
@@ -174,7 +181,16 @@ async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: st
       for (let i = k; i < rel.indexes.length; i += conns.length) {
         const ix = rel.indexes[i];
         const t1 = Date.now();
-        await c.query(`CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${table} USING ${ix.using ?? 'btree'} (${ix.on})`);
+        await c.query('BEGIN');
+        try {
+          await c.query(INDEX_MEMORY_SQL);
+          await c.query(`CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${table} USING ${ix.using ?? 'btree'} (${ix.on})`);
+          await c.query('COMMIT');
+        } catch (e) {
+          await c.query('ROLLBACK').catch(() => {});
+          throw e;
+        }
+        ((timings[rel.relation] ??= {}).indexes ??= {})[ix.name] = Date.now() - t1;
         ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, 'receita-cnpj: index built');
       }
     }));
@@ -183,6 +199,14 @@ async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: st
   }
   await client.query(`ANALYZE ${table}`);
   (timings[rel.relation] ??= {}).index_ms = Date.now() - t0;
+}
+
+/** Where a relation's load time went (the load stage's detail): ms since the stage began when its COPY ended, then ms of its indexes (with ANALYZE), each index, its facts query. */
+interface LoadTimings {
+  copy_done_ms?: number;
+  index_ms?: number;
+  indexes?: Record<string, number>;
+  facts_ms?: number;
 }
 
 /** Runs `fn` over `items`, at most `limit` at a time; rejects with the first failure once all have settled. */
@@ -247,7 +271,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   const members = new Map<string, FamilyFacts['arquivos']>();
   const tables = new Map<string, string>();
   const progress = new Map<string, { file: string }>(RELATIONS.map((r) => [r.relation, { file: '' }]));
-  const timings: Record<string, { copy_ms?: number; index_ms?: number }> = {};
+  const timings: Record<string, LoadTimings> = {};
   /** Quality facts of each family's table (sql/queries/cnpj_facts_*.sql), queried once it is indexed. */
   const tableFacts = new Map<string, Record<string, any>>();
   const lookupTables = () => ({ naturezas: tables.get('cnpj_naturezas')!, qualificacoes: tables.get('cnpj_qualificacoes')!, motivos: tables.get('cnpj_motivos')!, paises: tables.get('cnpj_paises')!, cnaes: tables.get('cnpj_cnaes')! });
@@ -302,10 +326,15 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
             if (failed) throw failed;
             members.set(rel.relation, await readRelation(rel, files, out, build, stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
           });
-          timings[rel.relation] = { copy_ms: Date.now() - started };
+          build.flush();
+          timings[rel.relation] = { copy_done_ms: Date.now() - started };
           // Its indexes and facts now, while the other families are still copying.
           if (!failed) await indexRelation(c, rel, table, ctx, timings);
-          if (!failed && FACT_QUERIES[rel.relation]) tableFacts.set(rel.relation, (await c.query(render(namedSql(FACT_QUERIES[rel.relation]), { target: table, ...lookupTables() }))).rows[0]);
+          if (!failed && FACT_QUERIES[rel.relation]) {
+            const t0 = Date.now();
+            tableFacts.set(rel.relation, (await c.query(render(namedSql(FACT_QUERIES[rel.relation]), { target: table, ...lookupTables() }))).rows[0]);
+            timings[rel.relation].facts_ms = Date.now() - t0;
+          }
         } catch (e) {
           if (!failed) {
             failed = e as Error;
