@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
+import { pipeline } from 'node:stream/promises';
+import yazl from 'yazl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ALNUM, buildReceitaMonth, RECEITA_FIXTURE_MONTH, ENTERING_PARTNER, LEAVING_PARTNER, RECEITA_FIXTURE_ROOT, SAMPLES_DIR, SHARED_CPF_PARTNERS, SHARED_MASKED_CPF,
@@ -234,6 +236,27 @@ describe('receita-cnpj month over month', () => {
     const live = (await q(`SELECT snapshot_id::int AS id FROM etl.snapshots WHERE dataset = 'receita-cnpj' AND status <> 'dropped'`)).map((r) => r.id);
     for (const [id] of left) expect(live).toContain(id);
   });
+});
+
+describe('receita-cnpj: a broken companies file', () => {
+  it('fails the run cleanly (the other families do not wait for the companies forever); the published month stays', async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-broken-'));
+    try {
+      await buildReceitaMonth(root, '2027-06', 'base');
+      const zip = new yazl.ZipFile();
+      zip.addBuffer(Buffer.from('"x";"y"\n', 'latin1'), 'LEIAME.TXT');
+      zip.end();
+      await pipeline(zip.outputStream, fs.createWriteStream(path.join(root, '2027-06', 'Empresas3.zip')));
+      const before = (await q(`SELECT snapshot_id::int AS id FROM etl.current WHERE dataset = 'receita-cnpj'`))[0].id;
+      const out = await run(root);
+      expect(out.status).toBe('failed');
+      expect(out.error?.code).toBe('malformed_source');
+      expect(out.error?.message).toMatch(/Empresas3\.zip holds no member/);
+      expect((await q(`SELECT snapshot_id::int AS id FROM etl.current WHERE dataset = 'receita-cnpj'`))[0].id).toBe(before);
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
 
 describe('receita-cnpj: CPFs in trade names and other served names', () => {

@@ -31,7 +31,7 @@ import { emptyFacts, type GateFailure, type QualityFacts } from '../../src/etl/q
 import { emptySinkStats, readZipCsv, type CsvSinkStats } from '../../src/etl/zip-csv-stream.ts';
 import { namedSql, render } from '../../src/sql.ts';
 import { fetchMonth, monthOf } from './fetch.ts';
-import { FAMILIES, LOOKUPS, RELATIONS, tableColumns, type RelationDecl } from './layout.ts';
+import { EMPRESAS, FAMILIES, LOOKUPS, RELATIONS, tableColumns, type RelationDecl } from './layout.ts';
 import { emptyCounts, lineBuilder, type TransformCounts } from './transform.ts';
 import { copyLine } from '../../src/etl/copy.ts';
 
@@ -312,10 +312,19 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       } finally {
         client.release();
       }
-      // Families: one connection and COPY each; the first failure stops the others.
+      // Families: one connection and COPY each; the first failure stops the others. The
+      // companies' legal-name trigram index is the month's longest build (a GIN build is one
+      // process): companies are copied first, alone (a few seconds), so that index builds while
+      // the other families load instead of after them (at 1 M, under load, it started at 27 s
+      // and ended the stage at 64 s).
       const streams: Writable[] = [];
       let failed: Error | null = null;
-      await mapLimited(FAMILIES, familySlots(ctx.pool), async (rel) => {
+      let companiesCopied = () => {};
+      const companiesReady = new Promise<void>((r) => (companiesCopied = r));
+      const order = [EMPRESAS, ...FAMILIES.filter((r) => r !== EMPRESAS)];
+      await mapLimited(order, familySlots(ctx.pool), async (rel) => {
+        if (rel !== EMPRESAS) await companiesReady;
+        if (failed) throw failed;
         const c = await ctx.pool.connect();
         try {
           const table = await target.table(rel.relation);
@@ -325,6 +334,8 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
             streams.push(out);
             if (failed) throw failed;
             members.set(rel.relation, await readRelation(rel, files, out, build, stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
+          }).finally(() => {
+            if (rel === EMPRESAS) companiesCopied();
           });
           build.flush();
           timings[rel.relation] = { copy_done_ms: Date.now() - started };
@@ -343,6 +354,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
           throw e;
         } finally {
           c.release();
+          if (rel === EMPRESAS) companiesCopied(); // also when companies failed before their COPY: the others see `failed`
         }
       }).catch(() => {
         throw failed;
