@@ -22,6 +22,8 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
+  // The server holds sandbox connections: closed before the sandbox database is dropped under it.
+  await fx.api?.close();
   await sandbox?.end();
   const name = new URL(sandboxUrl(fx.db.cfg, fx.db.url)).pathname.slice(1);
   await fx.db.pool.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);

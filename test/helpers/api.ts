@@ -30,12 +30,13 @@ export async function startApi(cfg: Config, url: string, db: Pick<TestDb, 'log'>
   const app = await buildServer({ cfg, pool, log: db.log });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const port = (app.server.address() as AddressInfo).port;
+  let closed: Promise<void> | null = null;
   return {
     base: `http://127.0.0.1:${port}`,
     app,
-    async close() {
-      await app.close();
-      await pool.end();
+    // Idempotent: a test that drops a database the server reads closes it first.
+    close() {
+      return (closed ??= app.close().then(() => pool.end()));
     },
   };
 }
