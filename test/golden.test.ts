@@ -21,6 +21,8 @@ const CASES = [
   { pipeline: 'incra-quilombos', fixture: 'fixtures/incra-quilombos-overflow/Áreas de Quilombolas.zip', relation: 'incra_quilombos', key: 'codigo', name: 'incra-quilombos-overflow' },
   { pipeline: 'ibge-municipios', fixture: 'fixtures/ibge-municipios/BR_Municipios_2024.zip', relation: 'ibge_municipios', key: 'geocodigo' },
   { pipeline: 'dnit-snv', fixture: 'fixtures/dnit-snv/202507A.zip', relation: 'dnit_snv', key: 'codigo' },
+  { pipeline: 'zarc', fixture: 'fixtures/zarc', relation: 'zarc_risco', key: 'chave' },
+  { pipeline: 'car-titulares', fixture: 'fixtures/car-titulares/titulares.csv', relation: 'car_titulares', key: 'car' },
 ];
 
 let db: TestDb;
