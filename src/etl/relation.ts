@@ -124,6 +124,14 @@ export interface RelationDef {
   orderBy?: string;
   /** More entries of `extra`: key → SQL (NULL for none), e.g. where a fallback key came from. */
   extra?: Record<string, string>;
+  /**
+   * 'typed': the classify step types every column in one pass and the build reads only its
+   * kept rows `c` (no staged text `s`): every column is `sql` over `c`, and `extra` is
+   * `c.extra` (the classify merges the unmapped source columns and the unconverted text).
+   */
+  reads?: 'typed';
+  /** Why the template has no `extra` column (personal data: unmapped source columns are reported by name and not loaded). */
+  withoutExtra?: string;
 }
 
 /** A conversion the engine checks, on a column or on a staged-only field. */
@@ -137,6 +145,7 @@ export interface CheckedField {
 
 export interface Relation extends Required<Pick<RelationDef, 'name' | 'columns' | 'fields' | 'indexes' | 'extra'>> {
   joins: string;
+  reads?: 'typed';
   orderBy?: string;
   /** What stageLayers stages: every column and field with source spellings. */
   staging: FieldSpec[];
@@ -166,8 +175,12 @@ export function defineRelation(def: RelationDef): Relation {
   const names = [...def.columns.map((c) => c.name), ...fields.map((f) => f.name)];
   const dup = names.find((n, i) => names.indexOf(n) !== i);
   if (dup) throw new Error(`relation ${def.name}: ${dup} declared twice`);
-  if (!def.columns.some((c) => c.role === 'extra') || !def.columns.some((c) => c.role === 'snapshot_id')) {
+  if ((!def.withoutExtra && !def.columns.some((c) => c.role === 'extra')) || !def.columns.some((c) => c.role === 'snapshot_id')) {
     throw new Error(`relation ${def.name}: declare its extra and snapshot_id columns (role) where the template has them`);
+  }
+  if (def.reads === 'typed') {
+    const staged = def.columns.find((c) => c.sql === undefined && !c.role);
+    if (staged || fields.some((f) => f.keep !== 'drop')) throw new Error(`relation ${def.name}: a typed build reads no staged text: give ${staged?.name ?? 'every column'} its sql over c`);
   }
   const staging: FieldSpec[] = [
     ...def.columns.filter((c) => c.from?.length).map((c) => ({ name: c.name, aliases: c.from!, required: c.required })),
@@ -187,6 +200,9 @@ export function defineRelation(def: RelationDef): Relation {
     ...def.columns.filter((c) => c.from?.length).map((c) => c.name),
     ...fields.filter((f) => f.reportMissing ?? f.keep === 'sql').map((f) => f.name),
   ]);
+  if (def.withoutExtra && (checked.some((c) => c.keepsRaw) || def.columns.some((c) => c.keepRaw) || def.extra)) {
+    throw new Error(`relation ${def.name}: raw text of values that do not convert needs an extra column`);
+  }
   const pk = def.indexes.primaryKey;
   return {
     name: def.name,
@@ -196,6 +212,7 @@ export function defineRelation(def: RelationDef): Relation {
     extra: def.extra ?? {},
     joins: def.joins ?? '',
     orderBy: def.orderBy,
+    reads: def.reads,
     staging,
     reportedMissing,
     counted: def.columns.filter((c) => c.counted).map((c) => c.name),
@@ -222,7 +239,7 @@ export function selectList(rel: Relation, asOf: string, snapshotId: number): str
     .map((c) => {
       let value: string;
       if (c.role === 'snapshot_id') value = String(snapshotId);
-      else if (c.role === 'extra') value = extraObject(rel, asOf);
+      else if (c.role === 'extra') value = rel.reads === 'typed' ? 'c.extra' : extraObject(rel, asOf);
       else if (c.sql !== undefined) value = c.sql;
       else {
         const rule = CONVERSIONS[conversionOf(c)!];

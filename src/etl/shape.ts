@@ -27,7 +27,7 @@ import { addCounts, addLayerFacts, addRepairFacts, addVerdicts, describeLayer, e
 import type { Relation } from './relation.ts';
 import { repairInvalidPolygons, type RepairResult } from './repair.ts';
 import { fetchOneFile, fileDay, isListedFolder, resolveListedSource, resolveSource, type SourceLayout } from './source-files.ts';
-import { stageLayers, type StageResult } from './stage-vector.ts';
+import { stageLayers, type FieldSpec, type StageResult } from './stage-vector.ts';
 import {
   buildSnapshot, countChecks, countOverflowedText, countReplacementChars, okRows, type CheckCounts, type RunValues, type ShapeTables,
 } from './sql/shape.ts';
@@ -46,6 +46,23 @@ export interface LoadStep {
   file: FetchedFile;
   /** The snapshot's as_of (yyyy-mm-dd). */
   asOf: string;
+  /** What the read stage staged (set once it has run). */
+  staged?: StagedSource;
+}
+
+/** What a read step staged into t.stage; `layers` is empty for a source that is no vector file. */
+export interface StagedSource extends StageResult {
+  layers: VectorLayer[];
+}
+
+/** A read step other than the zip's layers (CSV files: src/etl/shape-csv.ts). */
+export interface SourceRead {
+  /** Stages every fetched file into t.stage: src_seq (unique across the files), one text column per field, extra. */
+  stage(step: LoadStep, files: FetchedFile[], fields: FieldSpec[]): Promise<StagedSource>;
+  /** What the read stage's detail records. */
+  detail(staged: StagedSource): object;
+  /** The facts of the read (encoding, malformed rows), added before the common ones. */
+  facts(facts: QualityFacts, staged: StagedSource): void;
 }
 
 /** What the pipeline's facts step sees besides the run. */
@@ -53,7 +70,7 @@ export interface FactsStep extends LoadStep {
   /** The built snapshot table. */
   target: Sql;
   facts: QualityFacts;
-  staged: StageResult & { layers: VectorLayer[] };
+  staged: StagedSource;
   verdicts: Record<string, number>;
   rowsLoaded: number;
   checks: CheckCounts;
@@ -68,8 +85,12 @@ export interface ShapeSpec {
     releaseDate?: (fileName: string) => string | null;
     /** Without a date in the name: Last-Modified, then a local file's modification time. */
     fileDates?: boolean;
+    /** The release date from every fetched file (e.g. the newest Last-Modified of several), instead of the above. */
+    filesDate?: (files: FetchedFile[]) => string | null;
   };
-  read: {
+  /** Reads a source that is not a zip of vector layers (e.g. csvRead); `read` is then not used. */
+  readSource?: SourceRead;
+  read?: {
     /** SRID assumed for a layer without a .prj. */
     srid: number;
     /** Levels of zips inside the zip that are searched (1: the zip alone). */
@@ -86,7 +107,13 @@ export interface ShapeSpec {
   /** Joins the relation's columns read besides c and s, naming the run's staging tables. */
   joins?: (t: ShapeTables) => Sql;
   /** Per-run values the columns read as `v.<name>`. */
-  values?: (file: FetchedFile, asOf: string) => RunValues;
+  values?: (file: FetchedFile, asOf: string, snapshotId: number) => RunValues;
+  /** Transaction-local settings the build reads with current_setting (a key that must never be in the SQL text). */
+  buildSettings?: (step: LoadStep) => Record<string, string>;
+  /** work_mem of the load's connection (a large deduplication sort), reset when the load ends. */
+  workMem?: string;
+  /** Personal data: rejected rows are counted and referred to by number, never shown (no examples in the report). */
+  personalData?: boolean;
   /** Verdicts that drop a row by design (reported, not rejected), e.g. duplicate_key. */
   dropped?: string[];
   /** U+FFFD in the source text: a gate failure ('fail', SOURCES §4.2 for FUNAI), a note, or the pipeline's own facts. */
@@ -114,6 +141,7 @@ async function fetchFile(ctx: RunContext, spec: ShapeSpec): Promise<FetchedFile[
 function releaseDate(spec: ShapeSpec, files: FetchedFile[]): string | null {
   const f = files[0];
   if (!f) return null;
+  if (spec.source.filesDate) return spec.source.filesDate(files);
   return spec.source.releaseDate?.(f.name) ?? (spec.source.fileDates ? fileDay(f) : null);
 }
 
@@ -136,11 +164,12 @@ async function commonFacts(step: FactsStep, spec: ShapeSpec, repair: RepairResul
   if (repair) addRepairFacts(facts, repair);
   facts.geometry.empty = verdicts.no_geometry ?? 0;
   facts.geometry.outsideBrazil = verdicts.outside_brazil ?? 0;
-  addLayerFacts(facts, staged.layers);
+  spec.readSource?.facts(facts, staged);
+  if (staged.layers.length) addLayerFacts(facts, staged.layers);
   facts.fields.missingOptional = staged.missingOptional.filter((n) => rel.reportedMissing.has(n));
   facts.fields.unknown = staged.unknown;
   if (staged.layers.length > 1) facts.notes.push(`${staged.layers.length} shapefiles in the zip, loaded together: ${staged.layers.map((l) => l.name).join(', ')}`);
-  if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${spec.read.srid} (SIRGAS 2000) assumed`);
+  if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${spec.read?.srid} (SIRGAS 2000) assumed`);
   facts.notes.push(...encodingNotes(staged.layers));
   if (staged.unknown.length) step.ctx.log.warn({ columns: staged.unknown }, 'source columns without a mapping, kept in extra');
 
@@ -183,6 +212,7 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
   const file = files[0];
   const client = await ctx.pool.connect();
   try {
+    if (spec.workMem) await client.query(`SELECT set_config('work_mem', $1, false)`, [spec.workMem]);
     const t: ShapeTables = {
       stage: tableName(ctx.stagingTable('src')),
       fix: tableName(ctx.stagingTable('fix')),
@@ -191,16 +221,19 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
     };
     const step: LoadStep = { client, ctx, t, file, asOf: target.asOf };
 
-    const staged = await ctx.stage(
+    const staged: StagedSource = await ctx.stage(
       'read',
       async () => {
+        if (spec.readSource) return spec.readSource.stage(step, files, rel.staging);
+        if (!spec.read) throw new Error(`${spec.name}: declare read (a zip of layers) or readSource`);
         const layers = await layersFromZip(file.path, ctx.workDir, { srid: spec.read.srid, limits: ctx.cfg.zip, maxDepth: spec.read.maxDepth });
         spec.read.refuse?.(layers, file);
         return { layers, ...(await stageLayers(client, t.stage, layers, rel.staging)) };
       },
       (s) => s.rows,
-      (s) => ({ layers: s.layers.map(describeLayer), unknown: s.unknown }),
+      (s) => (spec.readSource ? spec.readSource.detail(s) : { layers: s.layers.map(describeLayer), unknown: s.unknown }),
     );
+    step.staged = staged;
 
     const kept = spec.kept ? spec.kept(t) : okRows(t.classified);
     const built = await ctx.stage(
@@ -208,12 +241,14 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
       async () => {
         const repair = spec.repairPolygons ? await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs) : null;
         await spec.classify(step);
-        const verdicts = await countVerdicts(client, t.classified, t.stage);
+        const verdicts = await countVerdicts(client, t.classified, t.stage, { examples: !spec.personalData });
         const table = tableName(await target.table(rel.name));
-        await buildSnapshot(client, {
+        const build = () => buildSnapshot(client, {
           rel, target: table, kept, stage: t.stage, joins: spec.joins?.(t) ?? sqlText(rel.joins),
-          values: spec.values?.(file, target.asOf) ?? {}, asOf: target.asOf, snapshotId: target.snapshotId,
+          values: spec.values?.(file, target.asOf, target.snapshotId) ?? {}, asOf: target.asOf, snapshotId: target.snapshotId,
         });
+        if (spec.buildSettings) await withSettings(client, spec.buildSettings(step), build);
+        else await build();
         const rows = await checkSnapshotTable(client, rel.name, table);
         return { table, repair, verdicts, rows };
       },
@@ -236,7 +271,21 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
       fingerprint: staged.fingerprint,
     };
   } finally {
+    if (spec.workMem) await client.query('RESET work_mem').catch(() => {});
     client.release();
+  }
+}
+
+/** Runs `fn` in a transaction whose settings (set_config …, true) end with it. */
+async function withSettings(client: pg.ClientBase, settings: Record<string, string>, fn: () => Promise<void>): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    for (const [k, v] of Object.entries(settings)) await client.query(`SELECT set_config($1, $2, true)`, [k, v]);
+    await fn();
+    await client.query('COMMIT');
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw e;
   }
 }
 

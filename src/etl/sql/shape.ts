@@ -44,7 +44,7 @@ export async function buildSnapshot(
 SELECT
 ${selectList(a.rel, dateLiteral(a.asOf), a.snapshotId)}
 FROM ${a.kept} c
-JOIN ${a.stage} s ON s.src_seq = c.src_seq
+${a.rel.reads === 'typed' ? '' : `JOIN ${a.stage} s ON s.src_seq = c.src_seq`}
 ${valuesRow(a.values)}
 ${a.joins}
 ${a.rel.orderBy ? `ORDER BY ${a.rel.orderBy}` : ''}`,
