@@ -21,8 +21,8 @@ import { zarc } from './zarc/index.ts';
 const withOverlay = (p: Pipeline, overlay: Omit<Overlay, 'dataset' | 'relation'>): Pipeline => ({ ...p, overlay: { ...overlay, dataset: p.name, relation: p.mainRelation } });
 
 export const PIPELINES: Pipeline[] = [
-  withOverlay(ibgeMunicipios, { camada: 'municipio', idColumn: 'geocodigo', kind: 'area', filter: 'is_municipio' }),
-  withOverlay(dnitSnv, { camada: 'rodovia', idColumn: 'codigo', kind: 'distance' }),
+  ibgeMunicipios,
+  dnitSnv,
   funaiTis,
   cnucUcs,
   incraQuilombos,

@@ -267,5 +267,8 @@ function extraObject(rel: Relation, asOf: string): string {
   }
   for (const c of rel.columns) if (c.keepRaw) entries.push(`'${c.name}', ${c.keepRaw}`);
   for (const [k, v] of Object.entries(rel.extra)) entries.push(`'${k}', ${v}`);
-  return `nullif(coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(\n         ${entries.join(',\n         ')})), '{}'::jsonb)`;
+  // jsonb_build_object takes at most 100 arguments: 50 entries a call, concatenated.
+  const objects: string[] = [];
+  for (let i = 0; i < entries.length; i += 50) objects.push(`jsonb_build_object(\n         ${entries.slice(i, i + 50).join(',\n         ')})`);
+  return `nullif(coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(${objects.join(' || ') || "'{}'::jsonb"}), '{}'::jsonb)`;
 }

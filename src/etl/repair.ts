@@ -2,7 +2,7 @@
 // (huge APP multipolygons in AM) take GEOS gigabytes and minutes to repair; such a
 // feature is rejected and counted, never allowed to abort or stall the whole load.
 import type pg from 'pg';
-import { namedSql, render } from '../sql.ts';
+import { fillSql, tableName } from '../sql.ts';
 
 export interface RepairResult {
   invalid: number;
@@ -18,14 +18,14 @@ export interface RepairResult {
  * source SRID for every invalid staged polygon. Valid rows are not touched.
  */
 export async function repairInvalidPolygons(client: pg.ClientBase, stageTable: string, fixTable: string, timeoutMs: number): Promise<RepairResult> {
-  const vars = { stage: stageTable, fix: fixTable };
-  await client.query(render(namedSql('queries/repair_create'), vars));
-  const invalid = await client.query(render(namedSql('queries/repair_find_invalid'), vars));
+  const vars = { stage: tableName(stageTable), fix: tableName(fixTable) };
+  await client.query(fillSql('queries/repair_create', vars));
+  const invalid = await client.query(fillSql('queries/repair_find_invalid', vars));
   const out: RepairResult = { invalid: invalid.rowCount ?? 0, repaired: 0, rejected: 0, empty: 0 };
   // Each repair fetches its row by src_seq: without an index every one of them scans the
   // whole staging table (measured: 130 ms a row at 200,000 properties, 1,029 bow-ties).
   if (out.invalid > 0) await client.query(`CREATE INDEX ON ${stageTable} (src_seq)`);
-  const repairOne = render(namedSql('queries/repair_one'), vars);
+  const repairOne = fillSql('queries/repair_one', vars);
   for (const { src_seq } of invalid.rows) {
     try {
       await client.query(`SET statement_timeout = ${Math.max(1, Math.floor(timeoutMs))}`);

@@ -97,19 +97,6 @@ export async function resolveListedSource(src: string, layout: SourceLayout, ctx
   return { uri: joinSource(src, name), name: nfc(name) };
 }
 
-/**
- * A local folder (path or file:// URL) → the file in it that `pick` chooses among the
- * names matching `pattern`; anything else (a file, an http(s) URL) is returned as is.
- * (Kept for the pipelines not on the shape yet; new code uses resolveSource.)
- */
-export async function pickFromLocalFolder(source: string, pattern: RegExp, pick: (names: string[]) => string, what: string): Promise<string> {
-  if (isHttp(source)) return source;
-  const local = localPath(source);
-  const st = fs.statSync(local, { throwIfNoEntry: false });
-  if (!st?.isDirectory()) return source;
-  return path.join(local, pickSourceFile(fs.readdirSync(local), { pattern, newest: pick, what, ext: /./ }, local));
-}
-
 /** Fetches the one source file of a run into its raw store; when there is nothing at `uri` the run fails (source_not_found). */
 export async function fetchOneFile(ctx: RunContext, uri: string, o: { expect: 'zip' | 'csv'; name?: string }): Promise<FetchedFile[]> {
   const file = await fetchSource(uri, {
