@@ -36,7 +36,10 @@ export async function snapshotGeoJson(db: pg.Pool, table: string, key: string): 
     const { [main ?? '']: geometry = null, ...properties } = row;
     return { type: 'Feature', geometry: stable(geometry), properties: stable(properties) };
   });
-  return JSON.stringify({ type: 'FeatureCollection', features }, null, 1) + '\n';
+  // A snapshot id inside a value (car_titulares' evidencia) depends on what ran before, like the table name.
+  const id = /__s(\d+)"?$/.exec(table)?.[1];
+  const text = JSON.stringify({ type: 'FeatureCollection', features }, null, 1);
+  return (id ? text.replace(new RegExp(`"snapshot_id": ${id}\\b`, 'g'), '"snapshot_id": "<id>"') : text) + '\n';
 }
 
 /** Quality facts with numbers rounded and snapshot table names without their id (it depends on what ran before). */
