@@ -171,7 +171,7 @@ async function commonFacts(step: FactsStep, spec: ShapeSpec, repair: RepairResul
   if (staged.layers.length > 1) facts.notes.push(`${staged.layers.length} shapefiles in the zip, loaded together: ${staged.layers.map((l) => l.name).join(', ')}`);
   if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${spec.read?.srid} (SIRGAS 2000) assumed`);
   facts.notes.push(...encodingNotes(staged.layers));
-  if (staged.unknown.length) step.ctx.log.warn({ columns: staged.unknown }, 'source columns without a mapping, kept in extra');
+  if (staged.unknown.length) step.ctx.log.warn({ columns: staged.unknown }, `source columns without a mapping, ${rel.columns.some((c) => c.role === 'extra') ? 'kept in extra' : 'not loaded'}`);
 
   if (rel.counted.length) facts.fields.empty = await countNulls(client, step.target, rel.counted);
   const { bad, placeholder, late } = step.checks;
