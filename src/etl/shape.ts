@@ -27,10 +27,12 @@ import { addCounts, addLayerFacts, addRepairFacts, addVerdicts, describeLayer, e
 import type { Relation } from './relation.ts';
 import { repairInvalidPolygons, type RepairResult } from './repair.ts';
 import { fetchOneFile, fileDay, isListedFolder, resolveListedSource, resolveSource, type SourceLayout } from './source-files.ts';
-import { stageLayers, type StageResult } from './stage-vector.ts';
+import { addCsvFacts, stageByContent, type ContentStaged, type CsvRead } from './shape-csv.ts';
+import { stageLayers } from './stage-vector.ts';
 import {
   buildSnapshot, countChecks, countOverflowedText, countReplacementChars, okRows, type CheckCounts, type RunValues, type ShapeTables,
 } from './sql/shape.ts';
+import { buildFromTyped, countTypedChecks, typedExampleColumns } from './sql/typed.ts';
 import type { VectorLayer } from './vector-reader.ts';
 import { AgroError } from '../errors.ts';
 import { sqlText, tableName, type Sql } from '../sql.ts';
@@ -46,6 +48,10 @@ export interface LoadStep {
   file: FetchedFile;
   /** The snapshot's as_of (yyyy-mm-dd). */
   asOf: string;
+  /** The snapshot being built (a typed pass writes its snapshot_id column). */
+  snapshotId: number;
+  /** How the source came, once read: a delimited text (read.csv) or vector layers. */
+  route?: 'csv' | 'layers';
 }
 
 /** What the pipeline's facts step sees besides the run. */
@@ -53,7 +59,7 @@ export interface FactsStep extends LoadStep {
   /** The built snapshot table. */
   target: Sql;
   facts: QualityFacts;
-  staged: StageResult & { layers: VectorLayer[] };
+  staged: ContentStaged;
   verdicts: Record<string, number>;
   rowsLoaded: number;
   checks: CheckCounts;
@@ -76,11 +82,22 @@ export interface ShapeSpec {
     maxDepth?: number;
     /** Refuses the layers before anything is staged (e.g. a CRS that must not be guessed). */
     refuse?: (layers: VectorLayer[], file: FetchedFile) => void;
+    /** The source may be a delimited text (or a zip holding one) instead of shapefiles: told by content (shape-csv.ts). */
+    csv?: CsvRead;
   };
   /** Invalid polygons are repaired row by row (t.fix) before classify. */
   repairPolygons?: boolean;
-  /** Creates t.classified (src_seq, verdict, the key, the final geometry): the pipeline's own SQL. */
-  classify(step: LoadStep): Promise<void>;
+  /**
+   * Creates t.classified (src_seq, verdict, the key, the final geometry): the pipeline's own SQL.
+   * A pipeline that repairs its own geometry table (not t.stage) returns the repair's counts.
+   */
+  classify(step: LoadStep): Promise<void | { repair?: RepairResult }>;
+  /**
+   * One typed pass: classify writes the declared columns themselves into t.classified
+   * (typedColumns, src/etl/sql/typed.ts), the build reads t.classified alone and the checks
+   * are counted from its flags; verdict examples come from the typed rows, personal columns left out.
+   */
+  typed?: boolean;
   /** The kept rows the build reads as `c` (default: classified rows whose verdict is 'ok'). */
   kept?: (t: ShapeTables) => Sql;
   /** Joins the relation's columns read besides c and s, naming the run's staging tables. */
@@ -108,7 +125,7 @@ async function fetchFile(ctx: RunContext, spec: ShapeSpec): Promise<FetchedFile[
     throw new AgroError('usage', `${spec.name} has no configured source: pass --source <file, folder or URL> or set ${env}`);
   }
   const { uri, name } = isListedFolder(ctx.source, spec.source) ? await resolveListedSource(ctx.source, spec.source, ctx) : resolveSource(ctx.source, spec.source);
-  return fetchOneFile(ctx, uri, { expect: 'zip', name });
+  return fetchOneFile(ctx, uri, { expect: spec.read.csv && !/\.zip$/i.test(name) ? 'csv' : 'zip', name });
 }
 
 function releaseDate(spec: ShapeSpec, files: FetchedFile[]): string | null {
@@ -136,7 +153,8 @@ async function commonFacts(step: FactsStep, spec: ShapeSpec, repair: RepairResul
   if (repair) addRepairFacts(facts, repair);
   facts.geometry.empty = verdicts.no_geometry ?? 0;
   facts.geometry.outsideBrazil = verdicts.outside_brazil ?? 0;
-  addLayerFacts(facts, staged.layers);
+  if (staged.layers.length) addLayerFacts(facts, staged.layers);
+  if (staged.csv) addCsvFacts(facts, staged.csv);
   facts.fields.missingOptional = staged.missingOptional.filter((n) => rel.reportedMissing.has(n));
   facts.fields.unknown = staged.unknown;
   if (staged.layers.length > 1) facts.notes.push(`${staged.layers.length} shapefiles in the zip, loaded together: ${staged.layers.map((l) => l.name).join(', ')}`);
@@ -189,31 +207,36 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
       classified: tableName(ctx.stagingTable('cls')),
       aux: (name) => tableName(ctx.stagingTable(name)),
     };
-    const step: LoadStep = { client, ctx, t, file, asOf: target.asOf };
+    const step: LoadStep = { client, ctx, t, file, asOf: target.asOf, snapshotId: target.snapshotId };
 
-    const staged = await ctx.stage(
+    const staged: ContentStaged = await ctx.stage(
       'read',
       async () => {
+        if (spec.read.csv) return stageByContent(client, ctx, file, t.stage, rel, { srid: spec.read.srid, csv: spec.read.csv });
         const layers = await layersFromZip(file.path, ctx.workDir, { srid: spec.read.srid, limits: ctx.cfg.zip, maxDepth: spec.read.maxDepth });
         spec.read.refuse?.(layers, file);
         return { layers, ...(await stageLayers(client, t.stage, layers, rel.staging)) };
       },
-      (s) => s.rows,
-      (s) => ({ layers: s.layers.map(describeLayer), unknown: s.unknown }),
+      (s) => s.rows + (s.csv?.badRows ?? 0),
+      (s) => ({ layers: s.layers.map(describeLayer), unknown: s.unknown, ...(s.csv && { csv: { encoding: s.csv.encoding, bad_rows: s.csv.badRows, bad_row_lines: s.csv.badRowSamples } }) }),
     );
+    step.route = staged.csv ? 'csv' : 'layers';
 
     const kept = spec.kept ? spec.kept(t) : okRows(t.classified);
     const built = await ctx.stage(
       'normalise',
       async () => {
-        const repair = spec.repairPolygons ? await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs) : null;
-        await spec.classify(step);
-        const verdicts = await countVerdicts(client, t.classified, t.stage);
+        let repair = spec.repairPolygons ? await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs) : null;
+        repair = (await spec.classify(step))?.repair ?? repair;
+        const verdicts = spec.typed ? await countVerdicts(client, t.classified, undefined, typedExampleColumns(rel)) : await countVerdicts(client, t.classified, t.stage);
         const table = tableName(await target.table(rel.name));
-        await buildSnapshot(client, {
-          rel, target: table, kept, stage: t.stage, joins: spec.joins?.(t) ?? sqlText(rel.joins),
-          values: spec.values?.(file, target.asOf) ?? {}, asOf: target.asOf, snapshotId: target.snapshotId,
-        });
+        if (spec.typed) await buildFromTyped(client, { rel, target: table, kept });
+        else {
+          await buildSnapshot(client, {
+            rel, target: table, kept, stage: t.stage, joins: spec.joins?.(t) ?? sqlText(rel.joins),
+            values: spec.values?.(file, target.asOf) ?? {}, asOf: target.asOf, snapshotId: target.snapshotId,
+          });
+        }
         const rows = await checkSnapshotTable(client, rel.name, table);
         return { table, repair, verdicts, rows };
       },
@@ -224,12 +247,12 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
     await ctx.stage('index', () => indexSnapshotTable(client, built.table, rel.indexes));
 
     const facts = emptyFacts();
-    const checks = await countChecks(client, { rel, kept, stage: t.stage, asOf: target.asOf });
+    const checks = spec.typed ? await countTypedChecks(client, { rel, kept }) : await countChecks(client, { rel, kept, stage: t.stage, asOf: target.asOf });
     const factsStep: FactsStep = { ...step, target: built.table, facts, staged, verdicts: built.verdicts, rowsLoaded: built.rows, checks };
     await commonFacts(factsStep, spec, built.repair);
     const own = (await spec.facts?.(factsStep)) ?? {};
     return {
-      rowsRead: staged.rows,
+      rowsRead: staged.rows + (staged.csv?.badRows ?? 0),
       rowsLoaded: built.rows,
       rowsRejected: sum(facts.rejected),
       facts: { ...facts, ...own },
