@@ -1,18 +1,17 @@
 // The CSV read step of the one shape (src/etl/shape-csv.ts) against the real PostGIS: several
 // files into one staging table (name order, src_seq running on, src_file per row, each file
-// mapped by its own header), a drifted file failing before anything is staged; and the
-// declaration rules it relies on (a typed build reads no staged text; no extra column means
-// no raw text can be kept).
+// mapped by its own header), a drifted file failing before anything is staged, a single file
+// in another encoding; and the declaration rule for a relation without extra (no raw text
+// can be kept).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { FetchedFile } from '../src/etl/download.ts';
-import { defineRelation, selectList } from '../src/etl/relation.ts';
-import { csvFiles, csvRead } from '../src/etl/shape-csv.ts';
-import type { LoadStep, ShapeTables } from '../src/etl/shape.ts';
+import type { RunContext } from '../src/etl/pipeline.ts';
+import { defineRelation } from '../src/etl/relation.ts';
+import { addCsvFacts, csvFiles, stageByContent } from '../src/etl/shape-csv.ts';
 import { emptyFacts } from '../src/etl/quality.ts';
-import { tableName } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 let db: TestDb;
@@ -26,11 +25,17 @@ afterAll(async () => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-const FIELDS = [
-  { name: 'codigo', aliases: ['codigo', 'cod'], required: true },
-  { name: 'nome', aliases: ['nome', 'nm'] },
-  { name: 'valor', aliases: ['valor'] },
-];
+const REL = defineRelation({
+  name: 'x',
+  columns: [
+    { name: 'codigo', type: 'text', from: ['codigo', 'cod'], required: true },
+    { name: 'nome', type: 'text', from: ['nome', 'nm'] },
+    { name: 'valor', type: 'double precision', from: ['valor'] },
+    { name: 'extra', type: 'jsonb', role: 'extra' },
+    { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
+  ],
+  indexes: {},
+});
 
 function file(name: string, text: string | Buffer): FetchedFile {
   const p = path.join(tmp, name);
@@ -41,9 +46,8 @@ function file(name: string, text: string | Buffer): FetchedFile {
 async function read(files: FetchedFile[], stage: string) {
   const client = await db.pool.connect();
   try {
-    const t: ShapeTables = { stage: tableName(stage), fix: tableName('stage.unused_fix'), classified: tableName('stage.unused_cls'), aux: () => tableName('stage.unused') };
-    const step = { client, t, file: files[0], asOf: '2025-01-01' } as unknown as LoadStep;
-    return await csvRead({ delimiter: ';' }).stage(step, files, FIELDS);
+    // The run context only keys the per-run source cache here (no zip is read).
+    return await stageByContent(client, {} as RunContext, files, stage, REL, { srid: 4674, csv: { delimiter: ';', badRows: 'reject' } });
   } finally {
     client.release();
   }
@@ -61,8 +65,9 @@ describe('csvRead', () => {
       { src_seq: 3, src_file: 1, codigo: '2', nome: 'Beta', valor: null, extra: { extra_col: 'x' } },
       { src_seq: 4, src_file: 1, codigo: '3', nome: 'Gama', valor: null, extra: null },
     ]);
-    // rows read counts the malformed row too; what is missing or unknown in any file is reported
-    expect(staged.rows).toBe(5);
+    // four rows staged, the malformed one counted; what is missing or unknown in any file is reported
+    expect(staged.rows).toBe(4);
+    expect(staged.csv?.badRows).toBe(1);
     expect(staged.missingOptional).toEqual(['valor']);
     expect(staged.unknown).toEqual(['extra_col']);
     expect(staged.layers).toEqual([]);
@@ -74,9 +79,11 @@ describe('csvRead', () => {
     expect(staged.fingerprint).toMatch(/^[0-9a-f]{16}$/);
     expect(staged.fingerprint).not.toBe(files[0].fingerprint);
     const facts = emptyFacts();
-    csvRead({ delimiter: ';' }).facts(facts, staged);
+    addCsvFacts(facts, staged.csv!);
     expect(facts.rejected).toEqual({ bad_field_count: 1 });
     expect(facts.encoding.name).toBe('UTF-8');
+    expect(facts.geometry.srid).toBeNull();
+    expect(facts.notes).toEqual(['1 CSV rows with the wrong field count rejected (a-2024.csv lines 3)']);
   });
 
   test('a file without a required column fails the read before any file is staged, naming the file and the columns', async () => {
@@ -94,32 +101,19 @@ describe('csvRead', () => {
     const staged = await read([f], 'stage.csv_latin1');
     expect((await db.pool.query(`SELECT codigo, nome FROM stage.csv_latin1`)).rows).toEqual([{ codigo: '7', nome: 'São João' }]);
     const facts = emptyFacts();
-    csvRead({ delimiter: ';' }).facts(facts, staged);
+    addCsvFacts(facts, staged.csv!);
     expect(facts.encoding.name).toBe('ISO-8859-1');
     expect(facts.rejected).toEqual({});
   });
 });
 
-describe('declarations for a typed build', () => {
+describe('a relation without extra', () => {
   const base = [
     { name: 'codigo', type: 'text', from: ['codigo'], sql: 'c.codigo' },
     { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' as const },
   ];
 
-  test('a typed build reads every column from the typed rows, extra included', () => {
-    const rel = defineRelation({ name: 'x', reads: 'typed', columns: [...base, { name: 'extra', type: 'jsonb', role: 'extra' }], indexes: {} });
-    const list = selectList(rel, "'2025-01-01'::date", 7);
-    expect(list).toContain('(c.extra)::jsonb AS "extra"');
-    expect(list).not.toContain('s.');
-  });
-
-  test('a typed build refuses a column converted from staged text', () => {
-    expect(() =>
-      defineRelation({ name: 'x', reads: 'typed', columns: [...base, { name: 'n', type: 'integer', from: ['n'] }, { name: 'extra', type: 'jsonb', role: 'extra' }], indexes: {} }),
-    ).toThrow(/typed build reads no staged text: give n its sql/);
-  });
-
-  test('without an extra column, a conversion whose raw text must be kept is refused', () => {
+  test('says why, and refuses a conversion whose raw text would have to be kept', () => {
     expect(() => defineRelation({ name: 'x', withoutExtra: 'personal data', columns: [...base, { name: 'n', type: 'integer', from: ['n'] }], indexes: {} })).toThrow(/needs an extra column/);
     expect(() => defineRelation({ name: 'x', columns: base, indexes: {} })).toThrow(/declare its extra and snapshot_id/);
     expect(defineRelation({ name: 'x', withoutExtra: 'personal data', columns: base, indexes: {} }).columns).toHaveLength(2);

@@ -6,7 +6,8 @@
 // http(s):// URL) or a folder holding `titulares.csv` (or exactly one .csv).
 //
 // On the one shape: the relation is declared once below; the read stages the CSV by header
-// (csvRead); the classify normalises each row once in SQL (sql/queries/titulares_classify.sql):
+// (read.csv); the classify types each row once in SQL (sql/queries/titulares_classify.sql,
+// ShapeSpec.typed: the build copies the kept rows):
 // CAR number upper-cased and checked (etl.car_number_ok), document reduced to its stored
 // form and checked by its check digits (etl.cpf_ok / etl.cnpj_ok, alphanumeric CNPJs
 // included), vinculo checked. Invalid rows are rejected with a reason; exact duplicates of
@@ -20,10 +21,10 @@
 // The extract is personal data: no document is ever logged or written to the quality report
 // (rows are referred to by record number); columns beyond the four are reported by name and
 // not loaded (the relation has no extra column); documento_hmac is the equality lookup key,
-// computed in the build from a transaction-local setting (the key is never in SQL text).
+// computed in the classify from a transaction-local setting (the key is never in SQL text).
 import { resolveHmacKey, type HmacKey } from '../../src/documents.ts';
 import { defineRelation } from '../../src/etl/relation.ts';
-import { csvFiles, csvRead, fetchCsv, type CsvSource } from '../../src/etl/shape-csv.ts';
+import { csvFiles, fetchCsv, type CsvSource } from '../../src/etl/shape-csv.ts';
 import { shapedPipeline } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { classifyTitulares, titularesCounts, verdictRecords } from './queries.ts';
@@ -31,21 +32,23 @@ import { classifyTitulares, titularesCounts, verdictRecords } from './queries.ts
 /** The file looked for when --source names a folder (else its only .csv). */
 export const DEFAULT_FILE = 'titulares.csv';
 
-/** snap.car_titulares: columns in template order with their accepted header spellings (lower case; the BOM is stripped before matching). */
+/**
+ * snap.car_titulares: columns in template order with their accepted header spellings (lower
+ * case; the BOM is stripped before matching). The classify types every column (`c`).
+ */
 export const CAR_TITULARES = defineRelation({
   name: 'car_titulares',
   withoutExtra: 'personal data: columns beyond car, documento, nome and vinculo are reported by name and not loaded',
-  reads: 'typed',
   columns: [
     { name: 'car', type: 'text', from: ['car', 'cod_imovel', 'numero_car'], required: true, sql: 'c.car' },
-    { name: 'documento', type: 'text', from: ['documento', 'cpf_cnpj'], required: true, sql: 'c.documento' },
+    { name: 'documento', type: 'text', from: ['documento', 'cpf_cnpj'], required: true, personal: true, sql: 'c.documento' },
     { name: 'tipo_documento', type: 'text', sql: 'c.tipo_documento' },
-    { name: 'nome', type: 'text', from: ['nome', 'nome_titular'], counted: true, sql: 'c.nome' },
+    { name: 'nome', type: 'text', from: ['nome', 'nome_titular'], counted: true, personal: true, sql: 'c.nome' },
     { name: 'vinculo', type: 'text', from: ['vinculo', 'vínculo', 'tipo_vinculo'], required: true, sql: 'c.vinculo' },
-    { name: 'origem', type: 'text', sql: "'declarado'" },
-    { name: 'evidencia', type: 'jsonb', sql: "jsonb_build_object('fonte', 'extrato do operador', 'snapshot_id', v.snapshot_id)" },
-    // The key comes from the transaction-local setting agro.hmac_key (buildSettings below).
-    { name: 'documento_hmac', type: 'text', sql: "etl.documento_hmac(c.documento, current_setting('agro.hmac_key'))" },
+    // 'declarado'; the extract and the snapshot; keyed by the configured HMAC key (a transaction-local setting of the classify).
+    { name: 'origem', type: 'text', sql: 'c.origem' },
+    { name: 'evidencia', type: 'jsonb', sql: 'c.evidencia' },
+    { name: 'documento_hmac', type: 'text', personal: true, sql: 'c.documento_hmac' },
     { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
   ],
   orderBy: 'c.car, c.src_seq',
@@ -91,13 +94,12 @@ export const carTitulares = shapedPipeline({
   // An extract carries no date of its own: the server's Last-Modified, else the run date (or --as-of).
   source: { ...SOURCE, filesDate: (files) => lastModifiedDay(files[0]) },
   fetch: (ctx) => fetchCsv(ctx, 'car-titulares', SOURCE),
-  readSource: csvRead({ delimiter: ';', personalData: true }),
+  // No layers: the extract is delimited text.
+  read: { srid: 4674, csv: { delimiter: ';', badRows: 'reject' } },
+  typed: true,
   personalData: true,
-  classify: ({ client, t }) => classifyTitulares(client, t),
+  classify: ({ client, ctx, t, snapshotId }) => classifyTitulares(client, t, { snapshotId, hmacKey: resolveHmacKey(ctx.cfg).key }),
   dropped: ['duplicate'],
-  values: (_file, _asOf, snapshotId) => ({ snapshot_id: snapshotId }),
-  // Transaction-local: the key never outlives the statement that needs it.
-  buildSettings: ({ ctx }) => ({ 'agro.hmac_key': resolveHmacKey(ctx.cfg).key }),
   // Counted per row (a row holding U+FFFD), below.
   replacementChars: 'own',
   async facts({ client, ctx, t, target, facts, staged }) {

@@ -2,11 +2,23 @@
 // No document ever leaves them: counts and record numbers only.
 import type pg from 'pg';
 import type { ShapeTables } from '../../src/etl/shape.ts';
-import { fillSql, type Sql } from '../../src/sql.ts';
+import { fillSql, sqlLiteral, type Sql } from '../../src/sql.ts';
 
-/** Creates t.classified: each staged row normalised, checked and given its verdict (sql/queries/titulares_classify.sql). */
-export async function classifyTitulares(client: pg.ClientBase, t: ShapeTables): Promise<void> {
-  await client.query(fillSql('queries/titulares_classify', { classified: t.classified, stage: t.stage }));
+/**
+ * Creates t.classified: each staged row normalised, checked, given its verdict and every
+ * column of the snapshot (sql/queries/titulares_classify.sql). The HMAC key is a
+ * transaction-local setting: it never outlives the statement that needs it.
+ */
+export async function classifyTitulares(client: pg.ClientBase, t: ShapeTables, a: { snapshotId: number; hmacKey: string }): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query(`SELECT set_config('agro.hmac_key', $1, true)`, [a.hmacKey]);
+    await client.query(fillSql('queries/titulares_classify', { classified: t.classified, stage: t.stage, snapshot_id: sqlLiteral(a.snapshotId) }));
+    await client.query('COMMIT');
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw e;
+  }
 }
 
 /** Per verdict: its rows and the src_seq of its first 20. */

@@ -6,10 +6,10 @@
 // mapped by header (the column set changes between seasons) and normalised in SQL.
 //
 // On the one shape: the relation is declared once below (source spellings, counted columns,
-// indexes); the read stages every season file into one table (csvRead, name order); the
+// indexes); the read stages every season file into one table (read.csv, name order); the
 // classify types each row once (sql/queries/zarc_typed.sql: verdict, codes, season, risk
-// cells, chave, extra) and the build reads only those typed rows, one per chave (the last
-// one read wins). The engine counts verdicts, empty values and overflowed cells; ZARC adds
+// cells, chave, extra; ShapeSpec.typed) and the build copies the kept typed rows, one per
+// chave (the last one read wins). The engine counts verdicts, empty values and overflowed cells; ZARC adds
 // its own facts (seasons, invalid risk cells, duplicates, files).
 import { readFile } from 'node:fs/promises';
 import { AgroError } from '../../src/errors.ts';
@@ -17,25 +17,24 @@ import { fetchSource, isHttp, type FetchedFile } from '../../src/etl/download.ts
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import { addCounts } from '../../src/etl/quality.ts';
 import { defineRelation, type ColumnDef } from '../../src/etl/relation.ts';
-import { csvFiles, csvRead, fetchCsv, type CsvSource } from '../../src/etl/shape-csv.ts';
+import { csvFiles, fetchCsv, type CsvSource } from '../../src/etl/shape-csv.ts';
 import { shapedPipeline } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
-import { classifyZarc, cropSearchNames, invalidRiskCells, lastReadPerKey, seasonCounts, unparsedCounts, zarcDuplicates, zarcStats } from './queries.ts';
+import { classifyZarc, invalidRiskCells, lastReadPerKey, seasonCounts, unparsedCounts, zarcDuplicates, zarcStats } from './queries.ts';
 
 const DECS = Array.from({ length: 36 }, (_, i) => i + 1);
 
-/** A column typed by the classify (read from `c`), with its source spellings (lower case; the BOM is stripped before matching). */
+/** A column the classify types (the typed row `c` holds it), with its source spellings (lower case; the BOM is stripped before matching). */
 const typed = (name: string, type: string, from?: string[], o: Pick<ColumnDef, 'required' | 'counted'> = {}): ColumnDef => ({ name, type, from, sql: `c.${name}`, ...o });
 
 /** snap.zarc_risco: columns in template order, with every known header spelling (they change between seasons). */
 export const ZARC_RISCO = defineRelation({
   name: 'zarc_risco',
-  reads: 'typed',
   columns: [
     typed('geocodigo', 'text', ['geocodigo'], { required: true }),
     typed('safra', 'text'),
     typed('cultura', 'text', ['nome_cultura', 'cultura'], { required: true }),
-    { name: 'cultura_busca', type: 'text', sql: 'b.cultura_busca' },
+    typed('cultura_busca', 'text'),
     typed('cod_cultura', 'text', ['cod_cultura'], { counted: true }),
     typed('ciclo', 'text', ['cod_ciclo'], { required: true }),
     typed('solo', 'text', ['cod_solo'], { required: true }),
@@ -135,10 +134,11 @@ export const zarc = shapedPipeline({
     filesDate: (files) => files.map(lastModifiedDay).filter((d): d is string => d !== null).sort().at(-1) ?? null,
   },
   fetch: (ctx) => (ctx.source && isHttp(ctx.source) && /\/api\/3\/action\/package_show/.test(ctx.source) ? fetchCkan(ctx, ctx.source) : fetchCsv(ctx, 'zarc', ZARC_SOURCE)),
-  readSource: csvRead({ delimiter: ';' }),
-  classify: ({ client, t, staged }) => classifyZarc(client, t, csvFiles(staged).map((f) => safraFromName(f.name))),
+  // No layers: the seasons are delimited text (the SRID would be a zip's shapefiles', refused by the declaration's fields).
+  read: { srid: 4674, csv: { delimiter: ';', badRows: 'reject' } },
+  typed: true,
+  classify: ({ client, t, staged, snapshotId }) => classifyZarc(client, t, csvFiles(staged).map((f) => safraFromName(f.name)), snapshotId),
   kept: (t) => lastReadPerKey(t.classified),
-  joins: (t) => cropSearchNames(t.classified),
   // The deduplication sorts every typed row (3.3 M a season).
   workMem: '256MB',
   // Counted per row (a row holding U+FFFD in its text), below.

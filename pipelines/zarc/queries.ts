@@ -15,10 +15,10 @@ function fileSafra(seasons: (string | null)[]): Sql {
 }
 
 /**
- * The classify: t.classified holds every staged row typed once (verdict, canonical values,
- * chave, risk cells, extra, and what the facts count) — sql/queries/zarc_typed.sql.
+ * The classify: t.classified holds every staged row typed once (verdict, every declared
+ * column, and what the facts count) — sql/queries/zarc_typed.sql.
  */
-export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, seasons: (string | null)[]): Promise<void> {
+export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, seasons: (string | null)[], snapshotId: number): Promise<void> {
   const decs = DECS.map((n) => `etl.zarc_risco(s.dec${n}) AS dec${n}`).join(', ');
   const decKeys = DECS.map((n) => `'dec${n}'`).join(', ');
   const invalidJson = `(SELECT jsonb_object_agg('dec' || x.n, x.v) FROM unnest(ARRAY[${decNames('s.')}]) WITH ORDINALITY AS x(v, n) WHERE etl.zarc_risco_invalido(x.v))`;
@@ -28,7 +28,7 @@ export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, season
   const invalid = `CASE WHEN cardinality(${common}) = 0 THEN 0 ELSE ${DECS.map((n) => `etl.zarc_risco_invalido(s.dec${n})::int`).join(' + ')} END`;
   await client.query(
     fillSql('queries/zarc_typed', {
-      classified: t.classified, stage: t.stage, file_safra: fileSafra(seasons), decs: sqlText(decs),
+      classified: t.classified, stage: t.stage, file_safra: fileSafra(seasons), decs: sqlText(decs), snapshot_id: sqlLiteral(snapshotId),
       invalid_cells: sqlText(invalid), dec_keys: sqlText(decKeys), invalid_json: sqlText(invalidJson),
     }),
   );
@@ -40,11 +40,6 @@ export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, season
  */
 export const lastReadPerKey = (classified: Sql): Sql =>
   sqlText(`(SELECT DISTINCT ON (chave) * FROM ${classified} WHERE verdict = 'ok' ORDER BY chave, src_seq DESC)`);
-
-/** The search name of each crop, computed once per distinct name (joined as `b`). */
-export const cropSearchNames = (classified: Sql): Sql =>
-  sqlText(`JOIN (SELECT k.cultura, etl.zarc_busca(k.cultura) AS cultura_busca
-        FROM (SELECT DISTINCT cultura FROM ${classified} WHERE verdict = 'ok') k) b ON b.cultura = c.cultura`);
 
 export interface ZarcStats {
   invalid_cells: number;

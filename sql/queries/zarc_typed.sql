@@ -1,6 +1,7 @@
 -- The ZARC classify: every staged row (all season files, staged into one table in name
 -- order, src_file saying which) typed once, with its verdict and canonical values, into an
--- unlogged table that the build and the facts read (the build reads only these rows).
+-- unlogged table that the build and the facts read (the build copies the declared columns of
+-- the kept rows: ShapeSpec.typed). The search name is computed once per distinct crop name.
 -- chave sorts in byte order (COLLATE "C"): a locale collation makes the 3.3 M-row
 -- deduplication sort and the key index several times slower. {{file_safra}} is the season
 -- in the name of the row's file, used only when the header has neither SafraIni nor SafraFin
@@ -17,7 +18,7 @@ SELECT s.src_file::integer AS file_no, s.src_seq,
             WHEN k.solo IS NULL THEN 'bad_solo'
             WHEN z.safra IS NULL THEN 'bad_safra'
             ELSE 'ok' END AS verdict,
-       k.geocodigo, z.safra, k.cultura, k.cod_cultura, k.ciclo, k.solo, k.manejo,
+       k.geocodigo, z.safra, k.cultura, b.cultura_busca, k.cod_cultura, k.ciclo, k.solo, k.manejo,
        nullif(btrim(s.nome_manejo), '') AS nome_manejo, k.cod_clima, nullif(btrim(s.clima), '') AS clima, k.portaria,
        nullif(btrim(s.uf), '') AS uf, nullif(btrim(s.municipio), '') AS municipio,
        nullif(btrim(s.cod_municipio_bacen), '') AS cod_municipio_bacen,
@@ -29,6 +30,7 @@ SELECT s.src_file::integer AS file_no, s.src_seq,
        (k.cultura || '|' || k.ciclo || '|' || k.solo || '|' || k.geocodigo || '|' || coalesce(k.manejo, '') || '|'
          || coalesce(k.cod_clima, '') || '|' || z.safra || '|' || coalesce(k.portaria, '')) COLLATE "C" AS chave,
        CASE WHEN u.unparsed IS NULL THEN s.extra ELSE coalesce(s.extra, '{}'::jsonb) || u.unparsed END AS extra,
+       {{snapshot_id}}::bigint AS snapshot_id,
        iv.invalid_cells,
        u.unparsed,
        u.unparsed - ARRAY[{{dec_keys}}] <> '{}'::jsonb AS bad_code,
@@ -68,3 +70,5 @@ CROSS JOIN LATERAL (
             OR (k.cod_micro IS NULL AND btrim(s.cod_micro) <> '') AS any_bad) b
   OFFSET 0
 ) u
+LEFT JOIN (SELECT x.cultura, etl.zarc_busca(x.cultura) AS cultura_busca
+             FROM (SELECT DISTINCT nullif(btrim(cultura), '') AS cultura FROM {{stage}}) x) b ON b.cultura = k.cultura
