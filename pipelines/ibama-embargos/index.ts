@@ -6,7 +6,11 @@
 //   detected); WKT is parsed in SQL, per row, so a bad cell never aborts;
 // - a zip: the `adm_embargo_a` shapefile layout (truncated DBF names, EPSG:4674,
 //   status_tad 'AL' = lavrado, DMS coordinates), or a zip holding the CSV.
-// Both land in the same staging columns and go through the same SQL.
+// Both land in the same staging columns (read.csv of the shape, src/etl/shape-csv.ts) and go
+// through the same SQL: the polygons (WKT parsed, or the shapefile's) repaired row by row,
+// then one typed pass (sql/queries/ibama_typed.sql) that types each term once — key,
+// statuses, document, point vs polygon, verdict and the declared columns — from which the
+// snapshot is built and every fact counted (typed: true).
 //
 // Key (`id_tad`): SEQ_TAD, IBAMA's internal term sequence, when the row has one. Terms
 // drawn up in the electronic AIe system have none (2,862 of 116,332 in the 2026-09-23
@@ -18,7 +22,8 @@
 // Rows without any geometry (no WKT, no usable point: 3.7 % of the terms of one Pará
 // subset) are dropped by design and counted (facts.dropped.no_geometry): counting them as
 // rejected would trip the 1 % gate on every national load. Documents (CPF/CNPJ) are
-// personal data: they are never logged; documento_hmac is keyed by configuration.
+// personal data: they are never logged nor shown in the report's examples; documento_hmac
+// is keyed by configuration.
 import { readCsvHead } from '../../src/etl/csv-records.ts';
 import type { FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
