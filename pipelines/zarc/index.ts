@@ -9,8 +9,8 @@
 // indexes); the read stages every season file into one table (read.csv, name order); the
 // classify types each row once (sql/queries/zarc_typed.sql: verdict, codes, season, risk
 // cells, chave, extra; ShapeSpec.typed) and the build copies the kept typed rows, one per
-// chave (the last one read wins). The engine counts verdicts, empty values and overflowed cells; ZARC adds
-// its own facts (seasons, invalid risk cells, duplicates, files).
+// chave (the last one read wins). The engine counts verdicts, empty values and overflowed
+// cells; ZARC adds its own facts (seasons, invalid risk cells, duplicates, files).
 import { readFile } from 'node:fs/promises';
 import { AgroError } from '../../src/errors.ts';
 import { fetchSource, isHttp, type FetchedFile } from '../../src/etl/download.ts';
