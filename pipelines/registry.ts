@@ -26,7 +26,7 @@ export const PIPELINES: Pipeline[] = [
   funaiTis,
   cnucUcs,
   incraQuilombos,
-  withOverlay(ibamaEmbargos, { camada: 'embargo', idColumn: 'numero_tad', kind: 'area', active: 'ativo' }),
+  ibamaEmbargos,
   zarc,
   sicar,
   carTitulares,

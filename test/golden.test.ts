@@ -14,13 +14,19 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const AS_OF = '2025-06-01';
 
 /** pipeline → its fixture (in), relation and key. The as-of date is fixed: file dates would vary by checkout. */
-const CASES = [
+const CASES: { pipeline: string; fixture: string; relation: string; key: string; name?: string; asOf?: string }[] = [
   { pipeline: 'funai-tis', fixture: 'fixtures/funai-tis/tis_poligonais.zip', relation: 'funai_tis', key: 'codigo' },
   { pipeline: 'cnuc-ucs', fixture: 'fixtures/cnuc-ucs/shp_cnuc_2024_10.zip', relation: 'cnuc_ucs', key: 'codigo' },
   { pipeline: 'incra-quilombos', fixture: 'fixtures/incra-quilombos/Áreas de Quilombolas.zip', relation: 'incra_quilombos', key: 'codigo' },
   { pipeline: 'incra-quilombos', fixture: 'fixtures/incra-quilombos-overflow/Áreas de Quilombolas.zip', relation: 'incra_quilombos', key: 'codigo', name: 'incra-quilombos-overflow' },
   { pipeline: 'ibge-municipios', fixture: 'fixtures/ibge-municipios/BR_Municipios_2024.zip', relation: 'ibge_municipios', key: 'geocodigo' },
   { pipeline: 'dnit-snv', fixture: 'fixtures/dnit-snv/202507A.zip', relation: 'dnit_snv', key: 'codigo' },
+  // IBAMA's two routes, as of the fixture's release (its terms run to 2026); the rules variant has electronic statuses and future dates.
+  { pipeline: 'ibama-embargos', fixture: 'fixtures/ibama-embargos/termo_embargo.csv', relation: 'ibama_embargos', key: 'id_tad', asOf: '2026-10-28' },
+  { pipeline: 'ibama-embargos', fixture: 'fixtures/ibama-embargos/shapefile/adm_embargo_a.zip', relation: 'ibama_embargos', key: 'id_tad', asOf: '2026-10-28', name: 'ibama-embargos-shp' },
+  { pipeline: 'ibama-embargos', fixture: 'fixtures/ibama-embargos/variants/termo_embargo_regras.csv', relation: 'ibama_embargos', key: 'id_tad', asOf: '2026-10-28', name: 'ibama-embargos-regras' },
+  { pipeline: 'zarc', fixture: 'fixtures/zarc', relation: 'zarc_risco', key: 'chave' },
+  { pipeline: 'car-titulares', fixture: 'fixtures/car-titulares/titulares.csv', relation: 'car_titulares', key: 'car' },
 ];
 
 let db: TestDb;
@@ -36,7 +42,7 @@ describe('golden in/out', () => {
     const name = c.name ?? c.pipeline;
     test(name, async () => {
       const pipeline = findPipeline(c.pipeline)!;
-      const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, pipeline, { source: path.join(ROOT, c.fixture), asOf: AS_OF, force: true });
+      const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, pipeline, { source: path.join(ROOT, c.fixture), asOf: c.asOf ?? AS_OF, force: true });
       expect(out.snapshot_id).not.toBeNull();
       const q = await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id]);
       const dir = path.join(ROOT, 'test/golden', name);

@@ -659,3 +659,44 @@ describe('issue 6: electronic-system statuses, future dates, other encodings and
     expect(JSON.stringify(stage.detail)).not.toContain('529.982.247-25');
   });
 });
+
+describe('the declaration on both routes: the WKT required of a CSV only; a change time compared with as_of by its day', () => {
+  let dDb: TestDb;
+  beforeAll(async () => {
+    dDb = await testDatabase();
+  });
+  afterAll(async () => {
+    await dDb.drop();
+  });
+
+  test('a CSV without its WKT column fails before loading (the shapefile route, which has its own geometry, loads without it above)', async () => {
+    const dir = path.join(work, 'no-wkt');
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, 'termo_embargo.csv'), ibamaCsv({ omitColumns: ['GEOM_AREA_EMBARGADA'] }));
+    const o = await run(dDb, dir);
+    expect([o.status, o.error?.code, o.rows_loaded]).toEqual(['failed', 'required_field_missing', 0]);
+    expect(o.error?.message).toMatch(/geom_wkt/);
+  });
+
+  test('DAT_ULT_ALTERACAO on the release day itself, with a time, is kept; the day after is NULL with its text kept', async () => {
+    const terms = IBAMA_TERMS.map((t) =>
+      t.id === 'T01' ? { ...t, row: { ...t.row, DAT_ULT_ALTERACAO: '2026-10-28 15:30:00' } }
+        : t.id === 'T02' ? { ...t, row: { ...t.row, DAT_ULT_ALTERACAO: '2026-10-29 08:00:00' } } : t);
+    const dir = path.join(work, 'same-day');
+    await writeIbamaCsv(path.join(dir, 'termo_embargo.csv'), { terms });
+    const o = await run(dDb, dir);
+    expect([o.status, o.as_of]).toEqual(['published', IBAMA_RELEASE_DATE]);
+    expect(IBAMA_RELEASE_DATE).toBe('2026-10-28');
+    const r = await dDb.pool.query(
+      `SELECT numero_tad, data_alteracao::text AS t, extra->>'data_alteracao' AS raw FROM serving.ibama_embargos WHERE numero_tad = ANY($1) ORDER BY numero_tad`,
+      [[termById('T01').row.NUM_TAD, termById('T02').row.NUM_TAD]],
+    );
+    expect(r.rows).toEqual(
+      [
+        { numero_tad: termById('T01').row.NUM_TAD, t: '2026-10-28 15:30:00', raw: null },
+        { numero_tad: termById('T02').row.NUM_TAD, t: null, raw: '2026-10-29 08:00:00' },
+      ].sort((a, b) => a.numero_tad.localeCompare(b.numero_tad)),
+    );
+    expect((await reportOf(dDb, o.snapshot_id!)).facts.dates.implausible).toEqual({ data_alteracao: 1 });
+  });
+});

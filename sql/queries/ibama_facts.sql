@@ -1,14 +1,32 @@
--- Counts for the quality report of one load, from the classified staging rows.
-SELECT count(*) FILTER (WHERE verdict = 'no_key')::int AS no_key,
-       count(*) FILTER (WHERE verdict = 'duplicate_key')::int AS duplicate_key,
-       count(*) FILTER (WHERE verdict = 'poligono')::int AS poligono,
-       count(*) FILTER (WHERE verdict = 'ponto')::int AS ponto,
-       count(*) FILTER (WHERE verdict = 'bad_wkt')::int AS bad_wkt,
-       count(*) FILTER (WHERE verdict = 'geometry_unrepairable')::int AS geometry_unrepairable,
-       count(*) FILTER (WHERE verdict = 'outside_brazil')::int AS outside_brazil,
-       count(*) FILTER (WHERE verdict = 'no_geometry')::int AS no_geometry,
-       count(*) FILTER (WHERE verdict = 'ponto' AND poly_problem IS NOT NULL)::int AS ponto_em_vez_de_poligono,
-       count(*) FILTER (WHERE verdict NOT IN ('no_key', 'duplicate_key') AND poly_problem IN ('bad_wkt', 'not_polygonal', 'repair_failed', 'empty_after_repair'))::int AS polygons_unusable,
-       count(*) FILTER (WHERE verdict NOT IN ('no_key', 'duplicate_key') AND poly_problem = 'polygon_outside_brazil')::int AS polygons_outside,
-       count(*) FILTER (WHERE verdict NOT IN ('no_key', 'duplicate_key') AND pt_outside)::int AS points_outside
-FROM {{classified}}
+-- What the quality report says of one IBAMA load, counted from the typed terms
+-- (queries/ibama_typed.sql) in one statement: geometry routes and problems, activity,
+-- documents, NUM_TAD shared by loaded terms, the release stamps, statuses counted as active
+-- without being known (contract §3), rows with U+FFFD. Problems are counted among keyed,
+-- non-superseded terms (loaded or rejected for their geometry).
+WITH t AS MATERIALIZED (
+  SELECT verdict, geom_origem, geom_problema, pt_outside, ativo, documento, documento_tipo, numero_tad,
+         release_stamp, status_desconhecido, replacement_char,
+         verdict NOT IN ('no_key', 'duplicate_key') AS candidate
+  FROM {{classified}}
+), kept AS MATERIALIZED (SELECT * FROM t WHERE verdict = 'ok')
+SELECT (SELECT count(*) FROM kept WHERE geom_origem = 'poligono')::int AS poligono,
+       (SELECT count(*) FROM kept WHERE geom_origem = 'ponto')::int AS ponto,
+       (SELECT count(*) FROM kept WHERE geom_origem = 'ponto' AND geom_problema IS NOT NULL)::int AS ponto_em_vez_de_poligono,
+       (SELECT count(*) FROM t WHERE candidate AND geom_problema IN ('bad_wkt', 'not_polygonal', 'repair_failed', 'empty_after_repair'))::int AS polygons_unusable,
+       (SELECT count(*) FROM t WHERE candidate AND geom_problema = 'polygon_outside_brazil')::int AS polygons_outside,
+       (SELECT count(*) FROM t WHERE candidate AND pt_outside)::int AS points_outside,
+       (SELECT coalesce(jsonb_object_agg(p, n), '{}'::jsonb) FROM (
+          SELECT geom_problema AS p, count(*)::int AS n FROM t WHERE candidate AND geom_problema IS NOT NULL GROUP BY 1 ORDER BY 1) x) AS problemas_poligono,
+       (SELECT count(*) FROM kept WHERE ativo)::int AS ativos,
+       (SELECT count(*) FROM kept WHERE documento_tipo = 'cpf')::int AS cpf,
+       (SELECT count(*) FROM kept WHERE documento_tipo = 'cnpj')::int AS cnpj,
+       (SELECT count(*) FROM kept WHERE documento IS NOT NULL AND documento_tipo IS NULL)::int AS outro,
+       (SELECT count(*) FROM kept WHERE documento IS NULL)::int AS ausente,
+       (SELECT count(*) FROM (SELECT 1 FROM kept GROUP BY numero_tad HAVING count(*) > 1) x)::int AS grupos,
+       (SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM kept GROUP BY numero_tad HAVING count(*) > 1) x)::int AS repetidos,
+       (SELECT count(DISTINCT btrim(release_stamp)) FROM t WHERE release_stamp IS NOT NULL)::int AS stamps,
+       (SELECT min(btrim(release_stamp)) FROM t WHERE release_stamp IS NOT NULL) AS stamp_min,
+       (SELECT max(btrim(release_stamp)) FROM t WHERE release_stamp IS NOT NULL) AS stamp_max,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s, n) ORDER BY n DESC, s), '[]'::jsonb) FROM (
+          SELECT status_desconhecido AS s, count(*)::int AS n FROM kept WHERE status_desconhecido IS NOT NULL GROUP BY 1) x) AS status_desconhecido,
+       (SELECT count(*) FROM t WHERE replacement_char)::int AS replacement_chars

@@ -4,6 +4,9 @@
 -- 'bad_car_number' (not ^[A-Z]{2}-\d{7}-[0-9A-F]{32}$ with the UF's IBGE code),
 -- 'bad_document' (not a CPF or CNPJ with valid check digits), 'bad_vinculo' (not
 -- proprietario / possuidor). `fffd` marks rows holding U+FFFD (the file was not UTF-8).
+-- Every column of snap.car_titulares is typed here (ShapeSpec.typed: the build copies the
+-- kept rows). The HMAC key comes from the transaction-local setting agro.hmac_key, set by
+-- the loader (never in the SQL text); only checked documents get one.
 CREATE UNLOGGED TABLE {{classified}} AS
 WITH n AS (
   SELECT s.src_seq,
@@ -23,6 +26,10 @@ WITH n AS (
   CROSS JOIN LATERAL (SELECT etl.documento_tipo(n.documento) AS tipo_documento) t
 )
 SELECT c.src_seq, c.car, c.documento, c.tipo_documento, c.nome, c.vinculo, c.fffd,
+       'declarado'::text AS origem,
+       jsonb_build_object('fonte', 'extrato do operador', 'snapshot_id', {{snapshot_id}}::bigint) AS evidencia,
+       CASE WHEN c.check_verdict = 'ok' THEN etl.documento_hmac(c.documento, current_setting('agro.hmac_key')) END AS documento_hmac,
+       {{snapshot_id}}::bigint AS snapshot_id,
        CASE WHEN c.check_verdict = 'ok'
              AND row_number() OVER (PARTITION BY c.check_verdict, c.car, c.documento, c.vinculo ORDER BY c.src_seq) > 1
             THEN 'duplicate' ELSE c.check_verdict END AS verdict

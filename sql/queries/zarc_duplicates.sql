@@ -2,7 +2,7 @@
 -- whose cells differ (conflicts: all but the last read are dropped), with sample keys.
 WITH g AS (
   SELECT t.chave, count(*) AS n, count(DISTINCT ARRAY[{{dec_names}}]) AS d
-  FROM {{typed}} t
+  FROM {{classified}} t
   WHERE t.verdict = 'ok'
   GROUP BY t.chave
   HAVING count(*) > 1

@@ -1,8 +1,8 @@
 -- Risk cells that are neither 20/30/40 nor "not indicated" (0 or empty): each value with its
--- count, and the first occurrences (file, record, decêndio).
+-- count, and the first occurrences (file, src_seq, decêndio), over every staged row.
 WITH cells AS (
-  SELECT s.file_no, s.src_seq, d.n::integer AS decendio, btrim(d.v) AS valor
-  FROM ({{raw}}) s
+  SELECT s.src_file::integer AS file_no, s.src_seq, d.n::integer AS decendio, btrim(d.v) AS valor
+  FROM {{stage}} s
   CROSS JOIN LATERAL unnest(ARRAY[{{dec_names}}]) WITH ORDINALITY AS d(v, n)
   WHERE etl.zarc_risco_invalido(d.v)
 )

@@ -1,21 +1,24 @@
--- One staged season file, typed: each row's verdict and canonical values. The branches of
--- all files (UNION ALL) are written once into an unlogged table that the next steps read.
+-- The ZARC classify: every staged row (all season files, staged into one table in name
+-- order, src_file saying which) typed once, with its verdict and canonical values, into an
+-- unlogged table that the build and the facts read (the build copies the declared columns of
+-- the kept rows: ShapeSpec.typed). The search name is computed once per distinct crop name.
 -- chave sorts in byte order (COLLATE "C"): a locale collation makes the 3.3 M-row
--- deduplication sort and the key index several times slower. {{file_no}} orders files (by name) for "last read wins";
--- {{file_safra}} is the season in the file name, used only when the header has neither
--- SafraIni nor SafraFin (staged NULL = column absent, '' = empty cell).
+-- deduplication sort and the key index several times slower. {{file_safra}} is the season
+-- in the name of the row's file, used only when the header has neither SafraIni nor SafraFin
+-- (staged NULL = column absent, '' = empty cell).
 -- Codes are text (etl.zarc_code: digits of any length). An optional code that is not digits
 -- and a risk cell that is not a risk value load as NULL, and their source text goes into
 -- `extra` under the column's name (`unparsed`, counted in the report); a run of asterisks is
--- no value at all (`overflowed`, counted, not kept).
-SELECT {{file_no}}::integer AS file_no, s.src_seq,
+-- no value at all (not kept; the engine counts it as overflowed).
+CREATE UNLOGGED TABLE {{classified}} AS
+SELECT s.src_file::integer AS file_no, s.src_seq,
        CASE WHEN NOT etl.zarc_geocodigo_ok(k.geocodigo) THEN 'bad_geocodigo'
             WHEN k.cultura IS NULL THEN 'missing_cultura'
             WHEN k.ciclo IS NULL THEN 'bad_ciclo'
             WHEN k.solo IS NULL THEN 'bad_solo'
             WHEN z.safra IS NULL THEN 'bad_safra'
             ELSE 'ok' END AS verdict,
-       k.geocodigo, z.safra, k.cultura, k.cod_cultura, k.ciclo, k.solo, k.manejo,
+       k.geocodigo, z.safra, k.cultura, b.cultura_busca, k.cod_cultura, k.ciclo, k.solo, k.manejo,
        nullif(btrim(s.nome_manejo), '') AS nome_manejo, k.cod_clima, nullif(btrim(s.clima), '') AS clima, k.portaria,
        nullif(btrim(s.uf), '') AS uf, nullif(btrim(s.municipio), '') AS municipio,
        nullif(btrim(s.cod_municipio_bacen), '') AS cod_municipio_bacen,
@@ -27,8 +30,9 @@ SELECT {{file_no}}::integer AS file_no, s.src_seq,
        (k.cultura || '|' || k.ciclo || '|' || k.solo || '|' || k.geocodigo || '|' || coalesce(k.manejo, '') || '|'
          || coalesce(k.cod_clima, '') || '|' || z.safra || '|' || coalesce(k.portaria, '')) COLLATE "C" AS chave,
        CASE WHEN u.unparsed IS NULL THEN s.extra ELSE coalesce(s.extra, '{}'::jsonb) || u.unparsed END AS extra,
+       {{snapshot_id}}::bigint AS snapshot_id,
        iv.invalid_cells,
-       u.unparsed, u.overflowed,
+       u.unparsed,
        u.unparsed - ARRAY[{{dec_keys}}] <> '{}'::jsonb AS bad_code,
        (strpos(s.cultura, U&'\FFFD') > 0 OR strpos(s.municipio, U&'\FFFD') > 0 OR strpos(s.portaria, U&'\FFFD') > 0
          OR strpos(s.nome_manejo, U&'\FFFD') > 0 OR strpos(s.clima, U&'\FFFD') > 0) AS replacement_char,
@@ -60,15 +64,11 @@ CROSS JOIN LATERAL (
              'cod_clima', CASE WHEN k.cod_clima IS NULL AND NOT etl.is_overflow(s.cod_clima) THEN nullif(btrim(s.cod_clima), '') END,
              'cod_meso', CASE WHEN k.cod_meso IS NULL AND NOT etl.is_overflow(s.cod_meso) THEN nullif(btrim(s.cod_meso), '') END,
              'cod_micro', CASE WHEN k.cod_micro IS NULL AND NOT etl.is_overflow(s.cod_micro) THEN nullif(btrim(s.cod_micro), '') END))
-             || CASE WHEN iv.invalid_cells > 0 THEN {{invalid_json}} ELSE '{}'::jsonb END, '{}'::jsonb) END AS unparsed,
-         CASE WHEN b.any_bad THEN array_remove(ARRAY[
-             CASE WHEN etl.is_overflow(s.cod_cultura) THEN 'cod_cultura' END, CASE WHEN etl.is_overflow(s.manejo) THEN 'manejo' END,
-             CASE WHEN etl.is_overflow(s.cod_clima) THEN 'cod_clima' END, CASE WHEN etl.is_overflow(s.cod_meso) THEN 'cod_meso' END,
-             CASE WHEN etl.is_overflow(s.cod_micro) THEN 'cod_micro' END, CASE WHEN etl.is_overflow(s.ciclo) THEN 'ciclo' END,
-             CASE WHEN etl.is_overflow(s.solo) THEN 'solo' END], NULL) END AS overflowed
+             || CASE WHEN iv.invalid_cells > 0 THEN {{invalid_json}} ELSE '{}'::jsonb END, '{}'::jsonb) END AS unparsed
   FROM (SELECT (k.cod_cultura IS NULL AND btrim(s.cod_cultura) <> '') OR (k.manejo IS NULL AND btrim(s.manejo) <> '')
             OR (k.cod_clima IS NULL AND btrim(s.cod_clima) <> '') OR (k.cod_meso IS NULL AND btrim(s.cod_meso) <> '')
-            OR (k.cod_micro IS NULL AND btrim(s.cod_micro) <> '') OR (k.ciclo IS NULL AND btrim(s.ciclo) <> '')
-            OR (k.solo IS NULL AND btrim(s.solo) <> '') AS any_bad) b
+            OR (k.cod_micro IS NULL AND btrim(s.cod_micro) <> '') AS any_bad) b
   OFFSET 0
 ) u
+LEFT JOIN (SELECT x.cultura, etl.zarc_busca(x.cultura) AS cultura_busca
+             FROM (SELECT DISTINCT nullif(btrim(cultura), '') AS cultura FROM {{stage}}) x) b ON b.cultura = k.cultura

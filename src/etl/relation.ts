@@ -16,7 +16,7 @@ import type { SnapshotIndexes } from './load-steps.ts';
  * convert, and count it (fields.unparsed, dates.unparseable). A run of asterisks (a DBF numeric
  * overflow) is no value: NULL, counted as fields.overflowed, not kept.
  */
-export type Conversion = 'text' | 'upper' | 'code' | 'list' | 'upper_list' | 'number' | 'whole' | 'flag' | 'date' | 'date_dmy_iso';
+export type Conversion = 'text' | 'upper' | 'code' | 'list' | 'upper_list' | 'number' | 'whole' | 'flag' | 'date' | 'date_dmy_iso' | 'timestamp';
 
 interface ConversionRule {
   /** The typed value of the staged text `x`. */
@@ -66,6 +66,13 @@ export const CONVERSIONS: Record<Conversion, ConversionRule> = {
     placeholder: (x) => `etl.date_dmy_iso_kind(${x}) = 'placeholder'`,
     isDate: true,
   },
+  // A date with an optional time of day ('2025-03-10 09:15:00', '10/03/2025'); compared with the release date by its day.
+  timestamp: {
+    value: (x) => `etl.parse_timestamp(${x})`,
+    bad: (x) => `etl.date_kind(${x}) = 'bad'`,
+    placeholder: (x) => `etl.date_kind(${x}) = 'placeholder'`,
+    isDate: true,
+  },
 };
 
 /** The conversion a column gets when it names none, by its SQL type. */
@@ -76,6 +83,7 @@ const DEFAULT_CONVERSION: Record<string, Conversion> = {
   integer: 'whole',
   boolean: 'flag',
   date: 'date',
+  'timestamp without time zone': 'timestamp',
 };
 
 /** A snapshot column, in template order. */
@@ -85,8 +93,10 @@ export interface ColumnDef {
   type: string;
   /** Source spellings (lower case: current, legacy, truncated DBF, WFS), staged as text under `name`. */
   from?: string[];
-  /** The source must carry one of `from`: a drifted source fails before anything is loaded. */
-  required?: boolean;
+  /** The source must carry one of `from`: a drifted source fails before anything is loaded ('csv': only a delimited-text source, e.g. WKT where a shapefile has its own geometry). */
+  required?: boolean | 'csv';
+  /** Personal data (a document, a person's name): never shown in the report's example rows. */
+  personal?: boolean;
   /** How the staged text converts (default by type); ignored when `sql` is given. */
   convert?: Conversion;
   /** The value as SQL over the kept row `c`, the staged row `s` and the run values `v`, instead of a conversion. */
@@ -103,7 +113,9 @@ export interface ColumnDef {
 export interface FieldDef {
   name: string;
   from: string[];
-  required?: boolean;
+  required?: boolean | 'csv';
+  /** Personal data: never shown in the report's example rows. */
+  personal?: boolean;
   /** 'extra': kept in `extra` under `name`; 'sql': read by some column's `sql` only; 'drop': not loaded (and not reported missing). */
   keep: 'extra' | 'sql' | 'drop';
   /** A conversion whose failures are counted (fields.unparsed) although no column of its own keeps the value. */
@@ -124,6 +136,8 @@ export interface RelationDef {
   orderBy?: string;
   /** More entries of `extra`: key → SQL (NULL for none), e.g. where a fallback key came from. */
   extra?: Record<string, string>;
+  /** Why the template has no `extra` column (personal data: unmapped source columns are reported by name and not loaded). */
+  withoutExtra?: string;
 }
 
 /** A conversion the engine checks, on a column or on a staged-only field. */
@@ -150,6 +164,10 @@ export interface Relation extends Required<Pick<RelationDef, 'name' | 'columns' 
   dates: { name: string; rule: ConversionRule }[];
   /** The key of the relation: the primary key's single column, else the first column. */
   key: string;
+  /** Staged names required only when the source is a delimited text (read.csv). */
+  csvRequired: string[];
+  /** Columns and fields holding personal data (left out of example rows). */
+  personal: string[];
 }
 
 function conversionOf(c: ColumnDef): Conversion | null {
@@ -166,12 +184,12 @@ export function defineRelation(def: RelationDef): Relation {
   const names = [...def.columns.map((c) => c.name), ...fields.map((f) => f.name)];
   const dup = names.find((n, i) => names.indexOf(n) !== i);
   if (dup) throw new Error(`relation ${def.name}: ${dup} declared twice`);
-  if (!def.columns.some((c) => c.role === 'extra') || !def.columns.some((c) => c.role === 'snapshot_id')) {
+  if ((!def.withoutExtra && !def.columns.some((c) => c.role === 'extra')) || !def.columns.some((c) => c.role === 'snapshot_id')) {
     throw new Error(`relation ${def.name}: declare its extra and snapshot_id columns (role) where the template has them`);
   }
   const staging: FieldSpec[] = [
-    ...def.columns.filter((c) => c.from?.length).map((c) => ({ name: c.name, aliases: c.from!, required: c.required })),
-    ...fields.map((f) => ({ name: f.name, aliases: f.from, required: f.required })),
+    ...def.columns.filter((c) => c.from?.length).map((c) => ({ name: c.name, aliases: c.from!, required: c.required === true })),
+    ...fields.map((f) => ({ name: f.name, aliases: f.from, required: f.required === true })),
   ];
   const checked: CheckedField[] = [];
   const dates: Relation['dates'] = [];
@@ -187,6 +205,9 @@ export function defineRelation(def: RelationDef): Relation {
     ...def.columns.filter((c) => c.from?.length).map((c) => c.name),
     ...fields.filter((f) => f.reportMissing ?? f.keep === 'sql').map((f) => f.name),
   ]);
+  if (def.withoutExtra && (checked.some((c) => c.keepsRaw) || def.columns.some((c) => c.keepRaw) || def.extra)) {
+    throw new Error(`relation ${def.name}: raw text of values that do not convert needs an extra column`);
+  }
   const pk = def.indexes.primaryKey;
   return {
     name: def.name,
@@ -202,6 +223,8 @@ export function defineRelation(def: RelationDef): Relation {
     checked,
     dates,
     key: pk?.length === 1 ? pk[0] : def.columns[0].name,
+    csvRequired: [...def.columns, ...fields].filter((x) => x.required === 'csv').map((x) => x.name),
+    personal: [...def.columns, ...fields].filter((x) => x.personal).map((x) => x.name),
   };
 }
 
@@ -227,7 +250,7 @@ export function selectList(rel: Relation, asOf: string, snapshotId: number): str
       else {
         const rule = CONVERSIONS[conversionOf(c)!];
         value = rule.value(s(c.name));
-        if (dateNames.has(c.name)) value = `CASE WHEN ${value} <= ${asOf} THEN ${value} END`;
+        if (dateNames.has(c.name)) value = `CASE WHEN (${value})::date <= ${asOf} THEN ${value} END`;
       }
       return `       (${value})::${c.type} AS ${ident(c.name)}`;
     })
@@ -245,7 +268,7 @@ function extraObject(rel: Relation, asOf: string): string {
   for (const c of rel.checked) {
     if (!c.keepsRaw) continue;
     const x = s(c.name);
-    const late = dates.has(c.name) ? ` OR ${c.rule.value(x)} > ${asOf}` : '';
+    const late = dates.has(c.name) ? ` OR (${c.rule.value(x)})::date > ${asOf}` : '';
     entries.push(`'${c.name}', CASE WHEN ${c.rule.bad!(x)}${late} THEN ${x} END`);
   }
   for (const c of rel.columns) if (c.keepRaw) entries.push(`'${c.name}', ${c.keepRaw}`);

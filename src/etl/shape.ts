@@ -27,10 +27,12 @@ import { addCounts, addLayerFacts, addRepairFacts, addVerdicts, describeLayer, e
 import type { Relation } from './relation.ts';
 import { repairInvalidPolygons, type RepairResult } from './repair.ts';
 import { fetchOneFile, fileDay, isListedFolder, resolveListedSource, resolveSource, type SourceLayout } from './source-files.ts';
-import { stageLayers, type StageResult } from './stage-vector.ts';
+import { addCsvFacts, stageByContent, type ContentStaged, type CsvRead } from './shape-csv.ts';
+import { stageLayers } from './stage-vector.ts';
 import {
   buildSnapshot, countChecks, countOverflowedText, countReplacementChars, okRows, type CheckCounts, type RunValues, type ShapeTables,
 } from './sql/shape.ts';
+import { buildFromTyped, countTypedChecks, typedExampleColumns } from './sql/typed.ts';
 import type { VectorLayer } from './vector-reader.ts';
 import { AgroError } from '../errors.ts';
 import { sqlText, tableName, type Sql } from '../sql.ts';
@@ -46,6 +48,12 @@ export interface LoadStep {
   file: FetchedFile;
   /** The snapshot's as_of (yyyy-mm-dd). */
   asOf: string;
+  /** The snapshot being built (a typed pass writes its snapshot_id column). */
+  snapshotId: number;
+  /** How the source came, once read: a delimited text (read.csv) or vector layers. */
+  route?: 'csv' | 'layers';
+  /** What the read stage staged (set once it has run). */
+  staged?: ContentStaged;
 }
 
 /** What the pipeline's facts step sees besides the run. */
@@ -53,7 +61,7 @@ export interface FactsStep extends LoadStep {
   /** The built snapshot table. */
   target: Sql;
   facts: QualityFacts;
-  staged: StageResult & { layers: VectorLayer[] };
+  staged: ContentStaged;
   verdicts: Record<string, number>;
   rowsLoaded: number;
   checks: CheckCounts;
@@ -68,6 +76,8 @@ export interface ShapeSpec {
     releaseDate?: (fileName: string) => string | null;
     /** Without a date in the name: Last-Modified, then a local file's modification time. */
     fileDates?: boolean;
+    /** The release date from every fetched file (e.g. the newest Last-Modified of several), instead of the above. */
+    filesDate?: (files: FetchedFile[]) => string | null;
   };
   read: {
     /** SRID assumed for a layer without a .prj. */
@@ -76,15 +86,30 @@ export interface ShapeSpec {
     maxDepth?: number;
     /** Refuses the layers before anything is staged (e.g. a CRS that must not be guessed). */
     refuse?: (layers: VectorLayer[], file: FetchedFile) => void;
+    /** The source may be a delimited text (or a zip holding one) instead of shapefiles: told by content (shape-csv.ts). */
+    csv?: CsvRead;
   };
   /** Invalid polygons are repaired row by row (t.fix) before classify. */
   repairPolygons?: boolean;
-  /** Creates t.classified (src_seq, verdict, the key, the final geometry): the pipeline's own SQL. */
-  classify(step: LoadStep): Promise<void>;
+  /**
+   * Creates t.classified (src_seq, verdict, the key, the final geometry): the pipeline's own SQL.
+   * A pipeline that repairs its own geometry table (not t.stage) returns the repair's counts.
+   */
+  classify(step: LoadStep): Promise<void | { repair?: RepairResult }>;
+  /**
+   * One typed pass: classify writes the declared columns themselves into t.classified
+   * (typedColumns, src/etl/sql/typed.ts), the build reads t.classified alone and the checks
+   * are counted from its flags; verdict examples come from the typed rows, personal columns left out.
+   */
+  typed?: boolean;
   /** The kept rows the build reads as `c` (default: classified rows whose verdict is 'ok'). */
   kept?: (t: ShapeTables) => Sql;
   /** Joins the relation's columns read besides c and s, naming the run's staging tables. */
   joins?: (t: ShapeTables) => Sql;
+  /** work_mem of the load's connection (a large deduplication sort), reset when the load ends. */
+  workMem?: string;
+  /** Personal data: rejected rows are counted and referred to by number, never shown (no examples); CPFs masked in read errors. */
+  personalData?: boolean;
   /** Per-run values the columns read as `v.<name>`. */
   values?: (file: FetchedFile, asOf: string) => RunValues;
   /** Verdicts that drop a row by design (reported, not rejected), e.g. duplicate_key. */
@@ -110,12 +135,13 @@ async function fetchFile(ctx: RunContext, spec: ShapeSpec): Promise<FetchedFile[
     throw new AgroError('usage', `${spec.name} has no configured source: pass --source <file, folder or URL> or set ${env}`);
   }
   const { uri, name } = isListedFolder(ctx.source, spec.source) ? await resolveListedSource(ctx.source, spec.source, ctx) : resolveSource(ctx.source, spec.source);
-  return fetchOneFile(ctx, uri, { expect: 'zip', name });
+  return fetchOneFile(ctx, uri, { expect: spec.read.csv && !/\.zip$/i.test(name) ? 'csv' : 'zip', name });
 }
 
 function releaseDate(spec: ShapeSpec, files: FetchedFile[]): string | null {
   const f = files[0];
   if (!f) return null;
+  if (spec.source.filesDate) return spec.source.filesDate(files);
   return spec.source.releaseDate?.(f.name) ?? (spec.source.fileDates ? fileDay(f) : null);
 }
 
@@ -138,13 +164,14 @@ async function commonFacts(step: FactsStep, spec: ShapeSpec, repair: RepairResul
   if (repair) addRepairFacts(facts, repair);
   facts.geometry.empty = verdicts.no_geometry ?? 0;
   facts.geometry.outsideBrazil = verdicts.outside_brazil ?? 0;
-  addLayerFacts(facts, staged.layers);
+  if (staged.layers.length) addLayerFacts(facts, staged.layers);
+  if (staged.csv) addCsvFacts(facts, staged.csv);
   facts.fields.missingOptional = staged.missingOptional.filter((n) => rel.reportedMissing.has(n));
   facts.fields.unknown = staged.unknown;
   if (staged.layers.length > 1) facts.notes.push(`${staged.layers.length} shapefiles in the zip, loaded together: ${staged.layers.map((l) => l.name).join(', ')}`);
   if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${spec.read.srid} (SIRGAS 2000) assumed`);
   facts.notes.push(...encodingNotes(staged.layers));
-  if (staged.unknown.length) step.ctx.log.warn({ columns: staged.unknown }, 'source columns without a mapping, kept in extra');
+  if (staged.unknown.length) step.ctx.log.warn({ columns: staged.unknown }, `source columns without a mapping, ${rel.columns.some((c) => c.role === 'extra') ? 'kept in extra' : 'not loaded'}`);
 
   if (rel.counted.length) facts.fields.empty = await countNulls(client, step.target, rel.counted);
   const { bad, placeholder, late } = step.checks;
@@ -185,37 +212,45 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
   const file = files[0];
   const client = await ctx.pool.connect();
   try {
+    if (spec.workMem) await client.query(`SELECT set_config('work_mem', $1, false)`, [spec.workMem]);
     const t: ShapeTables = {
       stage: tableName(ctx.stagingTable('src')),
       fix: tableName(ctx.stagingTable('fix')),
       classified: tableName(ctx.stagingTable('cls')),
       aux: (name) => tableName(ctx.stagingTable(name)),
     };
-    const step: LoadStep = { client, ctx, t, file, asOf: target.asOf };
+    const step: LoadStep = { client, ctx, t, file, asOf: target.asOf, snapshotId: target.snapshotId };
 
-    const staged = await ctx.stage(
+    const staged: ContentStaged = await ctx.stage(
       'read',
       async () => {
+        if (spec.read.csv) return stageByContent(client, ctx, files, t.stage, rel, { srid: spec.read.srid, csv: spec.read.csv, personalData: spec.personalData });
         const layers = await layersFromZip(file.path, ctx.workDir, { srid: spec.read.srid, limits: ctx.cfg.zip, maxDepth: spec.read.maxDepth });
         spec.read.refuse?.(layers, file);
         return { layers, ...(await stageLayers(client, t.stage, layers, rel.staging)) };
       },
-      (s) => s.rows,
-      (s) => ({ layers: s.layers.map(describeLayer), unknown: s.unknown }),
+      (s) => s.rows + (s.csv?.badRows ?? 0),
+      (s) => ({ layers: s.layers.map(describeLayer), unknown: s.unknown, ...(s.csv && { csv: { encoding: s.csv.encoding, bad_rows: s.csv.badRows, bad_row_lines: s.csv.badRowSamples, files: s.csv.files.map((f) => ({ name: f.name, rows: f.rows, bad_rows: f.badRows, fingerprint: f.fingerprint })) } }) }),
     );
+    step.route = staged.csv ? 'csv' : 'layers';
+    step.staged = staged;
 
     const kept = spec.kept ? spec.kept(t) : okRows(t.classified);
     const built = await ctx.stage(
       'normalise',
       async () => {
-        const repair = spec.repairPolygons ? await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs) : null;
-        await spec.classify(step);
-        const verdicts = await countVerdicts(client, t.classified, t.stage);
+        let repair = spec.repairPolygons ? await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs) : null;
+        repair = (await spec.classify(step))?.repair ?? repair;
+        const shown = spec.personalData ? false : spec.typed ? typedExampleColumns(rel) : undefined;
+        const verdicts = await countVerdicts(client, t.classified, spec.typed ? undefined : t.stage, shown);
         const table = tableName(await target.table(rel.name));
-        await buildSnapshot(client, {
-          rel, target: table, kept, stage: t.stage, joins: spec.joins?.(t) ?? sqlText(rel.joins),
-          values: spec.values?.(file, target.asOf) ?? {}, asOf: target.asOf, snapshotId: target.snapshotId,
-        });
+        if (spec.typed) await buildFromTyped(client, { rel, target: table, kept });
+        else {
+          await buildSnapshot(client, {
+            rel, target: table, kept, stage: t.stage, joins: spec.joins?.(t) ?? sqlText(rel.joins),
+            values: spec.values?.(file, target.asOf) ?? {}, asOf: target.asOf, snapshotId: target.snapshotId,
+          });
+        }
         const rows = await checkSnapshotTable(client, rel.name, table);
         return { table, repair, verdicts, rows };
       },
@@ -226,18 +261,19 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
     await ctx.stage('index', () => indexSnapshotTable(client, built.table, rel.indexes));
 
     const facts = emptyFacts();
-    const checks = await countChecks(client, { rel, kept, stage: t.stage, asOf: target.asOf });
+    const checks = spec.typed ? await countTypedChecks(client, { rel, kept }) : await countChecks(client, { rel, kept, stage: t.stage, asOf: target.asOf });
     const factsStep: FactsStep = { ...step, target: built.table, facts, staged, verdicts: built.verdicts, rowsLoaded: built.rows, checks };
     await commonFacts(factsStep, spec, built.repair);
     const own = (await spec.facts?.(factsStep)) ?? {};
     return {
-      rowsRead: staged.rows,
+      rowsRead: staged.rows + (staged.csv?.badRows ?? 0),
       rowsLoaded: built.rows,
       rowsRejected: sum(facts.rejected),
       facts: { ...facts, ...own },
       fingerprint: staged.fingerprint,
     };
   } finally {
+    if (spec.workMem) await client.query('RESET work_mem').catch(() => {});
     client.release();
   }
 }

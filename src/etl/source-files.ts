@@ -127,3 +127,11 @@ export function fileDay(file: FetchedFile): string | null {
     return null;
   }
 }
+
+/** Every file of a local folder that the layout accepts (its `ext`, and its `pattern` when declared), by name: a source published as several files (ZARC's seasons). */
+export function sourceFolderFiles(folder: string, layout: SourceLayout): string[] {
+  const names = fs.readdirSync(folder, { withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name);
+  const files = names.filter((n) => layout.ext.test(n) && (!layout.pattern || layout.pattern.test(nfc(n)))).sort();
+  if (!files.length) throw new AgroError('source_not_found', `${folder} holds no ${layout.what}`);
+  return files.map((n) => path.join(folder, n));
+}

@@ -25,6 +25,10 @@ export interface CsvOptions {
   columns: 'header' | string[];
   /** What to do with a row whose field count is wrong: reject (count it) or fail the file. */
   badRows: 'reject' | 'fail';
+  /** Appends to a table the caller created (several files into one staging table); default: creates it. */
+  append?: boolean;
+  /** src_seq of the first row (default 1): numbering runs on across the files of one table. */
+  firstSeq?: number;
 }
 
 export interface CsvStageResult {
@@ -56,7 +60,7 @@ export const normaliseHeader = (h: string) => h.replace(/^\uFEFF/, '').trim().to
 
 export async function stageCsv(client: pg.ClientBase, table: string, file: string, specs: FieldSpec[], o: CsvOptions): Promise<CsvStageResult> {
   const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
-  await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb)`);
+  if (!o.append) await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb)`);
   const format = await detectCsvFormat(file, { expectedDelimiter: o.delimiter, encoding: o.encoding, delimiter: o.columns === 'header' ? undefined : o.delimiter });
   const result: CsvStageResult = { rows: 0, badRows: 0, badRowSamples: [], missingOptional: [], unknown: [], fingerprint: null, header: null, format };
   let width = 0;
@@ -64,7 +68,7 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
   let unknownIdx: number[] = [];
   let unknownNames: string[] = [];
   let line = 0;
-  let seq = 0;
+  let seq = (o.firstSeq ?? 1) - 1;
 
   const setup = (header: string[]) => {
     const names = header.map(normaliseHeader);

@@ -34,8 +34,12 @@ async function columnsOf(client: pg.ClientBase, table: string): Promise<Map<stri
 
 const round = (n: number) => Math.round(n * 1e4) / 1e4;
 
-/** Examples and locations of a classified table (and of its staging table, when given). */
-export async function verdictExamples(client: pg.ClientBase, classified: string, stage?: string): Promise<VerdictExamples> {
+/**
+ * Examples and locations of a classified table (and of its staging table, when given);
+ * `shown`: the only columns of the classified table the values show (e.g. a typed pass's
+ * declared columns without personal data).
+ */
+export async function verdictExamples(client: pg.ClientBase, classified: string, stage?: string, shown?: readonly string[]): Promise<VerdictExamples> {
   const c = await columnsOf(client, classified);
   const s = stage ? await columnsOf(client, stage) : null;
   const joined = !!s && c.has('src_seq') && s.has('src_seq');
@@ -45,7 +49,8 @@ export async function verdictExamples(client: pg.ClientBase, classified: string,
   const point = sGeom && s!.has('src_srid')
     ? `CASE WHEN s.geom IS NOT NULL AND s.src_srid > 0 THEN ST_Transform(ST_SetSRID(ST_Centroid(ST_Envelope(s.geom)), s.src_srid), 4326) END`
     : cGeom ? `ST_Centroid(ST_Envelope(c.${cGeom}))` : 'NULL::geometry';
-  const values = joined ? `to_jsonb(s) - ARRAY[${DROP_KEYS.map((k) => `'${k}'`).join(',')}]` : `to_jsonb(c) - ARRAY[${[...DROP_KEYS, ...[...c].filter(([, t]) => t.startsWith('geometry')).map(([n]) => n)].map((k) => `'${k}'`).join(',')}]`;
+  const dropped = [...DROP_KEYS, ...(shown && !joined ? [...c.keys()].filter((k) => !shown.includes(k)) : [])];
+  const values = joined ? `to_jsonb(s) - ARRAY[${dropped.map((k) => `'${k}'`).join(',')}]` : `to_jsonb(c) - ARRAY[${[...dropped, ...[...c].filter(([, t]) => t.startsWith('geometry')).map(([n]) => n)].map((k) => `'${k}'`).join(',')}]`;
   const order = c.has('src_seq') ? 'c.src_seq' : '1';
   const r = await client.query(
     `SELECT x.verdict, x.src_seq, x.src_layer, x.vals, ST_X(x.p) AS lon, ST_Y(x.p) AS lat FROM (

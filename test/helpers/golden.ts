@@ -18,23 +18,28 @@ function stable(v: unknown): unknown {
   return v;
 }
 
-/** The rows of a snapshot table as a FeatureCollection sorted by `key` (then by geometry, for keys several rows share). */
+/** The rows of a snapshot table as a FeatureCollection sorted by `key` (then by geometry, or the row, for keys several rows share). */
 export async function snapshotGeoJson(db: pg.Pool, table: string, key: string): Promise<string> {
   const cols = await db.query(
     `SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
     [table],
   );
   const geoms = cols.rows.filter((c) => c.type.startsWith('geometry')).map((c) => c.attname as string);
-  const main = geoms.includes('geom') ? 'geom' : geoms[0];
+  const main: string | undefined = geoms.includes('geom') ? 'geom' : geoms[0];
   const select = cols.rows
     .filter((c) => c.attname !== 'snapshot_id')
     .map((c) => (geoms.includes(c.attname) ? `ST_AsGeoJSON("${c.attname}", ${DECIMALS})::json AS "${c.attname}"` : `"${c.attname}"`));
-  const r = await db.query(`SELECT ${select.join(', ')} FROM ${table} ORDER BY "${key}", ST_AsText("${main}")`);
+  // A table without geometry (zarc_risco, car_titulares): features with a null geometry, ties broken by the whole row.
+  const then = main ? `ST_AsText("${main}")` : 't::text';
+  const r = await db.query(`SELECT ${select.join(', ')} FROM ${table} t ORDER BY "${key}", ${then}`);
   const features = r.rows.map((row) => {
-    const { [main]: geometry, ...properties } = row;
+    const { [main ?? '']: geometry = null, ...properties } = row;
     return { type: 'Feature', geometry: stable(geometry), properties: stable(properties) };
   });
-  return JSON.stringify({ type: 'FeatureCollection', features }, null, 1) + '\n';
+  // A snapshot id inside a value (car_titulares' evidencia) depends on what ran before, like the table name.
+  const id = /__s(\d+)"?$/.exec(table)?.[1];
+  const text = JSON.stringify({ type: 'FeatureCollection', features }, null, 1);
+  return (id ? text.replace(new RegExp(`"snapshot_id": ${id}\\b`, 'g'), '"snapshot_id": "<id>"') : text) + '\n';
 }
 
 /** Quality facts with numbers rounded and snapshot table names without their id (it depends on what ran before). */

@@ -68,7 +68,7 @@ export async function countChecks(client: pg.ClientBase, a: { rel: Relation; kep
   for (const c of a.rel.checked) parts.push(`count(*) FILTER (WHERE ${c.rule.bad!(x(c.name))})::int AS ${ident(`bad:${c.name}`)}`);
   for (const d of a.rel.dates) {
     if (d.rule.placeholder) parts.push(`count(*) FILTER (WHERE ${d.rule.placeholder(x(d.name))})::int AS ${ident(`placeholder:${d.name}`)}`);
-    parts.push(`count(*) FILTER (WHERE ${d.rule.value(x(d.name))} > ${dateLiteral(a.asOf)})::int AS ${ident(`late:${d.name}`)}`);
+    parts.push(`count(*) FILTER (WHERE (${d.rule.value(x(d.name))})::date > ${dateLiteral(a.asOf)})::int AS ${ident(`late:${d.name}`)}`);
   }
   if (!parts.length) return out;
   const r = await client.query(`SELECT ${parts.join(', ')} FROM ${a.kept} c JOIN ${a.stage} s ON s.src_seq = c.src_seq`);

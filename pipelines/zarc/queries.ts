@@ -1,0 +1,80 @@
+// zarc's own statements, one typed function each (SQL in sql/queries/zarc_*.sql).
+import type pg from 'pg';
+import type { ShapeTables } from '../../src/etl/shape.ts';
+import { fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
+
+const DECS = Array.from({ length: 36 }, (_, i) => i + 1);
+
+/** dec1, …, dec36 over the row `prefix`. */
+export const decNames = (prefix: string): Sql => sqlText(DECS.map((n) => `${prefix}dec${n}`).join(', '));
+
+/** The season of each staged file from its name (NULL: none in the name), by t.stage.src_file. */
+function fileSafra(seasons: (string | null)[]): Sql {
+  if (!seasons.length) return sqlText('NULL::text');
+  return sqlText(`(CASE s.src_file ${seasons.map((v, i) => `WHEN ${i} THEN ${sqlLiteral(v)}::text`).join(' ')} END)`);
+}
+
+/**
+ * The classify: t.classified holds every staged row typed once (verdict, every declared
+ * column, and what the facts count) — sql/queries/zarc_typed.sql.
+ */
+export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, seasons: (string | null)[], snapshotId: number): Promise<void> {
+  const decs = DECS.map((n) => `etl.zarc_risco(s.dec${n}) AS dec${n}`).join(', ');
+  const decKeys = DECS.map((n) => `'dec${n}'`).join(', ');
+  const invalidJson = `(SELECT jsonb_object_agg('dec' || x.n, x.v) FROM unnest(ARRAY[${decNames('s.')}]) WITH ORDINALITY AS x(v, n) WHERE etl.zarc_risco_invalido(x.v))`;
+  // Most rows hold only the common spellings: one array test per row spares them 36 checks.
+  let common = `ARRAY[${decNames('s.')}]`;
+  for (const v of ['0', '', '20', '30', '40']) common = `array_remove(${common}, '${v}')`;
+  const invalid = `CASE WHEN cardinality(${common}) = 0 THEN 0 ELSE ${DECS.map((n) => `etl.zarc_risco_invalido(s.dec${n})::int`).join(' + ')} END`;
+  await client.query(
+    fillSql('queries/zarc_typed', {
+      classified: t.classified, stage: t.stage, file_safra: fileSafra(seasons), decs: sqlText(decs), snapshot_id: sqlLiteral(snapshotId),
+      invalid_cells: sqlText(invalid), dec_keys: sqlText(decKeys), invalid_json: sqlText(invalidJson),
+    }),
+  );
+}
+
+/**
+ * The rows the build reads: one per chave, the last one read (files in name order, then rows
+ * in file order: src_seq runs on across the files).
+ */
+export const lastReadPerKey = (classified: Sql): Sql =>
+  sqlText(`(SELECT DISTINCT ON (chave) * FROM ${classified} WHERE verdict = 'ok' ORDER BY chave, src_seq DESC)`);
+
+export interface ZarcStats {
+  invalid_cells: number;
+  invalid_rows: number;
+  bad_code: number;
+  replacement_char: number;
+  uf_mismatch: number;
+}
+
+/** Totals over every typed row (sql/queries/zarc_stats.sql). */
+export async function zarcStats(client: pg.ClientBase, classified: Sql): Promise<ZarcStats> {
+  return (await client.query(fillSql('queries/zarc_stats', { classified }))).rows[0];
+}
+
+/** Copies of a chave among the kept rows: exact ones and conflicting ones, with sample keys (sql/queries/zarc_duplicates.sql). */
+export async function zarcDuplicates(client: pg.ClientBase, classified: Sql): Promise<{ exact: number; conflicting: number; conflict_samples: string[] }> {
+  return (await client.query(fillSql('queries/zarc_duplicates', { classified, dec_names: decNames('t.') }))).rows[0];
+}
+
+export type InvalidRiskRow =
+  | { kind: 'count'; valor: string; n: number }
+  | { kind: 'sample'; file_no: number; src_seq: string; decendio: number; valor: string };
+
+/** Risk cells that are not risk values: per value, and the first occurrences (sql/queries/zarc_invalid_values.sql). */
+export async function invalidRiskCells(client: pg.ClientBase, stage: Sql): Promise<InvalidRiskRow[]> {
+  return (await client.query(fillSql('queries/zarc_invalid_values', { stage, dec_names: decNames('s.') }))).rows;
+}
+
+/** Per column, kept typed rows whose value did not parse (sql/queries/zarc_unparsed.sql). */
+export async function unparsedCounts(client: pg.ClientBase, classified: Sql): Promise<Record<string, number>> {
+  const r = await client.query(fillSql('queries/zarc_unparsed', { classified }));
+  return Object.fromEntries(r.rows.map((x) => [x.col, x.n]));
+}
+
+/** Rows of the snapshot per season. */
+export async function seasonCounts(client: pg.ClientBase, target: Sql): Promise<{ safra: string; n: string }[]> {
+  return (await client.query(`SELECT safra, count(*)::bigint AS n FROM ${target} GROUP BY 1 ORDER BY 1`)).rows;
+}

@@ -1,0 +1,56 @@
+// One typed pass (the shape of zarc_typed.sql): a pipeline's classify types each staged row
+// once, computing the declared columns together with its verdict and the flags its facts
+// count, into t.classified; the build then reads t.classified alone (no join back to the
+// staged text) and the checks are counted from the flags (no re-scan of the staged text).
+// For ShapeSpec.typed; the columns' SQL reads the staged row `s` and the pipeline's own
+// per-row values `c`, as in the two-table build.
+import type pg from 'pg';
+import { ident } from '../../db/pool.ts';
+import { sqlText, type Sql } from '../../sql.ts';
+import { selectList, type Relation } from '../relation.ts';
+import { dateLiteral, type CheckCounts } from './shape.ts';
+
+const flag = (kind: keyof CheckCounts, name: string) => ident(`${kind}:${name}`);
+
+/**
+ * The select list of a typed pass: every declared column, typed (as the build would), then one
+ * boolean per declared check (`"bad:<name>"`, `"placeholder:<name>"`, `"late:<name>"`).
+ */
+export function typedColumns(rel: Relation, asOf: string, snapshotId: number): Sql {
+  // An empty cell is no value, not a placeholder: a CSV has '' wherever a shapefile has NULL.
+  const x = (n: string) => `nullif(btrim(s.${ident(n)}), '')`;
+  const flags: string[] = [];
+  for (const c of rel.checked) flags.push(`coalesce(${c.rule.bad!(x(c.name))}, false) AS ${flag('bad', c.name)}`);
+  for (const d of rel.dates) {
+    if (d.rule.placeholder) flags.push(`coalesce(${d.rule.placeholder(x(d.name))}, false) AS ${flag('placeholder', d.name)}`);
+    flags.push(`coalesce((${d.rule.value(x(d.name))})::date > ${dateLiteral(asOf)}, false) AS ${flag('late', d.name)}`);
+  }
+  const cols = selectList(rel, dateLiteral(asOf), snapshotId);
+  return sqlText(flags.length ? `${cols},\n       ${flags.join(',\n       ')}` : cols);
+}
+
+/** What a typed row's example shows in the report: its declared values, personal data and the snapshot id left out. */
+export const typedExampleColumns = (rel: Relation): string[] =>
+  rel.columns.filter((c) => c.role !== 'snapshot_id' && !rel.personal.includes(c.name)).map((c) => c.name);
+
+/** Builds the snapshot from the kept typed rows alone. */
+export async function buildFromTyped(client: pg.ClientBase, a: { rel: Relation; target: Sql; kept: Sql }): Promise<void> {
+  const cols = a.rel.columns.map((c) => `c.${ident(c.name)}`).join(', ');
+  await client.query(`CREATE TABLE ${a.target} AS SELECT ${cols} FROM ${a.kept} c${a.rel.orderBy ? ` ORDER BY ${a.rel.orderBy}` : ''}`);
+}
+
+/** The declared checks over the kept typed rows, from their flags. */
+export async function countTypedChecks(client: pg.ClientBase, a: { rel: Relation; kept: Sql }): Promise<CheckCounts> {
+  const out: CheckCounts = { bad: {}, placeholder: {}, late: {} };
+  const names: [keyof CheckCounts, string][] = [
+    ...a.rel.checked.map((c): [keyof CheckCounts, string] => ['bad', c.name]),
+    ...a.rel.dates.flatMap((d): [keyof CheckCounts, string][] => [...(d.rule.placeholder ? [['placeholder', d.name] as [keyof CheckCounts, string]] : []), ['late', d.name]]),
+  ];
+  if (!names.length) return out;
+  const r = await client.query(`SELECT ${names.map(([k, n]) => `count(*) FILTER (WHERE c.${flag(k, n)})::int AS ${flag(k, n)}`).join(', ')} FROM ${a.kept} c`);
+  for (const [k, n] of names) {
+    const v = (r.rows[0] as Record<string, number>)[`${k}:${n}`];
+    if (v) out[k][n] = v;
+  }
+  return out;
+}

@@ -1,0 +1,121 @@
+// The CSV read step of the one shape (src/etl/shape-csv.ts) against the real PostGIS: several
+// files into one staging table (name order, src_seq running on, src_file per row, each file
+// mapped by its own header), a drifted file failing before anything is staged, a single file
+// in another encoding; and the declaration rule for a relation without extra (no raw text
+// can be kept).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { FetchedFile } from '../src/etl/download.ts';
+import type { RunContext } from '../src/etl/pipeline.ts';
+import { defineRelation } from '../src/etl/relation.ts';
+import { addCsvFacts, csvFiles, stageByContent } from '../src/etl/shape-csv.ts';
+import { emptyFacts } from '../src/etl/quality.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+let db: TestDb;
+let tmp: string;
+beforeAll(async () => {
+  db = await testDatabase();
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'shape-csv-'));
+});
+afterAll(async () => {
+  await db?.drop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+const REL = defineRelation({
+  name: 'x',
+  columns: [
+    { name: 'codigo', type: 'text', from: ['codigo', 'cod'], required: true },
+    { name: 'nome', type: 'text', from: ['nome', 'nm'] },
+    { name: 'valor', type: 'double precision', from: ['valor'] },
+    { name: 'extra', type: 'jsonb', role: 'extra' },
+    { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
+  ],
+  indexes: {},
+});
+
+function file(name: string, text: string | Buffer): FetchedFile {
+  const p = path.join(tmp, name);
+  fs.writeFileSync(p, text);
+  return { path: p, name, sha256: '', size: fs.statSync(p).size, sourceUri: p, fromCache: false };
+}
+
+async function read(files: FetchedFile[], stage: string) {
+  const client = await db.pool.connect();
+  try {
+    // The run context only keys the per-run source cache here (no zip is read).
+    return await stageByContent(client, {} as RunContext, files, stage, REL, { srid: 4674, csv: { delimiter: ';', badRows: 'reject' } });
+  } finally {
+    client.release();
+  }
+}
+
+describe('csvRead', () => {
+  test('several files go into one table in name order: src_seq runs on, src_file says which, each header maps by its own spelling', async () => {
+    const b = file('b-2025.csv', '\uFEFFnm;COD;extra_col\nBeta;2;x\nGama;3;\n');
+    const a = file('a-2024.csv', 'codigo;nome;valor\n1;Alfa;10,5\nbad;row\n4;Delta;\n');
+    const staged = await read([b, a], 'stage.csv_two');
+    const rows = (await db.pool.query(`SELECT src_seq::int, src_file, codigo, nome, valor, extra FROM stage.csv_two ORDER BY src_seq`)).rows;
+    expect(rows).toEqual([
+      { src_seq: 1, src_file: 0, codigo: '1', nome: 'Alfa', valor: '10,5', extra: null },
+      { src_seq: 2, src_file: 0, codigo: '4', nome: 'Delta', valor: '', extra: null },
+      { src_seq: 3, src_file: 1, codigo: '2', nome: 'Beta', valor: null, extra: { extra_col: 'x' } },
+      { src_seq: 4, src_file: 1, codigo: '3', nome: 'Gama', valor: null, extra: null },
+    ]);
+    // four rows staged, the malformed one counted; what is missing or unknown in any file is reported
+    expect(staged.rows).toBe(4);
+    expect(staged.csv?.badRows).toBe(1);
+    expect(staged.missingOptional).toEqual(['valor']);
+    expect(staged.unknown).toEqual(['extra_col']);
+    expect(staged.layers).toEqual([]);
+    const files = csvFiles(staged);
+    expect(files.map((f) => [f.name, f.fileNo, f.firstSeq, f.rows, f.badRows, f.badRowSamples, f.format.bom])).toEqual([
+      ['a-2024.csv', 0, 1, 2, 1, [3], false],
+      ['b-2025.csv', 1, 3, 2, 0, [], true],
+    ]);
+    expect(staged.fingerprint).toMatch(/^[0-9a-f]{16}$/);
+    expect(staged.fingerprint).not.toBe(files[0].fingerprint);
+    const facts = emptyFacts();
+    addCsvFacts(facts, staged.csv!);
+    expect(facts.rejected).toEqual({ bad_field_count: 1 });
+    expect(facts.encoding.name).toBe('UTF-8');
+    expect(facts.geometry.srid).toBeNull();
+    expect(facts.notes).toEqual(['1 CSV rows with the wrong field count rejected (a-2024.csv lines 3)']);
+  });
+
+  test('a file without a required column fails the read before any file is staged, naming the file and the columns', async () => {
+    const good = file('a-ok.csv', 'codigo;nome\n1;Alfa\n');
+    const drifted = file('b-drifted.csv', 'code;nome\n2;Beta\n');
+    await expect(read([good, drifted], 'stage.csv_drift')).rejects.toMatchObject({
+      code: 'required_field_missing',
+      message: expect.stringContaining('b-drifted.csv: required columns missing: codigo; b-drifted.csv read as'),
+    });
+    expect((await db.pool.query(`SELECT to_regclass('stage.csv_drift') AS t`)).rows[0].t).toBeNull();
+  });
+
+  test('one file in latin1 with commas: encoding and delimiter detected', async () => {
+    const f = file('latin1.csv', Buffer.from('codigo,nome\n7,São João\n', 'latin1'));
+    const staged = await read([f], 'stage.csv_latin1');
+    expect((await db.pool.query(`SELECT codigo, nome FROM stage.csv_latin1`)).rows).toEqual([{ codigo: '7', nome: 'São João' }]);
+    const facts = emptyFacts();
+    addCsvFacts(facts, staged.csv!);
+    expect(facts.encoding.name).toBe('ISO-8859-1');
+    expect(facts.rejected).toEqual({});
+  });
+});
+
+describe('a relation without extra', () => {
+  const base = [
+    { name: 'codigo', type: 'text', from: ['codigo'], sql: 'c.codigo' },
+    { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' as const },
+  ];
+
+  test('says why, and refuses a conversion whose raw text would have to be kept', () => {
+    expect(() => defineRelation({ name: 'x', withoutExtra: 'personal data', columns: [...base, { name: 'n', type: 'integer', from: ['n'] }], indexes: {} })).toThrow(/needs an extra column/);
+    expect(() => defineRelation({ name: 'x', columns: base, indexes: {} })).toThrow(/declare its extra and snapshot_id/);
+    expect(defineRelation({ name: 'x', withoutExtra: 'personal data', columns: base, indexes: {} }).columns).toHaveLength(2);
+  });
+});
