@@ -678,10 +678,11 @@ describe('the declaration on both routes: the WKT required of a CSV only; a chan
     expect(o.error?.message).toMatch(/geom_wkt/);
   });
 
-  test('DAT_ULT_ALTERACAO on the release day itself, with a time, is kept; the day after is NULL with its text kept', async () => {
+  test('DAT_ULT_ALTERACAO on the release day itself, with a time, is kept; the day after is NULL with its text kept; an overflowed area is counted, not kept', async () => {
     const terms = IBAMA_TERMS.map((t) =>
       t.id === 'T01' ? { ...t, row: { ...t.row, DAT_ULT_ALTERACAO: '2026-10-28 15:30:00' } }
-        : t.id === 'T02' ? { ...t, row: { ...t.row, DAT_ULT_ALTERACAO: '2026-10-29 08:00:00' } } : t);
+        : t.id === 'T02' ? { ...t, row: { ...t.row, DAT_ULT_ALTERACAO: '2026-10-29 08:00:00' } }
+          : t.id === 'T06' ? { ...t, row: { ...t.row, QTD_AREA_EMBARGADA: '**********' } } : t);
     const dir = path.join(work, 'same-day');
     await writeIbamaCsv(path.join(dir, 'termo_embargo.csv'), { terms });
     const o = await run(dDb, dir);
@@ -697,6 +698,10 @@ describe('the declaration on both routes: the WKT required of a CSV only; a chan
         { numero_tad: termById('T02').row.NUM_TAD, t: null, raw: '2026-10-29 08:00:00' },
       ].sort((a, b) => a.numero_tad.localeCompare(b.numero_tad)),
     );
-    expect((await reportOf(dDb, o.snapshot_id!)).facts.dates.implausible).toEqual({ data_alteracao: 1 });
+    const facts = (await reportOf(dDb, o.snapshot_id!)).facts;
+    expect(facts.dates.implausible).toEqual({ data_alteracao: 1 });
+    expect(facts.fields.overflowed).toEqual({ area_embargada_ha: 1 });
+    const t06 = await dDb.pool.query(`SELECT area_embargada_ha, extra ? 'area_embargada_ha' AS kept FROM serving.ibama_embargos WHERE numero_tad = $1`, [termById('T06').row.NUM_TAD]);
+    expect(t06.rows).toEqual([{ area_embargada_ha: null, kept: false }]);
   });
 });

@@ -32,7 +32,7 @@ import { stageLayers } from './stage-vector.ts';
 import {
   buildSnapshot, countChecks, countOverflowedText, countReplacementChars, okRows, type CheckCounts, type RunValues, type ShapeTables,
 } from './sql/shape.ts';
-import { buildFromTyped, countTypedChecks, typedExampleColumns } from './sql/typed.ts';
+import { buildFromTyped, countTypedChecks, countTypedOverflows, typedExampleColumns } from './sql/typed.ts';
 import type { VectorLayer } from './vector-reader.ts';
 import { AgroError } from '../errors.ts';
 import { sqlText, tableName, type Sql } from '../sql.ts';
@@ -146,13 +146,15 @@ function releaseDate(spec: ShapeSpec, files: FetchedFile[]): string | null {
 }
 
 /** Overflowed cells: numeric DBF fields from the bytes (GDAL reads them as NULL), other staged text by etl.is_overflow. */
-async function overflowCounts(client: pg.ClientBase, rel: Relation, stage: Sql, layers: VectorLayer[]): Promise<Record<string, number>> {
+async function overflowCounts(client: pg.ClientBase, rel: Relation, stage: Sql, layers: VectorLayer[], typed?: Sql): Promise<Record<string, number>> {
   const canonical = (src: string) => rel.staging.find((f) => f.aliases.includes(src))?.name ?? src;
   const out: Record<string, number> = {};
   for (const l of layers) {
     for (const [src, n] of Object.entries(await countShapefileOverflows(l.file))) out[canonical(src)] = (out[canonical(src)] ?? 0) + n;
   }
-  for (const [c, n] of Object.entries(await countOverflowedText(client, stage, rel.staging.map((f) => f.name)))) out[c] = (out[c] ?? 0) + n;
+  // A typed pass listed them per row (no second scan of the staged text).
+  const text = typed ? await countTypedOverflows(client, typed) : await countOverflowedText(client, stage, rel.staging.map((f) => f.name));
+  for (const [c, n] of Object.entries(text)) out[c] = (out[c] ?? 0) + n;
   return out;
 }
 
@@ -187,7 +189,7 @@ async function commonFacts(step: FactsStep, spec: ShapeSpec, repair: RepairResul
   Object.assign(facts.dates.placeholders, placeholder);
   addCounts(facts, 'implausible', late);
   if (facts.dates.implausible) facts.notes.push(`dates after the release date loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
-  addCounts(facts, 'overflowed', await overflowCounts(client, rel, t.stage, staged.layers));
+  addCounts(facts, 'overflowed', await overflowCounts(client, rel, t.stage, staged.layers, spec.typed ? t.classified : undefined));
   if (facts.fields.overflowed) facts.notes.push(`overflowed cells (a run of asterisks: no value, loaded as NULL) per field: ${JSON.stringify(facts.fields.overflowed)}`);
 
   if (spec.replacementChars === 'own') return;

@@ -6,15 +6,17 @@
 // per-row values `c`, as in the two-table build.
 import type pg from 'pg';
 import { ident } from '../../db/pool.ts';
-import { sqlText, type Sql } from '../../sql.ts';
+import { sqlLiteral, sqlText, type Sql } from '../../sql.ts';
 import { selectList, type Relation } from '../relation.ts';
 import { dateLiteral, type CheckCounts } from './shape.ts';
 
 const flag = (kind: keyof CheckCounts, name: string) => ident(`${kind}:${name}`);
+const OVERFLOWS = ident('overflow:fields');
 
 /**
  * The select list of a typed pass: every declared column, typed (as the build would), then one
- * boolean per declared check (`"bad:<name>"`, `"placeholder:<name>"`, `"late:<name>"`).
+ * boolean per declared check (`"bad:<name>"`, `"placeholder:<name>"`, `"late:<name>"`) and the
+ * staged fields whose text is a run of asterisks (`"overflow:fields"`, NULL for none).
  */
 export function typedColumns(rel: Relation, asOf: string, snapshotId: number): Sql {
   // An empty cell is no value, not a placeholder: a CSV has '' wherever a shapefile has NULL.
@@ -25,8 +27,9 @@ export function typedColumns(rel: Relation, asOf: string, snapshotId: number): S
     if (d.rule.placeholder) flags.push(`coalesce(${d.rule.placeholder(x(d.name))}, false) AS ${flag('placeholder', d.name)}`);
     flags.push(`coalesce((${d.rule.value(x(d.name))})::date > ${dateLiteral(asOf)}, false) AS ${flag('late', d.name)}`);
   }
-  const cols = selectList(rel, dateLiteral(asOf), snapshotId);
-  return sqlText(flags.length ? `${cols},\n       ${flags.join(',\n       ')}` : cols);
+  const overflowed = rel.staging.map((f) => `CASE WHEN etl.is_overflow(s.${ident(f.name)}) THEN ${sqlLiteral(f.name)} END`);
+  flags.push(`nullif(array_remove(ARRAY[${overflowed.join(', ')}]::text[], NULL), '{}') AS ${OVERFLOWS}`);
+  return sqlText(`${selectList(rel, dateLiteral(asOf), snapshotId)},\n       ${flags.join(',\n       ')}`);
 }
 
 /** What a typed row's example shows in the report: its declared values, personal data and the snapshot id left out. */
@@ -37,6 +40,12 @@ export const typedExampleColumns = (rel: Relation): string[] =>
 export async function buildFromTyped(client: pg.ClientBase, a: { rel: Relation; target: Sql; kept: Sql }): Promise<void> {
   const cols = a.rel.columns.map((c) => `c.${ident(c.name)}`).join(', ');
   await client.query(`CREATE TABLE ${a.target} AS SELECT ${cols} FROM ${a.kept} c${a.rel.orderBy ? ` ORDER BY ${a.rel.orderBy}` : ''}`);
+}
+
+/** Overflowed text cells per staged field, over every typed row (as a scan of the staged text would count them). */
+export async function countTypedOverflows(client: pg.ClientBase, classified: Sql): Promise<Record<string, number>> {
+  const r = await client.query(`SELECT f, count(*)::int AS n FROM ${classified} c CROSS JOIN LATERAL unnest(c.${OVERFLOWS}) f GROUP BY f ORDER BY f`);
+  return Object.fromEntries(r.rows.map((x) => [x.f, x.n]));
 }
 
 /** The declared checks over the kept typed rows, from their flags. */
