@@ -153,7 +153,7 @@ async function overflowCounts(client: pg.ClientBase, rel: Relation, stage: Sql, 
     for (const [src, n] of Object.entries(await countShapefileOverflows(l.file))) out[canonical(src)] = (out[canonical(src)] ?? 0) + n;
   }
   // A typed pass listed them per row (no second scan of the staged text).
-  const text = typed ? await countTypedOverflows(client, typed) : await countOverflowedText(client, stage, rel.staging.map((f) => f.name));
+  const text = (typed && (await countTypedOverflows(client, typed))) || (await countOverflowedText(client, stage, rel.staging.map((f) => f.name)));
   for (const [c, n] of Object.entries(text)) out[c] = (out[c] ?? 0) + n;
   return out;
 }

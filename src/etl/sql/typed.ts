@@ -42,8 +42,13 @@ export async function buildFromTyped(client: pg.ClientBase, a: { rel: Relation; 
   await client.query(`CREATE TABLE ${a.target} AS SELECT ${cols} FROM ${a.kept} c${a.rel.orderBy ? ` ORDER BY ${a.rel.orderBy}` : ''}`);
 }
 
-/** Overflowed text cells per staged field, over every typed row (as a scan of the staged text would count them). */
-export async function countTypedOverflows(client: pg.ClientBase, classified: Sql): Promise<Record<string, number>> {
+/**
+ * Overflowed text cells per staged field, over every typed row (as a scan of the staged text would
+ * count them); null when the typed pass is a pipeline's own SQL that does not list them.
+ */
+export async function countTypedOverflows(client: pg.ClientBase, classified: Sql): Promise<Record<string, number> | null> {
+  const has = await client.query(`SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'overflow:fields' AND NOT attisdropped`, [String(classified)]);
+  if (!has.rowCount) return null;
   const r = await client.query(`SELECT f, count(*)::int AS n FROM ${classified} c CROSS JOIN LATERAL unnest(c.${OVERFLOWS}) f GROUP BY f ORDER BY f`);
   return Object.fromEntries(r.rows.map((x) => [x.f, x.n]));
 }
