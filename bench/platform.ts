@@ -3,7 +3,7 @@
 // the same server with those checks bypassed (benchBypassMetering, a switch only this script
 // sets), same concurrency, one run, alternating sides to cancel drift.
 //
-//   node bin/run-ts.mjs bench/platform.ts [--concurrency 16] [--duration 10] [--rounds 2] [--keys 64] [--keep]
+//   node bin/run-ts.mjs bench/platform.ts [--concurrency 16] [--duration 10] [--rounds 2] [--keys 64] [--keep] [--db NAME]
 //
 // Data: the bundled fixtures loaded through the pipelines into a fresh database (the lookup's
 // own cost is the same as in bench/api; what is measured here is the per-request overhead).
@@ -21,9 +21,9 @@ import { createPool } from '../src/db/pool.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { createLogger } from '../src/log.ts';
 import { createKey } from '../src/platform/keys.ts';
-import { BENCH_DATA_DIR, ROOT_DIR, benchServerUrl, createDatabase, dropDatabase, log, machineInfo, parseFlags, table, writeResult } from './lib.ts';
+import { BENCH_DATA_DIR, ROOT_DIR, benchServerUrl, createDatabase, dropDatabase, log, machineInfo, parseFlags, table, withDatabase, writeResult } from './lib.ts';
 
-const flags = parseFlags(process.argv.slice(2), { concurrency: 16, duration: 10, rounds: 2, keys: 64, keep: false });
+const flags = parseFlags(process.argv.slice(2), { concurrency: 16, duration: 10, rounds: 2, keys: 64, keep: false, db: '' });
 const TARGET_RATIO = 0.8;
 
 function startServer(url: string, bypass: boolean): Promise<{ base: string; child: ChildProcess }> {
@@ -75,16 +75,19 @@ async function drive(base: string, cars: string[], keys: string[], amount?: numb
 
 async function main() {
   const server = benchServerUrl();
-  const name = `bench_platform_${Date.now()}`;
-  const url = await createDatabase(server, name);
-  log(`database ${name}: loading the fixtures`);
+  // --db: a database kept by an earlier run (--keep), migrated again, fixtures already loaded.
+  const name = flags.db || `bench_platform_${Date.now()}`;
+  const url = flags.db ? withDatabase(server, name) : await createDatabase(server, name);
   const pool = createPool(url, 4);
   try {
     await migrate(pool);
-    const cfg = loadConfig({ ...process.env, DATABASE_URL: url, AGRO_DATA_DIR: path.join(BENCH_DATA_DIR, 'platform') });
-    for (const r of fixtureRuns()) {
-      const o = await runPipeline({ cfg, pool, log: createLogger('warn') }, findPipeline(r.pipeline)!, { source: r.source, uf: r.uf });
-      if (o.status !== 'published' && o.status !== 'unchanged') throw new Error(`${r.pipeline} ${r.uf ?? ''}: ${o.status}`);
+    if (!flags.db) {
+      log(`database ${name}: loading the fixtures`);
+      const cfg = loadConfig({ ...process.env, DATABASE_URL: url, AGRO_DATA_DIR: path.join(BENCH_DATA_DIR, 'platform') });
+      for (const r of fixtureRuns()) {
+        const o = await runPipeline({ cfg, pool, log: createLogger('warn') }, findPipeline(r.pipeline)!, { source: r.source, uf: r.uf });
+        if (o.status !== 'published' && o.status !== 'unchanged') throw new Error(`${r.pipeline} ${r.uf ?? ''}: ${o.status}`);
+      }
     }
     const cars = (await pool.query(`SELECT car FROM serving.car_imovel ORDER BY car`)).rows.map((r) => r.car as string);
     const sides: Record<'bypassed' | 'metered', Side[]> = { bypassed: [], metered: [] };
@@ -118,7 +121,8 @@ async function main() {
     if (sides.metered.some((s) => s.bad > 0) || sides.bypassed.some((s) => s.bad > 0)) process.exitCode = 1;
   } finally {
     await pool.end();
-    if (!flags.keep) await dropDatabase(server, name);
+    if (!flags.keep && !flags.db) await dropDatabase(server, name);
+    else log(`kept database ${name} (--db ${name} reuses it)`);
   }
 }
 

@@ -15,8 +15,10 @@ import { maskCpfsInText } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
 import { historyRoutes } from '../platform/history.ts';
+import { HistoryWriter } from '../platform/history-writer.ts';
 import { idempotencyOnSend, idempotencyPreHandler } from '../platform/idempotency.ts';
-import { admit, record } from '../platform/metering.ts';
+import { Admitter } from '../platform/limits-batch.ts';
+import { admit, settle } from '../platform/metering.ts';
 import { panelRoutes } from '../platform/panel.ts';
 import { sandboxUrl } from '../platform/sandbox.ts';
 import { carRoutes } from './car/routes.ts';
@@ -29,6 +31,10 @@ import { metaRoutes } from './meta/routes.ts';
 import { socioRoutes } from './socio/routes.ts';
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** Writes the query history rows this server still buffers (tests read the table directly). */
+    flushHistory(): Promise<void>;
+  }
   interface FastifyRequest {
     apiKey?: { id: string; env: 'test' | 'live'; plan: string };
   }
@@ -118,7 +124,12 @@ export async function buildServer(o: {
   const { connectionString, host, port, user, password, database, ssl } = o.pool.options;
   const keys = new KeyCache({ connectionString, host, port, user, password, database, ssl, application_name: 'agro-api-keys' }, log);
   keys.start();
+  // History rows are written in batches off the request path (src/platform/history-writer.ts).
+  const history = new HistoryWriter(o.pool, log);
+  const admitter = new Admitter(o.pool);
+  app.decorate('flushHistory', () => history.flush());
   app.addHook('onClose', async () => {
+    await history.stop();
     await keys.stop();
     if (!o.sandboxPool) await sandbox.end();
   });
@@ -128,17 +139,17 @@ export async function buildServer(o: {
     const isPublic = req.routeOptions.config?.public === true || req.url === '/v1/docs' || req.url.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
       await authenticate(o.pool, keys, req);
-      if (metering) await admit(o.pool, req, reply);
+      if (metering) await admit(admitter, req, reply);
     }
   });
 
-  // The history row and the quota count, once the status is known (X-Quota-Used includes it).
-  // Idempotency-Key on POST: after validation (a refused body is never claimed).
+  // Once the status is known: the refund of a reservation the answer does not use, and the
+  // history row. Idempotency-Key on POST: after validation (a refused body is never claimed).
   if (metering) app.addHook('preHandler', async (req, reply) => idempotencyPreHandler(o.pool, req, reply));
 
   app.addHook('onSend', async (req, reply, payload) => {
     if (req.idempotency) await idempotencyOnSend(o.pool, req, reply, payload);
-    if (req.metering) await record(o.pool, req, reply);
+    if (req.metering) await settle(o.pool, history, req, reply);
   });
 
   app.addHook('onResponse', async (req, reply) => {
