@@ -28,6 +28,7 @@ import { enriquecimentoRoutes } from './enriquecimento/routes.ts';
 import { envelope, toFailure } from './errors.ts';
 import { OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
+import { ApiMetrics, metricsRoutes } from './metrics.ts';
 import { socioRoutes } from './socio/routes.ts';
 
 declare module 'fastify' {
@@ -152,7 +153,10 @@ export async function buildServer(o: {
     if (req.metering) await settle(o.pool, history, req, reply);
   });
 
+  // API latency by route pattern and status for GET /metrics (src/api/metrics.ts).
+  const metrics = new ApiMetrics();
   app.addHook('onResponse', async (req, reply) => {
+    metrics.observe(req, reply);
     if (!log.isLevelEnabled('info')) return;
     req.log.info(
       { method: req.method, url: maskCpfsInText(req.url.slice(0, 200)), status: reply.statusCode, ms: Math.round(reply.elapsedTime), key: req.apiKey?.id },
@@ -198,6 +202,7 @@ export async function buildServer(o: {
     { prefix: '/v1' },
   );
   await app.register(panelRoutes(deps));
+  await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history }));
   return app;
 }
 
