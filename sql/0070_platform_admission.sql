@@ -25,49 +25,64 @@ RETURNS void LANGUAGE sql AS $$
   ON CONFLICT DO NOTHING
 $$;
 
--- Counts the request in its key's minute window; when it is within the rate limit and
--- p_reserve (a live key on a billable route), reserves one unit of the month's quota if one is
--- left. Returns the window's count, the month's usage (after the reservation when made; read
--- afresh otherwise, so a refusal reports the latest count) and whether a unit was reserved.
--- plpgsql: each statement sees the rows committed before it, and plans are cached per session.
-CREATE FUNCTION platform.admit_request(
-  p_key text, p_window timestamptz, p_month text, p_per_minute int, p_per_month int,
-  p_reserve boolean, p_plan text, p_thresholds int[],
-  OUT rate_n int, OUT quota_used int, OUT reserved boolean)
+-- Admits requests in one statement (a server process sends those it receives while its previous
+-- admission is in flight together: one round trip and one transaction for a handful of
+-- requests under load, one per request when idle). For each element, in (key, arrival) order:
+--  1. counts it in its key's minute window;
+--  2. when it is within the rate limit and p_reserve (a live key on a billable route), reserves
+--     one unit of the month's quota if one is left, and queues the threshold events reached;
+--  3. returns the window's count, the month's usage (after the reservation when made, read
+--     afresh otherwise so a refusal reports the latest count) and whether a unit was reserved.
+-- Rows are locked in one global order (key; its window row before its usage row), so two
+-- processes' batches may wait on each other but never deadlock, and a key's requests get
+-- consecutive counts in the order they arrived. plpgsql: each statement sees the rows
+-- committed before it, and its plans are cached per session.
+CREATE FUNCTION platform.admit_requests(
+  p_keys text[], p_windows timestamptz[], p_months text[], p_per_minute int[], p_per_month int[],
+  p_reserve boolean[], p_plans text[], p_thresholds int[])
+RETURNS TABLE (i int, rate_n int, quota_used int, reserved boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
-  m date := (p_month || '-01')::date;
+  j int;
+  k text;
+  m date;
 BEGIN
-  -- A plain UPDATE first (the common case: the row exists), the upsert only when it does not:
-  -- an INSERT … ON CONFLICT costs a speculative index probe every time.
-  UPDATE platform.rate_windows SET n = n + 1 WHERE key_id = p_key AND window_start = p_window RETURNING n INTO rate_n;
-  IF NOT FOUND THEN
-    INSERT INTO platform.rate_windows AS w (key_id, window_start, n) VALUES (p_key, p_window, 1)
-    ON CONFLICT (key_id, window_start) DO UPDATE SET n = w.n + 1
-    RETURNING w.n INTO rate_n;
-  END IF;
-  reserved := false;
-  IF p_reserve AND rate_n <= p_per_minute AND p_per_month > 0 THEN
-    -- The condition is re-checked on the latest row version once its lock is held
-    -- (READ COMMITTED), so concurrent reservations never overshoot.
-    UPDATE platform.usage_months SET used = used + 1 WHERE key_id = p_key AND month = m AND used < p_per_month RETURNING used INTO quota_used;
-    reserved := FOUND;
-    IF NOT reserved AND NOT EXISTS (SELECT 1 FROM platform.usage_months WHERE key_id = p_key AND month = m) THEN
-      INSERT INTO platform.usage_months AS u (key_id, month, used) VALUES (p_key, m, 1)
-      ON CONFLICT (key_id, month) DO UPDATE SET used = u.used + 1 WHERE u.used < p_per_month
-      RETURNING u.used INTO quota_used;
+  FOR j IN SELECT s FROM generate_subscripts(p_keys, 1) AS s ORDER BY p_keys[s], s LOOP
+    i := j;
+    k := p_keys[j];
+    m := (p_months[j] || '-01')::date;
+    -- A plain UPDATE first (the row exists but for a key's first request of a minute); the
+    -- upsert only then: an INSERT … ON CONFLICT costs a speculative index probe every time.
+    UPDATE platform.rate_windows w SET n = w.n + 1 WHERE w.key_id = k AND w.window_start = p_windows[j] RETURNING w.n INTO rate_n;
+    IF NOT FOUND THEN
+      INSERT INTO platform.rate_windows AS w (key_id, window_start, n) VALUES (k, p_windows[j], 1)
+      ON CONFLICT (key_id, window_start) DO UPDATE SET n = w.n + 1
+      RETURNING w.n INTO rate_n;
+    END IF;
+    reserved := false;
+    IF p_reserve[j] AND rate_n <= p_per_minute[j] AND p_per_month[j] > 0 THEN
+      -- The condition is re-checked on the latest row version once its lock is held (READ
+      -- COMMITTED), so concurrent reservations, from any process, never overshoot.
+      UPDATE platform.usage_months u SET used = u.used + 1 WHERE u.key_id = k AND u.month = m AND u.used < p_per_month[j] RETURNING u.used INTO quota_used;
       reserved := FOUND;
+      IF NOT reserved AND NOT EXISTS (SELECT 1 FROM platform.usage_months u WHERE u.key_id = k AND u.month = m) THEN
+        INSERT INTO platform.usage_months AS u (key_id, month, used) VALUES (k, m, 1)
+        ON CONFLICT (key_id, month) DO UPDATE SET used = u.used + 1 WHERE u.used < p_per_month[j]
+        RETURNING u.used INTO quota_used;
+        reserved := FOUND;
+      END IF;
     END IF;
-  END IF;
-  IF reserved THEN
-    -- p_thresholds ascending: nothing to queue below the first one.
-    IF quota_used >= ceil(p_per_month::numeric * p_thresholds[1] / 100) THEN
-      PERFORM platform.queue_quota_thresholds(p_key, p_month, p_plan, quota_used, p_per_month, p_thresholds);
+    IF reserved THEN
+      -- p_thresholds ascending: nothing to queue below the first one.
+      IF quota_used >= ceil(p_per_month[j]::numeric * p_thresholds[1] / 100) THEN
+        PERFORM platform.queue_quota_thresholds(k, p_months[j], p_plans[j], quota_used, p_per_month[j], p_thresholds);
+      END IF;
+    ELSE
+      SELECT u.used INTO quota_used FROM platform.usage_months u WHERE u.key_id = k AND u.month = m;
+      quota_used := coalesce(quota_used, 0);
     END IF;
-  ELSE
-    SELECT u.used INTO quota_used FROM platform.usage_months u WHERE u.key_id = p_key AND u.month = m;
-    quota_used := coalesce(quota_used, 0);
-  END IF;
+    RETURN NEXT;
+  END LOOP;
 END
 $$;
 
@@ -78,28 +93,4 @@ RETURNS int LANGUAGE sql AS $$
   UPDATE platform.usage_months SET used = used - 1
    WHERE key_id = p_key AND month = (p_month || '-01')::date AND used > 0
   RETURNING used
-$$;
-
-
--- Several admissions in one statement (one round trip and one transaction for the requests a
--- server process receives while its previous admission is in flight). Each element is admitted
--- exactly as platform.admit_request does, one after the other, in (key, arrival) order: rows
--- are locked in one global order (key, then window row before usage row), so two processes'
--- batches can wait on each other but never deadlock, and a key's requests get consecutive
--- counts in the order they arrived.
-CREATE FUNCTION platform.admit_requests(
-  p_keys text[], p_windows timestamptz[], p_months text[], p_per_minute int[], p_per_month int[],
-  p_reserve boolean[], p_plans text[], p_thresholds int[])
-RETURNS TABLE (i int, rate_n int, quota_used int, reserved boolean)
-LANGUAGE plpgsql AS $$
-DECLARE
-  j int;
-BEGIN
-  FOR j IN SELECT s FROM generate_subscripts(p_keys, 1) AS s ORDER BY p_keys[s], s LOOP
-    i := j;
-    SELECT a.rate_n, a.quota_used, a.reserved INTO rate_n, quota_used, reserved
-      FROM platform.admit_request(p_keys[j], p_windows[j], p_months[j], p_per_minute[j], p_per_month[j], p_reserve[j], p_plans[j], p_thresholds) a;
-    RETURN NEXT;
-  END LOOP;
-END
 $$;

@@ -182,7 +182,7 @@ describe('quota reserved at admission', () => {
     expect(await usedOf(k.id)).toBe(50);
   });
 
-  test('two `agro serve` processes: a burst of 24 with 7 units left gives exactly 7 answers', async () => {
+  test('two `agro serve` processes: a burst of 24 with 7 units left gives exactly 7 answers; many keys at once stay exact', async () => {
     const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir), serveProcess(fx.db.url, fx.db.dataDir)]);
     try {
       const k = await keyOf('starter');
@@ -192,6 +192,18 @@ describe('quota reserved at admission', () => {
       expect(tally(rs)).toEqual({ 200: 7, 402: 17 });
       expect(rs.filter((r) => r.status === 200).map((r) => Number(r.headers.get('x-quota-used'))).sort((x, y) => x - y)).toEqual([44, 45, 46, 47, 48, 49, 50]);
       expect(await usedOf(k.id)).toBe(50);
+
+      // Many keys at once through both processes: admissions batched per process lock the
+      // keys' rows in one order (no deadlock), and every key's counts stay exact.
+      const ks = await Promise.all(Array.from({ length: 6 }, () => keyOf('scale')));
+      await awayFromMinuteEnd();
+      const many = await Promise.all(Array.from({ length: 72 }, (_, i) => call(i % 2 ? a.base : b.base, `/v1/car/${GO1}`, { key: ks[(i * 5) % 6].key })));
+      expect(tally(many)).toEqual({ 200: 72 });
+      for (const key of ks) {
+        expect(await usedOf(key.id)).toBe(12);
+        const mine = many.filter((_, i) => ks[(i * 5) % 6] === key);
+        expect(mine.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => x - y)).toEqual(Array.from({ length: 12 }, (_, j) => 288 + j));
+      }
     } finally {
       expect(await a.stop()).toBe(0);
       expect(await b.stop()).toBe(0);
