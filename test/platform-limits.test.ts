@@ -184,8 +184,9 @@ describe('quota reserved at admission', () => {
 
   test('two `agro serve` processes: a burst of 24 with 7 units left gives exactly 7 answers; many keys at once stay exact', async () => {
     const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir), serveProcess(fx.db.url, fx.db.dataDir)]);
+    const k = await keyOf('starter');
+    const ks = await Promise.all(Array.from({ length: 6 }, () => keyOf('scale')));
     try {
-      const k = await keyOf('starter');
       await setUsed(k.id, 43);
       await awayFromMinuteEnd();
       const rs = await Promise.all(Array.from({ length: 24 }, (_, i) => call(i % 2 ? a.base : b.base, `/v1/car/${GO1}`, { key: k.key })));
@@ -195,7 +196,6 @@ describe('quota reserved at admission', () => {
 
       // Many keys at once through both processes: admissions batched per process lock the
       // keys' rows in one order (no deadlock), and every key's counts stay exact.
-      const ks = await Promise.all(Array.from({ length: 6 }, () => keyOf('scale')));
       await awayFromMinuteEnd();
       const many = await Promise.all(Array.from({ length: 72 }, (_, i) => call(i % 2 ? a.base : b.base, `/v1/car/${GO1}`, { key: ks[(i * 5) % 6].key })));
       expect(tally(many)).toEqual({ 200: 72 });
@@ -208,6 +208,9 @@ describe('quota reserved at admission', () => {
       expect(await a.stop()).toBe(0);
       expect(await b.stop()).toBe(0);
     }
+    // Both processes wrote every answer's history row by the time they stopped (SIGTERM flushes).
+    const rows = await q<{ n: number }>(`SELECT count(*)::int AS n FROM platform.requests WHERE key_id = ANY($1)`, [[k.id, ...ks.map((x) => x.id)]]);
+    expect(rows[0].n).toBe(24 + 72);
   }, 120_000);
 
   test('answers that do not count give their unit back: 4xx at the last unit, then a 2xx takes it', async () => {
@@ -238,19 +241,21 @@ describe('quota reserved at admission', () => {
     expect(billable[0].n).toBe(20);
   });
 
-  test('a 5xx gives its unit back (a server with no data loaded answers 503)', async () => {
+  test('a 5xx gives its unit back (a server with no data loaded answers 503); closing the server writes the buffered history', async () => {
     const db = await testDatabase();
-    const api = await startApi(db.cfg, db.url, db);
+    let api: Awaited<ReturnType<typeof startApi>> | null = await startApi(db.cfg, db.url, db);
     try {
       const k = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'empty' });
       const r = await call(api.base, `/v1/car/by-document/${JOSE_CPF}`, { key: k.key });
       expectEnvelope(r, 503, 'upstream_unavailable');
       expect(r.headers.get('x-quota-used')).toBe('0');
       expect(Number((await db.pool.query(`SELECT coalesce(sum(used), 0) AS n FROM platform.usage_months WHERE key_id = $1`, [k.id])).rows[0].n)).toBe(0);
-      await api.app.flushHistory();
+      // Closed at once (well within the 200 ms flush interval): the close writes the buffer.
+      await api.close();
+      api = null;
       expect((await db.pool.query(`SELECT status, billable FROM platform.requests WHERE key_id = $1`, [k.id])).rows).toEqual([{ status: 503, billable: false }]);
     } finally {
-      await api.close();
+      await api?.close();
       await db.drop();
     }
   });
