@@ -10,7 +10,8 @@
 
 -- The threshold events of a month's usage (70/90/100 %), one row per (key, month, threshold)
 -- whatever the concurrency (unique `dedupe`, deterministic id). `>=` (not `=`) so that a plan
--- change mid-month still emits the thresholds it jumps over.
+-- change mid-month still emits the thresholds it jumps over. Called once an answer is known to
+-- count (not at admission: a reservation that is refunded must not announce a threshold).
 CREATE FUNCTION platform.queue_quota_thresholds(p_key text, p_month text, p_plan text, p_used int, p_limit int, p_thresholds int[])
 RETURNS void LANGUAGE sql AS $$
   INSERT INTO events.outbox (id, type, dedupe, body)
@@ -30,7 +31,7 @@ $$;
 -- requests under load, one per request when idle). For each element, in (key, arrival) order:
 --  1. counts it in its key's minute window;
 --  2. when it is within the rate limit and p_reserve (a live key on a billable route), reserves
---     one unit of the month's quota if one is left, and queues the threshold events reached;
+--     one unit of the month's quota if one is left;
 --  3. returns the window's count, the month's usage (after the reservation when made, read
 --     afresh otherwise so a refusal reports the latest count) and whether a unit was reserved.
 -- Rows are locked in one global order (key; its window row before its usage row), so two
@@ -38,8 +39,7 @@ $$;
 -- consecutive counts in the order they arrived. plpgsql: each statement sees the rows
 -- committed before it, and its plans are cached per session.
 CREATE FUNCTION platform.admit_requests(
-  p_keys text[], p_windows timestamptz[], p_months text[], p_per_minute int[], p_per_month int[],
-  p_reserve boolean[], p_plans text[], p_thresholds int[])
+  p_keys text[], p_windows timestamptz[], p_months text[], p_per_minute int[], p_per_month int[], p_reserve boolean[])
 RETURNS TABLE (i int, rate_n int, quota_used int, reserved boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -72,12 +72,7 @@ BEGIN
         reserved := FOUND;
       END IF;
     END IF;
-    IF reserved THEN
-      -- p_thresholds ascending: nothing to queue below the first one.
-      IF quota_used >= ceil(p_per_month[j]::numeric * p_thresholds[1] / 100) THEN
-        PERFORM platform.queue_quota_thresholds(k, p_months[j], p_plans[j], quota_used, p_per_month[j], p_thresholds);
-      END IF;
-    ELSE
+    IF NOT reserved THEN
       SELECT u.used INTO quota_used FROM platform.usage_months u WHERE u.key_id = k AND u.month = m;
       quota_used := coalesce(quota_used, 0);
     END IF;

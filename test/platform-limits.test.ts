@@ -230,6 +230,15 @@ describe('quota reserved at admission', () => {
     expect(await usedOf(k.id)).toBe(50);
   });
 
+  test('a reservation that is refunded announces no threshold; the counted answer that reaches it does', async () => {
+    const k = await keyOf('starter'); // the 70 % threshold is the 35th unit
+    await setUsed(k.id, 34);
+    expectEnvelope(await call(fx.api.base, `/v1/car/${UNKNOWN}`, { key: k.key }), 404, 'car_not_found'); // reserved the 35th, refunded
+    expect(await thresholdEvents(k.id)).toEqual([]);
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('35');
+    expect((await thresholdEvents(k.id)).map((e) => e.body.data)).toEqual([{ key_id: k.id, plan: 'starter', threshold: 70, used: 35, limit: 50, month: MONTH() }]);
+  });
+
   test('concurrent misses and hits: only the 2xx answers stay counted', async () => {
     const k = await keyOf('scale');
     await awayFromMinuteEnd();

@@ -46,24 +46,36 @@ export interface AdmissionRequest {
   reserve: boolean;
 }
 
-// A named statement (parsed and planned once per connection); the thresholds are constants.
-const ADMIT_SQL = `SELECT i, rate_n, quota_used, reserved FROM platform.admit_requests($1, $2, $3, $4, $5, $6, $7, '{${QUOTA_THRESHOLDS.join(',')}}')`;
+// A named statement: parsed and planned once per connection.
+const ADMIT_SQL = 'SELECT i, rate_n, quota_used, reserved FROM platform.admit_requests($1, $2, $3, $4, $5, $6)';
 
 /**
  * Admits requests in one statement: for each, counts it in its key's minute window and, when
  * `reserve` and it is within the rate limit, reserves one unit of the month's quota if one is
- * left (queuing the quota.threshold events the reservation reaches). Answers in input order.
+ * left. Answers in input order.
  */
 export async function admitRequests(db: Db, rs: readonly AdmissionRequest[]): Promise<Admission[]> {
   const limits = rs.map((x) => PLAN_LIMITS[x.plan]);
   const r = await db.query({
     name: 'platform_admit_requests',
     text: ADMIT_SQL,
-    values: [rs.map((x) => x.keyId), rs.map((x) => x.windowStart), rs.map((x) => x.month), limits.map((l) => l.perMinute), limits.map((l) => l.perMonth), rs.map((x) => x.reserve), rs.map((x) => x.plan)],
+    values: [rs.map((x) => x.keyId), rs.map((x) => x.windowStart), rs.map((x) => x.month), limits.map((l) => l.perMinute), limits.map((l) => l.perMonth), rs.map((x) => x.reserve)],
   });
   const out: Admission[] = new Array(rs.length);
   for (const row of r.rows) out[row.i - 1] = { n: Number(row.rate_n), used: Number(row.quota_used), reserved: row.reserved === true };
   return out;
+}
+
+/** Whether a counted answer that brought the month's usage to `used` reaches a threshold (70 % and up). */
+export const reachesThreshold = (plan: Plan, used: number) => used >= Math.ceil((PLAN_LIMITS[plan].perMonth * QUOTA_THRESHOLDS[0]) / 100);
+
+/** Queues the quota.threshold events a counted answer reached (each once per key and month, whatever the concurrency). */
+export async function queueQuotaThresholds(db: Db, o: { keyId: string; plan: Plan; month: string; used: number }): Promise<void> {
+  await db.query({
+    name: 'platform_quota_thresholds',
+    text: `SELECT platform.queue_quota_thresholds($1, $2, $3, $4, $5, '{${QUOTA_THRESHOLDS.join(',')}}')`,
+    values: [o.keyId, o.month, o.plan, o.used, PLAN_LIMITS[o.plan].perMonth],
+  });
 }
 
 /** Gives back a unit reserved at admission. Returns the month's usage after it (null when there was none). */

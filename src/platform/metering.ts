@@ -11,7 +11,7 @@ import { maskCpfsInText } from '../privacy.ts';
 import type { HistoryWriter } from './history-writer.ts';
 import type { Plan } from './keys.ts';
 import type { Admitter } from './limits-batch.ts';
-import { PLAN_LIMITS, refundQuota, windowOf } from './limits.ts';
+import { PLAN_LIMITS, queueQuotaThresholds, reachesThreshold, refundQuota, windowOf } from './limits.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -73,7 +73,8 @@ export async function admit(admitter: Admitter, req: FastifyRequest, reply: Fast
 /**
  * Once the status is known: refunds the reservation of an answer that does not count (4xx,
  * 5xx, an idempotent replay) before the answer leaves, so that X-Quota-Used and the counter
- * are exact when the client sees it; queues the history row. A failure is logged, never the client's.
+ * are exact when the client sees it; queues the quota.threshold events a counted answer
+ * reaches; queues the history row. A failure is logged, never the client's.
  */
 export async function settle(pool: pg.Pool, history: HistoryWriter, req: FastifyRequest, reply: FastifyReply): Promise<void> {
   const key = req.apiKey;
@@ -83,13 +84,16 @@ export async function settle(pool: pg.Pool, history: HistoryWriter, req: Fastify
   const status = reply.statusCode;
   const replayed = reply.getHeader('idempotent-replayed') === 'true';
   const billable = m.reserved && !replayed && status >= 200 && status < 300;
-  if (m.reserved && !billable) {
-    try {
+  try {
+    if (m.reserved && !billable) {
       const used = await refundQuota(pool, key.id, m.month);
       if (used !== null) reply.header('x-quota-used', String(used));
-    } catch (err) {
-      req.log.error({ err }, 'cannot refund the quota reserved for an answer that does not count');
+    } else if (billable && reachesThreshold(key.plan as Plan, m.used)) {
+      // Only past 70 % of the month's quota, and only for an answer that counts.
+      await queueQuotaThresholds(pool, { keyId: key.id, plan: key.plan as Plan, month: m.month, used: m.used });
     }
+  } catch (err) {
+    req.log.error({ err, billable }, 'cannot refund the quota of an answer that does not count, or queue its threshold events');
   }
   const lgpd = req.headers['x-lgpd-base-legal'];
   history.push({
