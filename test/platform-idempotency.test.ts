@@ -57,6 +57,7 @@ describe('Idempotency-Key on POST', () => {
     expect(again.headers.get('content-type')).toBe(first.headers.get('content-type'));
     expect(again.headers.get('x-request-id')).not.toBe(first.headers.get('x-request-id'));
     expect(await billed(k.id)).toBe(1);
+    await fx.api.app.flushHistory(); // history rows are written in batches
     const hist = await fx.db.pool.query(`SELECT status, billable FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id]);
     expect(hist.rows).toEqual([{ status: 200, billable: true }, { status: 200, billable: false }]);
 

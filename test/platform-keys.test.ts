@@ -65,6 +65,7 @@ describe('keys', () => {
     const ancient = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'ancient' });
     await hit(recent.key);
     await hit(ancient.key);
+    await api.app.flushHistory(); // history rows are written in batches
     await db.pool.query(`UPDATE platform.api_keys SET revoked_at = now() - interval '29 days' WHERE id = $1`, [recent.id]);
     await db.pool.query(`UPDATE platform.api_keys SET revoked_at = now() - interval '31 days' WHERE id = $1`, [ancient.id]);
     const ids = (await listKeys(db.pool)).map((k) => k.id);

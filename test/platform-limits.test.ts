@@ -4,7 +4,8 @@
 import { describe, expect, test } from 'vitest';
 import { createKey, type Plan } from '../src/platform/keys.ts';
 import { purgeHistory } from '../src/platform/limits.ts';
-import { call, expectEnvelope, fixtureApi, type Reply } from './helpers/api.ts';
+import { call, expectEnvelope, fixtureApi, startApi, type Reply } from './helpers/api.ts';
+import { testDatabase } from './helpers/db.ts';
 import { serveProcess } from './helpers/serve.ts';
 
 const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
@@ -124,6 +125,7 @@ describe('monthly quota', () => {
     const tr = await call(fx.api.base, `/v1/car/${GO1}`, { key: t.key });
     expect(tr.headers.get('x-quota-used')).toBe('0');
     expect(await usedOf(t.id)).toBe(0);
+    await fx.api.app.flushHistory(); // history rows are written in batches (src/platform/history-writer.ts)
     const hist = await q<{ billable: boolean; status: number }>(`SELECT billable, status FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id]);
     expect(hist.map((h) => [h.status, h.billable])).toEqual([[200, true], [404, false], [400, false], [200, true], [200, false], [200, false]]);
   });
@@ -147,6 +149,7 @@ describe('monthly quota', () => {
     ev = await thresholdEvents(k.id);
     expect(ev.map((e) => e.body.data as { threshold: number }).map((d) => d.threshold)).toEqual([70, 90, 100]);
 
+    await fx.api.app.flushHistory();
     const before = await q(`SELECT count(*)::int AS n FROM platform.requests WHERE key_id = $1`, [k.id]);
     const over = await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
     const e = expectEnvelope(over, 402, 'quota_exceeded');
@@ -155,9 +158,115 @@ describe('monthly quota', () => {
     expect(await usedOf(k.id)).toBe(50);
     // Still served at the limit: the history (not a data endpoint).
     expect((await call(fx.api.base, `/v1/car/history`, { key: k.key })).status).toBe(200);
+    await fx.api.app.flushHistory();
     const after = await q(`SELECT count(*)::int AS n FROM platform.requests WHERE key_id = $1`, [k.id]);
     expect((after[0] as { n: number }).n).toBe((before[0] as { n: number }).n + 2); // the 402 and the history call are in the history
     expect((await thresholdEvents(k.id)).length).toBe(3);
+  });
+});
+
+describe('quota reserved at admission', () => {
+  const UNKNOWN = `GO-5208707-${'0'.repeat(32)}`;
+
+  test('a burst of 25 with 10 units left: exactly 10 answers, 15 × 402, each count seen once', async () => {
+    const k = await keyOf('starter'); // 30 a minute (the burst stays under it), 50 a month
+    await setUsed(k.id, 40);
+    await awayFromMinuteEnd();
+    const rs = await Promise.all(Array.from({ length: 25 }, () => call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })));
+    expect(tally(rs)).toEqual({ 200: 10, 402: 15 });
+    expect(rs.filter((r) => r.status === 200).map((r) => Number(r.headers.get('x-quota-used'))).sort((a, b) => a - b)).toEqual(Array.from({ length: 10 }, (_, i) => 41 + i));
+    for (const r of rs.filter((x) => x.status === 402)) {
+      expect(expectEnvelope(r, 402, 'quota_exceeded').message).toMatch(/50 of 50/);
+      expect(r.headers.get('x-quota-used')).toBe('50');
+    }
+    expect(await usedOf(k.id)).toBe(50);
+  });
+
+  test('two `agro serve` processes: a burst of 24 with 7 units left gives exactly 7 answers; many keys at once stay exact', async () => {
+    const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir), serveProcess(fx.db.url, fx.db.dataDir)]);
+    const k = await keyOf('starter');
+    const ks = await Promise.all(Array.from({ length: 6 }, () => keyOf('scale')));
+    try {
+      await setUsed(k.id, 43);
+      await awayFromMinuteEnd();
+      const rs = await Promise.all(Array.from({ length: 24 }, (_, i) => call(i % 2 ? a.base : b.base, `/v1/car/${GO1}`, { key: k.key })));
+      expect(tally(rs)).toEqual({ 200: 7, 402: 17 });
+      expect(rs.filter((r) => r.status === 200).map((r) => Number(r.headers.get('x-quota-used'))).sort((x, y) => x - y)).toEqual([44, 45, 46, 47, 48, 49, 50]);
+      expect(await usedOf(k.id)).toBe(50);
+
+      // Many keys at once through both processes: admissions batched per process lock the
+      // keys' rows in one order (no deadlock), and every key's counts stay exact.
+      await awayFromMinuteEnd();
+      const many = await Promise.all(Array.from({ length: 72 }, (_, i) => call(i % 2 ? a.base : b.base, `/v1/car/${GO1}`, { key: ks[(i * 5) % 6].key })));
+      expect(tally(many)).toEqual({ 200: 72 });
+      for (const key of ks) {
+        expect(await usedOf(key.id)).toBe(12);
+        const mine = many.filter((_, i) => ks[(i * 5) % 6] === key);
+        expect(mine.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => x - y)).toEqual(Array.from({ length: 12 }, (_, j) => 288 + j));
+      }
+    } finally {
+      expect(await a.stop()).toBe(0);
+      expect(await b.stop()).toBe(0);
+    }
+    // Both processes wrote every answer's history row by the time they stopped (SIGTERM flushes).
+    const rows = await q<{ n: number }>(`SELECT count(*)::int AS n FROM platform.requests WHERE key_id = ANY($1)`, [[k.id, ...ks.map((x) => x.id)]]);
+    expect(rows[0].n).toBe(24 + 72);
+  }, 120_000);
+
+  test('answers that do not count give their unit back: 4xx at the last unit, then a 2xx takes it', async () => {
+    const k = await keyOf('starter');
+    await setUsed(k.id, 49);
+    const miss = await call(fx.api.base, `/v1/car/${UNKNOWN}`, { key: k.key });
+    expectEnvelope(miss, 404, 'car_not_found');
+    expect(miss.headers.get('x-quota-used')).toBe('49'); // reserved (50) at admission, refunded before the answer left
+    expect(await usedOf(k.id)).toBe(49);
+    const bad = await call(fx.api.base, `/v1/car/not-a-car`, { key: k.key });
+    expect(bad.status).toBe(400);
+    expect(bad.headers.get('x-quota-used')).toBe('49');
+    const hit = await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
+    expect(hit.status).toBe(200);
+    expect(hit.headers.get('x-quota-used')).toBe('50');
+    expectEnvelope(await call(fx.api.base, `/v1/car/${UNKNOWN}`, { key: k.key }), 402, 'quota_exceeded');
+    expect(await usedOf(k.id)).toBe(50);
+  });
+
+  test('a reservation that is refunded announces no threshold; the counted answer that reaches it does', async () => {
+    const k = await keyOf('starter'); // the 70 % threshold is the 35th unit
+    await setUsed(k.id, 34);
+    expectEnvelope(await call(fx.api.base, `/v1/car/${UNKNOWN}`, { key: k.key }), 404, 'car_not_found'); // reserved the 35th, refunded
+    expect(await thresholdEvents(k.id)).toEqual([]);
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('35');
+    expect((await thresholdEvents(k.id)).map((e) => e.body.data)).toEqual([{ key_id: k.id, plan: 'starter', threshold: 70, used: 35, limit: 50, month: MONTH() }]);
+  });
+
+  test('concurrent misses and hits: only the 2xx answers stay counted', async () => {
+    const k = await keyOf('scale');
+    await awayFromMinuteEnd();
+    const rs = await Promise.all(Array.from({ length: 30 }, (_, i) => call(fx.api.base, `/v1/car/${i % 3 ? GO1 : UNKNOWN}`, { key: k.key })));
+    expect(tally(rs)).toEqual({ 200: 20, 404: 10 });
+    expect(await usedOf(k.id)).toBe(20);
+    await fx.api.app.flushHistory();
+    const billable = await q<{ n: number }>(`SELECT count(*)::int AS n FROM platform.requests WHERE key_id = $1 AND billable`, [k.id]);
+    expect(billable[0].n).toBe(20);
+  });
+
+  test('a 5xx gives its unit back (a server with no data loaded answers 503); closing the server writes the buffered history', async () => {
+    const db = await testDatabase();
+    let api: Awaited<ReturnType<typeof startApi>> | null = await startApi(db.cfg, db.url, db);
+    try {
+      const k = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'empty' });
+      const r = await call(api.base, `/v1/car/by-document/${JOSE_CPF}`, { key: k.key });
+      expectEnvelope(r, 503, 'upstream_unavailable');
+      expect(r.headers.get('x-quota-used')).toBe('0');
+      expect(Number((await db.pool.query(`SELECT coalesce(sum(used), 0) AS n FROM platform.usage_months WHERE key_id = $1`, [k.id])).rows[0].n)).toBe(0);
+      // Closed at once (well within the 200 ms flush interval): the close writes the buffer.
+      await api.close();
+      api = null;
+      expect((await db.pool.query(`SELECT status, billable FROM platform.requests WHERE key_id = $1`, [k.id])).rows).toEqual([{ status: 503, billable: false }]);
+    } finally {
+      await api?.close();
+      await db.drop();
+    }
   });
 });
 

@@ -19,6 +19,9 @@ beforeAll(async () => {
   const r = await loadSandbox({ cfg: fx.db.cfg, liveUrl: fx.db.url, log: fx.db.log, runs: fixtureRuns() });
   expect(r.published).toBe(fixtureRuns().length);
   sandbox = new pg.Pool({ connectionString: r.url, max: 2 });
+  // pool.end() resolves before its sockets close; the DROP … WITH (FORCE) below then
+  // terminates a backend whose client is still ending: its error must not be unhandled.
+  sandbox.on('connect', (c) => c.on('error', () => {}));
 }, 300_000);
 
 afterAll(async () => {

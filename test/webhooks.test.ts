@@ -16,7 +16,7 @@ import { addEndpoint, deliveryLog, getEndpoint, rotateSecret } from '../src/even
 import { addMonitor, removeMonitor } from '../src/events/monitors.ts';
 import { isNonPublicAddress, vetTarget } from '../src/events/targets.ts';
 import { createKey } from '../src/platform/keys.ts';
-import { PLAN_LIMITS, recordRequest, windowOf } from '../src/platform/limits.ts';
+import { admitRequests, PLAN_LIMITS, queueQuotaThresholds, windowOf } from '../src/platform/limits.ts';
 import { createPool } from '../src/db/pool.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { serveProcess } from './helpers/serve.ts';
@@ -53,12 +53,15 @@ let clock = 0;
 const deps = (extra: Partial<DrainDeps> = {}): DrainDeps => ({ pool: db.pool, cfg: db.cfg, now: () => clock, random: () => 0.5, ...extra });
 const q = async (sql: string, params: unknown[] = []) => (await db.pool.query(sql, params)).rows;
 
-/** Crosses 70 % of a starter key's quota the way the API does: billable answers recorded. */
+/** Crosses 70 % of a starter key's quota the way the API does: units reserved at admission, thresholds queued by counted answers. */
 async function quotaEvent(keyId: string): Promise<string> {
-  const month = windowOf(Date.now()).month;
+  const { windowStart, month } = windowOf(Date.now());
   const n = Math.ceil(PLAN_LIMITS.starter.perMonth * 0.7);
   for (let i = 0; i < n; i++) {
-    await recordRequest(db.pool, { id: `req_${i}`, keyId, plan: 'starter', method: 'GET', path: '/v1/car/x', status: 200, billable: true, lgpdBase: null, month });
+    // One request per minute window: the starter rate limit (30 a minute) is under 70 % of its quota (35).
+    const minute = new Date(windowStart.getTime() - i * 60_000);
+    const [a] = await admitRequests(db.pool, [{ keyId, plan: 'starter', windowStart: minute, month, reserve: true }]);
+    await queueQuotaThresholds(db.pool, { keyId, plan: 'starter', month, used: a.used });
   }
   const r = await q(`SELECT id FROM events.outbox WHERE key_id = $1 AND type = 'quota.threshold'`, [keyId]);
   expect(r).toHaveLength(1);

@@ -15,8 +15,10 @@ import { maskCpfsInText } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
 import { historyRoutes } from '../platform/history.ts';
+import { HistoryWriter } from '../platform/history-writer.ts';
 import { idempotencyOnSend, idempotencyPreHandler } from '../platform/idempotency.ts';
-import { admit, record } from '../platform/metering.ts';
+import { Admitter } from '../platform/limits-batch.ts';
+import { admit, settle } from '../platform/metering.ts';
 import { panelRoutes } from '../platform/panel.ts';
 import { Drainer } from '../events/delivery.ts';
 import { sandboxUrl } from '../platform/sandbox.ts';
@@ -27,9 +29,14 @@ import { enriquecimentoRoutes } from './enriquecimento/routes.ts';
 import { envelope, toFailure } from './errors.ts';
 import { OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
+import { ApiMetrics, metricsRoutes } from './metrics.ts';
 import { socioRoutes } from './socio/routes.ts';
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** Writes the query history rows this server still buffers (tests read the table directly). */
+    flushHistory(): Promise<void>;
+  }
   interface FastifyRequest {
     apiKey?: { id: string; env: 'test' | 'live'; plan: string };
   }
@@ -122,8 +129,13 @@ export async function buildServer(o: {
   const keys = new KeyCache({ connectionString, host, port, user, password, database, ssl, application_name: 'agro-api-keys' }, log);
   keys.start();
   const drainer = o.drainWebhooks ? new Drainer({ pool: o.pool, cfg: o.cfg, log }).start() : null;
+  // History rows are written in batches off the request path (src/platform/history-writer.ts).
+  const history = new HistoryWriter(o.pool, log);
+  const admitter = new Admitter(o.pool);
+  app.decorate('flushHistory', () => history.flush());
   app.addHook('onClose', async () => {
     await drainer?.stop();
+    await history.stop();
     await keys.stop();
     if (!o.sandboxPool) await sandbox.end();
   });
@@ -133,20 +145,23 @@ export async function buildServer(o: {
     const isPublic = req.routeOptions.config?.public === true || req.url === '/v1/docs' || req.url.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
       await authenticate(o.pool, keys, req);
-      if (metering) await admit(o.pool, req, reply);
+      if (metering) await admit(admitter, req, reply);
     }
   });
 
-  // The history row and the quota count, once the status is known (X-Quota-Used includes it).
-  // Idempotency-Key on POST: after validation (a refused body is never claimed).
+  // Once the status is known: the refund of a reservation the answer does not use, and the
+  // history row. Idempotency-Key on POST: after validation (a refused body is never claimed).
   if (metering) app.addHook('preHandler', async (req, reply) => idempotencyPreHandler(o.pool, req, reply));
 
   app.addHook('onSend', async (req, reply, payload) => {
     if (req.idempotency) await idempotencyOnSend(o.pool, req, reply, payload);
-    if (req.metering) await record(o.pool, req, reply);
+    if (req.metering) await settle(o.pool, history, req, reply);
   });
 
+  // API latency by route pattern and status for GET /metrics (src/api/metrics.ts).
+  const metrics = new ApiMetrics();
   app.addHook('onResponse', async (req, reply) => {
+    metrics.observe(req, reply);
     if (!log.isLevelEnabled('info')) return;
     req.log.info(
       { method: req.method, url: maskCpfsInText(req.url.slice(0, 200)), status: reply.statusCode, ms: Math.round(reply.elapsedTime), key: req.apiKey?.id },
@@ -192,6 +207,7 @@ export async function buildServer(o: {
     { prefix: '/v1' },
   );
   await app.register(panelRoutes(deps));
+  await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history }));
   return app;
 }
 

@@ -7,6 +7,7 @@ import { Cursors } from '../api/cursor.ts';
 import type { ApiDeps } from '../api/deps.ts';
 import { ErrorResponses, Nullable, Timestamp } from '../api/schemas.ts';
 import { AgroError } from '../errors.ts';
+import { flushHistory } from './history-writer.ts';
 
 const UtcDate = Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'UTC date, inclusive' });
 
@@ -46,8 +47,12 @@ export interface HistoryRow {
   created_at: Date;
 }
 
-/** A key's history page, newest first, between two inclusive UTC dates, before a sequence number. */
+/**
+ * A key's history page, newest first, between two inclusive UTC dates, before a sequence
+ * number. The rows this process still buffers are written first: a caller sees its own calls.
+ */
 export async function historyPage(db: pg.Pool, o: { keyId: string; from: string | null; to: string | null; before: string | null; limit: number }): Promise<HistoryRow[]> {
+  await flushHistory(db);
   const r = await db.query(
     `SELECT seq, id, method, path, status, billable, lgpd_base, created_at FROM platform.requests
      WHERE key_id = $1

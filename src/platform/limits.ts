@@ -1,9 +1,10 @@
 // Rate limit (per key per UTC minute, fixed window) and monthly quota (per key per UTC month)
 // by plan (contract §4, the reference's plan table). Both counters are database rows, so that
 // every server process sharing the database enforces the same limit exactly:
-//  - admission: one round trip bumps the minute's counter and reads the month's usage;
-//  - recording: one round trip after the answer is known writes the history row, counts a
-//    billable answer and queues the quota.threshold events it crosses.
+//  - admission: one round trip (platform.admit_request, sql/0070) bumps the minute's counter
+//    and reserves a unit of the month's quota before any work;
+//  - an answer that does not count gives its unit back (platform.refund_quota); the history
+//    row is written in batches off the request path (./history-writer.ts).
 import type pg from 'pg';
 import type { Plan } from './keys.ts';
 
@@ -27,66 +28,61 @@ export function windowOf(nowMs: number): { windowStart: Date; resetEpoch: number
   return { windowStart: new Date(start), resetEpoch: start / 1000 + 60, month };
 }
 
-const ADMIT_SQL = `
-WITH w AS (
-  INSERT INTO platform.rate_windows (key_id, window_start, n) VALUES ($1, $2, 1)
-  ON CONFLICT (key_id, window_start) DO UPDATE SET n = platform.rate_windows.n + 1
-  RETURNING n
-)
-SELECT (SELECT n FROM w) AS n,
-       coalesce((SELECT used FROM platform.usage_months WHERE key_id = $1 AND month = ($3 || '-01')::date), 0) AS used`;
-
-/** Counts one request in the key's minute window; returns the window's count and the month's usage. */
-export async function admitRequest(db: Db, keyId: string, windowStart: Date, month: string): Promise<{ n: number; used: number }> {
-  const r = await db.query(ADMIT_SQL, [keyId, windowStart, month]);
-  return { n: Number(r.rows[0].n), used: Number(r.rows[0].used) };
+export interface Admission {
+  /** Requests seen in the key's minute window, this one included. */
+  n: number;
+  /** The month's billable usage (this request's reservation included when made). */
+  used: number;
+  /** Whether a unit of the month's quota was reserved for this request. */
+  reserved: boolean;
 }
 
-// The threshold events: one row per (key, month, threshold), whatever the concurrency (the
-// unique `dedupe` and a deterministic id). `>=` (not `=`) so that a plan change mid-month
-// still emits the thresholds it jumps over.
-const RECORD_SQL = `
-WITH u AS (
-  INSERT INTO platform.usage_months (key_id, month, used)
-  SELECT $2, ($8 || '-01')::date, 1 WHERE $6
-  ON CONFLICT (key_id, month) DO UPDATE SET used = platform.usage_months.used + 1
-  RETURNING used
-), h AS (
-  INSERT INTO platform.requests (id, key_id, method, path, status, billable, lgpd_base)
-  VALUES ($1, $2, $3, $4, $5, $6, $7)
-), e AS (
-  INSERT INTO events.outbox (id, type, dedupe, body)
-  SELECT 'evt_' || substr(md5(d.dedupe), 1, 24), 'quota.threshold', d.dedupe,
-         jsonb_build_object(
-           'id', 'evt_' || substr(md5(d.dedupe), 1, 24), 'type', 'quota.threshold',
-           'created_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), 'api_version', 'v1',
-           'data', jsonb_build_object('key_id', $2::text, 'plan', $9::text, 'threshold', d.pct, 'used', d.used, 'limit', $10::int, 'month', $8::text))
-  FROM (SELECT t.pct, u.used, 'quota.threshold:' || $2 || ':' || $8 || ':' || t.pct AS dedupe
-        FROM u CROSS JOIN unnest($11::int[]) AS t(pct)
-        WHERE u.used >= ceil($10::int * t.pct / 100.0)) d
-  ON CONFLICT DO NOTHING
-)
-SELECT (SELECT used FROM u) AS used`;
-
-export interface RequestRecord {
-  id: string;
+export interface AdmissionRequest {
   keyId: string;
   plan: Plan;
-  method: string;
-  path: string;
-  status: number;
-  billable: boolean;
-  lgpdBase: string | null;
+  windowStart: Date;
   month: string;
+  /** Reserve a unit of the month's quota (a live key on a billable route). */
+  reserve: boolean;
 }
 
-/** Writes the history row; a billable answer is counted. Returns the month's usage after it (null when not billable). */
-export async function recordRequest(db: Db, r: RequestRecord): Promise<number | null> {
-  const res = await db.query(RECORD_SQL, [
-    r.id, r.keyId, r.method, r.path, r.status, r.billable, r.lgpdBase, r.month, r.plan, PLAN_LIMITS[r.plan].perMonth, QUOTA_THRESHOLDS,
-  ]);
-  const used = res.rows[0].used;
-  return used === null ? null : Number(used);
+// A named statement: parsed and planned once per connection.
+const ADMIT_SQL = 'SELECT i, rate_n, quota_used, reserved FROM platform.admit_requests($1, $2, $3, $4, $5, $6)';
+
+/**
+ * Admits requests in one statement: for each, counts it in its key's minute window and, when
+ * `reserve` and it is within the rate limit, reserves one unit of the month's quota if one is
+ * left. Answers in input order.
+ */
+export async function admitRequests(db: Db, rs: readonly AdmissionRequest[]): Promise<Admission[]> {
+  const limits = rs.map((x) => PLAN_LIMITS[x.plan]);
+  const r = await db.query({
+    name: 'platform_admit_requests',
+    text: ADMIT_SQL,
+    values: [rs.map((x) => x.keyId), rs.map((x) => x.windowStart), rs.map((x) => x.month), limits.map((l) => l.perMinute), limits.map((l) => l.perMonth), rs.map((x) => x.reserve)],
+  });
+  const out: Admission[] = new Array(rs.length);
+  for (const row of r.rows) out[row.i - 1] = { n: Number(row.rate_n), used: Number(row.quota_used), reserved: row.reserved === true };
+  return out;
+}
+
+/** Whether a counted answer that brought the month's usage to `used` reaches a threshold (70 % and up). */
+export const reachesThreshold = (plan: Plan, used: number) => used >= Math.ceil((PLAN_LIMITS[plan].perMonth * QUOTA_THRESHOLDS[0]) / 100);
+
+/** Queues the quota.threshold events a counted answer reached (each once per key and month, whatever the concurrency). */
+export async function queueQuotaThresholds(db: Db, o: { keyId: string; plan: Plan; month: string; used: number }): Promise<void> {
+  await db.query({
+    name: 'platform_quota_thresholds',
+    text: `SELECT platform.queue_quota_thresholds($1, $2, $3, $4, $5, '{${QUOTA_THRESHOLDS.join(',')}}')`,
+    values: [o.keyId, o.month, o.plan, o.used, PLAN_LIMITS[o.plan].perMonth],
+  });
+}
+
+/** Gives back a unit reserved at admission. Returns the month's usage after it (null when there was none). */
+export async function refundQuota(db: Db, keyId: string, month: string): Promise<number | null> {
+  const r = await db.query({ name: 'platform_refund_quota', text: 'SELECT platform.refund_quota($1, $2) AS used', values: [keyId, month] });
+  const used = r.rows[0]?.used;
+  return used === null || used === undefined ? null : Number(used);
 }
 
 /** Deletes history older than the retention and minute windows older than an hour. */

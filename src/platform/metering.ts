@@ -1,17 +1,21 @@
-// The API's metering hooks: admission (rate limit, quota, headers) before any work, and the
-// history row / quota count once the answer's status is known (onSend, so that X-Quota-Used
-// already includes this answer).
+// The API's metering hooks: admission (rate limit, quota reservation, headers) before any
+// work, in one database round trip shared with the requests admitted alongside
+// (./limits-batch.ts); once the answer's status is known (onSend), a reservation the answer
+// does not use is refunded (X-Quota-Used then excludes it) and the history row goes to the
+// batch writer (./history-writer.ts).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { LGPD_BASES } from '../api/car/schemas.ts';
 import { AgroError } from '../errors.ts';
 import { maskCpfsInText } from '../privacy.ts';
+import type { HistoryWriter } from './history-writer.ts';
 import type { Plan } from './keys.ts';
-import { admitRequest, PLAN_LIMITS, recordRequest, windowOf } from './limits.ts';
+import type { Admitter } from './limits-batch.ts';
+import { PLAN_LIMITS, queueQuotaThresholds, reachesThreshold, refundQuota, windowOf } from './limits.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    metering?: { month: string; used: number; free: boolean };
+    metering?: { month: string; used: number; free: boolean; reserved: boolean };
   }
   interface FastifyContextConfig {
     /** An authenticated route that is not a data endpoint (history, panel): never billed. */
@@ -37,14 +41,15 @@ function isFollowingPage(req: FastifyRequest): boolean {
 }
 
 /** Rate limit then quota, before the route does any work; sets the headers of every authenticated answer. */
-export async function admit(pool: pg.Pool, req: FastifyRequest, reply: FastifyReply, nowMs = Date.now()): Promise<void> {
+export async function admit(admitter: Admitter, req: FastifyRequest, reply: FastifyReply, nowMs = Date.now()): Promise<void> {
   const key = req.apiKey!;
-  const limits = PLAN_LIMITS[key.plan as Plan];
+  const plan = key.plan as Plan;
+  const limits = PLAN_LIMITS[plan];
   const w = windowOf(nowMs);
-  const { n, used } = await admitRequest(pool, key.id, w.windowStart, w.month);
   const free = key.env !== 'live' || req.routeOptions.config?.unbilled === true || isFollowingPage(req);
-  req.metering = { month: w.month, used: key.env === 'live' ? used : 0, free };
-  const remaining = Math.max(0, limits.perMinute - n);
+  const a = await admitter.admit({ keyId: key.id, plan, windowStart: w.windowStart, month: w.month, reserve: !free });
+  req.metering = { month: w.month, used: key.env === 'live' ? a.used : 0, free, reserved: a.reserved };
+  const remaining = Math.max(0, limits.perMinute - a.n);
   const resetIn = Math.max(1, Math.ceil(w.resetEpoch - nowMs / 1000));
   reply.headers({
     'x-ratelimit-limit': String(limits.perMinute),
@@ -56,31 +61,43 @@ export async function admit(pool: pg.Pool, req: FastifyRequest, reply: FastifyRe
     'ratelimit-policy': `"minute";q=${limits.perMinute};w=60`,
     ratelimit: `"minute";r=${remaining};t=${resetIn}`,
   });
-  if (n > limits.perMinute) {
+  if (a.n > limits.perMinute) {
     reply.header('retry-after', String(resetIn));
     throw new AgroError('rate_limited', `${limits.perMinute} requests per minute on the ${key.plan} plan; retry in ${resetIn} s`);
   }
-  if (!free && req.metering.used >= limits.perMonth) {
+  if (!free && !a.reserved) {
     throw new AgroError('quota_exceeded', `${req.metering.used} of ${limits.perMonth} billable requests used this month on the ${key.plan} plan`);
   }
 }
 
-/** Records the answer in the history; counts it when billable. A failure is logged, never the client's. */
-export async function record(pool: pg.Pool, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+/**
+ * Once the status is known: refunds the reservation of an answer that does not count (4xx,
+ * 5xx, an idempotent replay) before the answer leaves, so that X-Quota-Used and the counter
+ * are exact when the client sees it; queues the quota.threshold events a counted answer
+ * reaches; queues the history row. A failure is logged, never the client's.
+ */
+export async function settle(pool: pg.Pool, history: HistoryWriter, req: FastifyRequest, reply: FastifyReply): Promise<void> {
   const key = req.apiKey;
   const m = req.metering;
   if (!key || !m) return;
+  req.metering = undefined; // once per request, even if onSend runs again for an error answer
   const status = reply.statusCode;
   const replayed = reply.getHeader('idempotent-replayed') === 'true';
-  const billable = !m.free && !replayed && status >= 200 && status < 300;
-  const lgpd = req.headers['x-lgpd-base-legal'];
+  const billable = m.reserved && !replayed && status >= 200 && status < 300;
   try {
-    const used = await recordRequest(pool, {
-      id: req.id, keyId: key.id, plan: key.plan as Plan, method: req.method, path: historyPath(req.url), status, billable,
-      lgpdBase: typeof lgpd === 'string' && (LGPD_BASES as readonly string[]).includes(lgpd) ? lgpd : null, month: m.month,
-    });
-    if (used !== null) reply.header('x-quota-used', String(used));
+    if (m.reserved && !billable) {
+      const used = await refundQuota(pool, key.id, m.month);
+      if (used !== null) reply.header('x-quota-used', String(used));
+    } else if (billable && reachesThreshold(key.plan as Plan, m.used)) {
+      // Only past 70 % of the month's quota, and only for an answer that counts.
+      await queueQuotaThresholds(pool, { keyId: key.id, plan: key.plan as Plan, month: m.month, used: m.used });
+    }
   } catch (err) {
-    req.log.error({ err, billable }, 'cannot record the request in the history');
+    req.log.error({ err, billable }, 'cannot refund the quota of an answer that does not count, or queue its threshold events');
   }
+  const lgpd = req.headers['x-lgpd-base-legal'];
+  history.push({
+    id: req.id, keyId: key.id, method: req.method, path: historyPath(req.url), status, billable,
+    lgpdBase: typeof lgpd === 'string' && (LGPD_BASES as readonly string[]).includes(lgpd) ? lgpd : null, createdAt: new Date(),
+  });
 }

@@ -10,6 +10,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiDeps } from '../api/deps.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import { historyPage } from './history.ts';
+import { flushHistory } from './history-writer.ts';
 import { checkKeyFormat, createKey, findActiveKey, KEY_ENVS, revokeKey, rotateKey, type ApiKey, type KeyEnv, type Plan } from './keys.ts';
 import { PLAN_LIMITS, windowOf } from './limits.ts';
 import { accountKeys, createSession, endSession, SESSION_HOURS, sessionOf, usageByDay, type Session } from './panel-sql.ts';
@@ -74,6 +75,7 @@ async function dashboard(deps: ApiDeps, s: Session, q: Record<string, string | u
   const daysInMonth = new Date(Date.UTC(y, m, 0)).getUTCDate();
   const from = q.from && DATE.test(q.from) ? q.from : null;
   const to = q.to && DATE.test(q.to) ? q.to : null;
+  await flushHistory(pool); // the usage chart counts history rows: this process's buffered ones first
   const [usage, history, keys] = await Promise.all([
     usageByDay(pool, s.key_id, month),
     historyPage(pool, { keyId: s.key_id, from, to, before: null, limit: 50 }),

@@ -1,4 +1,4 @@
-// Statements of the meta routes (serving.snapshots and serving.snapshots_legiveis only).
+// Statements of the meta routes (serving.snapshots, serving.snapshots_legiveis and serving.source_runs only).
 import type pg from 'pg';
 
 type Db = pg.Pool | pg.ClientBase;
@@ -30,5 +30,21 @@ export async function readableHistory(db: Db): Promise<{ dataset: string; uf: st
   const r = await db.query(
     `SELECT DISTINCT dataset, uf, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots_legiveis ORDER BY dataset, uf, as_of`,
   );
+  return r.rows;
+}
+
+export interface SourceRuns {
+  dataset: string;
+  uf: string | null;
+  confirmed_at: Date | null;
+  last_status: string;
+  last_started_at: Date;
+  last_finished_at: Date | null;
+  last_error_code: string | null;
+}
+
+/** Per dataset and state: the last run and the last run that found the source unchanged. */
+export async function sourceRuns(db: Db): Promise<SourceRuns[]> {
+  const r = await db.query(`SELECT dataset, uf, confirmed_at, last_status, last_started_at, last_finished_at, last_error_code FROM serving.source_runs`);
   return r.rows;
 }
