@@ -26,3 +26,35 @@ export function render(template: string, vars: Record<string, string>): string {
     return vars[k];
   });
 }
+
+// ---------- typed SQL (the shape's queries) ----------
+// A value that may be spliced into SQL text: a qualified table name, a quoted literal or an
+// expression written by the code itself. Branded so that a query function only accepts what
+// was made safe on purpose; free-form strings do not type-check.
+declare const sqlBrand: unique symbol;
+export type Sql = string & { readonly [sqlBrand]: true };
+
+/** SQL the code itself wrote (a declaration's expression, a generated select list). */
+export const sqlText = (text: string): Sql => text as Sql;
+
+/** A schema-qualified table name as ctx.stagingTable / SnapshotTarget.table return it. */
+export function tableName(qualified: string): Sql {
+  if (!/^("[^"]+"|[a-z_][a-z0-9_]*)\.("[^"]+"|[a-z_][a-z0-9_]*)$/.test(qualified)) throw new Error(`not a qualified table name: ${qualified}`);
+  return qualified as Sql;
+}
+
+/** A literal: text quoted, numbers checked finite, null as NULL. */
+export function sqlLiteral(v: string | number | boolean | null): Sql {
+  if (v === null) return 'NULL' as Sql;
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new Error(`not a finite number: ${v}`);
+    return String(v) as Sql;
+  }
+  if (typeof v === 'boolean') return (v ? 'true' : 'false') as Sql;
+  return `'${v.replace(/'/g, "''")}'` as Sql;
+}
+
+/** A named SQL file (sql/<name>.sql) with its {{placeholders}} filled by typed values only. */
+export function fillSql<K extends string>(name: string, vars: Record<K, Sql>): Sql {
+  return render(namedSql(name), vars) as Sql;
+}

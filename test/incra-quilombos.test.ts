@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { INCRA_FIXTURE, INCRA_OVERFLOW_FIXTURE, buildIncraOverflowZip, buildIncraZip, type IncraRow } from '../fixtures/incra-quilombos.ts';
-import { resolveSource } from '../pipelines/_polygon-layer.ts';
+import { resolveSource } from '../src/etl/source-files.ts';
 import { INCRA_FILE_NAME, incraQuilombos } from '../pipelines/incra-quilombos/index.ts';
 import { joinSource } from '../src/etl/download.ts';
 import { runPipeline } from '../src/etl/run.ts';

@@ -3,48 +3,71 @@
 // validation, `cria_ano` is a dd-mm-yyyy date, and `uf` holds full upper-case state
 // names that become siglas through a 27-entry accent-insensitive map; an unknown name
 // fails the quality gate (SOURCES §5.7). Duplicate cd_cnuc: the copy read last is kept.
-import { describeCounts, polygonLayerPipeline, type LayerField } from '../_polygon-layer.ts';
-import { namedSql, render } from '../../src/sql.ts';
-
-/** Canonical staging name ← spellings of the 2024_02 and 2024_10 DBFs. */
-export const CNUC_FIELDS: LayerField[] = [
-  { name: 'codigo', aliases: ['cd_cnuc'], required: true },
-  { name: 'uc_id', aliases: ['uc_id'] },
-  { name: 'nome', aliases: ['nome_uc'], required: true },
-  { name: 'categoria', aliases: ['categoria'] },
-  { name: 'grupo', aliases: ['grupo'] },
-  { name: 'esfera', aliases: ['esfera'] },
-  { name: 'data_criacao', aliases: ['cria_ano'] },
-  { name: 'ato_criacao', aliases: ['cria_ato'] },
-  { name: 'outros_atos', aliases: ['outro_ato'] },
-  { name: 'plano_manejo', aliases: ['pl_manejo'] },
-  { name: 'cogestor', aliases: ['co_gestor'] },
-  { name: 'quali_pol', aliases: ['quali_pol'] },
-  { name: 'ppgr', aliases: ['ppgr'] },
-  { name: 'area_total_ha', aliases: ['ha_total'] },
-  { name: 'area_ato_ha', aliases: ['ha_ato'] },
-  { name: 'area_fonte_ha', aliases: ['area_ha'] },
-  { name: 'ufs', aliases: ['uf'] },
-  { name: 'municipios', aliases: ['municipio'] },
-  { name: 'orgao_gestor', aliases: ['org_gestor'] },
-  { name: 'categoria_iucn', aliases: ['cat_iucn'] },
-  { name: 'amazonia', aliases: ['amazonia'] },
-  { name: 'caatinga', aliases: ['caatinga'] },
-  { name: 'cerrado', aliases: ['cerrado'] },
-  { name: 'matlantica', aliases: ['matlantica'] },
-  { name: 'pampa', aliases: ['pampa'] },
-  { name: 'pantanal', aliases: ['pantanal'] },
-  { name: 'marinho', aliases: ['marinho'] },
-  { name: 'situacao', aliases: ['situacao'] },
-  { name: 'limite', aliases: ['limite'] },
-  { name: 'docleg_id', aliases: ['docleg_id'] },
-  { name: 'wdpa_pid', aliases: ['wdpa_pid'] },
-  { name: 'nome_abreviado', aliases: ['nomeabrev'] },
-  // Always empty (SOURCES §5.4): dropped.
-  { name: 'gml_id', aliases: ['gml_id'], drop: true },
-];
+import { defineRelation, type FieldDef } from '../../src/etl/relation.ts';
+import { describeCounts, shapedPipeline } from '../../src/etl/shape.ts';
+import { polygonLayer } from '../_polygon-layer.ts';
+import { unitsWithUnknownUf, unknownUfNames } from './queries.ts';
 
 const BIOMES = ['amazonia', 'caatinga', 'cerrado', 'matlantica', 'pampa', 'pantanal', 'marinho'];
+const biomeObject = (value: (b: string) => string) => `nullif(jsonb_strip_nulls(jsonb_build_object(${BIOMES.map((b) => `'${b}', ${value(b)}`).join(', ')})), '{}'::jsonb)`;
+
+/** snap.cnuc_ucs: columns in template order, with the spellings of the 2024_02 and 2024_10 DBFs. */
+export const CNUC_UCS = defineRelation({
+  name: 'cnuc_ucs',
+  columns: [
+    { name: 'codigo', type: 'text', from: ['cd_cnuc'], required: true, sql: 'c.codigo' },
+    { name: 'uc_id', type: 'text', from: ['uc_id'], convert: 'code' },
+    { name: 'nome', type: 'text', from: ['nome_uc'], required: true, counted: true },
+    { name: 'categoria', type: 'text', from: ['categoria'], counted: true },
+    { name: 'grupo', type: 'text', from: ['grupo'], counted: true },
+    { name: 'esfera', type: 'text', from: ['esfera'], counted: true },
+    { name: 'data_criacao', type: 'date', from: ['cria_ano'], counted: true },
+    { name: 'ato_criacao', type: 'text', from: ['cria_ato'] },
+    { name: 'outros_atos', type: 'text', from: ['outro_ato'] },
+    { name: 'plano_manejo', type: 'text', from: ['pl_manejo'] },
+    { name: 'cogestor', type: 'text', from: ['co_gestor'] },
+    { name: 'area_total_ha', type: 'double precision', from: ['ha_total'], counted: true },
+    { name: 'area_ato_ha', type: 'double precision', from: ['ha_ato'] },
+    { name: 'area_fonte_ha', type: 'double precision', from: ['area_ha'] },
+    // Full state names → siglas (joins: u); a list naming an unknown state keeps its text in extra.
+    { name: 'ufs', type: 'text[]', from: ['uf'], sql: 'u.ufs', keepRaw: 'CASE WHEN u.unknown THEN s.ufs END', counted: true },
+    { name: 'municipios', type: 'text[]', from: ['municipio'], counted: true },
+    { name: 'orgao_gestor', type: 'text', from: ['org_gestor'], counted: true },
+    { name: 'categoria_iucn', type: 'text', from: ['cat_iucn'] },
+    { name: 'situacao', type: 'text', from: ['situacao'], counted: true },
+    { name: 'limite', type: 'text', from: ['limite'] },
+    { name: 'quali_pol', type: 'text', from: ['quali_pol'] },
+    { name: 'ppgr', type: 'text', from: ['ppgr'] },
+    { name: 'docleg_id', type: 'text', from: ['docleg_id'], convert: 'code' },
+    { name: 'wdpa_pid', type: 'text', from: ['wdpa_pid'], convert: 'code' },
+    { name: 'nome_abreviado', type: 'text', from: ['nomeabrev'] },
+    // One object of the biome areas; their text that is not a number is kept in extra.area_bioma_ha.
+    {
+      name: 'area_bioma_ha', type: 'jsonb',
+      sql: biomeObject((b) => `etl.parse_number(s.${b})`),
+      keepRaw: biomeObject((b) => `CASE WHEN btrim(s.${b}) <> '' AND etl.parse_number(s.${b}) IS NULL THEN s.${b} END`),
+    },
+    // geodesic: these polygons reach far from the Albers origin
+    { name: 'area_calculada_ha', type: 'double precision', sql: 'ST_Area(c.geom::geography) / 10000' },
+    { name: 'geom', type: 'geometry(MultiPolygon,4326)', sql: 'c.geom' },
+    { name: 'extra', type: 'jsonb', role: 'extra' },
+    { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
+  ],
+  fields: [
+    ...BIOMES.map((b): FieldDef => ({ name: b, from: [b], keep: 'sql', check: 'number' })),
+    // Always empty (SOURCES §5.4): dropped.
+    { name: 'gml_id', from: ['gml_id'], keep: 'drop' },
+  ],
+  joins: `CROSS JOIN LATERAL (
+  SELECT nullif(array_agg(etl.uf_sigla_from_name(x) ORDER BY n) FILTER (WHERE etl.uf_sigla_from_name(x) IS NOT NULL), '{}'::text[]) AS ufs,
+         coalesce(bool_or(etl.uf_sigla_from_name(x) IS NULL), false) AS unknown
+  FROM unnest(etl.text_list(s.ufs)) WITH ORDINALITY AS l(x, n)
+) u`,
+  indexes: { primaryKey: ['codigo'], gist: ['geom'], gin: ['ufs'] },
+});
+
+/** The staging fields (canonical name ← every spelling), as the read stage maps them. */
+export const CNUC_FIELDS = CNUC_UCS.staging;
 
 /** shp_cnuc_2024_10.zip → 2024-10-01 (SOURCES §1.8: CNUC's release is the YYYY_MM). */
 export function cnucReleaseDate(fileName: string): string | null {
@@ -52,27 +75,20 @@ export function cnucReleaseDate(fileName: string): string | null {
   return m && Number(m[2]) >= 1 && Number(m[2]) <= 12 ? `${m[1]}-${m[2]}-01` : null;
 }
 
-export const cnucUcs = polygonLayerPipeline({
+export const cnucUcs = shapedPipeline({
   name: 'cnuc-ucs',
-  relation: 'cnuc_ucs',
-  fields: CNUC_FIELDS,
-  source: { fileName: 'shp_cnuc.zip', pattern: /^shp_cnuc_\d{4}_\d{2}\.zip$/i, releaseDate: cnucReleaseDate },
+  relation: CNUC_UCS,
+  source: { fileName: 'shp_cnuc.zip', pattern: /^shp_cnuc_\d{4}_\d{2}\.zip$/i, ext: /\.zip$/i, what: 'shp_cnuc_<YYYY>_<MM>.zip', releaseDate: cnucReleaseDate, fileDates: true },
   // The layer carries no update date: among copies of a cd_cnuc the one read last wins.
-  classify: { key: "nullif(btrim(s.codigo), '')" },
-  build: 'queries/cnuc_build',
-  checks: {
-    dates: [{ column: 'data_criacao', kind: 'etl.date_kind' }],
-    numbers: ['area_total_ha', 'area_ato_ha', 'area_fonte_ha', ...BIOMES],
-  },
-  emptyColumns: ['nome', 'categoria', 'grupo', 'esfera', 'data_criacao', 'area_total_ha', 'ufs', 'municipios', 'orgao_gestor', 'situacao'],
-  ginColumns: ['ufs'],
-  async extraChecks({ client, vars, facts }) {
-    const r = await client.query(render(namedSql('queries/cnuc_unknown_ufs'), vars));
-    if (!r.rows.length) return;
-    const units = (await client.query(`SELECT count(*)::int AS n FROM ${vars.target} WHERE extra ? 'ufs'`)).rows[0].n as number;
+  ...polygonLayer({ key: "nullif(btrim(s.codigo), '')" }),
+  overlay: { camada: 'uc', kind: 'area' },
+  async facts({ client, t, target, facts }) {
+    const names = await unknownUfNames(client, t);
+    if (!names.length) return;
+    const units = await unitsWithUnknownUf(client, target);
     facts.failures.push({
       rule: 'unknown_uf_name',
-      message: `${units} unit(s) name a state outside the 27-entry map: ${describeCounts(r.rows)} (kept in extra.ufs)`,
+      message: `${units} unit(s) name a state outside the 27-entry map: ${describeCounts(names)} (kept in extra.ufs)`,
       value: units,
       threshold: 0,
     });

@@ -7,41 +7,57 @@ import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
 import { AgroError } from '../../src/errors.ts';
-import { isHttp, joinSource, type FetchedFile } from '../../src/etl/download.ts';
-import { readZipLayers } from '../../src/etl/layers.ts';
-import { checkSnapshotTable, countNulls, countUnparsed, indexSnapshotTable } from '../../src/etl/load-steps.ts';
-import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { addLayerFacts, addVerdicts, emptyFacts, sum, type QualityFacts } from '../../src/etl/quality.ts';
-import { fetchOneFile, pickFromLocalFolder } from '../../src/etl/source-files.ts';
-import type { FieldSpec } from '../../src/etl/stage-vector.ts';
+import type { QualityFacts } from '../../src/etl/quality.ts';
+import { defineRelation } from '../../src/etl/relation.ts';
+import { shapedPipeline } from '../../src/etl/shape.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
-import { namedSql, render } from '../../src/sql.ts';
+import { classifySegments, geometryCounts, snvReport } from './queries.ts';
 
 /**
- * Canonical staging name ← known spellings: the 10-character DBF names of SOURCES §8.4,
- * and the untruncated WFS property names (lower case; those are unverified).
+ * snap.dnit_snv, with the 10-character DBF names of SOURCES §8.4 and the untruncated WFS
+ * property names (lower case; those are unverified). Codes are not deduplicated: every drawn
+ * stretch of road counts for distance-to-road.
  */
-export const SNV_FIELDS: FieldSpec[] = [
-  { name: 'codigo', aliases: ['vl_codigo'], required: true },
-  // Distance-to-road keeps only main alignments: a source without the type would silently empty it.
-  { name: 'tipo_trecho', aliases: ['sg_tipo_tr', 'sg_tipo_trecho'], required: true },
-  { name: 'br', aliases: ['vl_br'] },
-  { name: 'uf', aliases: ['sg_uf'] },
-  { name: 'km_inicial', aliases: ['vl_km_inic', 'vl_km_inicial'] },
-  { name: 'km_final', aliases: ['vl_km_fina', 'vl_km_final'] },
-  { name: 'extensao_km', aliases: ['vl_extensa', 'vl_extensao'] },
-  { name: 'nome_tipo_trecho', aliases: ['nm_tipo_tr', 'nm_tipo_trecho'] },
-  { name: 'superficie', aliases: ['ds_superfi', 'ds_superficie'] },
-  { name: 'legenda', aliases: ['ds_legenda'] },
-  { name: 'jurisdicao', aliases: ['ds_jurisdi', 'ds_jurisdicao'] },
-  { name: 'unidade_local', aliases: ['ul', 'sg_ul'] },
+export const DNIT_SNV = defineRelation({
+  name: 'dnit_snv',
+  columns: [
+    { name: 'codigo', type: 'text', from: ['vl_codigo'], required: true, sql: 'c.codigo' },
+    // BR numbers come unpadded (40, '40', 40.0): zero-padded to 3 (SOURCES §8.7); else the code's first 3 digits (joins: b).
+    { name: 'br', type: 'text', from: ['vl_br'], sql: 'coalesce(b.br, b.br_of_code)', counted: true },
+    { name: 'uf', type: 'text', from: ['sg_uf'], convert: 'upper', counted: true },
+    { name: 'km_inicial', type: 'double precision', from: ['vl_km_inic', 'vl_km_inicial'] },
+    { name: 'km_final', type: 'double precision', from: ['vl_km_fina', 'vl_km_final'] },
+    { name: 'extensao_km', type: 'double precision', from: ['vl_extensa', 'vl_extensao'], counted: true },
+    { name: 'extensao_calculada_km', type: 'double precision', sql: 'ST_Length(c.g::geography) / 1000' },
+    // Distance-to-road keeps only main alignments: a source without the type would silently empty it.
+    { name: 'tipo_trecho', type: 'text', from: ['sg_tipo_tr', 'sg_tipo_trecho'], required: true, convert: 'upper', counted: true },
+    { name: 'nome_tipo_trecho', type: 'text', from: ['nm_tipo_tr', 'nm_tipo_trecho'] },
+    { name: 'superficie', type: 'text', from: ['ds_superfi', 'ds_superficie'], counted: true },
+    { name: 'legenda', type: 'text', from: ['ds_legenda'] },
+    { name: 'jurisdicao', type: 'text', from: ['ds_jurisdi', 'ds_jurisdicao'], counted: true },
+    { name: 'unidade_local', type: 'text', from: ['ul', 'sg_ul'] },
+    { name: 'versao', type: 'text', sql: 'v.versao' },
+    { name: 'extra', type: 'jsonb', role: 'extra' },
+    { name: 'geom', type: 'geometry(MultiLineString,4326)', sql: 'c.g' },
+    { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
+  ],
   // Kept in `extra` under these names.
-  { name: 'ds_codigo', aliases: ['ds_codigo'] },
-  { name: 'ds_coinc', aliases: ['ds_coinc'] },
-  { name: 'ds_tipo_pln', aliases: ['ds_tipo_pln', 'ds_tipo_pl'] },
-];
+  fields: [
+    { name: 'ds_codigo', from: ['ds_codigo'], keep: 'extra' },
+    { name: 'ds_coinc', from: ['ds_coinc'], keep: 'extra' },
+    { name: 'ds_tipo_pln', from: ['ds_tipo_pln', 'ds_tipo_pl'], keep: 'extra' },
+  ],
+  joins: `CROSS JOIN LATERAL (
+  SELECT CASE WHEN x ~ '^\\d{1,3}$' THEN lpad(x, 3, '0') END AS br,
+         CASE WHEN c.codigo ~ '^\\d{3}' THEN left(c.codigo, 3) END AS br_of_code
+  FROM (SELECT regexp_replace(btrim(s.br), '\\.0*$', '') AS x) p
+) b`,
+  indexes: { gist: ['geom'], btree: ['codigo', { name: 'br', columns: ['br', 'uf'] }] },
+  orderBy: 'c.src_seq',
+});
 
-const REPORTED_OPTIONAL = new Set(['br', 'uf', 'km_inicial', 'km_final', 'extensao_km', 'nome_tipo_trecho', 'superficie', 'legenda', 'jurisdicao', 'unidade_local']);
+/** The staging fields (canonical name ← every spelling), as the read stage maps them. */
+export const SNV_FIELDS = DNIT_SNV.staging;
 
 /** Relative gap between geodesic and declared length above which a segment is reported. */
 export const LENGTH_GAP_LIMIT = 0.1;
@@ -128,21 +144,6 @@ export function listWebdavFolder(folderUrl: string, userAgent: string, timeoutMs
   });
 }
 
-async function fetchVersion(ctx: RunContext): Promise<FetchedFile[]> {
-  const base = ctx.options.source ?? ctx.cfg.sources['dnit-snv'];
-  if (!base) throw new AgroError('usage', 'dnit-snv needs --source <YYYYMM<letter>.zip, a folder of them, or the DNIT WebDAV folder URL>');
-  const pick = (names: string[]) => newestVersion(names)!;
-  let uri = await pickFromLocalFolder(base, VERSION_FILE, pick, 'SNV version zip (YYYYMM<letter>.zip)');
-  let name: string | undefined;
-  if (isHttp(uri) && !/\.zip$/i.test(new URL(uri).pathname)) {
-    const names = await listWebdavFolder(uri, ctx.cfg.userAgent);
-    name = newestVersion(names) ?? undefined;
-    if (!name) throw new AgroError('source_not_found', `${redact(new URL(uri))} lists no SNV version zip (YYYYMM<letter>.zip)`);
-    uri = joinSource(uri, name);
-  }
-  return fetchOneFile(ctx, uri, { expect: 'zip', name });
-}
-
 /** Pipeline-specific facts, stored with the quality report beside the common ones. */
 export interface SnvFacts extends QualityFacts {
   snv: {
@@ -161,67 +162,53 @@ export interface SnvFacts extends QualityFacts {
 
 const round = (n: number, d: number) => Math.round(n * 10 ** d) / 10 ** d;
 
-async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
-  const facts = emptyFacts();
-  const file = files[0];
-  const versao = snvVersion(file.name);
-  const client = await ctx.pool.connect();
-  try {
-    // SOURCES §8.3: the SNV CRS is unverified; the reader would assume 4674 without a .prj.
-    const refuseBlind = (layers: VectorLayer[]) => {
-      const blind = layers.filter((l) => l.sridAssumed);
-      if (blind.length) {
-        throw new AgroError(
-          'missing_layer_part',
-          `${blind.map((l) => path.basename(l.file)).join(', ')} in ${file.name} has no .prj: the SNV coordinate system is not guessed (SOURCES §8.3)`,
-          { part: '.prj', layers: blind.map((l) => l.name) },
-        );
-      }
-    };
-    const staged = await readZipLayers(ctx, client, file.path, SNV_FIELDS, { table: 'snv', srid: 4674, check: refuseBlind });
-
-    const classified = ctx.stagingTable('snv_cls');
-    const built = await ctx.stage(
-      'normalise',
-      async () => {
-        await client.query(render(namedSql('queries/dnit_classify'), { classified, stage: staged.stage }));
-        const v = await client.query(
-          `SELECT verdict, count(*)::int AS n, count(*) FILTER (WHERE was_invalid)::int AS invalid FROM ${classified} GROUP BY verdict`,
-        );
-        const verdicts = Object.fromEntries(v.rows.map((x) => [x.verdict, x.n])) as Record<string, number>;
-        const repaired = v.rows.find((x) => x.verdict === 'ok')?.invalid ?? 0;
-        const invalid = v.rows.reduce((a, x) => a + x.invalid, 0);
-        const table = await target.table('dnit_snv');
-        await client.query(
-          render(namedSql('queries/dnit_snv'), {
-            target: table, classified, stage: staged.stage,
-            versao: versao ? client.escapeLiteral(versao) : 'NULL', snapshot_id: String(target.snapshotId),
-          }),
-        );
-        const rows = await checkSnapshotTable(client, 'dnit_snv', table);
-        return { table, verdicts, invalid, repaired, rows };
-      },
-      (r) => r.rows,
+/** SOURCES §8.3: the SNV CRS is unverified; the reader would assume 4674 without a .prj. */
+function refuseBlind(layers: VectorLayer[], file: { name: string }): void {
+  const blind = layers.filter((l) => l.sridAssumed);
+  if (blind.length) {
+    throw new AgroError(
+      'missing_layer_part',
+      `${blind.map((l) => path.basename(l.file)).join(', ')} in ${file.name} has no .prj: the SNV coordinate system is not guessed (SOURCES §8.3)`,
+      { part: '.prj', layers: blind.map((l) => l.name) },
     );
+  }
+}
 
-    await ctx.stage('index', () =>
-      indexSnapshotTable(client, built.table, { gist: ['geom'], btree: ['codigo', { name: 'br', columns: ['br', 'uf'] }] }),
-    );
+export const dnitSnv = shapedPipeline({
+  name: 'dnit-snv',
+  relation: DNIT_SNV,
+  source: {
+    pattern: VERSION_FILE, ext: /\.zip$/i, what: 'SNV version zip (YYYYMM<letter>.zip)',
+    newest: (names) => newestVersion(names)!,
+    listRemote: (url, ctx) => listWebdavFolder(url, ctx.cfg.userAgent),
+    releaseDate: (name) => {
+      const v = snvVersion(name);
+      return v ? versionDate(v) : null;
+    },
+  },
+  read: { srid: 4674, refuse: refuseBlind },
+  classify: classifySegments,
+  values: (file) => ({ versao: snvVersion(file.name) }),
+  overlay: { camada: 'rodovia', kind: 'distance' },
+  async facts({ client, t, target, file, facts }): Promise<Pick<SnvFacts, 'snv'>> {
+    const versao = snvVersion(file.name);
+    const g = await geometryCounts(client, t.classified);
+    facts.geometry.invalid = g.invalid;
+    facts.geometry.repaired = g.repaired;
+    facts.geometry.rejected = g.emptyAfterRepair;
 
-    // Quality facts.
-    addVerdicts(facts, built.verdicts);
-    const rep = (await client.query(render(namedSql('queries/dnit_report'), { target: built.table, limit: String(LENGTH_GAP_LIMIT) }))).rows;
-    const superficies = rep.filter((r) => r.kind === 'superficie').map((r) => ({ superficie: r.codigo as string | null, trechos: r.n as number }));
+    const rep = await snvReport(client, { target, limit: LENGTH_GAP_LIMIT });
+    const superficies = rep.filter((r) => r.kind === 'superficie').map((r) => ({ superficie: r.codigo, trechos: r.n! }));
     const divergent = rep
       .filter((r) => r.kind === 'extensao_divergente')
       .map((r) => ({
-        codigo: r.codigo as string,
-        extensao_km: r.extensao_km as number,
-        extensao_calculada_km: round(r.calculada_km, 3),
-        diferenca: round((r.calculada_km - r.extensao_km) / r.extensao_km, 4),
+        codigo: r.codigo!,
+        extensao_km: r.extensao_km!,
+        extensao_calculada_km: round(r.calculada_km!, 3),
+        diferenca: round((r.calculada_km! - r.extensao_km!) / r.extensao_km!, 4),
       }));
     const semExtensao = rep.find((r) => r.kind === 'sem_extensao_declarada')?.n ?? 0;
-    const repetidos = rep.filter((r) => r.kind === 'codigo_repetido').map((r) => ({ codigo: r.codigo as string, trechos: r.n as number }));
+    const repetidos = rep.filter((r) => r.kind === 'codigo_repetido').map((r) => ({ codigo: r.codigo!, trechos: r.n! }));
 
     const label = versao ?? file.name;
     facts.notes.push(`superficie values in ${label}: ${superficies.map((s) => `${s.superficie ?? '(empty)'} (${s.trechos})`).join(', ')}`);
@@ -235,23 +222,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     if (semExtensao) facts.notes.push(`${semExtensao} segments declare no vl_extensa`);
     if (repetidos.length) facts.notes.push(`${repetidos.length} codes are carried by several segments (all kept): ${repetidos.slice(0, 20).map((r) => r.codigo).join(', ')}`);
     if (!versao) facts.notes.push(`${file.name} is not named YYYYMM<letter>.zip: versao is NULL`);
-
-    facts.fields.empty = await countNulls(client, built.table, ['br', 'uf', 'extensao_km', 'tipo_trecho', 'superficie', 'jurisdicao']);
-    await countUnparsed(client, built.table, ['km_inicial', 'km_final', 'extensao_km'], facts);
-    facts.fields.missingOptional = staged.missingOptional.filter((n) => REPORTED_OPTIONAL.has(n));
-    facts.fields.unknown = staged.unknown;
-    facts.geometry.invalid = built.invalid;
-    facts.geometry.repaired = built.repaired;
-    facts.geometry.rejected = built.verdicts.geometry_empty_after_repair ?? 0;
-    facts.geometry.empty = built.verdicts.no_geometry ?? 0;
-    facts.geometry.outsideBrazil = built.verdicts.outside_brazil ?? 0;
-    addLayerFacts(facts, staged.layers); // every layer has a .prj (checked when read): no SRID is assumed
-    facts.encoding.replacementChars = staged.replacementChars;
-    for (const d of staged.detected) facts.notes.push(`${d.layer} had no .cpg: its DBF bytes read as ${d.encoding}`);
-    if (staged.replacementChars) facts.notes.push(`${staged.replacementChars} values hold U+FFFD (bytes not valid in ${facts.encoding.name})`);
-
-    const snvFacts: SnvFacts = {
-      ...facts,
+    return {
       snv: {
         versao,
         superficies,
@@ -259,22 +230,5 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         codigos_repetidos: repetidos.slice(0, LIST_LIMIT),
       },
     };
-    return { rowsRead: staged.rows, rowsLoaded: built.rows, rowsRejected: sum(facts.rejected), facts: snvFacts, fingerprint: staged.fingerprint };
-  } finally {
-    client.release();
-  }
-}
-
-export const dnitSnv: Pipeline & { key: string } = {
-  name: 'dnit-snv',
-  scopedByUf: false,
-  relations: ['dnit_snv'],
-  mainRelation: 'dnit_snv',
-  key: 'codigo',
-  fetch: fetchVersion,
-  async releaseDate(_ctx, files) {
-    const v = snvVersion(files[0]?.name ?? '');
-    return v ? versionDate(v) : null;
   },
-  load,
-};
+});

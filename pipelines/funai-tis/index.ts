@@ -3,49 +3,55 @@
 // names (SOURCES §4.4); both map to the same canonical columns. Accents that arrive as
 // U+FFFD fail the quality gate (SOURCES §4.2). Duplicate terrai_codigo: the copy with the
 // latest data_atualizacao is kept, then the one read last.
-import { describeCounts, polygonLayerPipeline, type LayerField } from '../_polygon-layer.ts';
-import { namedSql, render } from '../../src/sql.ts';
+import { defineRelation } from '../../src/etl/relation.ts';
+import { describeCounts, shapedPipeline } from '../../src/etl/shape.ts';
+import { polygonLayer } from '../_polygon-layer.ts';
+import { unknownUfs } from './queries.ts';
 
-/** Canonical staging name ← WFS name, then the truncated shapefile name. */
-export const FUNAI_FIELDS: LayerField[] = [
-  { name: 'codigo', aliases: ['terrai_codigo', 'terrai_cod'], required: true },
-  { name: 'nome', aliases: ['terrai_nome', 'terrai_nom'], required: true },
-  { name: 'etnias', aliases: ['etnia_nome'] },
-  { name: 'municipios', aliases: ['municipio_nome', 'municipio_'] },
-  { name: 'ufs', aliases: ['uf_sigla'] },
-  { name: 'area_declarada_ha', aliases: ['superficie_perimetro_ha', 'superficie'] },
-  { name: 'fase', aliases: ['fase_ti'] },
-  { name: 'modalidade', aliases: ['modalidade_ti', 'modalidade'] },
-  { name: 'reestudo', aliases: ['reestudo_ti', 'reestudo_t'] },
-  { name: 'coordenacao_regional', aliases: ['cr'] },
-  { name: 'faixa_fronteira', aliases: ['faixa_fronteira', 'faixa_fron'] },
-  { name: 'unidade_adm_codigo', aliases: ['undadm_codigo', 'undadm_cod'] },
-  { name: 'unidade_adm_nome', aliases: ['undadm_nome', 'undadm_nom'] },
-  { name: 'unidade_adm_sigla', aliases: ['undadm_sigla', 'undadm_sig'] },
-  { name: 'dominio_uniao', aliases: ['dominio_uniao', 'dominio_un'] },
-  { name: 'data_atualizacao', aliases: ['data_atualizacao', 'data_atual'] },
+/** snap.funai_tis: columns in template order, each with its WFS name, then its truncated shapefile name. */
+export const FUNAI_TIS = defineRelation({
+  name: 'funai_tis',
+  columns: [
+    { name: 'codigo', type: 'text', from: ['terrai_codigo', 'terrai_cod'], required: true, sql: 'c.codigo' },
+    { name: 'nome', type: 'text', from: ['terrai_nome', 'terrai_nom'], required: true, counted: true },
+    { name: 'etnias', type: 'text[]', from: ['etnia_nome'], counted: true },
+    { name: 'municipios', type: 'text[]', from: ['municipio_nome', 'municipio_'], counted: true },
+    { name: 'ufs', type: 'text[]', from: ['uf_sigla'], convert: 'upper_list', counted: true },
+    { name: 'area_declarada_ha', type: 'double precision', from: ['superficie_perimetro_ha', 'superficie'], counted: true },
+    // geodesic: these polygons reach far from the Albers origin
+    { name: 'area_calculada_ha', type: 'double precision', sql: 'ST_Area(c.geom::geography) / 10000' },
+    { name: 'fase', type: 'text', from: ['fase_ti'], counted: true },
+    { name: 'modalidade', type: 'text', from: ['modalidade_ti', 'modalidade'], counted: true },
+    { name: 'reestudo', type: 'text', from: ['reestudo_ti', 'reestudo_t'] },
+    { name: 'coordenacao_regional', type: 'text', from: ['cr'], counted: true },
+    { name: 'faixa_fronteira', type: 'boolean', from: ['faixa_fronteira', 'faixa_fron'], counted: true },
+    { name: 'unidade_adm_codigo', type: 'text', from: ['undadm_codigo', 'undadm_cod'], convert: 'code' },
+    { name: 'unidade_adm_nome', type: 'text', from: ['undadm_nome', 'undadm_nom'] },
+    { name: 'unidade_adm_sigla', type: 'text', from: ['undadm_sigla', 'undadm_sig'] },
+    { name: 'dominio_uniao', type: 'boolean', from: ['dominio_uniao', 'dominio_un'], counted: true },
+    { name: 'data_atualizacao', type: 'date', from: ['data_atualizacao', 'data_atual'], counted: true },
+    { name: 'geom', type: 'geometry(MultiPolygon,4326)', sql: 'c.geom' },
+    { name: 'extra', type: 'jsonb', role: 'extra' },
+    { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
+  ],
   // Always 0 in the service (SOURCES §4.4): dropped. `gid` (server row id) stays in extra.
-  { name: 'epsg', aliases: ['epsg'], drop: true },
-];
+  fields: [{ name: 'epsg', from: ['epsg'], keep: 'drop' }],
+  indexes: { primaryKey: ['codigo'], gist: ['geom'], gin: ['ufs'] },
+});
 
-export const funaiTis = polygonLayerPipeline({
+/** The staging fields (canonical name ← every spelling), as the read stage maps them. */
+export const FUNAI_FIELDS = FUNAI_TIS.staging;
+
+export const funaiTis = shapedPipeline({
   name: 'funai-tis',
-  relation: 'funai_tis',
-  fields: FUNAI_FIELDS,
+  relation: FUNAI_TIS,
   // GeoServer names the SHAPE-ZIP after the layer; a manual drop keeps any *.zip name.
-  source: { fileName: 'tis_poligonais.zip', pattern: /^tis_poligonais.*\.zip$/i },
-  classify: { key: 'etl.code_text(s.codigo)', newest: 'etl.parse_date(s.data_atualizacao)' },
-  build: 'queries/funai_build',
-  checks: {
-    dates: [{ column: 'data_atualizacao', kind: 'etl.date_kind' }],
-    numbers: ['area_declarada_ha'],
-    flags: ['faixa_fronteira', 'dominio_uniao'],
-  },
-  emptyColumns: ['nome', 'etnias', 'municipios', 'ufs', 'area_declarada_ha', 'fase', 'modalidade', 'coordenacao_regional', 'faixa_fronteira', 'dominio_uniao', 'data_atualizacao'],
-  ginColumns: ['ufs'],
-  failOnReplacementChars: true,
-  async extraChecks({ client, vars, facts }) {
-    const r = await client.query(render(namedSql('queries/funai_unknown_ufs'), vars));
-    if (r.rows.length) facts.notes.push(`uf_sigla values that are not UF siglas (loaded as given): ${describeCounts(r.rows)}`);
+  source: { fileName: 'tis_poligonais.zip', pattern: /^tis_poligonais.*\.zip$/i, ext: /\.zip$/i, what: 'tis_poligonais.zip', fileDates: true },
+  ...polygonLayer({ key: 'etl.code_text(s.codigo)', newest: 'etl.parse_date(s.data_atualizacao)' }),
+  replacementChars: 'fail',
+  overlay: { camada: 'ti', kind: 'area' },
+  async facts({ client, t, facts }) {
+    const r = await unknownUfs(client, t);
+    if (r.length) facts.notes.push(`uf_sigla values that are not UF siglas (loaded as given): ${describeCounts(r)}`);
   },
 });

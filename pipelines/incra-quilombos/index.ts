@@ -9,67 +9,84 @@
 // the process number, else UF/municipality/community, else a hash of the geometry, whichever
 // no other such row shares (sql/queries/incra_keys.sql). The report counts the overflowed
 // cells (fields.overflowed.codigo) and the fallbacks (facts.incra.chave_substituta).
-import { describeCounts, polygonLayerPipeline, type LayerField } from '../_polygon-layer.ts';
-import { namedSql, render } from '../../src/sql.ts';
+import { defineRelation, type ColumnDef } from '../../src/etl/relation.ts';
+import { describeCounts, shapedPipeline } from '../../src/etl/shape.ts';
+import { sqlText } from '../../src/sql.ts';
+import { polygonLayer } from '../_polygon-layer.ts';
+import { createFallbackKeys, fallbackKeyCounts, unknownUfs } from './queries.ts';
 
 /** The official file name (with a non-ASCII 'Á'; URLs carry it percent-encoded). */
 export const INCRA_FILE_NAME = 'Áreas de Quilombolas.zip';
 
-/** Canonical staging name ← shapefile name (SOURCES §6.4). */
-export const INCRA_FIELDS: LayerField[] = [
-  { name: 'codigo', aliases: ['cd_quilomb', 'cd_quilombo'], required: true },
-  { name: 'comunidade', aliases: ['nm_comunid', 'nm_comunidade'], required: true },
-  { name: 'municipio', aliases: ['nm_municip', 'nm_municipio'] },
-  { name: 'uf', aliases: ['cd_uf'] },
-  { name: 'sr_incra', aliases: ['cd_sr'] },
-  { name: 'numero_processo', aliases: ['nr_process', 'nr_processo'] },
-  { name: 'data_portaria', aliases: ['dt_publica', 'dt_publicacao'] },
-  { name: 'data_publicacao_decreto', aliases: ['dt_public1'] },
-  { name: 'data_decreto', aliases: ['dt_decreto'] },
-  { name: 'data_titulacao', aliases: ['dt_titulac', 'dt_titulacao'] },
-  { name: 'familias', aliases: ['nr_familia', 'nr_familias'] },
-  { name: 'area_ha', aliases: ['nr_area_ha'] },
-  { name: 'perimetro', aliases: ['nr_perimet', 'nr_perimetro'] },
-  { name: 'area_calc_fonte', aliases: ['area_calc_'] },
-  { name: 'perimetro_calc_fonte', aliases: ['perimetro_'] },
-  { name: 'cod_sipra', aliases: ['cd_sipra'] },
-  { name: 'observacao', aliases: ['ob_descric', 'ob_descricao'] },
-  { name: 'titulado', aliases: ['st_titulad', 'st_titulado'] },
-  { name: 'tipo_levantamento', aliases: ['tp_levanta', 'tp_levantamento'] },
-  { name: 'esfera', aliases: ['esfera'] },
-  { name: 'fase', aliases: ['fase'] },
-  { name: 'responsavel', aliases: ['responsave', 'responsavel'] },
-];
+/** Dates come as dd/mm/yyyy or yyyy-mm-dd in the same column. */
+const date = (name: string, from: string[]): ColumnDef => ({ name, type: 'date', from, convert: 'date_dmy_iso', counted: true });
 
-const DATE_COLUMNS = ['data_portaria', 'data_publicacao_decreto', 'data_decreto', 'data_titulacao'];
+/** snap.incra_quilombos: columns in template order with their shapefile names (SOURCES §6.4). */
+export const INCRA_QUILOMBOS = defineRelation({
+  name: 'incra_quilombos',
+  columns: [
+    { name: 'codigo', type: 'text', from: ['cd_quilomb', 'cd_quilombo'], required: true, sql: 'c.codigo' },
+    { name: 'comunidade', type: 'text', from: ['nm_comunid', 'nm_comunidade'], required: true, counted: true },
+    { name: 'municipio', type: 'text', from: ['nm_municip', 'nm_municipio'], counted: true },
+    // A sigla (SOURCES §6.7); anything else loads as NULL with its text kept.
+    {
+      name: 'uf', type: 'text', from: ['cd_uf'], counted: true,
+      sql: 'CASE WHEN etl.uf_ibge_code(btrim(s.uf)) IS NOT NULL THEN upper(btrim(s.uf)) END',
+      keepRaw: "CASE WHEN btrim(s.uf) <> '' AND etl.uf_ibge_code(btrim(s.uf)) IS NULL THEN s.uf END",
+    },
+    { name: 'sr_incra', type: 'text', from: ['cd_sr'] },
+    { name: 'numero_processo', type: 'text', from: ['nr_process', 'nr_processo'] },
+    { name: 'fase', type: 'text', from: ['fase'], counted: true },
+    { name: 'esfera', type: 'text', from: ['esfera'], counted: true },
+    { name: 'responsavel', type: 'text', from: ['responsave', 'responsavel'] },
+    { name: 'familias', type: 'integer', from: ['nr_familia', 'nr_familias'], counted: true },
+    { name: 'area_ha', type: 'double precision', from: ['nr_area_ha'], counted: true },
+    { name: 'perimetro', type: 'double precision', from: ['nr_perimet', 'nr_perimetro'] },
+    { name: 'area_calc_fonte', type: 'double precision', from: ['area_calc_'] },
+    { name: 'perimetro_calc_fonte', type: 'double precision', from: ['perimetro_'] },
+    // geodesic: these polygons reach far from the Albers origin
+    { name: 'area_calculada_ha', type: 'double precision', sql: 'ST_Area(c.geom::geography) / 10000' },
+    { name: 'titulado', type: 'boolean', from: ['st_titulad', 'st_titulado'], counted: true },
+    date('data_portaria', ['dt_publica', 'dt_publicacao']),
+    date('data_publicacao_decreto', ['dt_public1']),
+    date('data_decreto', ['dt_decreto']),
+    date('data_titulacao', ['dt_titulac', 'dt_titulacao']),
+    { name: 'cod_sipra', type: 'text', from: ['cd_sipra'] },
+    { name: 'observacao', type: 'text', from: ['ob_descric', 'ob_descricao'] },
+    { name: 'tipo_levantamento', type: 'text', from: ['tp_levanta', 'tp_levantamento'] },
+    { name: 'geom', type: 'geometry(MultiPolygon,4326)', sql: 'c.geom' },
+    { name: 'extra', type: 'jsonb', role: 'extra' },
+    { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
+  ],
+  // A territory keyed by a fallback says which one ('processo', 'comunidade', 'geometria').
+  extra: { codigo_origem: 'k.origem' },
+  indexes: { primaryKey: ['codigo'], gist: ['geom'], btree: ['uf'] },
+});
 
-export const incraQuilombos = polygonLayerPipeline({
+/** The staging fields (canonical name ← every spelling), as the read stage maps them. */
+export const INCRA_FIELDS = INCRA_QUILOMBOS.staging;
+
+export const incraQuilombos = shapedPipeline({
   name: 'incra-quilombos',
-  relation: 'incra_quilombos',
-  fields: INCRA_FIELDS,
-  source: { fileName: INCRA_FILE_NAME, pattern: /quilomb.*\.zip$/i },
+  relation: INCRA_QUILOMBOS,
+  source: { fileName: INCRA_FILE_NAME, pattern: /quilomb.*\.zip$/i, ext: /\.zip$/i, what: INCRA_FILE_NAME, fileDates: true },
   // The layer carries no update date: among copies of a cd_quilomb the one read last wins.
-  classify: { key: 'etl.code_text(s.codigo)', fallbackKeys: 'queries/incra_keys' },
-  build: 'queries/incra_build',
-  checks: {
-    dates: DATE_COLUMNS.map((column) => ({ column, kind: 'etl.date_dmy_iso_kind' as const })),
-    numbers: ['area_ha', 'perimetro', 'area_calc_fonte', 'perimetro_calc_fonte'],
-    flags: ['titulado'],
-  },
-  emptyColumns: ['comunidade', 'municipio', 'uf', 'fase', 'esfera', 'familias', 'area_ha', 'titulado', ...DATE_COLUMNS],
-  btreeColumns: ['uf'],
-  async extraChecks({ client, vars, facts }) {
-    const keys = await client.query(
-      `SELECT k.origem, count(*)::int AS n FROM ${vars.keys} k JOIN ${vars.classified} c ON c.src_seq = k.src_seq
-        WHERE c.verdict = 'ok' AND k.origem IS NOT NULL GROUP BY 1 ORDER BY 1`,
-    );
-    const fallbacks: Record<string, number> = Object.fromEntries(keys.rows.map((r) => [r.origem, r.n]));
-    Object.assign(facts, { incra: { chave_substituta: fallbacks } });
+  ...polygonLayer({
+    key: 'etl.code_text(s.codigo)',
+    async fallbackKeys({ client, t }) {
+      await createFallbackKeys(client, { keys: t.aux('keys'), stage: t.stage });
+      return t.aux('keys');
+    },
+  }),
+  joins: (t) => sqlText(`LEFT JOIN ${t.aux('keys')} k ON k.src_seq = s.src_seq`),
+  overlay: { camada: 'quilombo', kind: 'area' },
+  async facts({ client, t, facts }) {
+    const keys = await fallbackKeyCounts(client, { keys: t.aux('keys'), classified: t.classified });
+    const fallbacks: Record<string, number> = Object.fromEntries(keys.map((r) => [r.origem, r.n]));
     const total = Object.values(fallbacks).reduce((a, b) => a + b, 0);
-    if (total) facts.notes.push(`${total} territories without a usable cd_quilomb kept under a fallback key (${keys.rows.map((r) => `${r.origem} ${r.n}`).join(', ')}; extra.codigo_origem says which)`);
-    const r = await client.query(render(namedSql('queries/incra_unknown_ufs'), vars));
-    if (r.rows.length) facts.notes.push(`cd_uf values that are not UF siglas (uf loaded as NULL, text kept in extra): ${describeCounts(r.rows)}`);
-    const frac = await client.query(`SELECT count(*)::int AS n FROM ${vars.target} WHERE extra ? 'familias'`);
-    if (frac.rows[0].n) facts.notes.push(`familias: ${frac.rows[0].n} value(s) are not whole numbers (loaded as NULL, source text kept in extra)`);
+    if (total) facts.notes.push(`${total} territories without a usable cd_quilomb kept under a fallback key (${keys.map((r) => `${r.origem} ${r.n}`).join(', ')}; extra.codigo_origem says which)`);
+    const r = await unknownUfs(client, t);
+    if (r.length) facts.notes.push(`cd_uf values that are not UF siglas (uf loaded as NULL, text kept in extra): ${describeCounts(r)}`);
+    return { incra: { chave_substituta: fallbacks } };
   },
 });

@@ -1,5 +1,6 @@
--- Why each staged feature of a national polygon layer (pipelines/_polygon-layer.ts) is
--- kept or not, with its final geometry (repaired, polygonal, 2D, EPSG:4326, multi).
+-- Why each staged feature of a national polygon layer (pipelines/_polygon-layer.ts, run by
+-- src/etl/sql/polygon-layer.ts) is kept or not, with its final geometry (repaired, polygonal,
+-- 2D, EPSG:4326, multi).
 -- Declared by each pipeline: {{key}}, the key expression over the staged row `s`, and
 -- {{newest}}, the staged row's update date (NULL::date for a layer that carries none);
 -- key_join (a placeholder) joins the layer's fallback keys as `k` when it declares them (else empty).

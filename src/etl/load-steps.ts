@@ -3,7 +3,6 @@
 import type pg from 'pg';
 import { ident } from '../db/pool.ts';
 import { getSnapshot } from './catalog.ts';
-import { addCounts, type QualityFacts } from './quality.ts';
 import { assertSameShape } from './repair.ts';
 import { VERDICT_EXAMPLES } from './quality.ts';
 import { verdictExamples } from './verdict-examples.ts';
@@ -67,12 +66,4 @@ export async function releaseDateLiteral(client: pg.ClientBase, snapshotId: numb
   const asOf = (await getSnapshot(client, snapshotId))?.as_of;
   if (!asOf || !/^\d{4}-\d{2}-\d{2}$/.test(asOf)) throw new Error(`snapshot ${snapshotId} has no as_of date`);
   return `'${asOf}'::date`;
-}
-
-/** Counts values a build kept raw in `extra` under their column's name because they did not parse (facts.fields.unparsed). */
-export async function countUnparsed(client: pg.ClientBase, table: string, columns: readonly string[], facts: QualityFacts): Promise<void> {
-  const r = await client.query(`SELECT ${columns.map((c, i) => `count(*) FILTER (WHERE extra ? $${i + 1})::int AS ${ident(c)}`).join(', ')} FROM ${table}`, [...columns]);
-  addCounts(facts, 'unparsed', r.rows[0]);
-  const counts = Object.entries(r.rows[0] as Record<string, number>).filter(([, n]) => n > 0);
-  if (counts.length) facts.notes.push(`values that are not numbers (NULL, text kept in extra): ${counts.map(([c, n]) => `${c} ${n}`).join(', ')}`);
 }

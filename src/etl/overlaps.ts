@@ -13,6 +13,7 @@ import type { Logger } from '../log.ts';
 import { namedSql, render } from '../sql.ts';
 import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
+import { PIPELINES } from '../../pipelines/registry.ts';
 
 export interface Overlay {
   camada: string;
@@ -26,14 +27,8 @@ export interface Overlay {
   filter?: string;
 }
 
-export const OVERLAYS: Overlay[] = [
-  { camada: 'embargo', dataset: 'ibama-embargos', relation: 'ibama_embargos', idColumn: 'numero_tad', kind: 'area', active: 'ativo' },
-  { camada: 'uc', dataset: 'cnuc-ucs', relation: 'cnuc_ucs', idColumn: 'codigo', kind: 'area' },
-  { camada: 'ti', dataset: 'funai-tis', relation: 'funai_tis', idColumn: 'codigo', kind: 'area' },
-  { camada: 'quilombo', dataset: 'incra-quilombos', relation: 'incra_quilombos', idColumn: 'codigo', kind: 'area' },
-  { camada: 'municipio', dataset: 'ibge-municipios', relation: 'ibge_municipios', idColumn: 'geocodigo', kind: 'area', filter: 'is_municipio' },
-  { camada: 'rodovia', dataset: 'dnit-snv', relation: 'dnit_snv', idColumn: 'codigo', kind: 'distance' },
-];
+/** The overlays, each declared by its layer's pipeline (Pipeline.overlay), in registry order. */
+export const OVERLAYS: Overlay[] = PIPELINES.flatMap((p) => (p.overlay ? [p.overlay] : []));
 
 const CAR_DATASET = 'sicar';
 const PAIR_LOCK = 727002;

@@ -5,6 +5,7 @@ import type pg from 'pg';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { FetchedFile } from './download.ts';
+import type { Overlay } from './overlaps.ts';
 import type { QualityFacts } from './quality.ts';
 
 export interface RunOptions {
@@ -27,6 +28,8 @@ export interface RunContext {
   log: Logger;
   runId: number;
   options: RunOptions;
+  /** The source to load, resolved once: --source, else the configured AGRO_SOURCE_<PIPELINE>; undefined when neither. */
+  source: string | undefined;
   /** UF for per-state datasets, '' for national ones. */
   scope: string;
   /** Raw store folder for this pipeline and scope. */
@@ -40,6 +43,8 @@ export interface RunContext {
 
 export interface SnapshotTarget {
   snapshotId: number;
+  /** The snapshot's as_of (yyyy-mm-dd), resolved once: --as-of, else the publisher's release date, else today. */
+  asOf: string;
   /** Qualified name of the snapshot table of a relation, registered with the catalogue. */
   table(relation: string): Promise<string>;
   /** The current snapshot table of a relation for the same scope, when there is one. */
@@ -72,4 +77,6 @@ export interface Pipeline {
   releaseDate?(ctx: RunContext, files: FetchedFile[]): Promise<string | null>;
   /** Read, normalise and load into the snapshot tables (indexes and ANALYZE included). */
   load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult>;
+  /** The overlay this layer is for CAR properties (derived.car_overlaps), declared by the layer itself. */
+  overlay?: Overlay;
 }

@@ -204,6 +204,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     };
     const ctx: RunContext = {
       cfg, pool, log: runLog, runId, options, scope,
+      source: options.source ?? cfg.sources[pipeline.name],
       rawDir: path.join(cfg.dataDir, 'raw', pipeline.name, ...(uf ? [uf] : [])),
       workDir,
       stage,
@@ -233,6 +234,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     const sid = snapshotId;
     const target: SnapshotTarget = {
       snapshotId: sid,
+      asOf,
       async table(relation) {
         const t = qualifiedSnapshotTable(relation, sid);
         await catalog.addSnapshotTable(pool, sid, t);

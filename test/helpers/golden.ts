@@ -1,0 +1,50 @@
+// Golden in/out files for the pipelines (Turf's test/in → test/out): a committed fixture goes
+// in; out come the snapshot's rows as GeoJSON (geometry as GeoJSON, features sorted by key,
+// numbers rounded to 6 decimals) and the quality facts as JSON. Regenerate with
+// UPDATE_GOLDEN=1 and review the diff: a change there is a change in what users get.
+import fs from 'node:fs';
+import path from 'node:path';
+import type pg from 'pg';
+import { expect } from 'vitest';
+
+const DECIMALS = 6;
+
+/** Numbers rounded (stable across platforms' float noise), object keys as they come. */
+function stable(v: unknown): unknown {
+  if (typeof v === 'number') return Number.isInteger(v) ? v : Number(v.toFixed(DECIMALS));
+  if (Array.isArray(v)) return v.map(stable);
+  if (v && typeof v === 'object' && !(v instanceof Date)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, stable(x)]));
+  if (v instanceof Date) return v.toISOString().slice(0, 10);
+  return v;
+}
+
+/** The rows of a snapshot table as a FeatureCollection sorted by `key` (then by geometry, for keys several rows share). */
+export async function snapshotGeoJson(db: pg.Pool, table: string, key: string): Promise<string> {
+  const cols = await db.query(
+    `SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+    [table],
+  );
+  const geoms = cols.rows.filter((c) => c.type.startsWith('geometry')).map((c) => c.attname as string);
+  const main = geoms.includes('geom') ? 'geom' : geoms[0];
+  const select = cols.rows
+    .filter((c) => c.attname !== 'snapshot_id')
+    .map((c) => (geoms.includes(c.attname) ? `ST_AsGeoJSON("${c.attname}", ${DECIMALS})::json AS "${c.attname}"` : `"${c.attname}"`));
+  const r = await db.query(`SELECT ${select.join(', ')} FROM ${table} ORDER BY "${key}", ST_AsText("${main}")`);
+  const features = r.rows.map((row) => {
+    const { [main]: geometry, ...properties } = row;
+    return { type: 'Feature', geometry: stable(geometry), properties: stable(properties) };
+  });
+  return JSON.stringify({ type: 'FeatureCollection', features }, null, 1) + '\n';
+}
+
+/** Quality facts with numbers rounded and snapshot table names without their id (it depends on what ran before). */
+export const factsJson = (facts: object): string => JSON.stringify(stable(facts), null, 1).replace(/__s\d+\\"/g, '__s<id>\\"') + '\n';
+
+/** Compares `actual` with the golden file, or writes it under UPDATE_GOLDEN=1 (or when it does not exist yet). */
+export function expectGolden(file: string, actual: string): void {
+  if (process.env.UPDATE_GOLDEN || !fs.existsSync(file)) {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, actual);
+  }
+  expect(actual).toBe(fs.readFileSync(file, 'utf8'));
+}

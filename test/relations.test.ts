@@ -1,0 +1,84 @@
+// Declarations and templates agree: every relation a shaped pipeline declares lists exactly the
+// columns (names, order, types) of its snap.<relation>__template, checked without loading; a
+// declaration that disagrees is caught; and adding a column is the declaration plus one line of
+// migration (etl.add_relation_column), proven end to end on the FUNAI fixture.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { FUNAI_FIXTURE, buildFunaiZip } from '../fixtures/funai-tis.ts';
+import { FUNAI_TIS, funaiTis } from '../pipelines/funai-tis/index.ts';
+import { PIPELINES } from '../pipelines/registry.ts';
+import { OVERLAYS } from '../src/etl/overlaps.ts';
+import { declaredShape, defineRelation, type Relation } from '../src/etl/relation.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { shapedPipeline, type ShapedPipeline } from '../src/etl/shape.ts';
+import { templateShape } from '../src/etl/sql/shape.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const shaped = PIPELINES.filter((p): p is ShapedPipeline => 'spec' in p && !!(p as ShapedPipeline).spec?.relation);
+
+let db: TestDb;
+beforeAll(async () => {
+  db = await testDatabase();
+});
+afterAll(async () => {
+  await db.drop();
+});
+
+describe('relation declarations', () => {
+  test('the shaped pipelines include the national layers', () => {
+    expect(shaped.map((p) => p.name)).toEqual(expect.arrayContaining(['funai-tis', 'cnuc-ucs', 'incra-quilombos']));
+  });
+
+  for (const p of shaped) {
+    test(`${p.name}: the declaration of ${p.spec.relation.name} is its template`, async () => {
+      expect(declaredShape(p.spec.relation)).toBe(await templateShape(db.pool, p.spec.relation.name));
+    });
+  }
+
+  test('a declaration that disagrees with its template is caught', async () => {
+    const swapped: Relation = defineRelation({ ...FUNAI_TIS, columns: [FUNAI_TIS.columns[1], FUNAI_TIS.columns[0], ...FUNAI_TIS.columns.slice(2)] });
+    expect(declaredShape(swapped)).not.toBe(await templateShape(db.pool, 'funai_tis'));
+    const retyped = defineRelation({ ...FUNAI_TIS, columns: FUNAI_TIS.columns.map((c) => (c.name === 'fase' ? { ...c, type: 'integer' } : c)) });
+    expect(declaredShape(retyped)).not.toBe(await templateShape(db.pool, 'funai_tis'));
+  });
+
+  test('a declaration that cannot be built fails when it is made', () => {
+    expect(() => defineRelation({ ...FUNAI_TIS, columns: FUNAI_TIS.columns.filter((c) => c.role !== 'extra') })).toThrow(/extra and snapshot_id/);
+    expect(() => defineRelation({ ...FUNAI_TIS, columns: [...FUNAI_TIS.columns, { name: 'x', type: 'point' as string, from: ['x'] }] })).toThrow(/name a conversion/);
+    expect(() => defineRelation({ ...FUNAI_TIS, fields: [{ name: 'nome', from: ['nome'], keep: 'extra' }] })).toThrow(/nome declared twice/);
+  });
+
+  test('the overlays are the layers’ own declarations', () => {
+    expect(OVERLAYS.find((o) => o.camada === 'ti')).toEqual({ camada: 'ti', kind: 'area', idColumn: 'codigo', dataset: 'funai-tis', relation: 'funai_tis' });
+    expect(new Set(OVERLAYS.map((o) => o.camada))).toEqual(new Set(['embargo', 'uc', 'ti', 'quilombo', 'municipio', 'rodovia']));
+  });
+
+  test('adding a column: the declaration plus etl.add_relation_column, over a published snapshot', async () => {
+    const source = path.join(ROOT, 'fixtures/funai-tis/tis_poligonais.zip');
+    const first = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, funaiTis, { source, asOf: '2025-06-01' });
+    expect(first.status).toBe('published');
+
+    // The migration line, then the declaration's new last column (the phase in upper case).
+    await db.pool.query(`SELECT etl.add_relation_column('funai_tis', 'fase_maiuscula', 'text')`);
+    const withColumn = defineRelation({ ...FUNAI_TIS, columns: [...FUNAI_TIS.columns, { name: 'fase_maiuscula', type: 'text', sql: 'upper(btrim(s.fase))' }] });
+    expect(declaredShape(withColumn)).toBe(await templateShape(db.pool, 'funai_tis'));
+    // The published snapshot gained the column too (NULL), so current.funai_tis keeps answering.
+    const before = await db.pool.query('SELECT count(*)::int AS n, count(fase_maiuscula)::int AS filled FROM "current".funai_tis');
+    expect(before.rows[0]).toEqual({ n: first.rows_loaded, filled: 0 });
+
+    // The next release (another file: the same one would be 'unchanged') loads the column.
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'relations-'));
+    const next = await buildFunaiZip(tmp, { rows: FUNAI_FIXTURE.slice(1) });
+    const pipeline = shapedPipeline({ ...funaiTis.spec, relation: withColumn });
+    const second = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, pipeline, { source: next, asOf: '2025-06-02', force: true });
+    fs.rmSync(tmp, { recursive: true, force: true });
+    expect(second.status).toBe('published');
+    const after = await db.pool.query(`SELECT codigo, fase, fase_maiuscula FROM "current".funai_tis WHERE fase IS NOT NULL ORDER BY codigo`);
+    expect(after.rows.length).toBeGreaterThan(0);
+    for (const r of after.rows) expect(r.fase_maiuscula).toBe(r.fase.trim().toUpperCase());
+  });
+});
