@@ -13,14 +13,17 @@ import { testDatabase, type TestDb } from './helpers/db.ts';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const AS_OF = '2025-06-01';
 
-/** pipeline → its fixture (in), relation and key. The as-of date is fixed: file dates would vary by checkout. */
-const CASES = [
+/** pipeline → its fixture (in), relation and key (and scope). The as-of date is fixed: file dates would vary by checkout. */
+const CASES: { pipeline: string; fixture: string; relation: string; key: string; name?: string; uf?: string }[] = [
   { pipeline: 'funai-tis', fixture: 'fixtures/funai-tis/tis_poligonais.zip', relation: 'funai_tis', key: 'codigo' },
   { pipeline: 'cnuc-ucs', fixture: 'fixtures/cnuc-ucs/shp_cnuc_2024_10.zip', relation: 'cnuc_ucs', key: 'codigo' },
   { pipeline: 'incra-quilombos', fixture: 'fixtures/incra-quilombos/Áreas de Quilombolas.zip', relation: 'incra_quilombos', key: 'codigo' },
   { pipeline: 'incra-quilombos', fixture: 'fixtures/incra-quilombos-overflow/Áreas de Quilombolas.zip', relation: 'incra_quilombos', key: 'codigo', name: 'incra-quilombos-overflow' },
   { pipeline: 'ibge-municipios', fixture: 'fixtures/ibge-municipios/BR_Municipios_2024.zip', relation: 'ibge_municipios', key: 'geocodigo' },
   { pipeline: 'dnit-snv', fixture: 'fixtures/dnit-snv/202507A.zip', relation: 'dnit_snv', key: 'codigo' },
+  // SICAR, one state: AREA_IMOVEL (split in two layers) and the three themes; both relations.
+  { pipeline: 'sicar', fixture: 'fixtures/sicar/GO', relation: 'car_imovel', key: 'car', uf: 'GO', name: 'sicar-GO' },
+  { pipeline: 'sicar', fixture: 'fixtures/sicar/GO', relation: 'car_tema', key: 'car', uf: 'GO', name: 'sicar-GO-car_tema' },
 ];
 
 let db: TestDb;
@@ -36,7 +39,7 @@ describe('golden in/out', () => {
     const name = c.name ?? c.pipeline;
     test(name, async () => {
       const pipeline = findPipeline(c.pipeline)!;
-      const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, pipeline, { source: path.join(ROOT, c.fixture), asOf: AS_OF, force: true });
+      const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, pipeline, { source: path.join(ROOT, c.fixture), asOf: AS_OF, force: true, ...(c.uf ? { uf: c.uf } : {}) });
       expect(out.snapshot_id).not.toBeNull();
       const q = await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id]);
       const dir = path.join(ROOT, 'test/golden', name);
