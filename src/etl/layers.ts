@@ -6,14 +6,11 @@
 // opened for the streaming reader (stageLayers reads their .shp and .dbf without GDAL).
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import type pg from 'pg';
 import { AgroError, isAgroError } from '../errors.ts';
 import { extractZip, type ZipLimits } from './archive.ts';
 import { distrustStored } from './download.ts';
 import { canStream } from './read/shp-stream.ts';
-import type { RunContext } from './pipeline.ts';
-import { describeLayer } from './quality.ts';
-import { stageLayers, type FieldSpec, type LayerStageResult } from './stage-vector.ts';
+import type { LayerStageResult } from './stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from './vector-reader.ts';
 
 /** Sidecars a shapefile layer is read with; anything else in an archive is never inflated. */
@@ -80,43 +77,4 @@ export function encodingNotes(layers: VectorLayer[]): string[] {
     );
   }
   return notes;
-}
-
-export interface OpenedLayers {
-  layers: VectorLayer[];
-  /** Layers without a .cpg or .cst and the encoding the engine's rule chose for them. */
-  detected: { layer: string; encoding: string; decidedBy: string }[];
-}
-
-/** Extracts a zip's layer members and opens every shapefile in it, sub-folders included. */
-export async function openZipLayers(zipPath: string, workDir: string, o: ZipLayerOptions): Promise<OpenedLayers> {
-  const layers = await layersFromZip(zipPath, workDir, o);
-  const detected = layers.filter((l) => l.encodingAssumed).map((l) => ({ layer: l.name, encoding: l.encoding, decidedBy: l.encodingDecidedBy }));
-  return { layers, detected };
-}
-
-/**
- * The read stage of a source that is one zip of shapefiles: its layers opened as
- * openZipLayers does and staged (stageLayers) into the run's staging table `table`.
- * `check` may refuse the layers before anything is staged.
- */
-export async function readZipLayers(
-  ctx: RunContext,
-  client: pg.ClientBase,
-  zipPath: string,
-  fields: FieldSpec[],
-  o: { table: string; srid: number; check?: (layers: VectorLayer[]) => void },
-) {
-  return ctx.stage(
-    'read',
-    async () => {
-      const opened = await openZipLayers(zipPath, ctx.workDir, { srid: o.srid, limits: ctx.cfg.zip });
-      o.check?.(opened.layers);
-      const stage = ctx.stagingTable(o.table);
-      const r = await stageLayers(client, stage, opened.layers, fields);
-      return { ...r, ...opened, stage };
-    },
-    (s) => s.rows,
-    (s) => ({ layers: s.layers.map(describeLayer), reader: s.reader, read: readerNote(s) }),
-  );
 }
