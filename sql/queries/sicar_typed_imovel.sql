@@ -2,7 +2,9 @@
 -- its verdict (why it is kept or not, in priority order) and what the facts count. The build
 -- (CAR_IMOVEL's declaration) and the facts read only this table: no join back to the staged
 -- rows, no second scan of them. Repairs are in the staged row itself (repair.ts repairInPlace);
--- the verdict is etl.sicar_verdict (migration 0030), shared with the themes. Dates after the
+-- the verdict is etl.sicar_verdict (migration 0030), shared with the themes. No lateral here
+-- has OFFSET 0: that would make the statement parallel-restricted (one core); the cheap
+-- expressions are inlined where they are used instead. Dates after the
 -- release date (as_of, contract §3) and dates or numbers that do not parse are NULL, their
 -- source text kept in `extra` under the column's name; a run of asterisks is no value.
 CREATE UNLOGGED TABLE {{typed}} AS
@@ -12,7 +14,6 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 
        nullif(btrim(s.des_condic), '')::text AS condicao,
        etl.parse_number(s.mod_fiscal) AS modulos_fiscais,
        etl.parse_number(s.num_area) AS area_total_ha,
-       etl.area_ha(g.geom) AS area_calculada_ha,
        etl.date_not_after(k.criaca, {{as_of}}) AS data_inscricao,
        etl.date_not_after(k.atuali, {{as_of}}) AS data_atualizacao,
        k.atuali AS updated,
@@ -30,14 +31,12 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 
 FROM {{stage}} s
 CROSS JOIN LATERAL (
   SELECT upper(btrim(s.car)) AS car, etl.parse_date(s.dat_criaca) AS criaca, etl.parse_date(s.dat_atuali) AS atuali
-  OFFSET 0 -- evaluated once per row, not once per reference
 ) k
 CROSS JOIN LATERAL (
   SELECT etl.date_unkept_text(s.dat_criaca, {{as_of}}) AS di,
          etl.date_unkept_text(s.dat_atuali, {{as_of}}) AS da,
          CASE WHEN btrim(s.num_area) <> '' AND etl.parse_number(s.num_area) IS NULL AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS at,
          CASE WHEN btrim(s.mod_fiscal) <> '' AND etl.parse_number(s.mod_fiscal) IS NULL AND NOT etl.is_overflow(s.mod_fiscal) THEN s.mod_fiscal END AS mf
-  OFFSET 0
 ) u
-CROSS JOIN LATERAL (SELECT etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair) AS verdict OFFSET 0) w
-CROSS JOIN LATERAL (SELECT CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom OFFSET 0) g
+CROSS JOIN LATERAL (SELECT etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair) AS verdict) w
+CROSS JOIN LATERAL (SELECT CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom) g

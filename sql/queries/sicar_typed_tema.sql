@@ -7,16 +7,15 @@
 CREATE UNLOGGED TABLE {{typed}} AS
 SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, {{tema}}::text AS tema_base,
        nullif(btrim(s.cod_tema), '')::text AS cod_tema, nullif(btrim(s.nom_tema), '')::text AS nome_tema,
-       etl.parse_number(s.num_area) AS area_ha, etl.area_ha(g.geom) AS area_calculada_ha,
+       etl.parse_number(s.num_area) AS area_ha,
        etl.car_situacao(s.ind_status) AS situacao, nullif(btrim(s.des_condic), '')::text AS condicao,
        g.geom,
        CASE WHEN btrim(s.num_area) <> '' AND etl.parse_number(s.num_area) IS NULL AND NOT etl.is_overflow(s.num_area)
             THEN coalesce(s.extra, '{}'::jsonb) || jsonb_build_object('area_ha', s.num_area) ELSE s.extra END AS extra
 FROM {{stage}} s
 {{link_join}}
-CROSS JOIN LATERAL (SELECT upper(btrim({{car}})) AS car OFFSET 0) k
+CROSS JOIN LATERAL (SELECT upper(btrim({{car}})) AS car) k
 CROSS JOIN LATERAL (
   SELECT coalesce({{link_verdict}}, etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair)) AS verdict
-  OFFSET 0
 ) w
-CROSS JOIN LATERAL (SELECT CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom OFFSET 0) g
+CROSS JOIN LATERAL (SELECT CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom) g
