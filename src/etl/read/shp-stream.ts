@@ -18,6 +18,7 @@ import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
 import { AgroError } from '../../errors.ts';
 import { ident } from '../../db/pool.ts';
+import { progress } from '../../progress.ts';
 import type { VectorLayer } from '../vector-reader.ts';
 import { BinaryCopyWriter } from './binary-copy.ts';
 import { byteReader, type ByteSource } from './chunk-reader.ts';
@@ -175,9 +176,17 @@ export async function stageShapefiles(
   const stream = client.query(pgCopy.from(`COPY ${table} (${columns.map(ident).join(', ')}) FROM STDIN WITH (FORMAT binary)`));
   const done = finished(stream);
   done.catch(() => undefined); // observed below; a rejection before then is not unhandled
+  // Rows go to the run's live progress line with each chunk (as the text COPY reports them).
+  const p = progress();
+  let reported = 0;
+  const report = () => {
+    p.rows(seq - reported);
+    reported = seq;
+  };
   // Backpressure: wait for the socket when the stream's buffer is full.
   const push = async (chunk: Buffer): Promise<void> => {
     if (stream.errored) throw stream.errored;
+    report();
     if (!stream.write(chunk)) await once(stream, 'drain');
   };
   try {
@@ -236,6 +245,7 @@ export async function stageShapefiles(
     w.end();
     stream.end(w.take());
     await done;
+    report();
   } catch (e) {
     stream.destroy(e as Error); // sends CopyFail: nothing of this COPY is kept
     await done.catch(() => undefined);
