@@ -14,7 +14,8 @@ import { OVERLAYS } from '../src/etl/overlaps.ts';
 import { declaredShape, defineRelation, type Relation } from '../src/etl/relation.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { shapedPipeline, type ShapedPipeline } from '../src/etl/shape.ts';
-import { templateShape } from '../src/etl/sql/shape.ts';
+import { buildSnapshot, templateShape } from '../src/etl/sql/shape.ts';
+import { sqlText } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -50,6 +51,35 @@ describe('relation declarations', () => {
     expect(() => defineRelation({ ...FUNAI_TIS, columns: FUNAI_TIS.columns.filter((c) => c.role !== 'extra') })).toThrow(/extra and snapshot_id/);
     expect(() => defineRelation({ ...FUNAI_TIS, columns: [...FUNAI_TIS.columns, { name: 'x', type: 'point' as string, from: ['x'] }] })).toThrow(/name a conversion/);
     expect(() => defineRelation({ ...FUNAI_TIS, fields: [{ name: 'nome', from: ['nome'], keep: 'extra' }] })).toThrow(/nome declared twice/);
+  });
+
+  test('more conversions than jsonb_build_object takes arguments: every raw text is kept', async () => {
+    const names = Array.from({ length: 60 }, (_, i) => `n${i}`);
+    const rel = defineRelation({
+      name: 'wide',
+      columns: [
+        { name: 'id', type: 'text', from: ['id'] },
+        ...names.map((n) => ({ name: n, type: 'double precision', from: [n] })),
+        { name: 'extra', type: 'jsonb', role: 'extra' },
+        { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
+      ],
+      indexes: {},
+    });
+    const client = await db.pool.connect();
+    try {
+      await client.query(`CREATE TEMP TABLE wide_stage (src_seq bigint, id text, ${names.map((n) => `${n} text`).join(', ')}, extra jsonb)`);
+      await client.query(`INSERT INTO wide_stage VALUES (1, 'a', ${names.map((_, i) => (i % 2 ? `'${i}'` : `'x${i}'`)).join(', ')}, '{"u": 1}')`);
+      await buildSnapshot(client, {
+        rel, target: sqlText('pg_temp.wide'), kept: sqlText('(SELECT 1::bigint AS src_seq)'), stage: sqlText('pg_temp.wide_stage'),
+        joins: sqlText(''), values: {}, asOf: '2025-01-01', snapshotId: 7,
+      });
+      const r = (await client.query('SELECT * FROM pg_temp.wide')).rows[0];
+      expect(Object.keys(r.extra).length).toBe(31); // 30 values that are not numbers, and the unmapped column
+      expect(r).toMatchObject({ id: 'a', n0: null, n1: 1, n59: 59, snapshot_id: 7 });
+      expect(r.extra).toMatchObject({ u: 1, n0: 'x0', n58: 'x58' });
+    } finally {
+      client.release();
+    }
   });
 
   test('the overlays are the layers’ own declarations', () => {

@@ -2,7 +2,7 @@
 // (huge APP multipolygons in AM) take GEOS gigabytes and minutes to repair; such a
 // feature is rejected and counted, never allowed to abort or stall the whole load.
 import type pg from 'pg';
-import { namedSql, render } from '../sql.ts';
+import { fillSql, tableName } from '../sql.ts';
 
 export interface RepairResult {
   invalid: number;
@@ -25,10 +25,10 @@ export interface RepairOptions {
  * times out, one row at a time, each under the timeout (a row that still fails is rejected).
  */
 export async function repairInvalidPolygons(client: pg.ClientBase, stageTable: string, fixTable: string, timeoutMs: number, o: RepairOptions = {}): Promise<RepairResult> {
-  const vars = { stage: stageTable, fix: fixTable };
-  await client.query(render(namedSql('queries/repair_create'), vars));
+  const vars = { stage: tableName(stageTable), fix: tableName(fixTable) };
+  await client.query(fillSql('queries/repair_create', vars));
   const out = await repairRows(client, stageTable, timeoutMs, o, {
-    repair: render(namedSql('queries/repair_rows'), vars),
+    repair: fillSql('queries/repair_rows', vars),
     reject: (seq, error) => client.query(`INSERT INTO ${fixTable} (src_seq, geom, status, error) VALUES ($1, NULL, 'rejected', $2)`, [seq, error]),
   });
   await client.query(`ANALYZE ${fixTable}`);
@@ -43,7 +43,7 @@ export async function repairInvalidPolygons(client: pg.ClientBase, stageTable: s
 export async function repairInPlace(client: pg.ClientBase, stageTable: string, timeoutMs: number, o: RepairOptions = {}): Promise<RepairResult> {
   await client.query(`ALTER TABLE ${stageTable} ADD COLUMN repair text`);
   return repairRows(client, stageTable, timeoutMs, o, {
-    repair: render(namedSql('queries/repair_in_place'), { stage: stageTable }),
+    repair: fillSql('queries/repair_in_place', { stage: tableName(stageTable) }),
     reject: (seq) => client.query(`UPDATE ${stageTable} SET repair = 'rejected' WHERE src_seq = $1`, [seq]),
   });
 }
@@ -93,7 +93,7 @@ async function repairRows(
 
 /** src_seq of the invalid staged geometries, in order; with a pool, the scan is split in two src_seq halves run on two connections at once. */
 async function findInvalid(client: pg.ClientBase, stageTable: string, pool?: pg.Pool): Promise<string[]> {
-  const find = render(namedSql('queries/repair_find_invalid'), { stage: stageTable });
+  const find = fillSql('queries/repair_find_invalid', { stage: tableName(stageTable) });
   const seqs = (r: pg.QueryResult): string[] => r.rows.map((x: { src_seq: string }) => x.src_seq);
   const all: [number, number] = [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER];
   if (!pool) return seqs(await client.query(find, all));

@@ -95,6 +95,8 @@ export interface ShapeSpec {
   facts?: (step: FactsStep) => Promise<object | void>;
   /** Overlay for CAR properties (dataset and relation are this pipeline's). */
   overlay?: Omit<Overlay, 'dataset' | 'relation' | 'idColumn'> & { idColumn?: string };
+  /** Snapshots kept per UF (ctx.scope), like sicar's; default national. */
+  scopedByUf?: boolean;
   /** Overrides the download stage (a source that is not one file in a folder). */
   fetch?: (ctx: RunContext) => Promise<FetchedFile[]>;
 }
@@ -240,12 +242,12 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
   }
 }
 
-/** A pipeline (contract §2) on the one shape: national, one file, one relation. */
+/** A pipeline (contract §2) on the one shape: one file, one relation. */
 export function shapedPipeline(spec: ShapeSpec): ShapedPipeline {
   const rel = spec.relation;
   return {
     name: spec.name,
-    scopedByUf: false,
+    scopedByUf: spec.scopedByUf ?? false,
     relations: [rel.name],
     mainRelation: rel.name,
     key: rel.key,
