@@ -19,7 +19,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { MultiPolygon, Polygon, Position } from 'geojson';
 import pg from 'pg';
-import { AREA_IMOVEL_FIELDS } from '../fixtures/sicar.ts';
+import { AREA_IMOVEL_FIELDS, THEME_FIELDS } from '../fixtures/sicar.ts';
 import { pgConnInfo } from '../src/etl/read/translate.ts';
 import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles, type DbfValue } from '../fixtures/lib/shapefile-writer.ts';
 import {
@@ -313,6 +313,150 @@ export async function ensureDataset(properties: number, seed: number, regen: boo
 }
 
 // ---------------------------------------------------------------------------------
+// The themes, at the national ratio (~10 theme polygons a property)
+
+/** Bump when the generated theme bytes change. */
+const THEMES_VERSION = 1;
+const THEME_LAYERS = ['APPS', 'RESERVA_LEGAL', 'AREA_CONSOLIDADA'] as const;
+type ThemeLayer = (typeof THEME_LAYERS)[number];
+
+/** Detailed APP codes (SOURCES.md §2.5); APP_TOTAL is their union. */
+const APP_CODES = ['APP_RIO_ATE_10', 'APP_RIO_10_A_50', 'APP_NASCENTE_OLHO_DAGUA', 'APP_LAGO_NATURAL', 'APP_VEREDA', 'APP_AREA_TOPO_MORRO'] as const;
+const RL_CODES = ['ARL_PROPOSTA', 'ARL_AVERBADA', 'ARL_APROVADA_NAO_AVERBADA'] as const;
+const THEME_NAMES: Record<string, string> = {
+  APP_RIO_ATE_10: 'Área de Preservação Permanente de Rios até 10 metros',
+  APP_RIO_10_A_50: 'Área de Preservação Permanente de Rios de 10 até 50 metros',
+  APP_NASCENTE_OLHO_DAGUA: "Área de Preservação Permanente de Nascentes ou Olhos D'água Perenes",
+  APP_LAGO_NATURAL: 'Área de Preservação Permanente de Lagos e Lagoas Naturais',
+  APP_VEREDA: 'Área de Preservação Permanente de Veredas',
+  APP_AREA_TOPO_MORRO: 'Área de Preservação Permanente de Topos de Morro',
+  APP_TOTAL: 'Área de Preservação Permanente',
+  ARL_PROPOSTA: 'Reserva Legal Proposta',
+  ARL_AVERBADA: 'Reserva Legal Averbada',
+  ARL_APROVADA_NAO_AVERBADA: 'Reserva Legal Aprovada não Averbada',
+  AREA_CONSOLIDADA: 'Área Consolidada',
+};
+
+export interface SyntheticThemePolygon {
+  theme: ThemeLayer;
+  geometry: Polygon | MultiPolygon;
+  attributes: Record<string, DbfValue>;
+}
+
+/**
+ * The theme polygons of property i (a pure function of (seed, i)), all inside the disc of
+ * 0.2 R around its centre, which every kind of generated property covers (star radii are
+ * ≥ 0.55 R, the first part of a multipart one ≥ 0.22 R): APPS 2–6 disjoint detailed
+ * polygons plus APP_TOTAL, their union (a MultiPolygon of the same rings); RESERVA_LEGAL
+ * 1–3 and AREA_CONSOLIDADA 1–5 polygons, which may overlap each other and the APPs.
+ * Mean 10 a property: the national ratio (74 M theme polygons, 7.4 M properties).
+ */
+export function syntheticThemes(seed: number, i: number): SyntheticThemePolygon[] {
+  // The property's centre and radius: the first three draws of syntheticProperty's PRNG.
+  const p = prng((Math.imul(seed, 0x9e3779b1) ^ Math.imul(i + 1, 0x85ebca6b)) >>> 0);
+  const cx = BBOX.lonMin + p() * (BBOX.lonMax - BBOX.lonMin);
+  const cy = BBOX.latMin + p() * (BBOX.latMax - BBOX.latMin);
+  const radius = 300 * Math.pow(10, p());
+  const prop = syntheticProperty(seed, i).attributes;
+  const rnd = prng((Math.imul(seed + 7, 0x27d4eb2f) ^ Math.imul(i + 1, 0x165667b1)) >>> 0);
+  const { mx, my } = metresPerDegree(cy);
+  const at = (dist: number, angle: number, r: number) =>
+    starRing(rnd, cx + (dist * Math.cos(angle)) / mx, cy + (dist * Math.sin(angle)) / my, r, 5 + Math.floor(rnd() * 12), false);
+  const closed = (r: Position[]) => [...r, r[0]];
+  const out: SyntheticThemePolygon[] = [];
+  const row = (theme: ThemeLayer, code: string, geometry: Polygon | MultiPolygon, areaM2: number) =>
+    out.push({
+      theme, geometry,
+      attributes: { cod_imovel: prop.cod_imovel, cod_tema: code, nom_tema: THEME_NAMES[code], num_area: Math.round(areaM2) / 1e4, ind_status: prop.ind_status, des_condic: prop.des_condic },
+    });
+  // APPS: k detailed polygons on a circle of 0.1 R, radius ≤ 0.04 R: disjoint (chord ≥ 0.1 R).
+  const k = 2 + Math.floor(rnd() * 5);
+  const phase = rnd() * 2 * Math.PI;
+  const apps: Position[][] = [];
+  let appsArea = 0;
+  for (let j = 0; j < k; j++) {
+    const ring = closed(at(0.1 * radius, phase + (2 * Math.PI * j) / k, radius * (0.02 + 0.02 * rnd())));
+    const a = ringAreaM2(ring, mx, my);
+    apps.push(ring);
+    appsArea += a;
+    row('APPS', APP_CODES[Math.floor(rnd() * APP_CODES.length)], { type: 'Polygon', coordinates: [ring] }, a);
+  }
+  row('APPS', 'APP_TOTAL', { type: 'MultiPolygon', coordinates: apps.map((r) => [r]) }, appsArea);
+  const scattered = (theme: ThemeLayer, n: number, code: () => string) => {
+    for (let j = 0; j < n; j++) {
+      const ring = closed(at(0.15 * radius * rnd(), rnd() * 2 * Math.PI, radius * (0.01 + 0.04 * rnd())));
+      row(theme, code(), { type: 'Polygon', coordinates: [ring] }, ringAreaM2(ring, mx, my));
+    }
+  };
+  scattered('RESERVA_LEGAL', 1 + Math.floor(rnd() * 3), () => RL_CODES[Math.floor(rnd() * RL_CODES.length)]);
+  scattered('AREA_CONSOLIDADA', 1 + Math.floor(rnd() * 5), () => 'AREA_CONSOLIDADA');
+  return out;
+}
+
+export interface ThemeDataset {
+  /** The source folder: the AREA_IMOVEL zip (hard link) and the three theme zips. */
+  dir: string;
+  zips: Record<ThemeLayer, string>;
+  manifest: { themes_version: number; properties: number; seed: number; polygons: Record<ThemeLayer, number>; app_total: number; zip_bytes: number; generation_ms: number };
+}
+
+/** Writes (or reuses) the theme zips of the state, next to a link to its AREA_IMOVEL zip. */
+export async function ensureThemes(ds: Dataset, regen: boolean): Promise<ThemeDataset & { cached: boolean }> {
+  const { properties, seed } = ds.manifest;
+  const dir = path.join(BENCH_DATA_DIR, 'sicar-load', `${UF}-n${properties}-seed${seed}-v${GENERATOR_VERSION}-themes-v${THEMES_VERSION}`);
+  const zips = Object.fromEntries(THEME_LAYERS.map((t) => [t, path.join(dir, `${UF}_${t}.zip`)])) as Record<ThemeLayer, string>;
+  const manifestFile = path.join(dir, 'manifest.json');
+  if (!regen && fs.existsSync(manifestFile) && THEME_LAYERS.every((t) => fs.existsSync(zips[t]))) {
+    const manifest = JSON.parse(fs.readFileSync(manifestFile, 'utf8')) as ThemeDataset['manifest'];
+    const main = path.join(dir, `${LAYER}.zip`);
+    if (!fs.existsSync(main)) fs.linkSync(ds.zip, main);
+    return { dir, zips, manifest, cached: true };
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+  const work = path.join(path.dirname(dir), `.tmp-themes-${process.pid}`);
+  fs.rmSync(work, { recursive: true, force: true });
+  fs.mkdirSync(work, { recursive: true });
+  const t0 = Date.now();
+  log(`generating the themes of ${properties} properties (seed ${seed}) in ${dir}`);
+  try {
+    const writers = {} as Record<ThemeLayer, ShapefileWriter>;
+    for (const t of THEME_LAYERS) {
+      writers[t] = await ShapefileWriter.open({
+        basePath: path.join(work, `${UF}_${t}`), shapeType: 'polygon', fields: THEME_FIELDS, encoding: 'latin1', cpg: null,
+        prj: PRJ_SIRGAS2000, lastUpdate: new Date(Date.UTC(2024, 5, 30)),
+      });
+    }
+    const polygons = { APPS: 0, RESERVA_LEGAL: 0, AREA_CONSOLIDADA: 0 } as Record<ThemeLayer, number>;
+    let appTotal = 0;
+    for (let i = 0; i < properties; i++) {
+      for (const t of syntheticThemes(seed, i)) {
+        await writers[t.theme].write(t.geometry, t.attributes);
+        polygons[t.theme]++;
+        if (t.attributes.cod_tema === 'APP_TOTAL') appTotal++;
+      }
+      if ((i + 1) % 50_000 === 0) log(`  themes of ${i + 1} properties written`);
+    }
+    let zipBytes = 0;
+    for (const t of THEME_LAYERS) {
+      const { files } = await writers[t].close();
+      const zip = path.join(work, `${UF}_${t}.zip`);
+      await zipFiles(zip, files.map((f) => ({ path: f, name: path.basename(f) })), { mtime: new Date(2024, 5, 30) });
+      for (const f of files) fs.rmSync(f);
+      zipBytes += fs.statSync(zip).size;
+    }
+    const manifest: ThemeDataset['manifest'] = { themes_version: THEMES_VERSION, properties, seed, polygons, app_total: appTotal, zip_bytes: zipBytes, generation_ms: Date.now() - t0 };
+    fs.writeFileSync(path.join(work, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
+    fs.renameSync(work, dir);
+    fs.linkSync(ds.zip, path.join(dir, `${LAYER}.zip`));
+    log(`themes generated in ${secs(manifest.generation_ms)}: ${Object.values(polygons).reduce((a, b) => a + b, 0)} polygons, zips ${mb(zipBytes)}`);
+    return { dir, zips, manifest, cached: false };
+  } catch (e) {
+    fs.rmSync(work, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+// ---------------------------------------------------------------------------------
 // The two loaders
 
 async function query<T extends pg.QueryResultRow>(url: string, sql: string, params: unknown[] = []): Promise<T[]> {
@@ -331,6 +475,17 @@ function assertOk(r: TimedRun, what: string): void {
   }
 }
 
+interface OgrLayerRun {
+  zip: string;
+  table: string;
+  wall_ms: number;
+  cpu_s: number | null;
+  peak_rss_bytes: number | null;
+  index_ms_added: number;
+  rows: number;
+  gist_index: string;
+}
+
 interface OgrResult {
   wall_ms: number;
   cpu_s: number | null;
@@ -338,45 +493,61 @@ interface OgrResult {
   rss_source: string | null;
   index_ms_added: number;
   rows: number;
+  /** Rows of the theme tables (0 without themes). */
+  theme_rows: number;
   area_ha: number;
   invalid: number;
   gist_index: string;
+  layers: OgrLayerRun[];
   command: string[];
 }
 
-async function runOgr(serverUrl: string, db: string, ds: Dataset, logDir: string): Promise<OgrResult> {
+/** The anchor: one ogr2ogr per zip (the AREA_IMOVEL zip, then the theme zips), one after the other, each into its own table with its GiST index. */
+async function runOgr(serverUrl: string, db: string, zips: { zip: string; layer: string }[], logDir: string): Promise<OgrResult> {
   const url = await createDatabase(serverUrl, db);
   await query(url, 'CREATE EXTENSION postgis');
   await query(url, 'CHECKPOINT');
-  const command = [
-    'ogr2ogr', '-f', 'PostgreSQL', `PG:${pgConnInfo(url)}`, `/vsizip/${ds.zip}/${LAYER}.shp`,
-    '-nln', 'bench_ogr', '-t_srs', 'EPSG:4326', '-nlt', 'PROMOTE_TO_MULTI',
+  const commandFor = (zip: string, layer: string, table: string) => [
+    'ogr2ogr', '-f', 'PostgreSQL', `PG:${pgConnInfo(url)}`, `/vsizip/${zip}/${layer}.shp`,
+    '-nln', table, '-t_srs', 'EPSG:4326', '-nlt', 'PROMOTE_TO_MULTI',
     '-lco', 'GEOMETRY_NAME=geom', '-lco', 'SPATIAL_INDEX=GIST',
     '--config', 'PG_USE_COPY', 'YES', '--config', 'SHAPE_ENCODING', 'ISO-8859-1', '-overwrite',
   ];
-  log(`ogr2ogr → ${db}`);
-  const r = await timedRun(command, { stderrFile: path.join(logDir, 'ogr2ogr.stderr.log') });
-  assertOk(r, 'ogr2ogr');
-  // SPATIAL_INDEX=GIST builds the index before ogr2ogr exits (GDAL ≥ 2.4 defers it to the
-  // end of the load). Should it be missing, build it now and charge ogr2ogr the time.
-  const gistOf = async () =>
-    (await query<{ indexdef: string }>(url, `SELECT indexdef FROM pg_indexes WHERE tablename = 'bench_ogr' AND indexdef ILIKE '%USING gist%'`))[0]?.indexdef ?? null;
-  let gist = await gistOf();
-  let indexMs = 0;
-  if (!gist) {
-    const t0 = process.hrtime.bigint();
-    await query(url, 'CREATE INDEX bench_ogr_geom_gist ON bench_ogr USING gist (geom)');
-    indexMs = Number(process.hrtime.bigint() - t0) / 1e6;
-    gist = (await gistOf())!;
+  const layers: OgrLayerRun[] = [];
+  let rssSource: string | null = null;
+  for (const [i, z] of zips.entries()) {
+    const table = i === 0 ? 'bench_ogr' : `bench_ogr_${z.layer.toLowerCase()}`;
+    log(`ogr2ogr ${path.basename(z.zip)} → ${db}.${table}`);
+    const r = await timedRun(commandFor(z.zip, z.layer, table), { stderrFile: path.join(logDir, `ogr2ogr-${i}.stderr.log`) });
+    assertOk(r, 'ogr2ogr');
+    rssSource = r.rssSource;
+    // SPATIAL_INDEX=GIST builds the index before ogr2ogr exits (GDAL ≥ 2.4 defers it to the
+    // end of the load). Should it be missing, build it now and charge ogr2ogr the time.
+    const gistOf = async () =>
+      (await query<{ indexdef: string }>(url, `SELECT indexdef FROM pg_indexes WHERE tablename = $1 AND indexdef ILIKE '%USING gist%'`, [table]))[0]?.indexdef ?? null;
+    let gist = await gistOf();
+    let indexMs = 0;
+    if (!gist) {
+      const t0 = process.hrtime.bigint();
+      await query(url, `CREATE INDEX ${table}_geom_gist ON ${table} USING gist (geom)`);
+      indexMs = Number(process.hrtime.bigint() - t0) / 1e6;
+      gist = (await gistOf())!;
+    }
+    const [n] = await query<{ rows: number }>(url, `SELECT count(*)::int AS rows FROM ${table}`);
+    layers.push({ zip: path.basename(z.zip), table, wall_ms: r.wallMs + indexMs, cpu_s: cpuOf(r), peak_rss_bytes: r.peakRssBytes, index_ms_added: indexMs, rows: n.rows, gist_index: gist });
   }
   const [facts] = await query<{ rows: number; area_ha: number; invalid: number }>(
     url,
     `SELECT count(*)::int AS rows, sum(ST_Area(geom::geography)) / 1e4 AS area_ha,
             count(*) FILTER (WHERE NOT ST_IsValid(geom))::int AS invalid FROM bench_ogr`,
   );
+  const total = (f: (l: OgrLayerRun) => number | null) => (layers.some((l) => f(l) === null) ? null : layers.reduce((a, l) => a + (f(l) ?? 0), 0));
   return {
-    wall_ms: r.wallMs + indexMs, cpu_s: cpuOf(r), peak_rss_bytes: r.peakRssBytes, rss_source: r.rssSource, index_ms_added: indexMs,
-    rows: facts.rows, area_ha: Number(facts.area_ha), invalid: facts.invalid, gist_index: gist, command: command.map((c) => (c.startsWith('PG:') ? 'PG:<bench db>' : c)),
+    wall_ms: total((l) => l.wall_ms)!, cpu_s: total((l) => l.cpu_s), peak_rss_bytes: layers.some((l) => l.peak_rss_bytes === null) ? null : Math.max(...layers.map((l) => l.peak_rss_bytes!)),
+    rss_source: rssSource, index_ms_added: total((l) => l.index_ms_added)!,
+    rows: facts.rows, theme_rows: layers.slice(1).reduce((a, l) => a + l.rows, 0), area_ha: Number(facts.area_ha), invalid: facts.invalid,
+    gist_index: layers.every((l) => /USING gist/i.test(l.gist_index)) ? layers[0].gist_index : '', layers,
+    command: commandFor('<zip>', '<layer>', '<table>').map((c) => (c.startsWith('PG:') ? 'PG:<bench db>' : c)),
   };
 }
 
@@ -390,6 +561,8 @@ interface AgroResult {
   outcome: Record<string, unknown> & { run_id: number; status: string; rows_read: number; rows_loaded: number; rows_rejected: number; duration_ms: number; stages: Record<string, number> };
   run_stages: { stage: string; seq: number; status: string; rows: number | null; duration_ms: number | null; detail: unknown }[];
   rows: number;
+  /** Rows of serving.car_temas (0 without themes). */
+  theme_rows: number;
   area_ha: number;
   geometry: unknown;
   indexes: string[];
@@ -399,7 +572,7 @@ interface AgroResult {
 
 const cpuOf = (r: TimedRun): number | null => (r.cpuUserS === null ? null : r.cpuUserS + (r.cpuSysS ?? 0));
 
-async function runAgro(serverUrl: string, db: string, ds: Dataset, logDir: string, profile: boolean): Promise<AgroResult> {
+async function runAgro(serverUrl: string, db: string, sourceDir: string, logDir: string, profile: boolean): Promise<AgroResult> {
   const url = await createDatabase(serverUrl, db);
   const dataDir = path.join(logDir, 'agro-data');
   fs.mkdirSync(dataDir, { recursive: true });
@@ -412,7 +585,7 @@ async function runAgro(serverUrl: string, db: string, ds: Dataset, logDir: strin
   const serverLog = profile ? embeddedServerLog() : null;
   if (profile && !serverLog) log('--profile: the server log is not readable (external DATABASE_URL?); no statement profile');
   const statementLog = serverLog ? await startStatementLog(serverUrl, db, serverLog) : null;
-  const command = [process.execPath, AGRO_BIN, 'run', 'sicar', '--uf', UF, '--source', ds.dir, '--json'];
+  const command = [process.execPath, AGRO_BIN, 'run', 'sicar', '--uf', UF, '--source', sourceDir, '--json'];
   log(`agro run sicar → ${db}`);
   const r = await timedRun(command, { env, stderrFile: path.join(logDir, 'agro.stderr.log') }).finally(() => statementLog?.stop());
   const line = r.stdout.trim().split('\n').filter(Boolean).pop() ?? '';
@@ -431,13 +604,14 @@ async function runAgro(serverUrl: string, db: string, ds: Dataset, logDir: strin
     url, `SELECT stage, seq, status, rows, duration_ms, detail FROM etl.run_stages WHERE run_id = $1 ORDER BY seq`, [outcome.run_id],
   );
   const [facts] = await query<{ rows: number; area_ha: number }>(url, `SELECT count(*)::int AS rows, sum(area_calculada_ha) AS area_ha FROM serving.car_imovel WHERE uf = $1`, [UF]);
+  const [themes] = await query<{ rows: number }>(url, `SELECT count(*)::int AS rows FROM serving.car_temas`);
   const [snap] = await query<{ geometry: unknown }>(url, `SELECT quality->'facts'->'geometry' AS geometry FROM etl.snapshots WHERE snapshot_id = $1`, [outcome.snapshot_id]);
   const indexes = await query<{ indexdef: string }>(url, `SELECT indexdef FROM pg_indexes WHERE schemaname = 'snap' AND tablename LIKE 'car_imovel__s%' ORDER BY indexname`);
   return {
     wall_ms: r.wallMs, cpu_s: cpuOf(r), peak_rss_bytes: r.peakRssBytes, rss_source: r.rssSource, migrate_ms: migrateMs,
     statements: statementLog ? readStatementLog(statementLog) : null,
     outcome, run_stages: runStages.map((s) => ({ ...s, rows: s.rows === null ? null : Number(s.rows) })),
-    rows: facts.rows, area_ha: Number(facts.area_ha), geometry: snap?.geometry ?? null, indexes: indexes.map((i) => i.indexdef),
+    rows: facts.rows, theme_rows: themes.rows, area_ha: Number(facts.area_ha), geometry: snap?.geometry ?? null, indexes: indexes.map((i) => i.indexdef),
   };
 }
 
@@ -448,25 +622,77 @@ function stamp(): string {
   return new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);
 }
 
+/** Derive stage (overlaps, municipality shares, road distances) per property, wall, idle: bench/README.md "overlaps". */
+const DERIVE_MS_PER_PROPERTY = 0.206;
+const NATIONAL = { states: 27, properties: 7_400_000, themePolygons: 74_000_000 };
+const TARGET_NATIONAL_H = 2;
+const TARGET_FLAT = 0.1;
+
+const loadavg = (): string => machineInfo().loadavg.map((x: number) => x.toFixed(2)).join(' ');
+
+/** --flatness A,B: our run alone (AREA_IMOVEL only) at each size; peak RSS compared. */
+async function flatness(sizes: number[], seed: number, serverUrl: string, ts: string): Promise<number> {
+  const runs: { properties: number; wall_ms: number; cpu_s: number | null; peak_rss_bytes: number | null; loadavg_before: string; loadavg_after: string }[] = [];
+  const logDir = path.join(BENCH_DATA_DIR, 'runs', `sicar-load-flat-${ts}`);
+  fs.mkdirSync(logDir, { recursive: true });
+  for (const n of sizes) {
+    const ds = await ensureDataset(n, seed, false);
+    const db = `bench_sicar_${ts}_flat_${n}`;
+    const before = loadavg();
+    try {
+      const r = await runAgro(serverUrl, db, ds.dir, path.join(logDir, String(n)), false);
+      if (r.rows !== n) throw new Error(`flatness run at ${n}: ${r.rows} rows loaded`);
+      runs.push({ properties: n, wall_ms: r.wall_ms, cpu_s: r.cpu_s, peak_rss_bytes: r.peak_rss_bytes, loadavg_before: before, loadavg_after: loadavg() });
+    } finally {
+      await dropDatabase(serverUrl, db).catch((e) => log(`could not drop ${db}: ${(e as Error).message}`));
+      fs.rmSync(path.join(logDir, String(n), 'agro-data'), { recursive: true, force: true });
+    }
+  }
+  const base = runs[0].peak_rss_bytes, top = runs[runs.length - 1].peak_rss_bytes;
+  const growth = base && top ? top / base - 1 : null;
+  const rows = [['properties', 'wall', 'rows/s', 'client CPU', 'peak RSS', 'load before → after'], ...runs.map((r) => [
+    String(r.properties), secs(r.wall_ms), String(Math.round(r.properties / (r.wall_ms / 1000))), r.cpu_s == null ? 'n/a' : `${r.cpu_s.toFixed(1)} s`, mb(r.peak_rss_bytes), `${r.loadavg_before} → ${r.loadavg_after}`,
+  ])];
+  const out = [`SICAR flatness: our run (AREA_IMOVEL only) at ${sizes.join(' and ')} properties`, '', table(rows), ''];
+  if (growth !== null) out.push(`${growth <= TARGET_FLAT ? 'met ' : 'MISS'}  flat memory: peak RSS ${mb(top)} at ${sizes[sizes.length - 1]} vs ${mb(base)} at ${sizes[0]} (${(growth * 100).toFixed(1)} %, target ≤ ${TARGET_FLAT * 100} %)`);
+  if (top !== null) out.push(`${top < TARGET_RSS_BYTES ? 'met ' : 'MISS'}  memory target (${mb(top)} < ${mb(TARGET_RSS_BYTES)})`);
+  const file = writeResult('sicar-load', { bench: 'sicar-load', mode: 'flatness', at: new Date().toISOString(), machine: machineInfo(), sizes, runs, growth, targets: { growth_max: TARGET_FLAT, met_growth: growth === null ? null : growth <= TARGET_FLAT } });
+  out.push('', `figures: ${path.relative(process.cwd(), file)}`);
+  process.stdout.write(out.join('\n') + '\n');
+  return 0;
+}
+
 async function main(): Promise<number> {
-  const args = parseFlags(process.argv.slice(2), { properties: 200_000, seed: 1, only: 'both', regen: false, 'keep-db': false, profile: false });
+  const args = parseFlags(process.argv.slice(2), { properties: 200_000, seed: 1, only: 'both', themes: true, flatness: '', regen: false, 'keep-db': false, profile: false });
   if (!Number.isInteger(args.properties) || args.properties < 1) throw new Error('--properties must be a positive integer');
   if (!['both', 'ogr2ogr', 'agro'].includes(args.only)) throw new Error('--only is both, ogr2ogr or agro');
+  const serverUrl = benchServerUrl();
+  const ts = stamp();
+  if (args.flatness) {
+    const sizes = args.flatness.split(',').map((x) => Number(x.replace(/_/g, '')));
+    if (sizes.length < 2 || !sizes.every((n) => Number.isInteger(n) && n > 0)) throw new Error('--flatness takes two or more sizes, e.g. 100000,1000000');
+    return flatness(sizes, args.seed, serverUrl, ts);
+  }
   const machine = machineInfo();
   const ds = await ensureDataset(args.properties, args.seed, args.regen);
   if (ds.cached) log(`reusing ${ds.zip} (${mb(ds.manifest.zip_bytes)})`);
+  const th = args.themes ? await ensureThemes(ds, args.regen) : null;
+  if (th?.cached) log(`reusing the themes in ${th.dir} (${mb(th.manifest.zip_bytes)})`);
+  const themePolygons = th ? Object.values(th.manifest.polygons).reduce((a, b) => a + b, 0) : 0;
+  const zips = [{ zip: ds.zip, layer: LAYER }, ...(th ? THEME_LAYERS.map((t) => ({ zip: th.zips[t], layer: `${UF}_${t}` })) : [])];
 
-  const serverUrl = benchServerUrl();
-  const ts = stamp();
   const dbOgr = `bench_sicar_${ts}_ogr`;
   const dbAgro = `bench_sicar_${ts}_agro`;
   const logDir = path.join(BENCH_DATA_DIR, 'runs', `sicar-load-${ts}`);
   fs.mkdirSync(logDir, { recursive: true });
   let ogr: OgrResult | null = null;
   let agro: AgroResult | null = null;
+  const load = { start: loadavg(), after_ogr2ogr: '', after_agro: '' };
   try {
-    if (args.only !== 'agro') ogr = await runOgr(serverUrl, dbOgr, ds, logDir);
-    if (args.only !== 'ogr2ogr') agro = await runAgro(serverUrl, dbAgro, ds, logDir, args.profile);
+    if (args.only !== 'agro') ogr = await runOgr(serverUrl, dbOgr, zips, logDir);
+    load.after_ogr2ogr = loadavg();
+    if (args.only !== 'ogr2ogr') agro = await runAgro(serverUrl, dbAgro, th ? th.dir : ds.dir, logDir, args.profile);
+    load.after_agro = loadavg();
   } finally {
     if (!args['keep-db']) {
       for (const db of [dbOgr, dbAgro]) await dropDatabase(serverUrl, db).catch((e) => log(`could not drop ${db}: ${(e as Error).message}`));
@@ -478,18 +704,23 @@ async function main(): Promise<number> {
   // no neighbour-state or duplicate rows, so "the state's own rows" are all rows).
   const checks: { name: string; ok: boolean; detail: string }[] = [];
   const expected = ds.manifest.properties;
-  if (ogr) checks.push({ name: 'ogr2ogr rows = generated', ok: ogr.rows === expected, detail: `${ogr.rows} vs ${expected}` });
-  if (agro) checks.push({ name: 'agro rows = generated', ok: agro.rows === expected && agro.outcome.rows_loaded === expected, detail: `${agro.rows} (rows_loaded ${agro.outcome.rows_loaded}) vs ${expected}` });
+  if (ogr) checks.push({ name: 'ogr2ogr rows = generated', ok: ogr.rows === expected && ogr.theme_rows === themePolygons, detail: `${ogr.rows} + ${ogr.theme_rows} theme vs ${expected} + ${themePolygons}` });
+  if (agro) checks.push({ name: 'agro rows = generated', ok: agro.rows === expected && agro.outcome.rows_loaded === expected && agro.theme_rows === themePolygons, detail: `${agro.rows} (rows_loaded ${agro.outcome.rows_loaded}) + ${agro.theme_rows} theme vs ${expected} + ${themePolygons}` });
   const rel = (a: number, b: number) => Math.abs(a - b) / b;
   if (ogr && agro) checks.push({ name: 'total area agro vs ogr2ogr (≤ 0.5 %)', ok: rel(agro.area_ha, ogr.area_ha) <= AREA_TOLERANCE, detail: `${agro.area_ha.toFixed(1)} vs ${ogr.area_ha.toFixed(1)} ha (${(rel(agro.area_ha, ogr.area_ha) * 100).toFixed(3)} %)` });
   if (agro) checks.push({ name: 'total area agro vs generator (≤ 0.5 %)', ok: rel(agro.area_ha, ds.manifest.generator_area_ha) <= AREA_TOLERANCE, detail: `${agro.area_ha.toFixed(1)} vs ${ds.manifest.generator_area_ha.toFixed(1)} ha (${(rel(agro.area_ha, ds.manifest.generator_area_ha) * 100).toFixed(3)} %)` });
   if (agro) checks.push({ name: 'agro GiST index on geom', ok: agro.indexes.some((d) => /USING gist \(geom\)/.test(d)), detail: `${agro.indexes.length} indexes` });
-  if (ogr) checks.push({ name: 'ogr2ogr GiST index on geom', ok: /USING gist/.test(ogr.gist_index), detail: ogr.index_ms_added ? `built by the bench in ${secs(ogr.index_ms_added)}` : 'built by ogr2ogr' });
+  if (ogr) checks.push({ name: 'ogr2ogr GiST index on geom (every table)', ok: /USING gist/.test(ogr.gist_index), detail: ogr.index_ms_added ? `built by the bench in ${secs(ogr.index_ms_added)}` : 'built by ogr2ogr' });
 
   const ratio = ogr && agro ? agro.wall_ms / ogr.wall_ms : null;
+  const features = expected + themePolygons;
+  const rate = (ms: number | undefined) => (ms ? `${Math.round(features / (ms / 1000)).toLocaleString('en')} /s` : '-');
   const rows: string[][] = [['', 'ogr2ogr', 'agro', 'target']];
-  rows.push(['rows', ogr ? String(ogr.rows) : '-', agro ? String(agro.rows) : '-', '']);
+  rows.push(['properties', ogr ? String(ogr.rows) : '-', agro ? String(agro.rows) : '-', '']);
+  rows.push(['theme polygons', ogr ? String(ogr.theme_rows) : '-', agro ? String(agro.theme_rows) : '-', '']);
   rows.push(['wall clock', secs(ogr?.wall_ms), secs(agro?.wall_ms), '']);
+  if (ogr && ogr.layers.length > 1) for (const l of ogr.layers) rows.push([`  ${l.zip}`, secs(l.wall_ms), '', '']);
+  rows.push(['features / s', rate(ogr?.wall_ms), rate(agro?.wall_ms), '']);
   rows.push(['ratio agro / ogr2ogr', '', ratio === null ? '-' : ratio.toFixed(2), `≤ ${TARGET_RATIO.toFixed(2)}`]);
   rows.push(['peak RSS', mb(ogr?.peak_rss_bytes), mb(agro?.peak_rss_bytes), `< ${mb(TARGET_RSS_BYTES)}`]);
   rows.push(['client CPU (user + sys)', ogr?.cpu_s == null ? 'n/a' : `${ogr.cpu_s.toFixed(2)} s`, agro?.cpu_s == null ? 'n/a' : `${agro.cpu_s.toFixed(2)} s`, '']);
@@ -501,8 +732,19 @@ async function main(): Promise<number> {
     rows.push(['  between stages (ledger, quality facts)', '', secs(agro.outcome.duration_ms - staged), '']);
     rows.push(['  outside the run (node start, pool)', '', secs(agro.wall_ms - agro.outcome.duration_ms), '']);
   }
+  // National projection: the state's load scaled to 7.4 M properties (themes at the same
+  // ratio when they were loaded), plus the derive stage at its measured rate.
+  let projection: { load_h: number; derive_h: number; total_h: number; scale: number; themes_at_ratio: boolean } | null = null;
+  if (agro) {
+    const scale = NATIONAL.properties / expected;
+    const loadH = (agro.wall_ms * scale) / 3.6e6;
+    const deriveH = (NATIONAL.properties * DERIVE_MS_PER_PROPERTY) / 3.6e6;
+    projection = { load_h: loadH, derive_h: deriveH, total_h: loadH + deriveH, scale, themes_at_ratio: !!th };
+  }
   const out = [
-    `SICAR load, ${UF}: ${expected} properties, ${ds.manifest.vertices} vertices, ${ds.manifest.bowties} self-intersecting, ${ds.manifest.multiparts} multipart; zip ${mb(ds.manifest.zip_bytes)}`,
+    `SICAR load, ${UF}: ${expected} properties, ${ds.manifest.vertices} vertices, ${ds.manifest.bowties} self-intersecting, ${ds.manifest.multiparts} multipart; zip ${mb(ds.manifest.zip_bytes)}` +
+      (th ? `; themes ${JSON.stringify(th.manifest.polygons)} (${th.manifest.app_total} APP_TOTAL unions), zips ${mb(th.manifest.zip_bytes)}` : '; AREA_IMOVEL only'),
+    `load average: start ${load.start}, after ogr2ogr ${load.after_ogr2ogr || '-'}, after agro ${load.after_agro || '-'}`,
     '',
     table(rows),
     '',
@@ -514,17 +756,26 @@ async function main(): Promise<number> {
     out.push(table([['statement', 'calls', 'total', 'max'], ...agro.statements.slice(0, 12).map((t) => [t.statement.slice(0, 100), String(t.calls), secs(t.total_ms), secs(t.max_ms)])]));
   }
   if (agro?.peak_rss_bytes != null) out.push(`${agro.peak_rss_bytes < TARGET_RSS_BYTES ? 'met ' : 'MISS'}  memory target (${mb(agro.peak_rss_bytes)} < ${mb(TARGET_RSS_BYTES)})`);
+  if (projection) {
+    out.push(
+      `${projection.total_h < TARGET_NATIONAL_H ? 'met ' : 'MISS'}  national projection (${NATIONAL.states} states, ${NATIONAL.properties.toLocaleString('en')} properties${th ? `, ${NATIONAL.themePolygons.toLocaleString('en')} theme polygons` : ', AREA_IMOVEL only'}): ` +
+        `load ${projection.load_h.toFixed(2)} h (this run × ${projection.scale.toFixed(1)}) + derive ${projection.derive_h.toFixed(2)} h (${DERIVE_MS_PER_PROPERTY} ms a property) = ${projection.total_h.toFixed(2)} h (goal < ${TARGET_NATIONAL_H} h)`,
+    );
+  }
 
   const file = writeResult('sicar-load', {
     bench: 'sicar-load',
     at: new Date().toISOString(),
     machine: { ...machine, loadavg_after: machineInfo().loadavg },
-    params: { uf: UF, properties: args.properties, seed: args.seed, generator_version: GENERATOR_VERSION },
+    load,
+    params: { uf: UF, properties: args.properties, seed: args.seed, generator_version: GENERATOR_VERSION, themes: !!th, themes_version: th ? THEMES_VERSION : null },
     dataset: { ...ds.manifest, cached: ds.cached, zip: path.relative(process.cwd(), ds.zip) },
+    themes: th ? { ...th.manifest, cached: th.cached } : null,
     ogr2ogr: ogr,
     agro,
     ratio,
-    targets: { ratio_max: TARGET_RATIO, agro_peak_rss_max_bytes: TARGET_RSS_BYTES, met_ratio: ratio === null ? null : ratio <= TARGET_RATIO, met_rss: agro?.peak_rss_bytes == null ? null : agro.peak_rss_bytes < TARGET_RSS_BYTES },
+    projection,
+    targets: { ratio_max: TARGET_RATIO, agro_peak_rss_max_bytes: TARGET_RSS_BYTES, met_ratio: ratio === null ? null : ratio <= TARGET_RATIO, met_rss: agro?.peak_rss_bytes == null ? null : agro.peak_rss_bytes < TARGET_RSS_BYTES, national_max_h: TARGET_NATIONAL_H },
     checks,
     logs: path.relative(process.cwd(), logDir),
   });

@@ -13,8 +13,8 @@ import { testDatabase, type TestDb } from './helpers/db.ts';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const AS_OF = '2025-06-01';
 
-/** pipeline → its fixture (in), relation and key. The as-of date is fixed: file dates would vary by checkout. */
-const CASES: { pipeline: string; fixture: string; relation: string; key: string; name?: string; asOf?: string }[] = [
+/** pipeline → its fixture (in), relation and key (and scope). The as-of date is fixed: file dates would vary by checkout. */
+const CASES: { pipeline: string; fixture: string; relation: string; key: string; name?: string; asOf?: string; uf?: string }[] = [
   { pipeline: 'funai-tis', fixture: 'fixtures/funai-tis/tis_poligonais.zip', relation: 'funai_tis', key: 'codigo' },
   { pipeline: 'cnuc-ucs', fixture: 'fixtures/cnuc-ucs/shp_cnuc_2024_10.zip', relation: 'cnuc_ucs', key: 'codigo' },
   { pipeline: 'incra-quilombos', fixture: 'fixtures/incra-quilombos/Áreas de Quilombolas.zip', relation: 'incra_quilombos', key: 'codigo' },
@@ -27,6 +27,9 @@ const CASES: { pipeline: string; fixture: string; relation: string; key: string;
   { pipeline: 'ibama-embargos', fixture: 'fixtures/ibama-embargos/variants/termo_embargo_regras.csv', relation: 'ibama_embargos', key: 'id_tad', asOf: '2026-10-28', name: 'ibama-embargos-regras' },
   { pipeline: 'zarc', fixture: 'fixtures/zarc', relation: 'zarc_risco', key: 'chave' },
   { pipeline: 'car-titulares', fixture: 'fixtures/car-titulares/titulares.csv', relation: 'car_titulares', key: 'car' },
+  // SICAR, one state: AREA_IMOVEL (split in two layers) and the three themes; both relations.
+  { pipeline: 'sicar', fixture: 'fixtures/sicar/GO', relation: 'car_imovel', key: 'car', uf: 'GO', name: 'sicar-GO' },
+  { pipeline: 'sicar', fixture: 'fixtures/sicar/GO', relation: 'car_tema', key: 'car', uf: 'GO', name: 'sicar-GO-car_tema' },
 ];
 
 let db: TestDb;
@@ -42,7 +45,7 @@ describe('golden in/out', () => {
     const name = c.name ?? c.pipeline;
     test(name, async () => {
       const pipeline = findPipeline(c.pipeline)!;
-      const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, pipeline, { source: path.join(ROOT, c.fixture), asOf: c.asOf ?? AS_OF, force: true });
+      const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, pipeline, { source: path.join(ROOT, c.fixture), asOf: c.asOf ?? AS_OF, force: true, ...(c.uf ? { uf: c.uf } : {}) });
       expect(out.snapshot_id).not.toBeNull();
       const q = await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id]);
       const dir = path.join(ROOT, 'test/golden', name);

@@ -15,50 +15,36 @@
 // in `extra` (contract §3); numbers that do not parse are NULL, their text kept in `extra`.
 import type pg from 'pg';
 import { AgroError } from '../../src/errors.ts';
+import { countShapefileOverflows } from '../../src/etl/dbf-overflow.ts';
 import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
-import { encodingNotes, layersFromZip } from '../../src/etl/layers.ts';
+import { encodingNotes, layersFromZip, readerNote } from '../../src/etl/layers.ts';
 import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from '../../src/etl/load-steps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
 import { addCounts, addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum } from '../../src/etl/quality.ts';
-import { countShapefileOverflows } from '../../src/etl/dbf-overflow.ts';
-import { releaseDateLiteral } from '../../src/etl/load-steps.ts';
-import { assertSameShape, repairInvalidPolygons, type RepairResult } from '../../src/etl/repair.ts';
+import { repairInPlace, type RepairResult } from '../../src/etl/repair.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
-import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
-import type { VectorLayer } from '../../src/etl/vector-reader.ts';
-import { namedSql, render } from '../../src/sql.ts';
+import { stageLayers, type FieldSpec, type LayerStageResult } from '../../src/etl/stage-vector.ts';
 import { stepTimer, type StepTimer } from '../../src/etl/steps.ts';
+import type { VectorLayer } from '../../src/etl/vector-reader.ts';
+import { tableName, type Sql } from '../../src/sql.ts';
+import {
+  NO_LINK, buildFromTyped, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, propertyFacts, themeAreas, themeLink,
+  typeProperties, typeTheme, winningProperties, type ThemeLink,
+} from './queries.ts';
+import { CAR_IMOVEL, CAR_TEMA } from './relations.ts';
 import { addWfsFacts, fetchWfsState, isWfsManifest, sicarRoute, sicarSourceInfo, stageWfsAreaImovel, type WfsStaged } from './wfs-route.ts';
+
+export { CAR_IMOVEL, CAR_TEMA } from './relations.ts';
 
 export const THEMES = ['APPS', 'RESERVA_LEGAL', 'AREA_CONSOLIDADA'] as const;
 export type Theme = (typeof THEMES)[number];
 
-/** AREA_IMOVEL: canonical staging name ← every known spelling (state zip, legacy municipal layout, WFS). */
-export const PROPERTY_FIELDS: FieldSpec[] = [
-  { name: 'car', aliases: ['cod_imovel'], required: true },
-  { name: 'cod_estado', aliases: ['cod_estado', 'uf'] },
-  { name: 'municipio', aliases: ['municipio', 'nom_munici'] },
-  { name: 'num_area', aliases: ['num_area', 'area'] },
-  { name: 'ind_status', aliases: ['ind_status', 'situacao', 'status_imovel'] },
-  { name: 'des_condic', aliases: ['des_condic', 'condicao_i', 'condicao'] },
-  { name: 'ind_tipo', aliases: ['ind_tipo', 'tipo_imove', 'tipo_imovel'] },
-  { name: 'mod_fiscal', aliases: ['mod_fiscal', 'num_modulo', 'm_fiscal'] },
-  { name: 'dat_criaca', aliases: ['dat_criaca', 'dat_criacao'] },
-  { name: 'dat_atuali', aliases: ['dat_atuali', 'data_atualizacao'] },
-];
-
-/** Themes: cod_imovel and cod_tema are checked per layer (checkThemeLayers): a layer without cod_imovel is linked spatially. */
-export const THEME_FIELDS: FieldSpec[] = [
-  { name: 'car', aliases: ['cod_imovel'] },
-  { name: 'cod_tema', aliases: ['cod_tema'] },
-  { name: 'nom_tema', aliases: ['nom_tema'] },
-  { name: 'num_area', aliases: ['num_area'] },
-  { name: 'ind_status', aliases: ['ind_status'] },
-  { name: 'des_condic', aliases: ['des_condic'] },
-];
+/** AREA_IMOVEL's staging fields (canonical name ← every known spelling: state zip, legacy municipal layout, WFS). */
+export const PROPERTY_FIELDS: FieldSpec[] = CAR_IMOVEL.staging;
+/** The themes' staging fields: cod_imovel and cod_tema are checked per layer (checkThemeLayers). */
+export const THEME_FIELDS: FieldSpec[] = CAR_TEMA.staging;
 
 const DEFAULT_SRID = 4674;
-const EMPTY_FIELDS = ['municipio', 'situacao', 'tipo', 'condicao', 'modulos_fiscais', 'area_total_ha', 'data_inscricao', 'data_atualizacao'];
 
 const themeOf = (f: FetchedFile) => isWfsManifest(f) ? 'AREA_IMOVEL' : (/_(AREA_IMOVEL|APPS|RESERVA_LEGAL|AREA_CONSOLIDADA)\.zip$/i.exec(f.name)?.[1] ?? '').toUpperCase();
 
@@ -80,13 +66,13 @@ async function fetchState(ctx: RunContext): Promise<FetchedFile[]> {
   return files;
 }
 
-interface StagedTheme {
+/** One input of the state (AREA_IMOVEL or a theme): its staging table (repairs in place) and its typed pass. */
+interface StagedInput {
   theme: string;
   /** Layers without cod_imovel (older per-municipality layout): linked to properties spatially. */
   unkeyedLayers: string[];
-  stage: string;
-  fix: string;
-  classified: string;
+  stage: Sql;
+  typed: Sql;
   layers: VectorLayer[];
   rows: number;
   repair: RepairResult;
@@ -94,26 +80,29 @@ interface StagedTheme {
   missingOptional: string[];
   replacementChars: number;
   fingerprint: string;
+  /** The reader's result (zips): which reader, deleted records, overflowed cells. */
+  read?: LayerStageResult;
   /** Set when AREA_IMOVEL came by the WFS route. */
   wfs?: WfsStaged;
 }
 
-async function stageTheme(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string): Promise<StagedTheme> {
+async function stageInput(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string): Promise<StagedInput> {
   const name = theme.toLowerCase();
-  const stage = ctx.stagingTable(name);
+  const stage = tableName(ctx.stagingTable(name));
   const specs = theme === 'AREA_IMOVEL' ? PROPERTY_FIELDS : THEME_FIELDS;
   const staged = isWfsManifest(file) ? await stageWfs(ctx, client, file, stage, specs) : await stageZip(ctx, client, file, theme, stage, specs);
-  return { theme, unkeyedLayers: [], stage, fix: ctx.stagingTable(`${name}_fix`), classified: ctx.stagingTable(`${name}_cls`), repair: { invalid: 0, repaired: 0, rejected: 0, empty: 0 }, ...staged };
+  return { theme, unkeyedLayers: [], stage, typed: tableName(ctx.stagingTable(`${name}_typed`)), repair: { invalid: 0, repaired: 0, rejected: 0, empty: 0 }, ...staged };
 }
 
-async function stageZip(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string, stage: string, specs: FieldSpec[]) {
+async function stageZip(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string, stage: Sql, specs: FieldSpec[]) {
   const layers = await layersFromZip(file.path, ctx.workDir, { srid: DEFAULT_SRID, limits: ctx.cfg.zip });
   // Checked before staging: a theme layer without cod_imovel (older layout) is linked spatially later.
   const unkeyedLayers = theme === 'AREA_IMOVEL' ? [] : checkThemeLayers(theme, layers);
-  return { layers, unkeyedLayers, ...(await stageLayers(client, stage, layers, specs)) };
+  const read = await stageLayers(client, stage, layers, specs);
+  return { layers, unkeyedLayers, ...read, read };
 }
 
-async function stageWfs(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, stage: string, specs: FieldSpec[]) {
+async function stageWfs(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, stage: Sql, specs: FieldSpec[]) {
   const wfs = await stageWfsAreaImovel(ctx, client, file, stage, specs);
   return { layers: [wfs.layer], rows: wfs.rows, missingOptional: wfs.missingOptional, unknown: wfs.unknown, replacementChars: wfs.replacementChars, fingerprint: wfs.fingerprint, wfs };
 }
@@ -134,16 +123,13 @@ export function checkThemeLayers(theme: string, layers: VectorLayer[]): string[]
   return unkeyed;
 }
 
-const NO_LINK = { car: 's.car', link_join: '', link_verdict: 'NULL::text' };
-
-async function classify(ctx: RunContext, client: pg.ClientBase, t: StagedTheme, steps: StepTimer, link: typeof NO_LINK = NO_LINK) {
-  await steps.query(`classify ${t.theme}`, render(namedSql('queries/sicar_classify'), { classified: t.classified, stage: t.stage, fix: t.fix, uf: client.escapeLiteral(ctx.scope), ...link }));
-  return countVerdicts(client, t.classified, t.stage);
-}
-
-const repair = async (ctx: RunContext, client: pg.ClientBase, t: StagedTheme, steps: StepTimer) => {
-  t.repair = await steps.time(`repair ${t.theme}`, () => repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs));
+/** Repairs in the staged rows, the validity scan split over two connections. */
+const repair = async (ctx: RunContext, client: pg.ClientBase, t: StagedInput, steps: StepTimer) => {
+  t.repair = await steps.time(`repair ${t.theme}`, () => repairInPlace(client, t.stage, ctx.cfg.repairTimeoutMs, { pool: ctx.pool }));
 };
+
+/** The typed table holds the repair status from here on; the staged row goes back to what was read (as the report's examples show it). */
+const dropRepairColumn = (client: pg.ClientBase, stage: Sql) => client.query(`ALTER TABLE ${stage} DROP COLUMN repair`);
 
 /** Other-state rows and theme polygons that could not be linked to one property are dropped by design (counted); the rest of what is not kept is rejected. */
 const DROPPED_VERDICTS = ['other_state', 'not_linked_no_property', 'not_linked_ambiguous'];
@@ -158,100 +144,95 @@ interface UnkeyedThemeFacts {
 }
 const LINK_RULE = 'linked to the property whose polygon contains the theme polygon\'s point-on-surface, when exactly one does; none or several: not linked, not loaded';
 
+/** Overflowed numeric cells per input and canonical field: counted by the streaming reader as it read (GDAL-read layers: one pass over their DBF). */
+async function overflowedCells(s: StagedInput): Promise<Record<string, number>> {
+  const specs = s.theme === 'AREA_IMOVEL' ? PROPERTY_FIELDS : THEME_FIELDS;
+  const out: Record<string, number> = {};
+  for (const l of s.layers) {
+    if (!s.read) continue;
+    const counted = s.read.overflowed ? (s.read.overflowed[l.name] ?? {}) : await countShapefileOverflows(l.file);
+    for (const [k, n] of Object.entries(counted)) {
+      const key = `${s.theme.toLowerCase()}:${specs.find((f) => f.aliases.includes(k))?.name ?? k}`;
+      out[key] = (out[key] ?? 0) + n;
+    }
+  }
+  return out;
+}
+
 async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
   const facts = emptyFacts();
-  const lit = (v: string | number | boolean) => (typeof v === 'string' ? `'${v.replace(/'/g, "''")}'` : String(v));
   const client = await ctx.pool.connect();
+  const uf = ctx.scope!;
   try {
     const staged = await ctx.stage(
       'read',
       async () => {
-        const out: StagedTheme[] = [];
+        const out: StagedInput[] = [];
         // AREA_IMOVEL first: a drifted or broken main layer fails before themes are read.
         for (const f of [...files].sort((a, b) => (themeOf(a) === 'AREA_IMOVEL' ? -1 : themeOf(b) === 'AREA_IMOVEL' ? 1 : 0))) {
-          out.push(await stageTheme(ctx, client, f, themeOf(f)));
+          out.push(await stageInput(ctx, client, f, themeOf(f)));
         }
         return out;
       },
       (s) => s.reduce((a, t) => a + t.rows, 0),
-      (s) => Object.fromEntries(s.map((t) => [t.theme, { rows: t.rows, layers: t.layers.map((l) => l.name) }])),
+      (s) => Object.fromEntries(s.map((t) => [t.theme, { rows: t.rows, layers: t.layers.map((l) => l.name), ...(t.read ? { reader: t.read.reader } : {}) }])),
     );
     const main = staged.find((t) => t.theme === 'AREA_IMOVEL')!;
     const themes = staged.filter((t) => t.theme !== 'AREA_IMOVEL');
-    const uf = lit(ctx.scope);
     let mainRejected = 0;
 
     const steps = stepTimer(client);
     const unkeyed: Record<string, UnkeyedThemeFacts> = {};
-    const loadedThemes: StagedTheme[] = [];
-    const releaseDate = await releaseDateLiteral(client, target.snapshotId);
-    const carImovel = await ctx.stage('normalise', async () => {
+    const loadedThemes: StagedInput[] = [];
+    const built = await ctx.stage('normalise', async () => {
+      // One typed pass per input: verdict, typed columns and counted facts, from the staged rows alone.
       await repair(ctx, client, main, steps);
-      const verdicts = await classify(ctx, client, main, steps);
+      await steps.time('typed AREA_IMOVEL', () => typeProperties(client, { typed: main.typed, stage: main.stage, uf, asOf: target.asOf }));
+      await dropRepairColumn(client, main.stage);
+      const verdicts = await countVerdicts(client, main.typed, main.stage);
       mainRejected = Object.entries(verdicts).filter(([v]) => v !== 'ok' && !DROPPED_VERDICTS.includes(v)).reduce((a, [, n]) => a + n, 0);
       addVerdicts(facts, verdicts, { dropped: DROPPED_VERDICTS });
-      const winners = ctx.stagingTable('winners');
-      await steps.query('winners', render(namedSql('queries/sicar_winners'), { winners, classified: main.classified, stage: main.stage }));
 
-      const properties = ctx.stagingTable('link_properties');
+      const properties = tableName(ctx.stagingTable('link_properties'));
+      let propertiesBuilt = false;
       for (const t of themes) {
         await repair(ctx, client, t, steps);
-        let link = NO_LINK;
+        let link: ThemeLink = NO_LINK;
         if (t.unkeyedLayers.length) {
-          if (!(await client.query(`SELECT to_regclass($1) AS t`, [properties])).rows[0].t) {
-            await steps.query('link properties', render(namedSql('queries/sicar_link_properties'), { properties, winners, stage: main.stage, fix: main.fix }));
-            await client.query(`CREATE INDEX ON ${properties} USING gist (geom)`);
-            await client.query(`ANALYZE ${properties}`);
-          }
-          const links = ctx.stagingTable(`${t.theme.toLowerCase()}_links`);
-          const layers = `ARRAY[${t.unkeyedLayers.map((n) => client.escapeLiteral(n)).join(', ')}]`;
-          await steps.query(`link ${t.theme}`, render(namedSql('queries/sicar_theme_link'), { links, stage: t.stage, fix: t.fix, properties, layers }));
-          link = {
-            car: 'coalesce(s.car, l.car)',
-            link_join: `LEFT JOIN ${links} l ON l.src_seq = s.src_seq`,
-            link_verdict: `CASE WHEN s.src_layer = ANY(${layers}) THEN CASE
-              WHEN s.geom IS NULL THEN 'no_geometry' WHEN f.status = 'rejected' THEN 'geometry_unrepairable'
-              WHEN f.status = 'empty' THEN 'geometry_empty_after_repair'
-              WHEN l.matches = 0 THEN 'not_linked_no_property' WHEN l.matches > 1 THEN 'not_linked_ambiguous' END END`,
-          };
-          const c = (await client.query(
-            `SELECT count(*) FILTER (WHERE matches = 1)::int AS vinculados, count(*) FILTER (WHERE matches = 0)::int AS sem_imovel,
-                    count(*) FILTER (WHERE matches > 1)::int AS ambiguos FROM ${links}`,
-          )).rows[0];
+          if (!propertiesBuilt) await steps.time('link properties', () => linkProperties(client, { properties, typed: main.typed }));
+          propertiesBuilt = true;
+          const links = tableName(ctx.stagingTable(`${t.theme.toLowerCase()}_links`));
+          const c = await steps.time(`link ${t.theme}`, () => linkTheme(client, { links, stage: t.stage, properties, layers: t.unkeyedLayers }));
           unkeyed[t.theme] = { layers: t.unkeyedLayers, ...c, regra: LINK_RULE };
+          link = themeLink(links, t.unkeyedLayers);
         }
-        const v = await classify(ctx, client, t, steps, link);
+        await steps.time(`typed ${t.theme}`, () => typeTheme(client, { typed: t.typed, stage: t.stage, uf, tema: t.theme, link }));
+        await dropRepairColumn(client, t.stage);
+        const v = await countVerdicts(client, t.typed, t.stage);
         addVerdicts(facts, v, { dropped: DROPPED_VERDICTS, prefix: `${t.theme.toLowerCase()}:` });
         // A theme none of whose polygons could be kept is not loaded: its areas stay NULL.
         if ((v.ok ?? 0) > 0 || !t.unkeyedLayers.length) loadedThemes.push(t);
         else facts.notes.push(`${t.theme}: no polygon of its layers without cod_imovel could be linked to a property; the theme is skipped and ${t.theme.toLowerCase()} areas are NULL`);
       }
 
-      // Theme polygons of this snapshot, then hectares per property and theme.
-      const carTema = await target.table('car_tema');
+      // The theme polygons of this snapshot (their kept typed rows), then hectares per property and theme.
+      const carTema = tableName(await target.table('car_tema'));
       if (loadedThemes.length) {
-        const parts = loadedThemes.map((t) =>
-          render(namedSql('queries/sicar_car_tema_part'), { classified: t.classified, stage: t.stage, fix: t.fix, uf, tema: lit(t.theme), snapshot_id: String(target.snapshotId) }),
-        );
-        await steps.query('car_tema', `CREATE TABLE ${carTema} AS ${parts.join('\nUNION ALL\n')}`);
+        await steps.time('car_tema', () => buildFromTyped(client, { rel: CAR_TEMA, target: carTema, from: keptThemeRows(loadedThemes.map((t) => t.typed)), asOf: target.asOf, snapshotId: target.snapshotId }));
       } else {
         await client.query(`CREATE TABLE ${carTema} (LIKE snap.car_tema__template INCLUDING ALL)`);
       }
-      await assertSameShape(client, 'snap.car_tema__template', carTema);
-      const themeArea = ctx.stagingTable('theme_area');
-      await steps.query('theme_area', render(namedSql('queries/sicar_theme_area'), { theme_area: themeArea, car_tema: carTema }));
-      await client.query(`CREATE INDEX ON ${themeArea} (car)`);
+      await checkSnapshotTable(client, 'car_tema', carTema);
+      const themeArea = loadedThemes.length ? tableName(ctx.stagingTable('theme_area')) : null;
+      if (themeArea) await steps.time('theme_area', () => themeAreas(client, { theme_area: themeArea, car_tema: carTema }));
 
-      const table = await target.table('car_imovel');
-      const loaded = (name: Theme) => lit(loadedThemes.some((t) => t.theme === name));
-      await steps.query(
-        'car_imovel',
-        render(namedSql('queries/sicar_car_imovel'), {
-          target: table, winners, stage: main.stage, fix: main.fix, theme_area: themeArea, uf,
-          apps_loaded: loaded('APPS'), rl_loaded: loaded('RESERVA_LEGAL'), ac_loaded: loaded('AREA_CONSOLIDADA'),
-          snapshot_id: String(target.snapshotId), release_date: releaseDate,
-        }),
-      );
+      const table = tableName(await target.table('car_imovel'));
+      const loaded = (name: Theme) => loadedThemes.some((t) => t.theme === name);
+      await steps.time('car_imovel', () =>
+        buildFromTyped(client, {
+          rel: CAR_IMOVEL, target: table, asOf: target.asOf, snapshotId: target.snapshotId,
+          from: winningProperties(main.typed, themeArea, { apps: loaded('APPS'), rl: loaded('RESERVA_LEGAL'), ac: loaded('AREA_CONSOLIDADA') }),
+        }));
       const rows = await checkSnapshotTable(client, 'car_imovel', table);
       const okRows = verdicts.ok ?? 0;
       if (okRows > rows) facts.dropped.duplicate_car = okRows - rows;
@@ -259,40 +240,22 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     }, (r) => r.rows, () => ({ steps: steps.timings }));
 
     await ctx.stage('index', async () => {
-      await indexSnapshotTable(client, carImovel.table, { primaryKey: ['car'], gist: ['geom'], btree: [{ name: 'mun', columns: ['cod_municipio_ibge'] }] });
-      await indexSnapshotTable(client, carImovel.carTema, { gist: ['geom'], btree: ['car'] });
+      await indexSnapshotTable(client, built.table, CAR_IMOVEL.indexes);
+      await indexSnapshotTable(client, built.carTema, CAR_TEMA.indexes);
     });
 
-    // Quality facts beyond the verdicts.
-    const t = carImovel.table;
-    facts.fields.empty = await countNulls(client, t, EMPTY_FIELDS);
-    const dates = await client.query(
-      `SELECT col, CASE WHEN etl.parse_date(v) > ${releaseDate} THEN 'implausible' ELSE etl.date_kind(v) END AS kind, count(*)::int AS n
-         FROM (SELECT 'dat_criaca' AS col, dat_criaca AS v FROM ${main.stage} UNION ALL SELECT 'dat_atuali', dat_atuali FROM ${main.stage}) d
-        GROUP BY 1, 2`,
-    );
-    for (const d of dates.rows) {
+    // Quality facts: from the typed pass (one scan of it), the reader's counts and the snapshot.
+    facts.fields.empty = await countNulls(client, built.table, CAR_IMOVEL.counted);
+    const pf = await propertyFacts(client, main.typed);
+    for (const d of pf.dates) {
       if (d.kind === 'placeholder') facts.dates.placeholders[d.col] = d.n;
       if (d.kind === 'bad') facts.dates.unparseable[d.col] = d.n;
       if (d.kind === 'implausible') addCounts(facts, 'implausible', { [d.col]: d.n });
     }
-    if (facts.dates.implausible) facts.notes.push(`dates after the release date ${releaseDate.slice(1, 11)} loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
-    const numbers = (await client.query(
-      `SELECT count(*) FILTER (WHERE btrim(num_area) <> '' AND etl.parse_number(num_area) IS NULL AND NOT etl.is_overflow(num_area))::int AS num_area,
-              count(*) FILTER (WHERE btrim(mod_fiscal) <> '' AND etl.parse_number(mod_fiscal) IS NULL AND NOT etl.is_overflow(mod_fiscal))::int AS mod_fiscal,
-              count(*) FILTER (WHERE etl.is_overflow(num_area))::int AS num_area_overflow,
-              count(*) FILTER (WHERE etl.is_overflow(mod_fiscal))::int AS mod_fiscal_overflow
-         FROM ${main.stage}`,
-    )).rows[0];
-    addCounts(facts, 'unparsed', { area_total_ha: numbers.num_area, modulos_fiscais: numbers.mod_fiscal });
-    addCounts(facts, 'overflowed', { 'area_imovel:num_area': numbers.num_area_overflow, 'area_imovel:mod_fiscal': numbers.mod_fiscal_overflow });
-    for (const s of staged) {
-      for (const l of s.layers) {
-        const specs = s.theme === 'AREA_IMOVEL' ? PROPERTY_FIELDS : THEME_FIELDS;
-        const over = await countShapefileOverflows(l.file);
-        addCounts(facts, 'overflowed', Object.fromEntries(Object.entries(over).map(([k, n]) => [`${s.theme.toLowerCase()}:${specs.find((f) => f.aliases.includes(k))?.name ?? k}`, n])));
-      }
-    }
+    if (facts.dates.implausible) facts.notes.push(`dates after the release date ${target.asOf} loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
+    addCounts(facts, 'unparsed', { area_total_ha: pf.numbers.num_area, modulos_fiscais: pf.numbers.mod_fiscal });
+    addCounts(facts, 'overflowed', { 'area_imovel:num_area': pf.numbers.num_area_overflow, 'area_imovel:mod_fiscal': pf.numbers.mod_fiscal_overflow });
+    for (const s of staged) addCounts(facts, 'overflowed', await overflowedCells(s));
     if (facts.fields.overflowed) facts.notes.push(`overflowed numeric cells (asterisks: no value, NULL) per layer and field: ${JSON.stringify(facts.fields.overflowed)}`);
     if (Object.keys(unkeyed).length) {
       Object.assign(facts, { temas_sem_imovel: unkeyed });
@@ -300,13 +263,9 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         facts.notes.push(`${th}: ${u.layers.length} layer(s) without cod_imovel (older per-municipality layout): ${u.vinculados} polygon(s) linked to a property, ${u.sem_imovel} inside none, ${u.ambiguos} inside several (not loaded); rule: ${LINK_RULE}`);
       }
     }
-    const unknownCodes = await client.query(
-      `SELECT 'ind_status' AS field, ind_status AS code, count(*)::int AS n FROM ${main.stage} WHERE ind_status IS NOT NULL AND etl.car_situacao(ind_status) IS NULL GROUP BY 2
-       UNION ALL SELECT 'ind_tipo', ind_tipo, count(*)::int FROM ${main.stage} WHERE ind_tipo IS NOT NULL AND etl.car_tipo(ind_tipo) IS NULL GROUP BY 2`,
-    );
-    for (const u of unknownCodes.rows) facts.notes.push(`unknown ${u.field} code "${u.code}" in ${u.n} rows (loaded as NULL)`);
-    const orphan = await client.query(`SELECT count(*)::int AS n FROM ${carImovel.carTema} m WHERE NOT EXISTS (SELECT 1 FROM ${t} c WHERE c.car = m.car)`);
-    if (orphan.rows[0].n) facts.notes.push(`${orphan.rows[0].n} theme polygons belong to no loaded property`);
+    for (const u of pf.unknownCodes) facts.notes.push(`unknown ${u.field} code "${u.code}" in ${u.n} rows (loaded as NULL)`);
+    const orphans = await orphanThemePolygons(client, { car_tema: built.carTema, car_imovel: built.table });
+    if (orphans) facts.notes.push(`${orphans} theme polygons belong to no loaded property`);
 
     for (const s of staged) {
       addRepairFacts(facts, s.repair);
@@ -315,6 +274,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         facts.layers.push(describeLayer(l));
         if (l.sridAssumed) facts.geometry.sridAssumed = true;
       }
+      if (s.read) facts.notes.push(`${s.theme}: ${readerNote(s.read)}`);
     }
     facts.geometry.srid = main.layers[0].srid;
     facts.geometry.empty = facts.rejected.no_geometry ?? 0;
@@ -326,13 +286,13 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     if (facts.geometry.sridAssumed) facts.notes.push('a layer had no .prj: EPSG:4674 (SIRGAS 2000) assumed');
     facts.notes.push(...encodingNotes(staged.flatMap((s) => s.layers)));
     for (const th of THEMES) if (!themes.some((t) => t.theme === th)) facts.notes.push(`${th} not in the source: ${th.toLowerCase()} areas are NULL`);
-    if (main.wfs) await addWfsFacts(client, facts, main.wfs, main.stage, carImovel.rows);
+    if (main.wfs) await addWfsFacts(client, facts, main.wfs, main.stage, built.rows);
 
     const rowsRead = staged.reduce((a, s) => a + s.rows, 0);
     const rowsRejected = sum(facts.rejected);
     return {
       rowsRead: main.rows,
-      rowsLoaded: carImovel.rows,
+      rowsLoaded: built.rows,
       rowsRejected: mainRejected,
       facts: { ...facts, notes: [...facts.notes, `${rowsRead} features read across all themes, ${rowsRejected} rejected in all`] },
       fingerprint: main.fingerprint,

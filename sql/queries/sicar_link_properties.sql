@@ -1,7 +1,8 @@
 -- The properties a theme without cod_imovel can be linked to: the winning AREA_IMOVEL rows
--- of this snapshot, in EPSG:4326 (as the car_imovel snapshot will hold them), indexed.
+-- of this snapshot (as car_imovel will hold them: the most recently updated copy, then the
+-- last read), from the typed pass, in EPSG:4326, indexed by the caller.
 CREATE UNLOGGED TABLE {{properties}} AS
-SELECT w.car, ST_Multi(ST_Transform(coalesce(f.geom, ST_SetSRID(s.geom, s.src_srid)), 4326)) AS geom
-FROM {{winners}} w
-JOIN {{stage}} s ON s.src_seq = w.src_seq
-LEFT JOIN {{fix}} f ON f.src_seq = s.src_seq
+SELECT DISTINCT ON (car) car, geom
+FROM {{typed}}
+WHERE verdict = 'ok'
+ORDER BY car, updated DESC NULLS LAST, src_seq DESC

@@ -1,10 +1,13 @@
 // Zip validation and extraction. Government servers often answer with HTML error
-// pages or cut archives short, so every entry is streamed end to end and its
-// CRC-32 checked (yauzl checks sizes but not CRCs).
+// pages or cut archives short. A downloaded zip is checked without inflating anything
+// (checkZipDirectory: signature, central directory, declared sizes against the bound);
+// its members are inflated once, by the read step, which checks each member's CRC-32 and
+// counts its bytes while streaming it (yauzl checks sizes but not CRCs).
 // A hostile or broken archive may also inflate far beyond its size (a 2 MB zip holding a
 // 2 GiB member): the central directory's declared sizes are checked against ZipLimits
 // before anything is inflated, and the bytes are counted again while inflating, since
 // declared sizes can lie. Extraction takes only the members asked for.
+import { channel } from 'node:diagnostics_channel';
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -25,6 +28,12 @@ export interface ZipLimits {
 
 /** 8 GiB together; a member beyond 100 MiB may not inflate more than 200 times its compressed size. */
 export const DEFAULT_ZIP_LIMITS: ZipLimits = Object.freeze({ maxBytes: 8 * 2 ** 30, maxRatio: 200, ratioFloor: 100 * 2 ** 20 });
+
+/**
+ * Published once per member inflated ({ file, member }): how the tests show that a zip is
+ * inflated once from download to staging. No cost without a subscriber.
+ */
+export const inflateChannel = channel('agro:zip-inflate');
 
 const LOCAL_HEADER = Buffer.from([0x50, 0x4b, 0x03, 0x04]);
 const EMPTY_ZIP = Buffer.from([0x50, 0x4b, 0x05, 0x06]);
@@ -145,6 +154,22 @@ async function walkZip(
   pick: (name: string) => boolean,
   onEntry: (entry: Entry) => Promise<Writable | null>,
 ): Promise<void> {
+  await withZip(file, async (zip) => {
+    const entries = await listEntries(zip);
+    const chosen = entries.filter((e) => isDirectory(e) || pick(e.fileName));
+    checkDeclared(file, chosen.filter((e) => !isDirectory(e)), limits);
+    const budget = { left: limits.maxBytes, limits };
+    for (const entry of chosen) {
+      const sink = await onEntry(entry);
+      if (!sink || isDirectory(entry)) continue;
+      if (inflateChannel.hasSubscribers) inflateChannel.publish({ file, member: entry.fileName });
+      await pipeline(await openEntry(zip, entry), inflateCheck(file, entry, budget), sink);
+    }
+  });
+}
+
+/** Runs `fn` on the opened zip (closed afterwards); what the zip reader throws is corruption. */
+async function withZip<T>(file: string, fn: (zip: ZipFile) => Promise<T>): Promise<T> {
   let zip: ZipFile;
   try {
     zip = await openZip(file);
@@ -152,14 +177,7 @@ async function walkZip(
     throw asCorrupt(e, file);
   }
   try {
-    const entries = await listEntries(zip);
-    const chosen = entries.filter((e) => isDirectory(e) || pick(e.fileName));
-    checkDeclared(file, chosen.filter((e) => !isDirectory(e)), limits);
-    const budget = { left: limits.maxBytes, limits };
-    for (const entry of chosen) {
-      const sink = await onEntry(entry);
-      if (sink && !isDirectory(entry)) await pipeline(await openEntry(zip, entry), inflateCheck(file, entry, budget), sink);
-    }
+    return await fn(zip);
   } catch (e) {
     throw asCorrupt(e, file);
   } finally {
@@ -167,10 +185,25 @@ async function walkZip(
   }
 }
 
+/**
+ * What can be checked without inflating: the signature (an HTML page is not a zip), the
+ * central directory (a zip cut short has none) and the members' declared sizes against the
+ * limits. The members' bytes and CRCs are checked when they are read (extractZip,
+ * streamZipMembers). Returns the file entry names.
+ */
+export async function checkZipDirectory(file: string, limits: ZipLimits = DEFAULT_ZIP_LIMITS): Promise<{ entries: string[] }> {
+  await checkSignature(file);
+  return withZip(file, async (zip) => {
+    const files = (await listEntries(zip)).filter((e) => !isDirectory(e));
+    checkDeclared(file, files, limits);
+    return { entries: files.map((e) => e.fileName) };
+  });
+}
+
 const discard = (): Writable => new Writable({ write: (_chunk, _enc, cb) => cb() });
 const everything = (): boolean => true;
 
-/** Reads every entry through to the end; returns the file entry names. */
+/** Reads every entry through to the end (inflated, bytes counted, CRC checked); returns the file entry names. */
 export async function validateZip(file: string, limits: ZipLimits = DEFAULT_ZIP_LIMITS): Promise<{ entries: string[] }> {
   await checkSignature(file);
   const entries: string[] = [];

@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { AgroError } from '../errors.ts';
 import { progress } from '../progress.ts';
-import { firstContentByte, readHead, validateZip, type ZipLimits } from './archive.ts';
+import { checkZipDirectory, firstContentByte, readHead, type ZipLimits } from './archive.ts';
 
 export interface FetchedFile {
   path: string;
@@ -218,7 +218,17 @@ async function validateFile(job: Job, file: string, contentType: string | undefi
   if (looksLikeHtml(await readHead(file, 1024), expect)) {
     throw new AgroError('html_instead_of_archive', `${origin(job)} is an HTML page`);
   }
-  if (expect === 'zip') await validateZip(file, job.opts.zipLimits);
+  // Not inflated here: the read step inflates each member once and checks its CRC then.
+  if (expect === 'zip') await checkZipDirectory(file, job.opts.zipLimits);
+}
+
+/**
+ * Called when the read step finds a stored file damaged (a member's CRC or size): its meta
+ * goes, so the next fetch asks for the whole file again instead of answering from the store
+ * (a 304 or an unchanged copy would bring the same damaged bytes back every night).
+ */
+export async function distrustStored(file: string): Promise<void> {
+  await rm(pathsFor(path.dirname(file), path.basename(file)).meta, { force: true });
 }
 
 const isHtmlType = (ct: string | undefined): boolean => /^\s*(text\/html|application\/xhtml)/i.test(ct ?? '');

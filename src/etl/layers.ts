@@ -1,16 +1,16 @@
 // From a downloaded zip to opened vector layers: extract only the members a layer needs
 // (shapefile parts, and zips inside the zip when the source nests them), each member
-// inflated once, bounded and CRC-checked (archive.ts); find every .shp (all parts of a
-// split layer, sub-folders included); open each with the engine's encoding and CRS rules
-// (vector-reader.ts), whatever the pipeline.
+// inflated once, bounded and CRC-checked (archive.ts; the download step inflated nothing);
+// find every .shp (all parts of a split layer, sub-folders included); open each with the
+// engine's encoding and CRS rules (vector-reader.ts), whatever the pipeline. The layers are
+// opened for the streaming reader (stageLayers reads their .shp and .dbf without GDAL).
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import type pg from 'pg';
-import { AgroError } from '../errors.ts';
+import { AgroError, isAgroError } from '../errors.ts';
 import { extractZip, type ZipLimits } from './archive.ts';
-import type { RunContext } from './pipeline.ts';
-import { describeLayer } from './quality.ts';
-import { stageLayers, type FieldSpec } from './stage-vector.ts';
+import { distrustStored } from './download.ts';
+import { canStream } from './read/shp-stream.ts';
+import type { LayerStageResult } from './stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from './vector-reader.ts';
 
 /** Sidecars a shapefile layer is read with; anything else in an archive is never inflated. */
@@ -33,7 +33,11 @@ async function shapefilesInZip(zipPath: string, workDir: string, o: ZipLayerOpti
   const visit = async (zip: string, into: string, depth: number) => {
     const nested = depth < maxDepth;
     const only = (name: string) => LAYER_PART.test(name) || (nested && /\.zip$/i.test(name));
-    const files = await extractZip(zip, into, { limits: { ...o.limits, maxBytes: left }, only });
+    const files = await extractZip(zip, into, { limits: { ...o.limits, maxBytes: left }, only }).catch(async (e) => {
+      // A damaged stored zip must not be answered from the store again (download.ts).
+      if (isAgroError(e) && (e.code === 'corrupt_archive' || e.code === 'archive_too_large')) await distrustStored(zipPath);
+      throw e;
+    });
     for (const f of files) left -= (await stat(f)).size;
     shps.push(...findShapefiles(files));
     if (!nested) return;
@@ -45,9 +49,19 @@ async function shapefilesInZip(zipPath: string, workDir: string, o: ZipLayerOpti
   return shps.sort();
 }
 
-/** Every layer of a zip, opened (encoding and CRS decided by the engine's rules). */
+/** Every layer of a zip, opened (encoding and CRS decided by the engine's rules) for the streaming reader. */
 export async function layersFromZip(zipPath: string, workDir: string, o: ZipLayerOptions): Promise<VectorLayer[]> {
-  return (await shapefilesInZip(zipPath, workDir, o)).map((s) => openLayer(s, { srid: o.srid }));
+  return (await shapefilesInZip(zipPath, workDir, o)).map((s) => {
+    const layer = openLayer(s, { srid: o.srid });
+    return { ...layer, reader: canStream(s, layer.encoding) ? 'shp-stream' : 'gdal' };
+  });
+}
+
+/** The report's note on which reader staged the rows (stage-vector.ts). */
+export function readerNote(r: LayerStageResult): string {
+  if (r.reader === 'gdal') return 'read with GDAL, one feature at a time (text COPY)';
+  const extra = [r.deleted ? `${r.deleted} deleted DBF record(s) skipped` : '', r.unparsed ? `${r.unparsed} numeric/date value(s) that were not numbers/dates, kept as written` : ''].filter(Boolean);
+  return `read with the streaming shapefile reader (binary COPY)${extra.length ? `: ${extra.join('; ')}` : ''}`;
 }
 
 /** Report notes on how each layer's encoding was decided, when no sidecar declared it. */
@@ -63,43 +77,4 @@ export function encodingNotes(layers: VectorLayer[]): string[] {
     );
   }
   return notes;
-}
-
-export interface OpenedLayers {
-  layers: VectorLayer[];
-  /** Layers without a .cpg or .cst and the encoding the engine's rule chose for them. */
-  detected: { layer: string; encoding: string; decidedBy: string }[];
-}
-
-/** Extracts a zip's layer members and opens every shapefile in it, sub-folders included. */
-export async function openZipLayers(zipPath: string, workDir: string, o: ZipLayerOptions): Promise<OpenedLayers> {
-  const layers = await layersFromZip(zipPath, workDir, o);
-  const detected = layers.filter((l) => l.encodingAssumed).map((l) => ({ layer: l.name, encoding: l.encoding, decidedBy: l.encodingDecidedBy }));
-  return { layers, detected };
-}
-
-/**
- * The read stage of a source that is one zip of shapefiles: its layers opened as
- * openZipLayers does and staged (stageLayers) into the run's staging table `table`.
- * `check` may refuse the layers before anything is staged.
- */
-export async function readZipLayers(
-  ctx: RunContext,
-  client: pg.ClientBase,
-  zipPath: string,
-  fields: FieldSpec[],
-  o: { table: string; srid: number; check?: (layers: VectorLayer[]) => void },
-) {
-  return ctx.stage(
-    'read',
-    async () => {
-      const opened = await openZipLayers(zipPath, ctx.workDir, { srid: o.srid, limits: ctx.cfg.zip });
-      o.check?.(opened.layers);
-      const stage = ctx.stagingTable(o.table);
-      const r = await stageLayers(client, stage, opened.layers, fields);
-      return { ...r, ...opened, stage };
-    },
-    (s) => s.rows,
-    (s) => ({ layers: s.layers.map(describeLayer) }),
-  );
 }

@@ -1,52 +1,34 @@
-// Streams vector layers into an unlogged staging table through COPY: one text column
-// per canonical field (mapped from any known spelling), unknown columns in `extra`,
-// the geometry as WKB with the layer's SRID kept beside it. All typing, repair and
-// reprojection happen afterwards in SQL, where PostGIS does set work fastest.
-import crypto from 'node:crypto';
+// Streams vector layers into an unlogged staging table (read/staging.ts): one text
+// column per canonical field (mapped from any known spelling), unknown columns in
+// `extra`, the geometry as WKB with the layer's SRID kept beside it. All typing, repair
+// and reprojection happen afterwards in SQL, where PostGIS does set work fastest.
+//
+// Two readers, one table. Shapefiles opened for it (layersFromZip marks them
+// `reader: 'shp-stream'`) go through the engine's streaming reader (read/shp-stream.ts:
+// .shp and .dbf read side by side, WKB built in node, binary COPY; flat memory, no native
+// call per feature). Everything else (a layer opened with GDAL alone, GeoPackage,
+// GeoJSON, …) is read by GDAL one feature at a time and sent as text COPY. The result
+// says which reader ran (`reader`), for the report.
 import type pg from 'pg';
-import { AgroError } from '../errors.ts';
 import { ident } from '../db/pool.ts';
 import { copyLine, copyLines, type CopyValue } from './copy.ts';
+import { stageShapefiles } from './read/shp-stream.ts';
+import { createStagingTable, mapFields, missingEverywhere, schemaFingerprint, stagingColumns, type FieldSpec, type StageResult } from './read/staging.ts';
 import { readFeatures, type VectorLayer } from './vector-reader.ts';
 
-export interface FieldSpec {
-  /** Canonical (staging) column name. */
-  name: string;
-  /** Every known source spelling: current, legacy, truncated DBF, WFS. Lower case. */
-  aliases: string[];
-  required?: boolean;
-}
+export { createStagingTable, mapFields, schemaFingerprint, type FieldSpec, type StageResult } from './read/staging.ts';
 
-export interface StageResult {
-  rows: number;
-  /** Canonical fields no layer carried (loaded as NULL). */
-  missingOptional: string[];
-  /** Source fields without a mapping, kept in `extra`. */
-  unknown: string[];
-  /** Strings holding U+FFFD (bytes that were not valid in the declared encoding). */
-  replacementChars: number;
-  fingerprint: string;
-}
+/** Which reader staged the rows: the engine's streaming shapefile reader or GDAL's feature loop. */
+export type ReadPath = NonNullable<VectorLayer['reader']>;
 
-/** Maps a layer's field names to canonical names; throws when a required field is absent. */
-export function mapFields(layer: VectorLayer, specs: FieldSpec[]): { index: Map<string, string>; missing: string[]; unknown: string[] } {
-  const index = new Map<string, string>();
-  const missing: string[] = [];
-  const present = new Set(layer.fields.map((f) => f.name));
-  for (const spec of specs) {
-    const hit = spec.aliases.find((a) => present.has(a));
-    if (hit) index.set(hit, spec.name);
-    else if (spec.required) {
-      throw new AgroError('required_field_missing', `${layer.name} has no ${spec.name} (looked for ${spec.aliases.join(', ')})`, { layer: layer.name, field: spec.name });
-    } else missing.push(spec.name);
-  }
-  const unknown = layer.fields.map((f) => f.name).filter((n) => !index.has(n));
-  return { index, missing, unknown };
-}
-
-export function schemaFingerprint(layers: VectorLayer[]): string {
-  const names = [...new Set(layers.flatMap((l) => l.fields.map((f) => f.name)))].sort();
-  return crypto.createHash('sha256').update(names.join(',')).digest('hex').slice(0, 16);
+export interface LayerStageResult extends StageResult {
+  reader: ReadPath;
+  /** DBF records flagged deleted, skipped (the streaming reader counts them; GDAL skips them silently). */
+  deleted: number;
+  /** Numeric/date DBF values that were not numbers/dates, kept as written (streaming reader). */
+  unparsed: number;
+  /** Numeric cells of asterisks per layer and DBF field (streaming reader; null when GDAL read the layers). */
+  overflowed: Record<string, Record<string, number>> | null;
 }
 
 const asText = (v: unknown): CopyValue => {
@@ -60,23 +42,25 @@ const asText = (v: unknown): CopyValue => {
   return String(v);
 };
 
-export async function createStagingTable(client: pg.ClientBase, table: string, specs: FieldSpec[]): Promise<void> {
-  const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
-  await client.query(
-    `CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_layer text NOT NULL, src_srid int NOT NULL, ${cols}, extra jsonb, geom geometry)`,
-  );
-}
+/** The reader `layers` are staged with: the streaming one when every layer was opened for it. */
+export const readPathOf = (layers: VectorLayer[]): ReadPath =>
+  layers.length > 0 && layers.every((l) => l.reader === 'shp-stream') ? 'shp-stream' : 'gdal';
 
 /**
  * Loads every layer into `table` (created here). Required fields are checked on all
  * layers before a single row is written, so a drifted source fails without loading.
  */
-export async function stageLayers(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<StageResult> {
+export async function stageLayers(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<LayerStageResult> {
+  if (readPathOf(layers) === 'shp-stream') return { reader: 'shp-stream', ...(await stageShapefiles(client, table, layers, specs)) };
+  return { reader: 'gdal', deleted: 0, unparsed: 0, overflowed: null, ...(await stageWithGdal(client, table, layers, specs)) };
+}
+
+/** GDAL's feature loop (gdal-async, one native call per feature) into a text COPY. */
+async function stageWithGdal(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<StageResult> {
   const mappings = layers.map((l) => mapFields(l, specs));
   await createStagingTable(client, table, specs);
   let seq = 0;
   let replacementChars = 0;
-  const columns = ['src_seq', 'src_layer', 'src_srid', ...specs.map((s) => s.name), 'extra', 'geom'];
   function* lines(): Generator<string> {
     for (let li = 0; li < layers.length; li++) {
       const layer = layers[li];
@@ -100,8 +84,7 @@ export async function stageLayers(client: pg.ClientBase, table: string, layers: 
       }
     }
   }
-  const rows = await copyLines(client, `${table} (${columns.map(ident).join(', ')})`, lines());
-  const missingOptional = specs.map((s) => s.name).filter((n) => mappings.every((m) => m.missing.includes(n)));
+  const rows = await copyLines(client, `${table} (${stagingColumns(specs).map(ident).join(', ')})`, lines());
   const unknown = [...new Set(mappings.flatMap((m) => m.unknown))];
-  return { rows, missingOptional, unknown, replacementChars, fingerprint: schemaFingerprint(layers) };
+  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown, replacementChars, fingerprint: schemaFingerprint(layers) };
 }

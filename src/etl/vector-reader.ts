@@ -31,6 +31,11 @@ export interface VectorLayer {
   encodingIgnored?: string;
   fields: LayerField[];
   featureCount: number;
+  /**
+   * The reader stageLayers uses: 'shp-stream' (the engine's streaming shapefile reader)
+   * when the layer was opened for it (layersFromZip), else GDAL's feature loop.
+   */
+  reader?: 'shp-stream' | 'gdal';
 }
 
 export interface LayerDefaults {

@@ -78,6 +78,16 @@ export function textDecoder(encoding: string): TextDecode {
   return (b, s, t) => dec.decode(b.subarray(s, t));
 }
 
+/** Whether the streaming reader can decode this encoding (Node's TextDecoder lacks the DOS code pages, e.g. CP850). */
+export function canDecode(encoding: string): boolean {
+  try {
+    textDecoder(encoding);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 // windows-1252 = Latin-1 except 0x80–0x9F (Node 20's TextDecoder decodes that label as Latin-1).
 const CP1252_HIGH = '€\u0081‚ƒ„…†‡ˆ‰Š‹Œ\u008dŽ\u008f\u0090‘’“”•–—˜™š›œ\u009džŸ';
 const windows1252: TextDecode = (b, s, t) => {
@@ -113,6 +123,8 @@ export class FieldValue {
   start = 0;
   end = 0;
   unparsed = false;
+  /** A numeric cell of asterisks (a writer's overflow): NULL, counted apart. */
+  overflow = false;
   private str: string | null = null;
   private num: number | null = null;
 
@@ -180,6 +192,7 @@ export function decodeField(rec: Buffer, at: number, f: DbfField, out: FieldValu
   span(rec, at + f.offset, f.length);
   const s = spanStart, e = spanEnd;
   out.unparsed = false;
+  out.overflow = false;
   if (s === e) {
     out.setNull();
     return false;
@@ -189,6 +202,7 @@ export function decodeField(rec: Buffer, at: number, f: DbfField, out: FieldValu
     case 'F': {
       if (rec[s] === 0x2a) { // '*': overflow marker, null for shapelib
         out.setNull();
+        out.overflow = true;
         return false;
       }
       const t = rec.toString('latin1', s, e);

@@ -10,7 +10,7 @@
 // Differences, all on values the GDAL reader damaged: integers beyond 2^53 keep every
 // digit; a numeric or date field that is not one is kept as written and counted in
 // `unparsed` (GDAL read it as 0 / NULL); a deleted DBF record is skipped and counted.
-import { createReadStream, existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import path from 'node:path';
 import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
@@ -18,20 +18,21 @@ import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
 import { AgroError } from '../../errors.ts';
 import { ident } from '../../db/pool.ts';
-import { createStagingTable, mapFields, schemaFingerprint, type FieldSpec, type StageResult } from '../stage-vector.ts';
+import { progress } from '../../progress.ts';
 import type { VectorLayer } from '../vector-reader.ts';
 import { BinaryCopyWriter } from './binary-copy.ts';
-import { ChunkReader } from './chunk-reader.ts';
-import { decodeField, encodingKind, FieldValue, parseDbfHeader, textDecoder, type DbfHeader } from './dbf.ts';
+import { byteReader, type ByteSource } from './chunk-reader.ts';
+import { canDecode, decodeField, encodingKind, FieldValue, parseDbfHeader, textDecoder, type DbfHeader } from './dbf.ts';
 import { shapeWkb } from './shp-wkb.ts';
-
-const READ_CHUNK = 1 << 20;
+import { createStagingTable, mapFields, missingEverywhere, schemaFingerprint, stagingColumns, type FieldSpec, type StageResult } from './staging.ts';
 
 export interface ShpStageResult extends StageResult {
   /** DBF records flagged deleted (skipped, as GDAL skips them). */
   deleted: number;
   /** Numeric/date values that were not numbers/dates, kept as written. */
   unparsed: number;
+  /** Numeric cells of asterisks (NULL), per layer and DBF field: counted while reading, no second pass. */
+  overflowed: Record<string, Record<string, number>>;
 }
 
 /** One feature of a layer as the reader hands it out (used by tests and the bench). */
@@ -46,16 +47,34 @@ export interface ShpRecord {
 export interface LayerSources {
   /** For messages: the .shp's name. */
   name: string;
-  shp: AsyncIterable<Buffer>;
-  dbf: AsyncIterable<Buffer>;
+  shp: ByteSource;
+  dbf: ByteSource;
 }
 
-/** Opens the .shp and its .dbf (either case, as findShapefiles accepts) as file streams. */
+/** Shape types the reader builds WKB for (null, point, polyline, polygon, multipoint; plain, Z and M). */
+const STREAMED_TYPES = new Set([0, 1, 3, 5, 8, 11, 13, 15, 18, 21, 23, 25, 28]);
+
+/**
+ * Whether the streaming reader can read this layer: a .shp whose header names a shape type
+ * it builds (not MultiPatch) and a DBF encoding it can decode. Otherwise GDAL reads it.
+ */
+export function canStream(shp: string, encoding: string): boolean {
+  if (!canDecode(encoding)) return false;
+  const head = Buffer.alloc(36);
+  const fd = openSync(shp, 'r');
+  try {
+    if (readSync(fd, head, 0, 36, 0) < 36 || head.readInt32BE(0) !== 9994) return false;
+  } finally {
+    closeSync(fd);
+  }
+  return STREAMED_TYPES.has(head.readInt32LE(32));
+}
+
+/** The .shp and its .dbf (either case, as findShapefiles accepts) as files. */
 export function fileSources(shp: string): LayerSources {
   const base = shp.slice(0, -4);
   const dbf = [base + '.dbf', base + '.DBF'].find((f) => existsSync(f)) ?? base + '.dbf';
-  const open = (file: string) => createReadStream(file, { highWaterMark: READ_CHUNK });
-  return { name: path.basename(shp), shp: open(shp), dbf: open(dbf) };
+  return { name: path.basename(shp), shp: { file: shp }, dbf: { file: dbf } };
 }
 
 /**
@@ -68,12 +87,12 @@ export async function walkShapefile(
   encoding: string,
   onHeader: (dbf: DbfHeader) => void,
   onRecord: (values: FieldValue[], geom: ReturnType<typeof shapeWkb>, index: number) => void | Promise<void>,
-): Promise<{ records: number; deleted: number; unparsed: number }> {
+): Promise<{ records: number; deleted: number; unparsed: number; overflowed: Record<string, number> }> {
   const name = files.name;
   const dbfName = name.replace(/\.shp$/i, '.dbf');
   const decode = textDecoder(encoding);
-  const shp = new ChunkReader(files.shp);
-  const dbf = new ChunkReader(files.dbf);
+  const shp = byteReader(files.shp);
+  const dbf = byteReader(files.dbf);
   try {
     if (!(await shp.ensure(100)) || shp.buf.readInt32BE(0) !== 9994) throw new AgroError('malformed_source', `${name}: not a shapefile (bad .shp header)`);
     shp.pos = 100;
@@ -84,6 +103,7 @@ export async function walkShapefile(
     dbf.pos = headerLength;
     onHeader(header);
     const values = header.fields.map(() => new FieldValue(decode));
+    const overflows = header.fields.map(() => 0);
     let deleted = 0, unparsed = 0, shpDone = false;
     for (let i = 0; i < header.records; i++) {
       if (!(await dbf.ensure(header.recordLength))) throw new AgroError('malformed_source', `${dbfName}: ${header.records} records declared, ${i} present`);
@@ -105,12 +125,15 @@ export async function walkShapefile(
       }
       for (let f = 0; f < header.fields.length; f++) {
         if (decodeField(dbf.buf, recAt, header.fields[f], values[f])) unparsed++;
+        else if (values[f].overflow) overflows[f]++;
       }
       const wait = onRecord(values, geom, i + 1);
       if (wait) await wait;
     }
     await Promise.all([shp.drain(), dbf.drain()]);
-    return { records: header.records, deleted, unparsed };
+    const overflowed: Record<string, number> = {};
+    header.fields.forEach((f, i) => overflows[i] && (overflowed[f.name] = (overflowed[f.name] ?? 0) + overflows[i]));
+    return { records: header.records, deleted, unparsed, overflowed };
   } finally {
     await Promise.all([shp.close(), dbf.close()]);
   }
@@ -145,16 +168,25 @@ export async function stageShapefiles(
 ): Promise<ShpStageResult> {
   const mappings = layers.map((l) => mapFields(l, specs));
   await createStagingTable(client, table, specs);
-  const columns = ['src_seq', 'src_layer', 'src_srid', ...specs.map((s) => s.name), 'extra', 'geom'];
+  const columns = stagingColumns(specs);
   let seq = 0, replacementChars = 0, deleted = 0, unparsed = 0;
+  const overflowed: Record<string, Record<string, number>> = {};
   const w = new BinaryCopyWriter();
   const nFields = columns.length;
   const stream = client.query(pgCopy.from(`COPY ${table} (${columns.map(ident).join(', ')}) FROM STDIN WITH (FORMAT binary)`));
   const done = finished(stream);
   done.catch(() => undefined); // observed below; a rejection before then is not unhandled
+  // Rows go to the run's live progress line with each chunk (as the text COPY reports them).
+  const p = progress();
+  let reported = 0;
+  const report = () => {
+    p.rows(seq - reported);
+    reported = seq;
+  };
   // Backpressure: wait for the socket when the stream's buffer is full.
   const push = async (chunk: Buffer): Promise<void> => {
     if (stream.errored) throw stream.errored;
+    report();
     if (!stream.write(chunk)) await once(stream, 'drain');
   };
   try {
@@ -208,17 +240,18 @@ export async function stageShapefiles(
       );
       deleted += r.deleted;
       unparsed += r.unparsed;
+      if (Object.keys(r.overflowed).length) overflowed[layer.name] = r.overflowed;
     }
     w.end();
     stream.end(w.take());
     await done;
+    report();
   } catch (e) {
     stream.destroy(e as Error); // sends CopyFail: nothing of this COPY is kept
     await done.catch(() => undefined);
     throw e;
   }
   const rows = Number(stream.rowCount ?? 0);
-  const missingOptional = specs.map((s) => s.name).filter((n) => mappings.every((m) => m.missing.includes(n)));
   const unknownAll = [...new Set(mappings.flatMap((m) => m.unknown))];
-  return { rows, missingOptional, unknown: unknownAll, replacementChars, fingerprint: schemaFingerprint(layers), deleted, unparsed };
+  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown: unknownAll, replacementChars, fingerprint: schemaFingerprint(layers), deleted, unparsed, overflowed };
 }

@@ -1,0 +1,110 @@
+// sicar's own statements, one typed function each (tables in as Sql, typed rows out).
+import type pg from 'pg';
+import { selectList, type Relation } from '../../src/etl/relation.ts';
+import { dateLiteral } from '../../src/etl/sql/shape.ts';
+import { fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
+
+/** The typed pass of AREA_IMOVEL (sql/queries/sicar_typed_imovel.sql). */
+export async function typeProperties(client: pg.ClientBase, a: { typed: Sql; stage: Sql; uf: string; asOf: string }): Promise<void> {
+  await client.query(fillSql('queries/sicar_typed_imovel', { typed: a.typed, stage: a.stage, uf: sqlLiteral(a.uf), as_of: sqlText(dateLiteral(a.asOf)) }));
+}
+
+/** How the polygons of layers without cod_imovel are linked (none: every layer has it). */
+export interface ThemeLink {
+  car: Sql;
+  link_join: Sql;
+  link_verdict: Sql;
+}
+export const NO_LINK: ThemeLink = { car: sqlText('s.car'), link_join: sqlText(''), link_verdict: sqlText('NULL::text') };
+
+/** The typed pass of one theme (sql/queries/sicar_typed_tema.sql). */
+export async function typeTheme(client: pg.ClientBase, a: { typed: Sql; stage: Sql; uf: string; tema: string; link: ThemeLink }): Promise<void> {
+  await client.query(fillSql('queries/sicar_typed_tema', { typed: a.typed, stage: a.stage, uf: sqlLiteral(a.uf), tema: sqlLiteral(a.tema), ...a.link }));
+}
+
+/** The winning properties in EPSG:4326, for linking themes without cod_imovel (indexed). */
+export async function linkProperties(client: pg.ClientBase, a: { properties: Sql; typed: Sql }): Promise<void> {
+  await client.query(fillSql('queries/sicar_link_properties', a));
+  await client.query(`CREATE INDEX ON ${a.properties} USING gist (geom)`);
+  await client.query(`ANALYZE ${a.properties}`);
+}
+
+/** Links the polygons of `layers` (without cod_imovel) to the property containing their point-on-surface; returns the link counts. */
+export async function linkTheme(client: pg.ClientBase, a: { links: Sql; stage: Sql; properties: Sql; layers: string[] }): Promise<{ vinculados: number; sem_imovel: number; ambiguos: number }> {
+  const layers = sqlText(`ARRAY[${a.layers.map((n) => sqlLiteral(n)).join(', ')}]`);
+  await client.query(fillSql('queries/sicar_theme_link', { links: a.links, stage: a.stage, properties: a.properties, layers }));
+  return (await client.query(
+    `SELECT count(*) FILTER (WHERE matches = 1)::int AS vinculados, count(*) FILTER (WHERE matches = 0)::int AS sem_imovel,
+            count(*) FILTER (WHERE matches > 1)::int AS ambiguos FROM ${a.links}`,
+  )).rows[0];
+}
+
+/** The typed pass's columns for the car of a linked theme and its verdict when not linked. */
+export function themeLink(links: Sql, layers: string[]): ThemeLink {
+  const list = `ARRAY[${layers.map((n) => sqlLiteral(n)).join(', ')}]`;
+  return {
+    car: sqlText('coalesce(s.car, l.car)'),
+    link_join: sqlText(`LEFT JOIN ${links} l ON l.src_seq = s.src_seq`),
+    link_verdict: sqlText(`CASE WHEN s.src_layer = ANY(${list}) THEN CASE
+      WHEN s.geom IS NULL THEN 'no_geometry' WHEN s.repair = 'rejected' THEN 'geometry_unrepairable'
+      WHEN s.repair = 'empty' THEN 'geometry_empty_after_repair'
+      WHEN l.matches = 0 THEN 'not_linked_no_property' WHEN l.matches > 1 THEN 'not_linked_ambiguous' END END`),
+  };
+}
+
+/** Hectares per property and theme, without double counting (sql/queries/sicar_theme_area.sql), indexed by car. */
+export async function themeAreas(client: pg.ClientBase, a: { theme_area: Sql; car_tema: Sql }): Promise<void> {
+  await client.query(fillSql('queries/sicar_theme_area', a));
+  await client.query(`CREATE INDEX ON ${a.theme_area} (car)`);
+}
+
+/** Builds a relation's snapshot from typed rows (`s`): the declaration's select list, nothing joined back. */
+export async function buildFromTyped(
+  client: pg.ClientBase,
+  a: { rel: Relation; target: Sql; from: Sql; asOf: string; snapshotId: number },
+): Promise<void> {
+  await client.query(`CREATE TABLE ${a.target} AS\nSELECT\n${selectList(a.rel, dateLiteral(a.asOf), a.snapshotId)}\nFROM ${a.from}`);
+}
+
+/** The car_imovel rows: one per CAR number, the most recently updated copy, then the last read. */
+export const winningProperties = (typed: Sql, themeArea: Sql | null, loaded: { apps: boolean; rl: boolean; ac: boolean }): Sql =>
+  sqlText(`(SELECT DISTINCT ON (car) * FROM ${typed} WHERE verdict = 'ok' ORDER BY car, updated DESC NULLS LAST, src_seq DESC) s
+  ${themeArea ? `LEFT JOIN ${themeArea} ta ON ta.car = s.car` : 'CROSS JOIN (SELECT NULL::float8 AS app_ha, NULL::float8 AS reserva_legal_ha, NULL::float8 AS area_consolidada_ha) ta'}
+  CROSS JOIN (SELECT ${sqlLiteral(loaded.apps)} AS apps_loaded, ${sqlLiteral(loaded.rl)} AS rl_loaded, ${sqlLiteral(loaded.ac)} AS ac_loaded) v`);
+
+/** The kept rows of the themes' typed tables, together. */
+export const keptThemeRows = (typed: Sql[]): Sql =>
+  sqlText(`(${typed.map((t) => `SELECT * FROM ${t} WHERE verdict = 'ok'`).join('\nUNION ALL\n')}) s`);
+
+export interface PropertyFacts {
+  dates: { col: string; kind: string; n: number }[];
+  numbers: { num_area: number; mod_fiscal: number; num_area_overflow: number; mod_fiscal_overflow: number };
+  unknownCodes: { field: string; code: string; n: number }[];
+}
+
+/** What the facts count of the staged properties, read from the typed pass (one scan). */
+export async function propertyFacts(client: pg.ClientBase, typed: Sql): Promise<PropertyFacts> {
+  const r = (await client.query(
+    `SELECT count(*) FILTER (WHERE num_area_unparsed)::int AS num_area, count(*) FILTER (WHERE mod_fiscal_unparsed)::int AS mod_fiscal,
+            count(*) FILTER (WHERE num_area_overflow)::int AS num_area_overflow, count(*) FILTER (WHERE mod_fiscal_overflow)::int AS mod_fiscal_overflow,
+            (SELECT coalesce(jsonb_agg(d), '[]') FROM (
+               SELECT col, kind, count(*)::int AS n FROM ${typed}, LATERAL (VALUES ('dat_criaca', dat_criaca_kind), ('dat_atuali', dat_atuali_kind)) x(col, kind)
+                WHERE kind IN ('placeholder', 'bad', 'implausible') GROUP BY 1, 2) d) AS dates,
+            (SELECT coalesce(jsonb_agg(u), '[]') FROM (
+               SELECT 'ind_status' AS field, unknown_status AS code, count(*)::int AS n FROM ${typed} WHERE unknown_status IS NOT NULL GROUP BY 2
+               UNION ALL SELECT 'ind_tipo', unknown_tipo, count(*)::int FROM ${typed} WHERE unknown_tipo IS NOT NULL GROUP BY 2) u) AS codes
+       FROM ${typed}`,
+  )).rows[0];
+  return { dates: r.dates, numbers: { num_area: r.num_area, mod_fiscal: r.mod_fiscal, num_area_overflow: r.num_area_overflow, mod_fiscal_overflow: r.mod_fiscal_overflow }, unknownCodes: r.codes };
+}
+
+/** Theme polygons of the snapshot whose car has no row in car_imovel. */
+export async function orphanThemePolygons(client: pg.ClientBase, a: { car_tema: Sql; car_imovel: Sql }): Promise<number> {
+  return (await client.query(`SELECT count(*)::int AS n FROM ${a.car_tema} m WHERE NOT EXISTS (SELECT 1 FROM ${a.car_imovel} c WHERE c.car = m.car)`)).rows[0].n;
+}
+
+/** Verdict counts of a typed table per theme (verdict → rows). */
+export async function verdictsByTheme(client: pg.ClientBase, typed: Sql): Promise<Record<string, number>> {
+  const r = await client.query(`SELECT verdict, count(*)::int AS n FROM ${typed} GROUP BY verdict`);
+  return Object.fromEntries(r.rows.map((x) => [x.verdict, x.n]));
+}

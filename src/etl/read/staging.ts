@@ -1,0 +1,68 @@
+// The staging table every vector reader writes (the streaming shapefile reader, the GDAL
+// reader, the WFS pages): one text column per canonical field (mapped from any known
+// spelling), unknown columns in `extra`, the geometry as WKB with the layer's SRID kept
+// beside it. All typing, repair and reprojection happen afterwards in SQL.
+import crypto from 'node:crypto';
+import type pg from 'pg';
+import { AgroError } from '../../errors.ts';
+import { ident } from '../../db/pool.ts';
+
+export interface FieldSpec {
+  /** Canonical (staging) column name. */
+  name: string;
+  /** Every known source spelling: current, legacy, truncated DBF, WFS. Lower case. */
+  aliases: string[];
+  required?: boolean;
+}
+
+export interface StageResult {
+  rows: number;
+  /** Canonical fields no layer carried (loaded as NULL). */
+  missingOptional: string[];
+  /** Source fields without a mapping, kept in `extra`. */
+  unknown: string[];
+  /** Strings holding U+FFFD (bytes that were not valid in the declared encoding). */
+  replacementChars: number;
+  fingerprint: string;
+}
+
+/** What the mapping needs of a layer: its name and its (lower-cased) field names. */
+export interface NamedFields {
+  name: string;
+  fields: { name: string }[];
+}
+
+/** Maps a layer's field names to canonical names; throws when a required field is absent. */
+export function mapFields(layer: NamedFields, specs: FieldSpec[]): { index: Map<string, string>; missing: string[]; unknown: string[] } {
+  const index = new Map<string, string>();
+  const missing: string[] = [];
+  const present = new Set(layer.fields.map((f) => f.name));
+  for (const spec of specs) {
+    const hit = spec.aliases.find((a) => present.has(a));
+    if (hit) index.set(hit, spec.name);
+    else if (spec.required) {
+      throw new AgroError('required_field_missing', `${layer.name} has no ${spec.name} (looked for ${spec.aliases.join(', ')})`, { layer: layer.name, field: spec.name });
+    } else missing.push(spec.name);
+  }
+  const unknown = layer.fields.map((f) => f.name).filter((n) => !index.has(n));
+  return { index, missing, unknown };
+}
+
+export function schemaFingerprint(layers: NamedFields[]): string {
+  const names = [...new Set(layers.flatMap((l) => l.fields.map((f) => f.name)))].sort();
+  return crypto.createHash('sha256').update(names.join(',')).digest('hex').slice(0, 16);
+}
+
+export async function createStagingTable(client: pg.ClientBase, table: string, specs: FieldSpec[]): Promise<void> {
+  const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
+  await client.query(
+    `CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_layer text NOT NULL, src_srid int NOT NULL, ${cols}, extra jsonb, geom geometry)`,
+  );
+}
+
+/** The staging table's columns, in COPY order. */
+export const stagingColumns = (specs: FieldSpec[]): string[] => ['src_seq', 'src_layer', 'src_srid', ...specs.map((s) => s.name), 'extra', 'geom'];
+
+/** Canonical fields that no layer carried. */
+export const missingEverywhere = (specs: FieldSpec[], mappings: { missing: string[] }[]): string[] =>
+  specs.map((s) => s.name).filter((n) => mappings.every((m) => m.missing.includes(n)));

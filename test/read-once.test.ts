@@ -1,0 +1,157 @@
+// A zip is inflated once from download to staging: the download checks only what needs no
+// inflating (signature, central directory, declared sizes), the read step inflates each
+// layer member once, checking its CRC and the bound as it streams. A damaged member still
+// fails the run (corrupt_archive) before anything is published, and the damaged file is
+// not answered from the raw store again. The layers the engine opens from a zip are staged
+// by the streaming shapefile reader, and the result says so.
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { buildSicarState } from '../fixtures/sicar.ts';
+import { ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
+import { sicar } from '../pipelines/sicar/index.ts';
+import { DEFAULT_ZIP_LIMITS } from '../src/etl/archive.ts';
+import { fetchSource } from '../src/etl/download.ts';
+import { layersFromZip } from '../src/etl/layers.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { stageLayers } from '../src/etl/stage-vector.ts';
+import { openLayer } from '../src/etl/vector-reader.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+let db: TestDb;
+let work: string;
+let goDir: string;
+
+const run = (source: string) => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source });
+const currentId = async () => (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'sicar' AND scope = 'GO'`)).rows[0]?.snapshot_id ?? null;
+
+/** Every member inflated while `fn` runs, as "<zip name>:<member>" → times. */
+async function countInflations(fn: () => Promise<unknown>): Promise<Map<string, number>> {
+  const seen = new Map<string, number>();
+  const onInflate = (m: unknown) => {
+    const { file, member } = m as { file: string; member: string };
+    const key = `${path.basename(file)}:${member}`;
+    seen.set(key, (seen.get(key) ?? 0) + 1);
+  };
+  subscribe('agro:zip-inflate', onInflate);
+  try {
+    await fn();
+  } finally {
+    unsubscribe('agro:zip-inflate', onInflate);
+  }
+  return seen;
+}
+
+/** Flips a byte in the middle of `member`'s stored data (local header walked, not guessed). */
+function damageMember(zip: Buffer, member: string): Buffer {
+  const out = Buffer.from(zip);
+  for (let off = 0; out.readUInt32LE(off) === 0x04034b50; ) {
+    const compressed = out.readUInt32LE(off + 18);
+    const nameLen = out.readUInt16LE(off + 26);
+    const extraLen = out.readUInt16LE(off + 28);
+    const data = off + 30 + nameLen + extraLen;
+    if (out.toString('latin1', off + 30, off + 30 + nameLen) === member) {
+      out[data + Math.floor(compressed / 2)] ^= 0xff;
+      return out;
+    }
+    off = data + compressed;
+  }
+  throw new Error(`${member} not found`);
+}
+
+beforeAll(async () => {
+  db = await testDatabase();
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'read-once-'));
+  goDir = path.join(work, 'GO');
+  await buildSicarState('GO', goDir);
+});
+
+afterAll(async () => {
+  await db?.drop();
+  fs.rmSync(work, { recursive: true, force: true });
+});
+
+describe('each zip inflated once', () => {
+  test('a SICAR load inflates every layer member of every zip exactly once, and nothing else', async () => {
+    const seen = await countInflations(async () => expect((await run(goDir)).status).toBe('published'));
+    const zips = fs.readdirSync(goDir).filter((f) => f.endsWith('.zip')).sort();
+    expect(zips.length).toBe(4);
+    expect([...new Set([...seen.keys()].map((k) => k.split(':')[0]))].sort()).toEqual(zips);
+    for (const [key, times] of seen) expect(times, key).toBe(1);
+    for (const key of seen.keys()) expect(key).toMatch(/\.(shp|shx|dbf|prj|cpg|cst)$/i);
+    expect([...seen.keys()].filter((k) => k.startsWith('GO_AREA_IMOVEL.zip:') && /\.(shp|dbf)$/.test(k)).length).toBeGreaterThanOrEqual(4);
+  });
+
+  test('the download step inflates nothing: a damaged member passes it and the read step fails the run with corrupt_archive, publishing nothing', async () => {
+    const before = await currentId();
+    expect(before).not.toBeNull();
+    const bad = path.join(work, 'bad');
+    fs.mkdirSync(bad, { recursive: true });
+    for (const f of fs.readdirSync(goDir)) fs.copyFileSync(path.join(goDir, f), path.join(bad, f));
+    const zip = fs.readFileSync(path.join(goDir, 'GO_AREA_IMOVEL.zip'));
+    fs.writeFileSync(path.join(bad, 'GO_AREA_IMOVEL.zip'), damageMember(zip, 'GO_AREA_IMOVEL_1.shp'));
+
+    const raw = path.join(work, 'raw');
+    const fetched = await countInflations(async () => {
+      const f = await fetchSource(path.join(bad, 'GO_AREA_IMOVEL.zip'), { destDir: raw, userAgent: 'test', expect: 'zip' });
+      expect(f?.size).toBe(zip.length);
+    });
+    expect([...fetched.keys()]).toEqual([]);
+
+    const o = await run(bad);
+    expect(o.status).toBe('failed');
+    expect(o.error?.code).toBe('corrupt_archive');
+    expect(o.error?.message).toMatch(/GO_AREA_IMOVEL(_1\.shp|\.zip)/);
+    expect(await currentId()).toBe(before);
+    const staged = await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage'`);
+    expect(staged.rows[0].n).toBe(0);
+    // The damaged file is distrusted: its meta is gone, so the next fetch brings the whole file again.
+    const rawDir = path.join(db.dataDir, 'raw', 'sicar', 'GO');
+    const stored = fs.readdirSync(rawDir, { recursive: true }).map(String);
+    expect(stored.filter((n) => n.endsWith('GO_AREA_IMOVEL.zip.meta.json'))).toEqual([]);
+    expect(stored.filter((n) => n.endsWith('GO_APPS.zip.meta.json')).length).toBe(1);
+
+    // The next run with good bytes recovers: the same source as the snapshot still serving.
+    const again = await run(goDir);
+    expect(again.status).toBe('unchanged');
+    expect(again.error).toBeFalsy();
+    expect(await currentId()).toBe(before);
+  });
+});
+
+describe('the read path behind stageLayers', () => {
+  test('layers from a zip go through the streaming reader, which counts overflowed cells and deleted records as it reads; a layer opened with GDAL alone stays on GDAL', async () => {
+    const base = path.join(work, 'ovf', 'camada');
+    fs.mkdirSync(path.dirname(base), { recursive: true });
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'point', encoding: 'latin1', cpg: 'ISO-8859-1', fields: [{ name: 'nome', type: 'C', length: 20 }, { name: 'area', type: 'N', length: 6, decimals: 1 }] });
+    for (let k = 0; k < 4; k++) await w.write({ type: 'Point', coordinates: [-50 - k, -10] }, { nome: `Fazenda São ${k}`, area: k + 0.5 });
+    const { files } = await w.close();
+    const dbf = fs.readFileSync(`${base}.dbf`);
+    const header = dbf.readUInt16LE(8), rec = dbf.readUInt16LE(10);
+    dbf.write('******', header + 21, 'latin1'); // record 1: area overflowed
+    dbf.write('******', header + rec + 21, 'latin1'); // record 2 too
+    dbf[header + 3 * rec] = 0x2a; // record 4 deleted
+    fs.writeFileSync(`${base}.dbf`, dbf);
+    const zip = path.join(work, 'ovf', 'camada.zip');
+    await zipFiles(zip, files.map((f) => ({ path: f, name: path.basename(f) })));
+    const specs = [{ name: 'nome', aliases: ['nome'] }, { name: 'area', aliases: ['area'] }];
+
+    const layers = await layersFromZip(zip, path.join(work, 'ovf-work'), { srid: 4674, limits: DEFAULT_ZIP_LIMITS });
+    expect(layers.map((l) => l.reader)).toEqual(['shp-stream']);
+    const client = await db.pool.connect();
+    try {
+      const r = await stageLayers(client, 'ovf_stream', layers, specs);
+      expect(r).toMatchObject({ reader: 'shp-stream', rows: 3, deleted: 1, unparsed: 0, overflowed: { camada: { area: 2 } } });
+      const rows = (await client.query(`SELECT nome, area FROM ovf_stream ORDER BY src_seq`)).rows;
+      expect(rows).toEqual([{ nome: 'Fazenda São 0', area: null }, { nome: 'Fazenda São 1', area: null }, { nome: 'Fazenda São 2', area: '2.5' }]);
+
+      const g = await stageLayers(client, 'ovf_gdal', [openLayer(`${base}.shp`, { srid: 4674 })], specs);
+      expect(g).toMatchObject({ reader: 'gdal', rows: 3, overflowed: null });
+      expect((await client.query(`SELECT nome, area FROM ovf_gdal ORDER BY src_seq`)).rows).toEqual(rows);
+    } finally {
+      client.release();
+    }
+  });
+});
