@@ -484,11 +484,7 @@ export class NearestLine {
     // moves by at most reach × the angle the edge spans), then exact planar distances in
     // increasing bound order, per unit (property path, line part) only while the bound
     // is within the unit's least (× spread) and within the global limit.
-    const order1: number[] = [];
-    for (let i = 0; i < cand.length; i++) if (candLb[i] <= lim1) order1.push(i);
-    order1.sort((x, y) => candLb[x] - candLb[y]);
-    for (const i of order1) {
-      if (candLb[i] > lim) break;
+    const exact = (i: number) => {
       const k = cand[i];
       const ax = proj[4 * i];
       const ay = proj[4 * i + 1];
@@ -516,12 +512,12 @@ export class NearestLine {
         }
         const span = 2 * Math.asin(Math.min(1, Math.sqrt(l2) / (2 * qn)));
         lb = Math.max(lb, qn - h - reach * span);
-        if (lb > lim) continue;
+        if (lb > lim) return;
       }
       if (lb === 0 && inside(poly, xy[4 * k], xy[4 * k + 1])) {
         zero.push(k);
         improve(0);
-        continue;
+        return;
       }
       const part = ix.part[k];
       for (let r = 0; r < paths; r++) {
@@ -546,6 +542,18 @@ export class NearestLine {
         if (least < ub) unitBest.set(unit, least);
         if (least < best) improve(least);
       }
+    };
+    // the candidate with the least bound first, so that only those within the limit it
+    // sets are sorted and measured
+    let first1 = -1;
+    for (let i = 0; i < cand.length; i++) if (first1 < 0 || candLb[i] < candLb[first1]) first1 = i;
+    if (first1 >= 0) exact(first1);
+    const order1: number[] = [];
+    for (let i = 0; i < cand.length; i++) if (i !== first1 && candLb[i] <= lim) order1.push(i);
+    order1.sort((x, y) => candLb[x] - candLb[y]);
+    for (const i of order1) {
+      if (candLb[i] > lim) break;
+      exact(i);
     }
     if (zero.length > 0) {
       // inside or crossing: distance 0 to each such feature

@@ -98,16 +98,18 @@ async function distancePart(client: pg.ClientBase, pair: Pair, out: string): Pro
   await client.query(`CREATE UNLOGGED TABLE ${raw} (car text, uf text, fid text, px float8, py float8, qx float8, qy float8)`);
   const blocks = Number((await client.query('SELECT pg_relation_size($1::regclass) / current_setting(\'block_size\')::int AS n', [car])).rows[0].n);
   for (let b = 0; b < blocks; b += PAGE_BLOCKS) {
-    const page = await client.query<{ car: string; uf: string; wkb: Buffer }>(
-      `SELECT car, uf, ST_AsBinary(geom) AS wkb FROM ${car}
-       WHERE ctid >= '(${b},0)'::tid AND ctid < '(${b + PAGE_BLOCKS},0)'::tid AND geom IS NOT NULL AND NOT ST_IsEmpty(geom)`,
-    );
+    // binary results: the WKB arrives as bytes, not as hex text to decode
+    const page = await client.query<{ car: string; uf: string; wkb: Buffer }>({
+      text: `SELECT car::text, uf::text, ST_AsBinary(geom) AS wkb FROM ${car}
+             WHERE ctid >= '(${b},0)'::tid AND ctid < '(${b + PAGE_BLOCKS},0)'::tid AND geom IS NOT NULL AND NOT ST_IsEmpty(geom)`,
+      binary: true,
+    } as pg.QueryConfig);
     const lines: string[] = [];
     for (let i = 0; i < page.rows.length; i++) {
       const r = page.rows[i];
       for (const c of nearest.candidates(wkbPaths(r.wkb))) lines.push(copyLine([r.car, r.uf, c.fid, c.px, c.py, c.qx, c.qy]));
       // this runs on the event loop: let the other connection's statements through
-      if (i % 250 === 249) await new Promise((res) => setImmediate(res));
+      if (i % 50 === 49) await new Promise((res) => setImmediate(res));
     }
     if (lines.length) await copyLines(client, raw, lines);
   }
@@ -124,10 +126,11 @@ let roadCache: { layer: string; index: Promise<LineIndex> } | undefined;
 function roadIndex(client: pg.ClientBase, layer: string, o: Overlay): Promise<LineIndex> {
   if (roadCache?.layer !== layer) {
     const index = client
-      .query<{ fid: string; wkb: Buffer }>(
-        `SELECT l.${ident(o.idColumn)}::text AS fid, ST_AsBinary(l.geom) AS wkb FROM ${layer} l
-         WHERE l.geom IS NOT NULL AND NOT ST_IsEmpty(l.geom) AND ${o.filter ? `l.${ident(o.filter)}` : 'true'}`,
-      )
+      .query<{ fid: string; wkb: Buffer }>({
+        text: `SELECT l.${ident(o.idColumn)}::text AS fid, ST_AsBinary(l.geom) AS wkb FROM ${layer} l
+               WHERE l.geom IS NOT NULL AND NOT ST_IsEmpty(l.geom) AND ${o.filter ? `l.${ident(o.filter)}` : 'true'}`,
+        binary: true,
+      } as pg.QueryConfig)
       .then((r) => lineIndex(r.rows));
     roadCache = { layer, index };
     index.catch(() => (roadCache = undefined));
