@@ -236,8 +236,6 @@ export interface LineIndex {
   fids: string[];
   /** Per edge: start lon, lat, end lon, lat (degrees). */
   xy: Float64Array;
-  /** Per edge: start and end on the unit sphere (x, y, z each). */
-  xyz: Float64Array;
   /** Per edge: its feature number and its path (line part) number. */
   feature: Int32Array;
   part: Int32Array;
@@ -246,10 +244,9 @@ export interface LineIndex {
   nx: number;
   ny: number;
   cellStart: Int32Array;
-  /** Per cell entry (cell order, so a cell's edges are read in sequence): the edge, its projection inputs. */
+  /** Per cell entry (cell order, so a cell's edges are read in sequence): the edge and its ends on the unit sphere. */
   cellEdges: Int32Array;
   cellXyz: Float64Array;
-  cellBox: Float64Array;
   edges: number;
 }
 
@@ -320,13 +317,11 @@ export function lineIndex(features: Iterable<{ fid: string; wkb: Uint8Array }>):
   const fill = counts.slice(0, nx * ny);
   for (let k = 0; k < edges; k++) visit(k, (c) => (cellEdges[fill[c]++] = k));
   const cellXyz = new Float64Array(cellEdges.length * 6);
-  const cellBox = new Float64Array(cellEdges.length * 4);
   for (let j = 0; j < cellEdges.length; j++) {
     const k = cellEdges[j];
     cellXyz.set(xyz.subarray(6 * k, 6 * k + 6), 6 * j);
-    cellBox.set([Math.min(xy[4 * k], xy[4 * k + 2]), Math.min(xy[4 * k + 1], xy[4 * k + 3]), Math.max(xy[4 * k], xy[4 * k + 2]), Math.max(xy[4 * k + 1], xy[4 * k + 3])], 4 * j);
   }
-  return { fids, xy, xyz, feature: Int32Array.from(owners), part: Int32Array.from(parts), x0, y0, nx, ny, cellStart: counts, cellEdges, cellXyz, cellBox, edges };
+  return { fids, xy, feature: Int32Array.from(owners), part: Int32Array.from(parts), x0, y0, nx, ny, cellStart: counts, cellEdges, cellXyz, edges };
 }
 
 /** A candidate nearest feature: closest points in degrees (on the polygon, on the line). */

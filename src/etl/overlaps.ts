@@ -11,8 +11,9 @@ import type pg from 'pg';
 import { ident, withTransaction } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import { namedSql, render } from '../sql.ts';
-import { copyLine, copyLines } from './copy.ts';
-import { lineIndex, NearestLine, wkbPaths, type LineIndex } from './nearest-line.ts';
+import { copyLines } from './copy.ts';
+import { lineIndex } from './nearest-line.ts';
+import { NearestLinePool } from './nearest-line-pool.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 
 export interface Overlay {
@@ -92,27 +93,28 @@ async function distancePart(client: pg.ClientBase, pair: Pair, out: string): Pro
   const car = qualifiedSnapshotTable('car_imovel', pair.carSnapshotId);
   const layer = qualifiedSnapshotTable(o.relation, pair.layerSnapshotId);
   const raw = partTable(pair, 0, 'raw');
-  const index = await roadIndex(client, layer, o);
-  const nearest = new NearestLine(index);
+  const pool = await roadSearch(client, layer, o);
   await client.query(`DROP TABLE IF EXISTS ${raw}`);
   await client.query(`CREATE UNLOGGED TABLE ${raw} (car text, uf text, fid text, px float8, py float8, qx float8, qy float8)`);
   const blocks = Number((await client.query('SELECT pg_relation_size($1::regclass) / current_setting(\'block_size\')::int AS n', [car])).rows[0].n);
-  for (let b = 0; b < blocks; b += PAGE_BLOCKS) {
+  const fetch = (b: number) =>
     // binary results: the WKB arrives as bytes, not as hex text to decode
-    const page = await client.query<{ car: string; uf: string; wkb: Buffer }>({
+    client.query<{ car: string; uf: string; wkb: Buffer }>({
       text: `SELECT car::text, uf::text, ST_AsBinary(geom) AS wkb FROM ${car}
              WHERE ctid >= '(${b},0)'::tid AND ctid < '(${b + PAGE_BLOCKS},0)'::tid AND geom IS NOT NULL AND NOT ST_IsEmpty(geom)`,
       binary: true,
     } as pg.QueryConfig);
-    const lines: string[] = [];
-    for (let i = 0; i < page.rows.length; i++) {
-      const r = page.rows[i];
-      for (const c of nearest.candidates(wkbPaths(r.wkb))) lines.push(copyLine([r.car, r.uf, c.fid, c.px, c.py, c.qx, c.qy]));
-      // this runs on the event loop: let the other connection's statements through
-      if (i % 50 === 49) await new Promise((res) => setImmediate(res));
-    }
-    if (lines.length) await copyLines(client, raw, lines);
+  // the threads search page n while page n - 1 is copied in and page n + 1 read
+  let pending: Promise<string> | undefined;
+  for (let b = 0; b < blocks; b += PAGE_BLOCKS) {
+    const page = await fetch(b);
+    const rows = page.rows;
+    const lines = await pending;
+    pending = pool.page(rows.map((r) => r.car), rows.map((r) => r.uf), rows.map((r) => r.wkb));
+    if (lines) await copyLines(client, raw, [lines]);
   }
+  const last = await pending;
+  if (last) await copyLines(client, raw, [last]);
   await client.query(render(namedSql('queries/overlap_distance_pair'), { out, raw }));
   await client.query(`DROP TABLE ${raw}`);
 }
@@ -120,22 +122,37 @@ async function distancePart(client: pg.ClientBase, pair: Pair, out: string): Pro
 /** Heap blocks a page of properties spans (~7,500 properties: a few MB of WKB). */
 const PAGE_BLOCKS = 1000;
 
-let roadCache: { layer: string; index: Promise<LineIndex> } | undefined;
+/** Threads of the road search: the machine's two cores. */
+const SEARCH_THREADS = 2;
 
-/** The roads' grid, kept for the next pair of the same road snapshot (one at a time). */
-function roadIndex(client: pg.ClientBase, layer: string, o: Overlay): Promise<LineIndex> {
+let roadCache: { layer: string; pool: Promise<NearestLinePool> } | undefined;
+
+/**
+ * The roads' grid in worker threads, kept for the next pair of the same road snapshot
+ * (one road snapshot at a time; the threads are unref'd and replaced with the snapshot).
+ */
+function roadSearch(client: pg.ClientBase, layer: string, o: Overlay): Promise<NearestLinePool> {
   if (roadCache?.layer !== layer) {
-    const index = client
+    const old = roadCache?.pool;
+    void old?.then((p) => p.close()).catch(() => {});
+    const pool = client
       .query<{ fid: string; wkb: Buffer }>({
         text: `SELECT l.${ident(o.idColumn)}::text AS fid, ST_AsBinary(l.geom) AS wkb FROM ${layer} l
                WHERE l.geom IS NOT NULL AND NOT ST_IsEmpty(l.geom) AND ${o.filter ? `l.${ident(o.filter)}` : 'true'}`,
         binary: true,
       } as pg.QueryConfig)
-      .then((r) => lineIndex(r.rows));
-    roadCache = { layer, index };
-    index.catch(() => (roadCache = undefined));
+      .then((r) => new NearestLinePool(lineIndex(r.rows), SEARCH_THREADS));
+    roadCache = { layer, pool };
+    pool.catch(() => (roadCache = undefined));
   }
-  return roadCache.index;
+  return roadCache.pool;
+}
+
+/** Ends the road search threads (after a derive run). */
+async function releaseRoadSearch(): Promise<void> {
+  const c = roadCache;
+  roadCache = undefined;
+  await c?.pool.then((p) => p.close()).catch(() => {});
 }
 
 /** Condition selecting share `part` of `parts` by hashing a text expression. */
@@ -268,9 +285,9 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
     }
   };
   // On a failure the other worker stops after its current statement; then the parts go.
-  const failed = (await Promise.allSettled(Array.from({ length: DERIVE_PARTS }, () => worker().catch((e) => ((queue.length = 0), Promise.reject(e)))))).find(
-    (r): r is PromiseRejectedResult => r.status === 'rejected',
-  );
+  const settled = await Promise.allSettled(Array.from({ length: DERIVE_PARTS }, () => worker().catch((e) => ((queue.length = 0), Promise.reject(e)))));
+  await releaseRoadSearch();
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) {
     for (const p of pairs)
       for (let k = 0; k < DERIVE_PARTS; k++)
@@ -283,7 +300,11 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
 /** Inside a publish transaction: fills pairs that a concurrent publish made necessary. */
 export async function fillMissingPairs(client: pg.ClientBase): Promise<number> {
   let n = 0;
-  for (const p of await missingPairs(client)) n += await computePair(client, p);
+  try {
+    for (const p of await missingPairs(client)) n += await computePair(client, p);
+  } finally {
+    await releaseRoadSearch();
+  }
   return n;
 }
 
