@@ -9,9 +9,9 @@
 //     bounds how far this frame strays from the sphere over that distance);
 //  2. only the (property edge, road edge) pairs within the margin are measured on the
 //     sphere, with PostGIS' own formulas (lwgeodetic.c: robust_cross_product,
-//     edge_distance_to_point, edge_point_in_cone), giving each (ring, line part)'s closest
-//     points;
-//  3. every (ring, line part) whose sphere distance is within 0.8 % of the least is a
+//     edge_distance_to_point, edge_point_in_cone), giving each (ring, piece)'s closest
+//     points, a piece being a run of 7 edges of a line part (PIECE_EDGES);
+//  3. every (ring, piece) whose sphere distance is within 0.8 % of the least is a
 //     candidate: the ellipsoid's radii of curvature differ by at most 0.7 % (N/M), so the
 //     feature with the smallest ellipsoidal distance is among them. The caller measures
 //     the candidates' point pairs with ST_Distance(geography) and keeps the least (ties to
@@ -228,6 +228,15 @@ function segmentSegment2(ax: number, ay: number, bx: number, by: number, cx: num
 // ---------------------------------------------------------------------------------
 // The roads' grid
 
+/**
+ * Edges of a piece: a line part is measured as runs of 7 edges (~1 km of SNV road), each
+ * as PostGIS measures one line. PostGIS takes the ellipsoidal distance between the
+ * closest points on the sphere, which over a long line can exceed the ellipsoidal minimum
+ * by ~1e-4 (65 m seen on a 5–40 km SNV segment); ~1 km pieces keep it under a metre or
+ * so, and give the figure the derive stage published before (pieces of 8 vertices).
+ */
+const PIECE_EDGES = 7;
+
 /** Grid cell size in degrees: about 11 km, a few road edges a cell. */
 const CELL = 0.1;
 
@@ -236,7 +245,7 @@ export interface LineIndex {
   fids: string[];
   /** Per edge: start lon, lat, end lon, lat (degrees). */
   xy: Float64Array;
-  /** Per edge: its feature number and its path (line part) number. */
+  /** Per edge: its feature number and its piece number (a run of PIECE_EDGES edges of a line part). */
   feature: Int32Array;
   part: Int32Array;
   x0: number;
@@ -273,7 +282,7 @@ export function lineIndex(features: Iterable<{ fid: string; wkb: Uint8Array }>):
         const j = Math.min(i + 1, n - 1);
         e.set([p[2 * i], p[2 * i + 1], p[2 * j], p[2 * j + 1]], 4 * i);
         owners.push(fids.length);
-        parts.push(part);
+        parts.push(part + Math.floor(i / PIECE_EDGES));
       }
       for (let i = 0; i < n; i++) {
         x0 = Math.min(x0, p[2 * i]);
@@ -283,7 +292,7 @@ export function lineIndex(features: Iterable<{ fid: string; wkb: Uint8Array }>):
       }
       chunks.push(e);
       edges += e.length / 4;
-      part++;
+      part += Math.ceil(Math.max(1, n - 1) / PIECE_EDGES);
     }
     fids.push(f.fid);
   }
@@ -394,7 +403,7 @@ export class NearestLine {
       }
     const sec2 = (r: number) => 1 + Math.tan(Math.min(r, 1.5)) ** 2;
     const xy = ix.xy;
-    // per unit (property path, line part): least planar distance and the pairs near it
+    // per unit (property path, road piece): least planar distance and the pairs near it
     const unitBest = new Map<number, number>();
     const pairPath: number[] = [];
     const pairVertex: number[] = [];
@@ -477,7 +486,7 @@ export class NearestLine {
     // Phase 2: a tighter lower bound from the property's extent towards the edge (its
     // support function h: a point q is at least |q| − h(q/|q|) from the property, and h
     // moves by at most reach × the angle the edge spans), then exact planar distances in
-    // increasing bound order, per unit (property path, line part) only while the bound
+    // increasing bound order, per unit (property path, road piece) only while the bound
     // is within the unit's least (× spread) and within the global limit.
     const exact = (i: number) => {
       const k = cand[i];
