@@ -11,9 +11,7 @@ import type pg from 'pg';
 import { ident, withTransaction } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import { namedSql, render } from '../sql.ts';
-import { copyLines } from './copy.ts';
-import { lineIndex } from './nearest-line.ts';
-import { NearestLinePool } from './nearest-line-pool.ts';
+import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 
 export interface Overlay {
@@ -38,6 +36,7 @@ export const OVERLAYS: Overlay[] = [
 ];
 
 const CAR_DATASET = 'sicar';
+const PAIR_LOCK = 727002;
 
 export function involvesOverlaps(dataset: string): boolean {
   return dataset === CAR_DATASET || OVERLAYS.some((o) => o.dataset === dataset);
@@ -82,77 +81,26 @@ export const DERIVE_PARTS = 2;
 const partTable = (pair: Pair, part: number, step = '') => `stage.${ident(`ov_${pair.carSnapshotId}_${pair.layerSnapshotId}_${part}${step && '_' + step}`)}`;
 
 /**
- * Road distance for one CAR snapshot: the roads are read once into a grid in this process
- * (nearest-line.ts), the properties stream through it a page of heap blocks at a time
- * (memory flat), and each property's candidates (closest points on the sphere, usually
- * one feature) are copied back; PostgreSQL measures them on the ellipsoid and keeps the
- * nearest. Nothing is stored per road snapshot.
+ * The pieces of a line layer snapshot (roads) with their GiST index, built once and
+ * registered with the snapshot (so retention drops them). Area layers have no copy:
+ * their pair statement cuts the large features it needs.
  */
-async function distancePart(client: pg.ClientBase, pair: Pair, out: string): Promise<void> {
-  const o = pair.overlay;
-  const car = qualifiedSnapshotTable('car_imovel', pair.carSnapshotId);
-  const layer = qualifiedSnapshotTable(o.relation, pair.layerSnapshotId);
-  const raw = partTable(pair, 0, 'raw');
-  const pool = await roadSearch(client, layer, o);
-  await client.query(`DROP TABLE IF EXISTS ${raw}`);
-  await client.query(`CREATE UNLOGGED TABLE ${raw} (car text, uf text, fid text, px float8, py float8, qx float8, qy float8)`);
-  const blocks = Number((await client.query('SELECT pg_relation_size($1::regclass) / current_setting(\'block_size\')::int AS n', [car])).rows[0].n);
-  const fetch = (b: number) =>
-    // binary results: the WKB arrives as bytes, not as hex text to decode
-    client.query<{ car: string; uf: string; wkb: Buffer }>({
-      text: `SELECT car::text, uf::text, ST_AsBinary(geom) AS wkb FROM ${car}
-             WHERE ctid >= '(${b},0)'::tid AND ctid < '(${b + PAGE_BLOCKS},0)'::tid AND geom IS NOT NULL AND NOT ST_IsEmpty(geom)`,
-      binary: true,
-    } as pg.QueryConfig);
-  // the threads search page n while page n - 1 is copied in and page n + 1 read
-  let pending: Promise<string> | undefined;
-  for (let b = 0; b < blocks; b += PAGE_BLOCKS) {
-    const page = await fetch(b);
-    const rows = page.rows;
-    const lines = await pending;
-    pending = pool.page(rows.map((r) => r.car), rows.map((r) => r.uf), rows.map((r) => r.wkb));
-    if (lines) await copyLines(client, raw, [lines]);
-  }
-  const last = await pending;
-  if (last) await copyLines(client, raw, [last]);
-  await client.query(render(namedSql('queries/overlap_distance_pair'), { out, raw }));
-  await client.query(`DROP TABLE ${raw}`);
-}
-
-/** Heap blocks a page of properties spans (~7,500 properties: a few MB of WKB). */
-const PAGE_BLOCKS = 1000;
-
-/** Threads of the road search: the machine's two cores. */
-const SEARCH_THREADS = 2;
-
-let roadCache: { layer: string; pool: Promise<NearestLinePool> } | undefined;
-
-/**
- * The roads' grid in worker threads, kept for the next pair of the same road snapshot
- * (one road snapshot at a time; the threads are unref'd and replaced with the snapshot).
- */
-function roadSearch(client: pg.ClientBase, layer: string, o: Overlay): Promise<NearestLinePool> {
-  if (roadCache?.layer !== layer) {
-    const old = roadCache?.pool;
-    void old?.then((p) => p.close()).catch(() => {});
-    const pool = client
-      .query<{ fid: string; wkb: Buffer }>({
-        text: `SELECT l.${ident(o.idColumn)}::text AS fid, ST_AsBinary(l.geom) AS wkb FROM ${layer} l
-               WHERE l.geom IS NOT NULL AND NOT ST_IsEmpty(l.geom) AND ${o.filter ? `l.${ident(o.filter)}` : 'true'}`,
-        binary: true,
-      } as pg.QueryConfig)
-      .then((r) => new NearestLinePool(lineIndex(r.rows), SEARCH_THREADS));
-    roadCache = { layer, pool };
-    pool.catch(() => (roadCache = undefined));
-  }
-  return roadCache.pool;
-}
-
-/** Ends the road search threads (after a derive run). */
-async function releaseRoadSearch(): Promise<void> {
-  const c = roadCache;
-  roadCache = undefined;
-  await c?.pool.then((p) => p.close()).catch(() => {});
+async function linePieces(client: pg.ClientBase, overlay: Overlay, layerSnapshotId: number): Promise<string> {
+  const pieces = qualifiedSnapshotTable(`${overlay.relation}_sub`, layerSnapshotId);
+  await client.query('SELECT pg_advisory_xact_lock($1, $2)', [PAIR_LOCK, -layerSnapshotId]);
+  if ((await client.query('SELECT to_regclass($1) AS r', [pieces])).rows[0].r) return pieces;
+  await catalog.addSnapshotTable(client, layerSnapshotId, pieces);
+  await client.query(
+    render(namedSql('queries/overlap_line_pieces'), {
+      pieces,
+      layer: qualifiedSnapshotTable(overlay.relation, layerSnapshotId),
+      id: ident(overlay.idColumn),
+      filter: overlay.filter ? `l.${ident(overlay.filter)}` : 'true',
+    }),
+  );
+  await client.query(`CREATE INDEX ON ${pieces} USING gist (geom)`);
+  await client.query(`ANALYZE ${pieces}`);
+  return pieces;
 }
 
 /** Condition selecting share `part` of `parts` by hashing a text expression. */
@@ -170,7 +118,8 @@ async function computePart(client: pg.ClientBase, pair: Pair, part: number, part
   const o = pair.overlay;
   await client.query(`DROP TABLE IF EXISTS ${out}`);
   if (o.kind === 'distance') {
-    await distancePart(client, pair, out);
+    const pieces = qualifiedSnapshotTable(`${o.relation}_sub`, pair.layerSnapshotId);
+    await client.query(render(namedSql('queries/overlap_distance_pair'), { out, car, pieces, part: share('c.car', part, parts) }));
   } else {
     const vars = {
       car,
@@ -227,46 +176,62 @@ async function isDone(db: pg.ClientBase | pg.Pool, pair: Pair): Promise<boolean>
 export async function computePair(client: pg.ClientBase, pair: Pair): Promise<number> {
   if (await isDone(client, pair)) return finishPair(client, pair, 1, 0);
   const t0 = Date.now();
+  if (pair.overlay.kind === 'distance') await linePieces(client, pair.overlay, pair.layerSnapshotId);
   await computePart(client, pair, 0, 1);
   return finishPair(client, pair, 1, Date.now() - t0);
 }
-
-/**
- * Parts a pair is split into: area layers over both connections; the road distance is
- * one part, its work being in this process (one thread) rather than in the database.
- */
-const partsOf = (o: Overlay) => (o.kind === 'distance' ? 1 : DERIVE_PARTS);
 
 /** Heavier tasks first, so that the two connections finish together. */
 const weight = (o: Overlay) => (o.kind === 'distance' ? 3 : o.filter ? 2 : 1);
 
 /**
- * Computes every pair `prospective` would need once current, on DERIVE_PARTS connections
- * (both cores): each area pair split into DERIVE_PARTS statements, the road distance as one
- * task. A pair is recorded, with its rows, in one transaction once its parts are done (a
- * checkpoint).
+ * Computes every pair `prospective` would need once current. Each pair is split into
+ * DERIVE_PARTS statements run on DERIVE_PARTS connections (both cores); a pair is
+ * recorded, with its rows, in one transaction once its parts are done (a checkpoint).
  */
 export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: Prospective): Promise<{ pairs: number; rows: number }> {
   const pairs = await missingPairs(pool, prospective);
   if (pairs.length === 0) return { pairs: 0, rows: 0 };
-  const queue = [...pairs]
-    .sort((a, b) => weight(b.overlay) - weight(a.overlay))
-    .flatMap((pair) => Array.from({ length: partsOf(pair.overlay) }, (_, part) => ({ pair, part })));
-  const state = new Map<Pair, { left: number; ms: number; t0: number }>(pairs.map((p) => [p, { left: partsOf(p.overlay), ms: 0, t0: Date.now() }]));
+  const parts = DERIVE_PARTS;
+  // Line pieces (roads) come first; the distance parts wait for them.
+  const prep = new Map<number, { overlay: Overlay; ready?: Promise<unknown> }>();
+  for (const p of pairs) if (p.overlay.kind === 'distance') prep.set(p.layerSnapshotId, { overlay: p.overlay });
+  type Task = { prep: number } | { pair: Pair; part: number };
+  const queue: Task[] = [
+    ...[...prep.keys()].map((id) => ({ prep: id })),
+    ...[...pairs].sort((a, b) => weight(b.overlay) - weight(a.overlay)).flatMap((pair) => Array.from({ length: parts }, (_, part) => ({ pair, part }))),
+  ];
+  const state = new Map<Pair, { left: number; ms: number; t0: number }>(pairs.map((p) => [p, { left: parts, ms: 0, t0: Date.now() }]));
   let rows = 0;
-  // One road distance at a time: its work is on this process' one thread, and the other
-  // connection should keep the database busy meanwhile.
-  let inProcess = false;
-  const next = () => {
-    const i = queue.findIndex((t) => t.pair.overlay.kind !== 'distance' || !inProcess);
-    return i < 0 ? undefined : queue.splice(i, 1)[0];
-  };
+  const ready = (t: Task) => 'prep' in t || t.pair.overlay.kind !== 'distance' || prep.get(t.pair.layerSnapshotId)!.ready !== undefined;
   const worker = async () => {
-    for (let task = next(); task; task = next()) {
+    for (;;) {
+      const i = queue.findIndex(ready);
+      if (i < 0) {
+        if (queue.length === 0) return;
+        await Promise.all([...prep.values()].map((x) => x.ready)); // the other worker is building pieces
+        await new Promise((r) => setImmediate(r));
+        continue;
+      }
+      const [task] = queue.splice(i, 1);
+      if ('prep' in task) {
+        const entry = prep.get(task.prep)!;
+        let resolve!: () => void;
+        let reject!: (e: unknown) => void;
+        const gate = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+        gate.catch(() => {});
+        entry.ready = gate;
+        try {
+          await withTransaction(pool, (c) => linePieces(c, entry.overlay, task.prep));
+          resolve();
+        } catch (e) {
+          reject(e);
+          throw e;
+        }
+        continue;
+      }
       const { pair, part } = task;
-      const local = pair.overlay.kind === 'distance';
-      if (local) inProcess = true;
-      const parts = partsOf(pair.overlay);
+      await prep.get(pair.layerSnapshotId)?.ready;
       const st = state.get(pair)!;
       const t0 = Date.now();
       const c = await pool.connect();
@@ -274,7 +239,6 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
         await computePart(c, pair, part, parts);
       } finally {
         c.release();
-        if (local) inProcess = false;
       }
       st.ms += Date.now() - t0;
       if (--st.left === 0) {
@@ -285,13 +249,11 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
     }
   };
   // On a failure the other worker stops after its current statement; then the parts go.
-  const settled = await Promise.allSettled(Array.from({ length: DERIVE_PARTS }, () => worker().catch((e) => ((queue.length = 0), Promise.reject(e)))));
-  await releaseRoadSearch();
-  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  const failed = (await Promise.allSettled(Array.from({ length: parts }, () => worker().catch((e) => ((queue.length = 0), Promise.reject(e)))))).find(
+    (r): r is PromiseRejectedResult => r.status === 'rejected',
+  );
   if (failed) {
-    for (const p of pairs)
-      for (let k = 0; k < DERIVE_PARTS; k++)
-        await pool.query(`DROP TABLE IF EXISTS ${partTable(p, k)}, ${partTable(p, k, 'hits')}, ${partTable(p, k, 'pieces')}, ${partTable(p, k, 'raw')}`).catch(() => {});
+    for (const p of pairs) for (let k = 0; k < parts; k++) await pool.query(`DROP TABLE IF EXISTS ${partTable(p, k)}, ${partTable(p, k, 'hits')}, ${partTable(p, k, 'pieces')}`).catch(() => {});
     throw failed.reason;
   }
   return { pairs: pairs.length, rows };
@@ -300,11 +262,7 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
 /** Inside a publish transaction: fills pairs that a concurrent publish made necessary. */
 export async function fillMissingPairs(client: pg.ClientBase): Promise<number> {
   let n = 0;
-  try {
-    for (const p of await missingPairs(client)) n += await computePair(client, p);
-  } finally {
-    await releaseRoadSearch();
-  }
+  for (const p of await missingPairs(client)) n += await computePair(client, p);
   return n;
 }
 
