@@ -15,7 +15,8 @@
 //    tiling with winding shared borders) and federal roads (SNV segments of random-walk
 //    highways). Catalogue rows (etl.snapshots, etl.current) are inserted directly.
 // 2. Ours, cold: ensureOverlaps(pool, log) — every (state, layer) pair on two connections,
-//    the road pieces (the only derived copy) built inside the measured time.
+//    the road pieces (the only derived copy) built inside the measured time; the bench
+//    process' own CPU time is reported too (any in-process part of the derive stage).
 // 3. Naive: CREATE TABLE bench.naive_<camada> AS SELECT … ST_Intersection … per area layer,
 //    on one session with jit off (the agro pool turns JIT off too; --naive-jit on for the
 //    server's default). --naive-sample f times it on a deterministic sample and extrapolates.
@@ -529,6 +530,8 @@ interface Phase {
   loadavg_before: number[];
   loadavg_after: number[];
   memory: Awaited<ReturnType<MemoryProbe['stop']>> | null;
+  /** CPU time of this process during the phase (ours: the in-process road search). */
+  process_cpu_ms?: number;
 }
 
 async function runOurs(url: string, serverUrl: string, db: string, snapshots: Snapshots, label: string) {
@@ -538,7 +541,9 @@ async function runOurs(url: string, serverUrl: string, db: string, snapshots: Sn
     await pool.query('CHECKPOINT');
     const mem = await probeMemory(serverUrl, db);
     const before = load();
+    const cpu0 = process.cpuUsage();
     const t = await timed(`ours (${label}): ensureOverlaps`, () => ensureOverlaps(pool, logger));
+    const cpu = process.cpuUsage(cpu0);
     const after = load();
     const memory = await mem.stop();
     const pairs = await q<{ camada: string; car_snapshot_id: number; rows: number; duration_ms: number }>(
@@ -552,7 +557,7 @@ async function runOurs(url: string, serverUrl: string, db: string, snapshots: Sn
       const [r] = await q(pool, `SELECT count(*)::int AS pieces, max(ST_NPoints(geom)) AS max_vertices, count(DISTINCT fid)::int AS features FROM ${sub}`);
       pieces[o.camada] = r;
     }
-    const phase: Phase = { wall_ms: t.ms, per_layer_ms: per, loadavg_before: before, loadavg_after: after, memory };
+    const phase: Phase = { wall_ms: t.ms, per_layer_ms: per, loadavg_before: before, loadavg_after: after, memory, process_cpu_ms: (cpu.user + cpu.system) / 1000 };
     return { phase, result: t.value, pairs: pairs.map((p) => ({ ...p, uf: snapshots.car.find((c) => c.id === p.car_snapshot_id)?.uf })), pieces };
   } finally {
     await pool.end();
@@ -850,6 +855,7 @@ async function main(): Promise<void> {
       derivedAgree ? `municipalities and roads checked on a sample of ${derivedAgree.value.map((d) => `${d.sample} properties (${d.camada})`).join(', ')}${rd ? `; road distance vs brute force over the whole SNV segments: same nearest segment ${rd.reference_pairs - (rd.fid_differs ?? 0)} of ${rd.reference_pairs}, ours lower in ${rd.ours_lower} (by ≤ ${rd.max_abs_diff_m == null ? 'n/a' : rd.max_abs_diff_m.toFixed(2)} m), higher in ${rd.ours_higher}` : ''}` : '',
       share ? `properties overlapping: any ${fmtRel(share.any)}; ${LAYERS.map((o) => `${o.camada} ${fmtRel(share[o.camada] ?? 0)}`).join(', ')}` : '',
       projection ? `projected national derive stage (${(NATIONAL_PROPERTIES / 1e6).toFixed(1)} M properties, 27 states) on this machine at this run's rate: ${(projection.seconds / 3600).toFixed(2)} h (${projection.per_property_ms.toFixed(3)} ms a property, wall, 2 connections)` : '',
+      ours?.phase.process_cpu_ms !== undefined ? `ours: CPU of this process ${secs(ours.phase.process_cpu_ms)}, peak RSS ${mb(process.resourceUsage().maxRSS * 1024)}` : '',
       ours?.phase.memory ? `peak backend RssAnon (sampled 4/s): ours ${mb(ours.phase.memory.max_backend_rss_anon_bytes)} (sum ${mb(ours.phase.memory.max_sum_rss_anon_bytes)})${naive?.phase.memory ? `, naive ${mb(naive.phase.memory.max_backend_rss_anon_bytes)} (sum ${mb(naive.phase.memory.max_sum_rss_anon_bytes)})` : ''}` : '',
       `load average (1/5/15 min): start ${machine.loadavg.join(' ')}; ours ${ours?.phase.loadavg_before.join(' ')} → ${ours?.phase.loadavg_after.join(' ')}; naive ${naive?.phase.loadavg_before.join(' ')} → ${naive?.phase.loadavg_after.join(' ')}; ${machine.cpus} cpus`,
       `uptime: before "${uptimeBefore}"; after "${uptimeAfter}"`,
