@@ -10,7 +10,8 @@
 import type pg from 'pg';
 import { ident, withTransaction } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
-import { namedSql, render } from '../sql.ts';
+import { sqlText, tableName } from '../sql.ts';
+import { areaHits, areaPair, areaPieces, createLinePieces, distancePair, type AreaPairTables } from './sql/overlaps.ts';
 import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { PIPELINES } from '../../pipelines/registry.ts';
@@ -85,14 +86,12 @@ async function linePieces(client: pg.ClientBase, overlay: Overlay, layerSnapshot
   await client.query('SELECT pg_advisory_xact_lock($1, $2)', [PAIR_LOCK, -layerSnapshotId]);
   if ((await client.query('SELECT to_regclass($1) AS r', [pieces])).rows[0].r) return pieces;
   await catalog.addSnapshotTable(client, layerSnapshotId, pieces);
-  await client.query(
-    render(namedSql('queries/overlap_line_pieces'), {
-      pieces,
-      layer: qualifiedSnapshotTable(overlay.relation, layerSnapshotId),
-      id: ident(overlay.idColumn),
-      filter: overlay.filter ? `l.${ident(overlay.filter)}` : 'true',
-    }),
-  );
+  await createLinePieces(client, {
+    pieces: tableName(pieces),
+    layer: tableName(qualifiedSnapshotTable(overlay.relation, layerSnapshotId)),
+    id: sqlText(ident(overlay.idColumn)),
+    filter: sqlText(overlay.filter ? `l.${ident(overlay.filter)}` : 'true'),
+  });
   await client.query(`CREATE INDEX ON ${pieces} USING gist (geom)`);
   await client.query(`ANALYZE ${pieces}`);
   return pieces;
@@ -114,24 +113,24 @@ async function computePart(client: pg.ClientBase, pair: Pair, part: number, part
   await client.query(`DROP TABLE IF EXISTS ${out}`);
   if (o.kind === 'distance') {
     const pieces = qualifiedSnapshotTable(`${o.relation}_sub`, pair.layerSnapshotId);
-    await client.query(render(namedSql('queries/overlap_distance_pair'), { out, car, pieces, part: share('c.car', part, parts) }));
+    await distancePair(client, { out: tableName(out), car: tableName(car), pieces: tableName(pieces), part: sqlText(share('c.car', part, parts)) });
   } else {
-    const vars = {
-      car,
-      layer: qualifiedSnapshotTable(o.relation, pair.layerSnapshotId),
-      id: `l.${ident(o.idColumn)}`,
-      active: o.active ? `l.${ident(o.active)}` : 'NULL::boolean',
-      filter: o.filter ? `l.${ident(o.filter)}` : 'true',
-      part: share(`l.${ident(o.idColumn)}::text`, part, parts),
-      hits: partTable(pair, part, 'hits'),
-      pieces: partTable(pair, part, 'pieces'),
-      out,
+    const vars: AreaPairTables = {
+      car: tableName(car),
+      layer: tableName(qualifiedSnapshotTable(o.relation, pair.layerSnapshotId)),
+      id: sqlText(`l.${ident(o.idColumn)}`),
+      active: sqlText(o.active ? `l.${ident(o.active)}` : 'NULL::boolean'),
+      filter: sqlText(o.filter ? `l.${ident(o.filter)}` : 'true'),
+      part: sqlText(share(`l.${ident(o.idColumn)}::text`, part, parts)),
+      hits: tableName(partTable(pair, part, 'hits')),
+      pieces: tableName(partTable(pair, part, 'pieces')),
+      out: tableName(out),
     };
     await client.query(`DROP TABLE IF EXISTS ${vars.hits}, ${vars.pieces}`);
-    await client.query(render(namedSql('queries/overlap_area_hits'), vars));
-    await client.query(render(namedSql('queries/overlap_area_pieces'), vars));
+    await areaHits(client, vars);
+    await areaPieces(client, vars);
     await client.query(`ANALYZE ${vars.hits}, ${vars.pieces}`);
-    await client.query(render(namedSql('queries/overlap_area_pair'), vars));
+    await areaPair(client, vars);
     await client.query(`DROP TABLE ${vars.hits}, ${vars.pieces}`);
   }
 }
