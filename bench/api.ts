@@ -3,7 +3,7 @@
 //
 //   node bin/run-ts.mjs bench/api.ts [--db <kept bench_overlaps db>] [--properties 200000]
 //        [--concurrency 16] [--duration 15] [--keep] [--log-level info] [--only all|car|socio]
-//   node bin/run-ts.mjs bench/api.ts --only socio --db <db with a published receita-cnpj month>
+//   node bin/run-ts.mjs bench/api.ts --only socio [--db <db with a published receita-cnpj month>] [--cnpj-size 1000000]
 //
 // 1. Data: bench/overlaps.ts --only ours --keep builds a database with 200,000 properties in
 //    two state snapshots (the count of bench/sicar-load) and its national layers (indigenous
@@ -19,10 +19,12 @@
 //    -M prepared (the API names its hot statements: prepared once per connection), same concurrency and
 //    duration; per-transaction logs give p50/p99. Inputs come from a sample table through a
 //    scalar subquery (a primary-key read), both sides drawing from the same samples.
-//    The socio routes (GET /v1/socio/cnpj/{cnpj}, GET /v1/socio/search) run when the database
-//    has a published receita-cnpj month (e.g. one kept by `bench/cnpj-load.ts --only agro
-//    --keep-db`): CNPJs sampled from it, search terms = the first two words of sampled legal
-//    names, lower-cased without accents.
+//    The socio routes (GET /v1/socio/cnpj/{cnpj}, GET /v1/socio/search, and the search with a
+//    typo) run when the database has a published receita-cnpj month; `--only socio` without
+//    --db builds one with `bench/cnpj-load.ts --only agro --keep-db --sizes <--cnpj-size>`
+//    (1,000,000 establishments and companies by default): CNPJs sampled from it, search terms
+//    = the first two words of sampled legal names, lower-cased without accents (the typo
+//    route drops their last letter).
 // 4. Prints req/s and p50/p99 per side and the API/DB rate ratio; writes bench/out/api-<date>.json.
 // Targets: lookups ≥ 0.6 of the DB's rate; by-geometry p99 < 50 ms at concurrency 16.
 // Exits non-zero on errors only; a missed target is reported, not failed.
@@ -46,7 +48,7 @@ import { runPipeline } from '../src/etl/run.ts';
 import { createLogger } from '../src/log.ts';
 import { BENCH_DATA_DIR, ROOT_DIR, benchServerUrl, dropDatabase, log, machineInfo, parseFlags, prng, table, withDatabase, writeResult } from './lib.ts';
 
-const flags = parseFlags(process.argv.slice(2), { db: '', properties: 200_000, concurrency: 16, duration: 15, keep: false, 'log-level': 'info', samples: 1000, only: 'all' });
+const flags = parseFlags(process.argv.slice(2), { db: '', properties: 200_000, concurrency: 16, duration: 15, keep: false, 'log-level': 'info', samples: 1000, only: 'all', 'cnpj-size': 1_000_000 });
 const withCar = flags.only !== 'socio';
 const TARGET_LOOKUP_RATIO = 0.6;
 const TARGET_GEOMETRY_P99_MS = 50;
@@ -64,6 +66,18 @@ function buildOverlapsDatabase(): string {
   if (r.status !== 0) throw new Error(`bench/overlaps.ts failed: ${(r.stderr || r.stdout).slice(-2000)}`);
   const m = /database (bench_overlaps_\w+)/.exec(r.stderr + r.stdout);
   if (!m) throw new Error('could not find the kept database name in bench/overlaps.ts output');
+  return m[1];
+}
+
+/** Runs bench/cnpj-load.ts --only agro --keep-db (a generated Receita month loaded by the pipeline) and returns the database it kept. */
+function buildCnpjDatabase(): string {
+  log(`building a ${flags['cnpj-size']}-establishment Receita month with bench/cnpj-load.ts --only agro --keep-db (minutes)`);
+  const r = spawnSync(process.execPath, [path.join(ROOT_DIR, 'bin', 'run-ts.mjs'), 'bench/cnpj-load.ts', '--only', 'agro', '--keep-db', '--sizes', String(flags['cnpj-size'])], {
+    cwd: ROOT_DIR, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024,
+  });
+  if (r.status !== 0) throw new Error(`bench/cnpj-load.ts failed: ${(r.stderr || r.stdout).slice(-2000)}`);
+  const m = /kept database (bench_cnpj_ours_\w+)/.exec(r.stderr + r.stdout);
+  if (!m) throw new Error('could not find the kept database name in bench/cnpj-load.ts output');
   return m[1];
 }
 
@@ -144,6 +158,26 @@ interface Samples {
   terms: string[];
 }
 
+/**
+ * The socio samples (bench.api_cnpjs, bench.api_terms) from the published receita-cnpj month:
+ * CNPJs, and search terms = the first two words of legal names, lower-cased without accents.
+ */
+async function socioSamples(pool: pg.Pool): Promise<Pick<Samples, 'cnpjSnapshot' | 'cnpjs' | 'terms'>> {
+  const cnpjSnapshot: number | null = (await pool.query(`SELECT snapshot_id::int AS id FROM etl.current WHERE dataset = 'receita-cnpj'`)).rows[0]?.id ?? null;
+  await pool.query(`CREATE TABLE bench.api_cnpjs (i int PRIMARY KEY, cnpj text NOT NULL)`);
+  await pool.query(`CREATE TABLE bench.api_terms (i int PRIMARY KEY, q text NOT NULL)`);
+  if (cnpjSnapshot !== null) {
+    await pool.query(`INSERT INTO bench.api_cnpjs SELECT row_number() OVER (ORDER BY md5(cnpj)), cnpj FROM (SELECT cnpj FROM serving.cnpj_estabelecimentos ORDER BY md5(cnpj) LIMIT $1) x`, [flags.samples]);
+    await pool.query(
+      `INSERT INTO bench.api_terms SELECT row_number() OVER (ORDER BY md5(cnpj_basico)), q FROM (
+         SELECT cnpj_basico, trim(split_part(etl.cnpj_busca(razao_social), ' ', 1) || ' ' || split_part(etl.cnpj_busca(razao_social), ' ', 2)) AS q
+           FROM serving.cnpj_empresas ORDER BY md5(cnpj_basico) LIMIT $1) x WHERE length(q) >= 3`, [flags.samples]);
+  }
+  const cnpjs = (await pool.query(`SELECT cnpj FROM bench.api_cnpjs ORDER BY i`)).rows.map((r) => r.cnpj as string);
+  const terms = (await pool.query(`SELECT q FROM bench.api_terms ORDER BY i`)).rows.map((r) => r.q as string);
+  return { cnpjSnapshot, cnpjs, terms };
+}
+
 /** The same inputs for both sides: sample tables the pgbench scripts read by key. */
 async function samples(url: string): Promise<Samples> {
   const pool = createPool(url, 2);
@@ -157,23 +191,38 @@ async function samples(url: string): Promise<Samples> {
     const polygons = Array.from({ length: flags.samples }, () => JSON.stringify(square(-59.5 + 9 * rnd(), -14.5 + 9 * rnd())));
     await pool.query(`CREATE TABLE bench.api_polygons (i int PRIMARY KEY, geojson text NOT NULL)`);
     await pool.query(`INSERT INTO bench.api_polygons SELECT i, g FROM unnest($1::text[]) WITH ORDINALITY AS t(g, i)`, [polygons]);
-    const cnpjSnapshot: number | null = (await pool.query(`SELECT snapshot_id::int AS id FROM etl.current WHERE dataset = 'receita-cnpj'`)).rows[0]?.id ?? null;
-    await pool.query(`CREATE TABLE bench.api_cnpjs (i int PRIMARY KEY, cnpj text NOT NULL)`);
-    await pool.query(`CREATE TABLE bench.api_terms (i int PRIMARY KEY, q text NOT NULL)`);
-    if (cnpjSnapshot !== null) {
-      await pool.query(`INSERT INTO bench.api_cnpjs SELECT row_number() OVER (ORDER BY md5(cnpj)), cnpj FROM (SELECT cnpj FROM serving.cnpj_estabelecimentos ORDER BY md5(cnpj) LIMIT $1) x`, [flags.samples]);
-      await pool.query(
-        `INSERT INTO bench.api_terms SELECT row_number() OVER (ORDER BY md5(cnpj_basico)), q FROM (
-           SELECT cnpj_basico, trim(split_part(etl.cnpj_busca(razao_social), ' ', 1) || ' ' || split_part(etl.cnpj_busca(razao_social), ' ', 2)) AS q
-             FROM serving.cnpj_empresas ORDER BY md5(cnpj_basico) LIMIT $1) x WHERE length(q) >= 3`, [flags.samples]);
-    }
-    const cnpjs = (await pool.query(`SELECT cnpj FROM bench.api_cnpjs ORDER BY i`)).rows.map((r) => r.cnpj as string);
-    const terms = (await pool.query(`SELECT q FROM bench.api_terms ORDER BY i`)).rows.map((r) => r.q as string);
+    const { cnpjSnapshot, cnpjs, terms } = await socioSamples(pool);
     await pool.query('ANALYZE bench.api_cars, bench.api_polygons, bench.api_cnpjs, bench.api_terms');
     return { cars, polygons, cnpjSnapshot, cnpjs, terms };
   } finally {
     await pool.end();
   }
+}
+
+/** The socio routes and their pgbench scripts (the statements each route runs, in order). */
+function socioRoutes(s: Samples, pick: <T>(xs: T[]) => T) {
+  if (s.cnpjSnapshot === null) return [];
+  const sid = String(s.cnpjSnapshot);
+  const cnpjOf = 'SELECT cnpj FROM bench.api_cnpjs WHERE i = :i';
+  const search = (name: string, term: (q: string) => string, termSql: string) => ({
+    name, method: 'GET' as const,
+    next: () => ({ path: `/v1/socio/search?q=${encodeURIComponent(term(pick(s.terms)))}` }),
+    script: [
+      `\\set i random(1, ${s.terms.length})`,
+      `${bind(SOCIO_SQL.snapshots, ["'receita-cnpj'"])};`,
+      `${bind(SOCIO_SQL.busca, [sid, termSql, 'NULL::text', 'NULL::text', 'NULL::text', '20'])};`,
+    ].join('\n') + '\n',
+  });
+  return [
+    {
+      name: 'GET /v1/socio/cnpj/{cnpj}', method: 'GET' as const,
+      next: () => ({ path: `/v1/socio/cnpj/${pick(s.cnpjs)}` }),
+      script: `\\set i random(1, ${s.cnpjs.length})\n${bind(SOCIO_SQL.cnpj, ['NULL::date', cnpjOf])};\n`,
+    },
+    search('GET /v1/socio/search (limit 20)', (q) => q, 'SELECT q FROM bench.api_terms WHERE i = :i'),
+    // A typo: the last letter of the term dropped (no name scores 1: the walk and the raised threshold).
+    search('GET /v1/socio/search (typo, limit 20)', (q) => (q.length > 4 ? q.slice(0, -1) : q), 'SELECT CASE WHEN length(q) > 4 THEN left(q, -1) ELSE q END FROM bench.api_terms WHERE i = :i'),
+  ];
 }
 
 // ---------------------------------------------------------------------------------
@@ -252,8 +301,7 @@ const bind = (sql: string, args: string[]) =>
 
 async function main(): Promise<void> {
   const serverUrl = benchServerUrl();
-  if (!withCar && !flags.db) throw new Error('--only socio needs --db <a database with a published receita-cnpj month>');
-  const db = flags.db || buildOverlapsDatabase();
+  const db = flags.db || (withCar ? buildOverlapsDatabase() : buildCnpjDatabase());
   const url = withDatabase(serverUrl, db);
   log(`database ${db}`);
   await prepare(url);
@@ -291,31 +339,8 @@ async function main(): Promise<void> {
       ].join('\n') + '\n',
     },
   ];
-  const sid = String(s.cnpjSnapshot);
-  const cnpjOf = 'SELECT cnpj FROM bench.api_cnpjs WHERE i = :i';
-  const socioRoutes = s.cnpjSnapshot === null ? [] : [
-    {
-      name: 'GET /v1/socio/cnpj/{cnpj}', method: 'GET' as const,
-      next: () => ({ path: `/v1/socio/cnpj/${pick(s.cnpjs)}` }),
-      script: [
-        `\\set i random(1, ${s.cnpjs.length})`,
-        `${bind(SOCIO_SQL.snapshots, ["'receita-cnpj'"])};`,
-        `${bind(SOCIO_SQL.empresa, [sid, cnpjOf])};`,
-        `${bind(SOCIO_SQL.qsa, [sid, `SELECT left(cnpj, 8) FROM bench.api_cnpjs WHERE i = :i`])};`,
-      ].join('\n') + '\n',
-    },
-    {
-      name: 'GET /v1/socio/search (limit 20)', method: 'GET' as const,
-      next: () => ({ path: `/v1/socio/search?q=${encodeURIComponent(pick(s.terms))}` }),
-      script: [
-        `\\set i random(1, ${s.terms.length})`,
-        `${bind(SOCIO_SQL.snapshots, ["'receita-cnpj'"])};`,
-        `${bind(SOCIO_SQL.busca, [sid, 'SELECT q FROM bench.api_terms WHERE i = :i', 'NULL::text', 'NULL::text', 'NULL::text', '20'])};`,
-      ].join('\n') + '\n',
-    },
-  ];
   if (s.cnpjSnapshot === null) log('no published receita-cnpj month: the socio routes are skipped');
-  const routes = [...(withCar ? carRoutes : []), ...(flags.only === 'car' ? [] : socioRoutes)];
+  const routes = [...(withCar ? carRoutes : []), ...(flags.only === 'car' ? [] : socioRoutes(s, pick))];
 
   const results: { route: string; api: Side; db: Side }[] = [];
   try {

@@ -218,11 +218,14 @@ async function ours(server: string, input: Input, dbName: string) {
     const counts = spawnSync(psqlBin(), [url, '-Atc', `SELECT (SELECT count(*) FROM serving.cnpj_empresas), (SELECT count(*) FROM serving.cnpj_estabelecimentos), (SELECT count(*) FROM serving.cnpj_socios), (SELECT count(*) FROM serving.cnpj_simples)`], { encoding: 'utf8' }).stdout.trim().split('|').map(Number);
     const exp = input.rows;
     if (counts.join() !== [exp.empresas, exp.estabelecimentos, exp.socios, exp.simples].join()) throw new Error(`loaded ${counts.join('/')} rows, generated ${Object.values(exp).join('/')}`);
-    return { run, out, migrateMs, loaded: counts.reduce((a, b) => a + b, 0) };
+    // Where the load stage's time went (the pipeline's timings: COPY end, indexes, facts per relation).
+    const loadDetail = JSON.parse(spawnSync(psqlBin(), [url, '-Atc', `SELECT detail FROM etl.run_stages WHERE stage = 'load' ORDER BY run_id DESC LIMIT 1`], { encoding: 'utf8' }).stdout.trim() || 'null');
+    return { run, out, migrateMs, loaded: counts.reduce((a, b) => a + b, 0), loadDetail };
   } finally {
     await dav.close();
     await rm(dataDir, { recursive: true, force: true });
     if (!flags['keep-db']) await dropDatabase(server, dbName);
+    else log(`kept database ${dbName}`);
   }
 }
 
@@ -240,7 +243,7 @@ for (const n of sizes) {
   const a = flags.only === 'agro' ? null : await anchor(server, input, `bench_cnpj_copy_${tag}`);
   results.push({
     establishments: n, rows: input.rows, total_rows: total, csv_bytes: input.csvBytes, zip_bytes: input.zipBytes,
-    ours: o && { wall_ms: Math.round(o.run.wallMs), peak_rss_bytes: o.run.peakRssBytes, cpu_user_s: o.run.cpuUserS, cpu_sys_s: o.run.cpuSysS, stages: o.out.stages, migrate_ms: o.migrateMs, rows_per_s: Math.round(total / (o.run.wallMs / 1000)) },
+    ours: o && { wall_ms: Math.round(o.run.wallMs), peak_rss_bytes: o.run.peakRssBytes, cpu_user_s: o.run.cpuUserS, cpu_sys_s: o.run.cpuSysS, stages: o.out.stages, load_detail: o.loadDetail, migrate_ms: o.migrateMs, rows_per_s: Math.round(total / (o.run.wallMs / 1000)) },
     anchor: a && { wall_ms: a.ms, rows: a.rows, rows_per_s: Math.round(a.rows / (a.ms / 1000)) },
     ratio: o && a ? o.run.wallMs / a.ms : null,
   });
@@ -259,6 +262,7 @@ if (last?.ours) {
   const hours = nationalRows / last.ours.rows_per_s / 3600;
   projection = { national_rows: nationalRows, hours: Number(hours.toFixed(2)) };
   console.log(`stages of the largest run (ms): ${JSON.stringify(last.ours.stages)}`);
+  console.log(`load stage of the largest run (ms): ${JSON.stringify(last.ours.load_detail)}`);
   console.log(`projection, national month (${(nationalRows / 1e6).toFixed(0)} M rows) at ${last.ours.rows_per_s} rows/s: ${hours.toFixed(2)} h (goal < 2 h)`);
 }
 console.log(`load average before ${machine.loadavg.join(' ')}, after ${loadAfter.join(' ')}`);

@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
 import { EMPRESAS, ESTABELECIMENTOS, SOCIOS, type RelationDecl } from '../pipelines/receita-cnpj/layout.ts';
-import { emptyCounts, lineBuilder, parseDate, partnerKey, stripCpfFromName, type TransformCounts } from '../pipelines/receita-cnpj/transform.ts';
+import { cleanName, emptyCounts, lineBuilder, parseDate, partnerKey, stripCpfFromName, type TransformCounts } from '../pipelines/receita-cnpj/transform.ts';
 import { CsvRecordSink, emptySinkStats, type CsvSinkStats } from '../src/etl/zip-csv-stream.ts';
 
 const GOLDEN = path.join(import.meta.dirname, 'golden', 'receita-cnpj');
@@ -36,7 +36,9 @@ describe('golden transforms', () => {
       const input = fs.readFileSync(path.join(GOLDEN, `${name}.in.csv`));
       const counts: TransformCounts = emptyCounts();
       const build = () => lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts: emptyCounts() });
-      const whole = await readAll(input, rel.fields.length, lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts }));
+      const builder = lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts });
+      const whole = await readAll(input, rel.fields.length, builder);
+      builder.flush();
       const out = whole.out + `-- counts ${JSON.stringify(counts)}\n`;
       const file = path.join(GOLDEN, `${name}.out.copy`);
       if (process.env.UPDATE_GOLDEN) fs.writeFileSync(file, out);
@@ -98,6 +100,18 @@ describe('field rules', () => {
     expect(stripCpfFromName('41.330.504 DAIANE LONARA')).toEqual({ name: '41.330.504 DAIANE LONARA', cpfMasked: null });
     expect(stripCpfFromName('EMPRESA 123456789012')).toEqual({ name: 'EMPRESA 123456789012', cpfMasked: null });
     expect(stripCpfFromName('34749473898')).toEqual({ name: '34749473898', cpfMasked: null });
+  });
+
+  it('name fields: a trailing CPF is cut, any other CPF-looking run masked; CNPJs, roots and phone-length runs of other sizes kept', () => {
+    expect(cleanName('RAMIRO ROBERTO PERES DA SILVA 34749473898')).toEqual({ name: 'RAMIRO ROBERTO PERES DA SILVA', cut: '***494738**', found: 1 });
+    expect(cleanName('JOSE SILVA12345678909')).toEqual({ name: 'JOSE SILVA', cut: '***456789**', found: 1 });
+    expect(cleanName('12345678909 JOSE SILVA')).toEqual({ name: '***.456.789-** JOSE SILVA', cut: null, found: 1 });
+    expect(cleanName('JOSE 123.456.789-09 SILVA')).toEqual({ name: 'JOSE ***.456.789-** SILVA', cut: null, found: 1 });
+    expect(cleanName('34749473898')).toEqual({ name: '***.494.738-**', cut: null, found: 1 });
+    expect(cleanName('A 11111111111 B 22222222222')).toEqual({ name: 'A ***.111.111-** B', cut: '***222222**', found: 2 });
+    for (const kept of ['41.330.504 DAIANE LONARA', 'EMPRESA 123456789012', 'FILIAL 13.810.056/0001-53', 'LOJA 2', 'TEL 3054-4064', 'EMPRESA 12345678901234']) {
+      expect(cleanName(kept), kept).toEqual({ name: kept, cut: null, found: 0 });
+    }
   });
 
   it('partner keys tell apart partners sharing a masked CPF and ignore accents, case and blanks of the name', () => {

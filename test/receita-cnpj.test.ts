@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
+import { pipeline } from 'node:stream/promises';
+import yazl from 'yazl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ALNUM, buildReceitaMonth, RECEITA_FIXTURE_MONTH, ENTERING_PARTNER, LEAVING_PARTNER, RECEITA_FIXTURE_ROOT, SAMPLES_DIR, SHARED_CPF_PARTNERS, SHARED_MASKED_CPF,
@@ -13,8 +15,9 @@ import {
 import { ibgeMunicipios } from '../pipelines/ibge-municipios/index.ts';
 import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
 import { RELATIONS, tableColumns } from '../pipelines/receita-cnpj/layout.ts';
-import { isValidCnpj } from '../src/documents.ts';
+import { cnpjCheckDigits, isValidCnpj } from '../src/documents.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
+import { applyRetention } from '../src/etl/publish.ts';
 import { fixtureRuns } from '../src/cli/main.ts';
 import { createHash } from 'node:crypto';
 import { ROOT_DIR } from '../src/sql.ts';
@@ -211,6 +214,110 @@ describe('receita-cnpj month over month', () => {
     const served = await q(`SELECT DISTINCT snapshot_id FROM serving.cnpj_empresas`);
     expect(served.map((r) => Number(r.snapshot_id))).not.toContain(bad.snapshot_id);
     expect((await q(`SELECT count(*)::int AS n FROM serving.cnpj_empresas WHERE razao_social IS NULL`))[0].n).toBe(0);
+  });
+
+  it('retention that drops a month drops its partner-list diff too; the kept months keep theirs', async () => {
+    await buildReceitaMonth(root, '2027-01', 'base');
+    const c = await run(root);
+    await buildReceitaMonth(root, '2027-02', 'next');
+    const d = await run(root);
+    expect([c.status, d.status]).toEqual(['published', 'published']);
+    const diffs = async () => (await q(`SELECT snapshot_id::int AS id, count(*)::int AS n FROM derived.cnpj_qsa_changes GROUP BY 1 ORDER BY 1`)).map((r) => [r.id, r.n]);
+    const nov = (await q(`SELECT snapshot_id::int AS id FROM etl.snapshots WHERE dataset = 'receita-cnpj' AND as_of = '2026-11-01'`))[0].id;
+    expect(await diffs()).toEqual(expect.arrayContaining([[nov, 1], [c.snapshot_id, 1], [d.snapshot_id, 1]]));
+    // Keep one: the current month (2027-02) and what rollback returns to (2027-01) stay.
+    const dropped = await applyRetention(db.pool, 'receita-cnpj', '', 1);
+    expect(dropped).toContain(nov);
+    expect((await q(`SELECT status FROM etl.snapshots WHERE snapshot_id = $1`, [nov]))[0].status).toBe('dropped');
+    const left = await diffs();
+    expect(left).toEqual(expect.arrayContaining([[c.snapshot_id, 1], [d.snapshot_id, 1]]));
+    expect(left.map(([id]) => id)).not.toContain(nov);
+    // What is left belongs to snapshots retention kept (the latest blocked month has its own rule).
+    const live = (await q(`SELECT snapshot_id::int AS id FROM etl.snapshots WHERE dataset = 'receita-cnpj' AND status <> 'dropped'`)).map((r) => r.id);
+    for (const [id] of left) expect(live).toContain(id);
+  });
+});
+
+describe('receita-cnpj: a broken companies file', () => {
+  it('fails the run cleanly (the other families do not wait for the companies forever); the published month stays', async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-broken-'));
+    try {
+      await buildReceitaMonth(root, '2027-06', 'base');
+      const zip = new yazl.ZipFile();
+      zip.addBuffer(Buffer.from('"x";"y"\n', 'latin1'), 'LEIAME.TXT');
+      zip.end();
+      await pipeline(zip.outputStream, fs.createWriteStream(path.join(root, '2027-06', 'Empresas3.zip')));
+      const before = (await q(`SELECT snapshot_id::int AS id FROM etl.current WHERE dataset = 'receita-cnpj'`))[0].id;
+      const out = await run(root);
+      expect(out.status).toBe('failed');
+      expect(out.error?.code).toBe('malformed_source');
+      expect(out.error?.message).toMatch(/Empresas3\.zip holds no member/);
+      expect((await q(`SELECT snapshot_id::int AS id FROM etl.current WHERE dataset = 'receita-cnpj'`))[0].id).toBe(before);
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
+describe('receita-cnpj: CPFs in trade names and other served names', () => {
+  // Real-layout rows: real MEI/EI companies of the samples (legal name "NAME 12345678901")
+  // given an establishment whose trade name repeats that text as owners type it (as is,
+  // CPF first, CPF punctuated after a dash), and a legal-entity partner with such a name.
+  const meis = sample('EMPRECSV.csv').filter((f) => /^.*\D \d{11}$/.test(f[1])).slice(0, 30);
+  const template = sample('ESTABELE.csv')[0];
+  const q1 = (f: string[]) => f.map((x) => `"${x}"`).join(';');
+  const tradeName = (razao: string, i: number) => {
+    const [, name, cpf] = /^(.*\D) (\d{11})$/.exec(razao)!;
+    return [razao, `${cpf} ${name}`, `${name} - ${cpf.slice(0, 3)}.${cpf.slice(3, 6)}.${cpf.slice(6, 9)}-${cpf.slice(9)}`][i % 3];
+  };
+  const establishments = meis.map((f, i) => {
+    const e = [...template];
+    e[0] = f[0];
+    e[1] = '0009';
+    e[2] = cnpjCheckDigits(f[0] + '0009');
+    e[3] = '2';
+    e[4] = tradeName(f[1], i);
+    return q1(e);
+  });
+  const partner = q1([meis[0][0], '1', meis[1][1], '00000000000191', '22', '20210301', '', '***000000**', '', '00', '0']);
+  let fresh: TestDb;
+  let out: RunOutcome;
+  let root: string;
+  beforeAll(async () => {
+    root = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-cpf-names-'));
+    await buildReceitaMonth(root, RECEITA_FIXTURE_MONTH, 'base', { ESTABELE: establishments, SOCIOCSV: [partner] });
+    fresh = await testDatabase();
+    out = await runPipeline({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log }, receitaCnpj, { source: root });
+  }, 240_000);
+  afterAll(async () => {
+    fs.rmSync(root, { recursive: true, force: true });
+    await fresh?.drop();
+  });
+
+  it('serves the trade name without the owner CPF, counted in the report', async () => {
+    expect(out.status).toBe('published');
+    const got = new Map((await fresh.pool.query(`SELECT cnpj, nome_fantasia FROM serving.cnpj_estabelecimentos WHERE cnpj_ordem = '0009' AND cnpj_basico = ANY ($1)`, [meis.map((f) => f[0])])).rows.map((r) => [r.cnpj, r.nome_fantasia]));
+    expect(got.size).toBe(meis.length);
+    meis.forEach((f, i) => {
+      const [, name, cpf] = /^(.*\D) (\d{11})$/.exec(f[1])!;
+      const masked = `***.${cpf.slice(3, 6)}.${cpf.slice(6, 9)}-**`;
+      expect(got.get(f[0] + '0009' + cnpjCheckDigits(f[0] + '0009')), tradeName(f[1], i)).toBe([name, `${masked} ${name}`, name][i % 3]);
+    });
+    const quality = (await fresh.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0].quality;
+    expect(quality.facts.cnpj.cpf_em_nomes.nome_fantasia).toBe(meis.length);
+    expect(quality.facts.cnpj.cpf_em_nomes.nome_socio).toBe(1);
+    expect(quality.facts.cnpj.cpf_em_nomes.razao_social).toBe(quality.facts.cnpj.cpf_no_nome_removido);
+    expect(quality.facts.notes.join('\n')).toMatch(/CPF-looking numbers in served names: .*nome_fantasia ×30/);
+  });
+
+  it('no served name field of a company, establishment or partner holds an 11-digit run', async () => {
+    const run11 = `'(^|[^0-9])[0-9]{3}\\.?[0-9]{3}\\.?[0-9]{3}-?[0-9]{2}([^0-9]|$)'`;
+    for (const [view, col] of [['cnpj_empresas', 'razao_social'], ['cnpj_estabelecimentos', 'nome_fantasia'], ['cnpj_socios', 'nome_socio'], ['cnpj_socios', 'nome_do_representante']]) {
+      const n = (await fresh.pool.query(`SELECT count(*)::int AS n FROM serving.${view} WHERE ${col} ~ ${run11}`)).rows[0].n;
+      expect(n, `${view}.${col}`).toBe(0);
+    }
+    const p = (await fresh.pool.query(`SELECT nome_socio FROM serving.cnpj_socios WHERE cnpj_basico = $1 AND identificador_de_socio = '1'`, [meis[0][0]])).rows;
+    expect(p.map((r) => r.nome_socio)).toContain(/^(.*\D) \d{11}$/.exec(meis[1][1])![1]);
   });
 });
 

@@ -14,7 +14,8 @@ export type FieldKind =
   | 'cep' // 8 digits; 7 digits (lost leading zero) left-padded and counted
   | 'list' // comma-separated codes → text[]
   | 'int' // small integer (faixa_etaria)
-  | 'doc'; // CNPJ part or partner document: text, upper-cased, never a number
+  | 'doc' // CNPJ part or partner document: text, upper-cased, never a number
+  | 'name'; // a name served as text: a trailing CPF cut, any other CPF-looking run masked (transform.cleanName)
 
 export interface FieldDecl {
   name: string;
@@ -45,7 +46,7 @@ const f = (kind: FieldKind, ...names: string[]): FieldDecl[] => names.map((name)
 const tenOf = (prefix: string) => Array.from({ length: 10 }, (_, i) => `${prefix}${i}`);
 
 export const PG_TYPES: Record<FieldKind, string> = {
-  text: 'text', code: 'text', date: 'date', money: 'numeric', cep: 'text', list: 'text[]', int: 'smallint', doc: 'text',
+  text: 'text', code: 'text', date: 'date', money: 'numeric', cep: 'text', list: 'text[]', int: 'smallint', doc: 'text', name: 'text',
 };
 
 export const EMPRESAS: RelationDecl = {
@@ -54,13 +55,14 @@ export const EMPRESAS: RelationDecl = {
   memberSuffix: /\.EMPRECSV$/i,
   fields: [
     ...f('doc', 'cnpj_basico'),
-    ...f('text', 'razao_social'),
+    ...f('name', 'razao_social'),
     ...f('code', 'natureza_juridica', 'qualificacao_responsavel'),
     ...f('money', 'capital_social'),
     ...f('code', 'porte'),
     ...f('text', 'ente_federativo_responsavel'),
   ],
-  // The owner's CPF that MEI/EI legal names end with is cut from razao_social and kept masked.
+  // The owner's CPF that MEI/EI legal names end with is cut from razao_social and kept masked
+  // (every 'name' field is cleaned the same way; only the legal name keeps what it cut).
   derived: [{ name: 'cpf_titular_mascarado', type: 'text' }],
   indexes: [
     { name: 'cnpj_basico', on: 'cnpj_basico' },
@@ -75,7 +77,7 @@ export const ESTABELECIMENTOS: RelationDecl = {
   fields: [
     ...f('doc', 'cnpj_basico', 'cnpj_ordem', 'cnpj_dv'),
     ...f('code', 'identificador_matriz_filial'),
-    ...f('text', 'nome_fantasia'),
+    ...f('name', 'nome_fantasia'),
     ...f('code', 'situacao_cadastral'),
     ...f('date', 'data_situacao_cadastral'),
     ...f('code', 'motivo_situacao_cadastral'),
@@ -105,13 +107,13 @@ export const SOCIOS: RelationDecl = {
   fields: [
     ...f('doc', 'cnpj_basico'),
     ...f('code', 'identificador_de_socio'),
-    ...f('text', 'nome_socio'),
+    ...f('name', 'nome_socio'),
     ...f('doc', 'cnpj_cpf_do_socio'),
     ...f('code', 'qualificacao_socio'),
     ...f('date', 'data_entrada_sociedade'),
     ...f('code', 'pais'),
     ...f('doc', 'representante_legal'),
-    ...f('text', 'nome_do_representante'),
+    ...f('name', 'nome_do_representante'),
     ...f('code', 'qualificacao_representante_legal'),
     ...f('int', 'faixa_etaria'),
   ],

@@ -198,6 +198,14 @@ export async function dropSnapshotTables(db: pg.ClientBase | pg.Pool, tables: st
   for (const t of tables) await db.query(`DROP TABLE IF EXISTS ${t}`);
 }
 
+/**
+ * A month's partner-list diff (receita-cnpj, derived.cnpj_qsa_changes) goes with the month:
+ * the snapshot row stays (marked dropped), so its ON DELETE CASCADE never fires.
+ */
+export async function forgetQsaChanges(db: pg.ClientBase | pg.Pool, snapshotId: number): Promise<void> {
+  await db.query('DELETE FROM derived.cnpj_qsa_changes WHERE snapshot_id = $1', [snapshotId]);
+}
+
 /** Newest first by what the data is about (as-of date), then by when it was published or loaded. */
 function byDateDesc(a: catalog.SnapshotRow, b: catalog.SnapshotRow): number {
   if (a.as_of !== b.as_of) return a.as_of < b.as_of ? 1 : -1;
@@ -263,6 +271,7 @@ export async function applyRetention(
         await c.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(budget.lockTimeoutMs))}`);
         await dropSnapshotTables(c, s.tables);
         await forgetOverlaps(c, s.snapshot_id);
+        await forgetQsaChanges(c, s.snapshot_id);
         await catalog.setSnapshotFields(c, s.snapshot_id, { status: 'dropped' });
       });
       dropped.push(s.snapshot_id);

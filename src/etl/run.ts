@@ -17,7 +17,7 @@ import type { FetchedFile } from './download.ts';
 import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } from './pipeline.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
-import { applyRetention, dropSnapshotTables, publishSnapshot } from './publish.ts';
+import { applyRetention, dropSnapshotTables, forgetQsaChanges, publishSnapshot } from './publish.ts';
 import { evaluateGate, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
 import { checkSnapshotText, mergeTextFailures } from './text-checks.ts';
 
@@ -357,6 +357,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       const listed = (await catalog.getSnapshot(pool, snapshotId).catch(() => null))?.tables ?? [];
       await dropSnapshotTables(pool, listed).catch(() => {});
       await forgetOverlaps(pool, snapshotId).catch(() => {});
+      await forgetQsaChanges(pool, snapshotId).catch(() => {});
       await catalog.setSnapshotFields(pool, snapshotId, { status: 'failed' }).catch(() => {});
     }
     await catalog.finishRun(pool, runId, { status: 'failed', snapshotId, error: err.message, errorCode: err.code, read: outcome.rows_read, loaded: outcome.rows_loaded, rejected: outcome.rows_rejected }).catch(() => {});

@@ -9,7 +9,7 @@ import type { ApiDeps } from '../deps.ts';
 import { UFS } from '../deps.ts';
 import { isoSeconds } from '../schemas.ts';
 import { CnpjSchema, CpfSchema, SearchSchema, SITUACOES } from './schemas.ts';
-import { buscaIn, cnpjSnapshots, empresaIn, qsaIn, vinculosIn, type CnpjSnapshot, type SocioRow } from './sql.ts';
+import { buscaIn, cnpjSnapshots, companyAnswer, empresaIn, vinculosIn, type CnpjSnapshot, type SocioRow } from './sql.ts';
 import type pg from 'pg';
 
 /** The receita-cnpj snapshot of a read: the published month, or the kept month current on `asOf`. */
@@ -94,10 +94,13 @@ export function socioRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
     app.get('/socio/cnpj/:cnpj', { schema: CnpjSchema }, async (req) => {
       const cnpj = parseCnpj(req.params.cnpj);
       const pool = deps.dataPool(req); // test keys read the sandbox
-      const snap = await cnpjSnapshotFor(pool, req.query.as_of ?? null);
-      const e = await empresaIn(pool, snap.snapshot_id, cnpj);
+      const asOf = req.query.as_of ?? null;
+      const answer = await companyAnswer(pool, asOf, cnpj);
+      // No such month: the error names what is kept (a second read, on the error path only).
+      const snap = answer?.snapshot ?? (await cnpjSnapshotFor(pool, asOf));
+      const e = answer?.empresa;
       if (!e) throw new AgroError('not_found', `CNPJ ${formatCnpj(cnpj)} is not in the Receita month ${snap.as_of.slice(0, 7)} (snapshot ${snap.snapshot_id})`);
-      const qsa = (await qsaIn(pool, snap.snapshot_id, e.cnpj_basico)).map((p) => ({
+      const qsa = e.qsa.map((p) => ({
         nome: p.nome_socio, tipo: TIPO_SOCIO[p.identificador_de_socio ?? ''] ?? null, ...partnerDocument(p),
         qualificacao: p.qualificacao_descricao ?? p.qualificacao_socio, participacao: null, data_entrada: p.data_entrada_sociedade,
       }));

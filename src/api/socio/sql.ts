@@ -15,9 +15,22 @@ export const SOCIO_SQL = {
                   to_char(data_inicio_atividade, 'YYYY-MM-DD') AS data_inicio_atividade, capital_social, natureza_juridica,
                   natureza_descricao, cnae_fiscal_principal, cnae_descricao, municipio, municipio_nome, codigo_municipio_ibge, uf, cep
              FROM serving.socio_empresa_snapshot($1, $2)`,
-  qsa: `SELECT socio_chave, identificador_de_socio, nome_socio, cnpj_cpf_do_socio, qualificacao_socio, qualificacao_descricao,
-                  to_char(data_entrada_sociedade, 'YYYY-MM-DD') AS data_entrada_sociedade, faixa_etaria
-             FROM serving.socio_qsa_snapshot($1, $2)`,
+  // /socio/cnpj in one round trip: the month read ($1 as_of, or the published one), the
+  // establishment ($2) and its company's partner list as JSON (null row: no month; null cnpj: not in it).
+  cnpj: `WITH m AS (
+             SELECT snapshot_id, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current FROM serving.snapshots_legiveis
+              WHERE dataset = 'receita-cnpj' AND CASE WHEN $1::date IS NULL THEN is_current ELSE as_of <= $1::date END
+              ORDER BY as_of DESC, snapshot_id DESC LIMIT 1)
+           SELECT m.snapshot_id::int, m.as_of, m.is_current, e.cnpj, e.cnpj_basico, e.identificador_matriz_filial, e.razao_social, e.nome_fantasia,
+                  e.situacao_cadastral, to_char(e.data_inicio_atividade, 'YYYY-MM-DD') AS data_inicio_atividade, e.capital_social,
+                  e.natureza_juridica, e.natureza_descricao, e.cnae_fiscal_principal, e.cnae_descricao, e.municipio, e.municipio_nome,
+                  e.codigo_municipio_ibge, e.uf, e.cep,
+                  (SELECT coalesce(json_agg(json_build_object(
+                            'identificador_de_socio', p.identificador_de_socio, 'nome_socio', p.nome_socio, 'cnpj_cpf_do_socio', p.cnpj_cpf_do_socio,
+                            'qualificacao_socio', p.qualificacao_socio, 'qualificacao_descricao', p.qualificacao_descricao,
+                            'data_entrada_sociedade', to_char(p.data_entrada_sociedade, 'YYYY-MM-DD')) ORDER BY p.nome_socio, p.socio_chave), '[]')
+                     FROM serving.socio_qsa_snapshot(m.snapshot_id, e.cnpj_basico) p WHERE e.cnpj IS NOT NULL) AS qsa
+             FROM m LEFT JOIN LATERAL serving.socio_empresa_snapshot(m.snapshot_id, $2) e ON true`,
   vinculos: `SELECT cnpj, cnpj_basico, razao_social, nome_socio, cnpj_cpf_do_socio, qualificacao_socio, qualificacao_descricao,
                   situacao_cadastral, socio_chave
              FROM serving.socio_vinculos_snapshot($1, $2)`,
@@ -72,24 +85,30 @@ export async function empresaIn(db: Db, snapshotId: number, cnpj: string): Promi
 }
 
 export interface SocioRow {
-  socio_chave: string;
   identificador_de_socio: string | null;
   nome_socio: string | null;
   cnpj_cpf_do_socio: string | null;
   qualificacao_socio: string | null;
   qualificacao_descricao: string | null;
   data_entrada_sociedade: string | null;
-  faixa_etaria: number | null;
 }
 
-/** The partner list of a company (8-character root), from a snapshot. */
-export async function qsaIn(db: Db, snapshotId: number, cnpjBasico: string): Promise<SocioRow[]> {
-  const r = await db.query({
-    name: 'api_socio_qsa',
-    text: SOCIO_SQL.qsa,
-    values: [snapshotId, cnpjBasico],
-  });
-  return r.rows;
+export interface CompanyAnswer {
+  snapshot: CnpjSnapshot;
+  /** null: the CNPJ is not in that month. */
+  empresa: (EmpresaRow & { qsa: SocioRow[] }) | null;
+}
+
+/**
+ * /socio/cnpj's read in one statement: the month current on `asOf` (or the published one),
+ * the establishment with its company, and the partner list; null when no such month is kept.
+ */
+export async function companyAnswer(db: Db, asOf: string | null, cnpj: string): Promise<CompanyAnswer | null> {
+  const r = await db.query({ name: 'api_socio_cnpj', text: SOCIO_SQL.cnpj, values: [asOf, cnpj] });
+  const row = r.rows[0];
+  if (!row) return null;
+  const { snapshot_id, as_of, is_current, ...e } = row;
+  return { snapshot: { snapshot_id, as_of, is_current }, empresa: e.cnpj === null ? null : e };
 }
 
 export interface VinculoRow {
