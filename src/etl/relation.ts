@@ -184,6 +184,7 @@ export function defineRelation(def: RelationDef): Relation {
     ...def.columns.filter((c) => c.from?.length).map((c) => ({ name: c.name, aliases: c.from!, required: c.required })),
     ...fields.map((f) => ({ name: f.name, aliases: f.from, required: f.required })),
   ];
+  const positional = positionalFields(def);
   const checked: CheckedField[] = [];
   const dates: Relation['dates'] = [];
   for (const c of def.columns) {
@@ -200,7 +201,7 @@ export function defineRelation(def: RelationDef): Relation {
   ]);
   const pk = def.indexes.primaryKey;
   return {
-    positional: positionalFields(def),
+    positional,
     name: def.name,
     columns: def.columns,
     fields,
