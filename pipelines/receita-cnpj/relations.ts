@@ -10,7 +10,7 @@
 import { defineRelation, type ColumnDef, type Relation, type RelationDef } from '../../src/etl/relation.ts';
 
 /** How a record's field becomes its value, in the line builder (transform.ts). */
-export type Cell =
+export type CellKind =
   | 'text' // trimmed text, '' → NULL
   | 'code' // like text: a code compared as text (never a number)
   | 'date' // YYYYMMDD, 0 / 00000000 → NULL, anything else unparsed → NULL (raw kept in extra)
@@ -22,9 +22,9 @@ export type Cell =
   | 'name' // a name served as text: a trailing CPF cut, any other CPF-looking run masked (transform.cleanName)
   | 'derived'; // not a field of the record: the line builder computes it (CNPJ, partner key, …)
 
-export const CELLS: ReadonlySet<string> = new Set<Cell>(['text', 'code', 'date', 'money', 'cep', 'list', 'int', 'doc', 'name', 'derived']);
+export const CELLS: ReadonlySet<string> = new Set<CellKind>(['text', 'code', 'date', 'money', 'cep', 'list', 'int', 'doc', 'name', 'derived']);
 
-const TYPES: Record<Exclude<Cell, 'derived'>, string> = {
+const TYPES: Record<Exclude<CellKind, 'derived'>, string> = {
   text: 'text', code: 'text', date: 'date', money: 'numeric', cep: 'text', list: 'text[]', int: 'smallint', doc: 'text', name: 'text',
 };
 
@@ -39,9 +39,9 @@ export type CnpjRelation = Relation & {
 };
 
 /** A record's field at position `at` (counted when empty, as every field of the month). */
-const field = (at: number, name: string, cell: Exclude<Cell, 'derived'>): ColumnDef => ({ name, type: TYPES[cell], cell, at, counted: true });
+const field = (at: number, name: string, cell: Exclude<CellKind, 'derived'>): ColumnDef => ({ name, type: TYPES[cell], cell, at, counted: true });
 /** Fields in record order from position `at`, all converted the same way. */
-const fields = (at: number, cell: Exclude<Cell, 'derived'>, ...names: string[]): ColumnDef[] => names.map((n, i) => field(at + i, n, cell));
+const fields = (at: number, cell: Exclude<CellKind, 'derived'>, ...names: string[]): ColumnDef[] => names.map((n, i) => field(at + i, n, cell));
 /** A column the line builder derives from the record. */
 const derived = (name: string): ColumnDef => ({ name, type: 'text', cell: 'derived' });
 const TAIL: ColumnDef[] = [{ name: 'extra', type: 'jsonb', role: 'extra' }, { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' }];

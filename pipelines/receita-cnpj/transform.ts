@@ -4,7 +4,7 @@
 import crypto from 'node:crypto';
 import { cnpjCheckDigits } from '../../src/documents.ts';
 import { copyField } from '../../src/etl/copy.ts';
-import type { Cell as FieldKind, CnpjRelation } from './relations.ts';
+import type { CellKind as FieldKind, CnpjRelation } from './relations.ts';
 
 /** Counters the transforms fill (per column unless said otherwise). */
 export interface TransformCounts {
