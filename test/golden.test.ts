@@ -7,14 +7,29 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { findPipeline } from '../pipelines/registry.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { qualifiedSnapshotTable } from '../src/etl/names.ts';
-import { expectGolden, factsJson, snapshotGeoJson } from './helpers/golden.ts';
+import { expectGolden, factsJson, snapshotGeoJson, snapshotJsonLines } from './helpers/golden.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const AS_OF = '2025-06-01';
 
 /** pipeline → its fixture (in), relation and key (and scope). The as-of date is fixed: file dates would vary by checkout. */
-const CASES: { pipeline: string; fixture: string; relation: string; key: string; name?: string; asOf?: string; uf?: string }[] = [
+interface GoldenCase {
+  pipeline: string;
+  fixture: string;
+  relation: string;
+  key: string;
+  name?: string;
+  asOf?: string;
+  /** The scope of a per-state pipeline (sicar). */
+  uf?: string;
+  /** A multi-relation snapshot: every relation's rows as JSON lines (<relation>.jsonl) instead of out.geojson. */
+  relations?: string[];
+  /** Loaded first (the snapshot reads it, e.g. receita-cnpj's municipality crosswalk reads ibge-municipios). */
+  needs?: { pipeline: string; fixture: string };
+}
+
+const CASES: GoldenCase[] = [
   { pipeline: 'funai-tis', fixture: 'fixtures/funai-tis/tis_poligonais.zip', relation: 'funai_tis', key: 'codigo' },
   { pipeline: 'cnuc-ucs', fixture: 'fixtures/cnuc-ucs/shp_cnuc_2024_10.zip', relation: 'cnuc_ucs', key: 'codigo' },
   { pipeline: 'incra-quilombos', fixture: 'fixtures/incra-quilombos/Áreas de Quilombolas.zip', relation: 'incra_quilombos', key: 'codigo' },
@@ -30,6 +45,12 @@ const CASES: { pipeline: string; fixture: string; relation: string; key: string;
   // SICAR, one state: AREA_IMOVEL (split in two layers) and the three themes; both relations.
   { pipeline: 'sicar', fixture: 'fixtures/sicar/GO', relation: 'car_imovel', key: 'car', uf: 'GO', name: 'sicar-GO' },
   { pipeline: 'sicar', fixture: 'fixtures/sicar/GO', relation: 'car_tema', key: 'car', uf: 'GO', name: 'sicar-GO-car_tema' },
+  // The CNPJ fixture month (37 zips, the folder of months: the newest is taken), as of its first day.
+  {
+    pipeline: 'receita-cnpj', fixture: 'fixtures/receita-cnpj', relation: 'cnpj_estabelecimentos', key: 'cnpj', asOf: '2026-10-01', name: 'receita-cnpj-month',
+    relations: ['cnpj_empresas', 'cnpj_estabelecimentos', 'cnpj_socios', 'cnpj_simples', 'cnpj_cnaes', 'cnpj_motivos', 'cnpj_municipios', 'cnpj_naturezas', 'cnpj_paises', 'cnpj_qualificacoes'],
+    needs: { pipeline: 'ibge-municipios', fixture: 'fixtures/ibge-municipios/BR_Municipios_2024.zip' },
+  },
 ];
 
 let db: TestDb;
@@ -45,11 +66,14 @@ describe('golden in/out', () => {
     const name = c.name ?? c.pipeline;
     test(name, async () => {
       const pipeline = findPipeline(c.pipeline)!;
+      if (c.needs) await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline(c.needs.pipeline)!, { source: path.join(ROOT, c.needs.fixture), asOf: AS_OF, force: true });
       const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, pipeline, { source: path.join(ROOT, c.fixture), asOf: c.asOf ?? AS_OF, force: true, ...(c.uf ? { uf: c.uf } : {}) });
       expect(out.snapshot_id).not.toBeNull();
       const q = await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id]);
       const dir = path.join(ROOT, 'test/golden', name);
-      expectGolden(path.join(dir, 'out.geojson'), await snapshotGeoJson(db.pool, qualifiedSnapshotTable(c.relation, out.snapshot_id!), c.key));
+      if (c.relations) {
+        for (const r of c.relations) expectGolden(path.join(dir, `${r}.jsonl`), await snapshotJsonLines(db.pool, qualifiedSnapshotTable(r, out.snapshot_id!)));
+      } else expectGolden(path.join(dir, 'out.geojson'), await snapshotGeoJson(db.pool, qualifiedSnapshotTable(c.relation, out.snapshot_id!), c.key));
       expectGolden(path.join(dir, 'facts.json'), factsJson(q.rows[0].quality.facts));
     });
   }

@@ -14,7 +14,7 @@ import { buildReceitaMonth } from '../fixtures/receita-cnpj.ts';
 import { startDavServer, type DavServer } from '../fixtures/receita-cnpj-server.ts';
 import { newestMonth, SteppingLimiter } from '../pipelines/receita-cnpj/fetch.ts';
 import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
-import { MONTH_ZIPS } from '../pipelines/receita-cnpj/layout.ts';
+import { MONTH_ZIPS } from '../pipelines/receita-cnpj/relations.ts';
 import { isAgroError } from '../src/errors.ts';
 import type { Logger } from '../src/log.ts';
 import { runPipeline } from '../src/etl/run.ts';

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
-import { EMPRESAS, ESTABELECIMENTOS, SOCIOS, type RelationDecl } from '../pipelines/receita-cnpj/layout.ts';
+import { EMPRESAS, ESTABELECIMENTOS, SOCIOS, type CnpjRelation } from '../pipelines/receita-cnpj/relations.ts';
 import { cleanName, emptyCounts, lineBuilder, parseDate, partnerKey, stripCpfFromName, type TransformCounts } from '../pipelines/receita-cnpj/transform.ts';
 import { CsvRecordSink, emptySinkStats, type CsvSinkStats } from '../src/etl/zip-csv-stream.ts';
 
@@ -30,20 +30,20 @@ async function readAll(bytes: Buffer, fieldCount: number, onRecord: (f: string[]
 const fields = (f: string[]) => JSON.stringify(f) + '\n';
 
 describe('golden transforms', () => {
-  const cases: [string, RelationDecl][] = [['estabelecimentos', ESTABELECIMENTOS], ['empresas', EMPRESAS], ['socios', SOCIOS]];
+  const cases: [string, CnpjRelation][] = [['estabelecimentos', ESTABELECIMENTOS], ['empresas', EMPRESAS], ['socios', SOCIOS]];
   for (const [name, rel] of cases) {
     it(`${name}: source records → COPY lines`, async () => {
       const input = fs.readFileSync(path.join(GOLDEN, `${name}.in.csv`));
       const counts: TransformCounts = emptyCounts();
       const build = () => lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts: emptyCounts() });
       const builder = lineBuilder(rel, { snapshotId: 7, latestDate: '2026-10-31', counts });
-      const whole = await readAll(input, rel.fields.length, builder);
+      const whole = await readAll(input, rel.fieldCount, builder);
       builder.flush();
       const out = whole.out + `-- counts ${JSON.stringify(counts)}\n`;
       const file = path.join(GOLDEN, `${name}.out.copy`);
       if (process.env.UPDATE_GOLDEN) fs.writeFileSync(file, out);
       expect(out).toBe(fs.readFileSync(file, 'utf8'));
-      for (const size of [1, 3, 17, 64]) expect((await readAll(input, rel.fields.length, build(), size)).out, `chunks of ${size}`).toBe(whole.out);
+      for (const size of [1, 3, 17, 64]) expect((await readAll(input, rel.fieldCount, build(), size)).out, `chunks of ${size}`).toBe(whole.out);
     });
   }
 });

@@ -14,7 +14,7 @@ import {
 } from '../fixtures/receita-cnpj.ts';
 import { ibgeMunicipios } from '../pipelines/ibge-municipios/index.ts';
 import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
-import { RELATIONS, tableColumns } from '../pipelines/receita-cnpj/layout.ts';
+import { RELATIONS } from '../pipelines/receita-cnpj/relations.ts';
 import { cnpjCheckDigits, isValidCnpj } from '../src/documents.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import { applyRetention } from '../src/etl/publish.ts';
@@ -56,9 +56,9 @@ describe('receita-cnpj fixture month', () => {
     for (const rel of RELATIONS) {
       const cols = await q(
         `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
-        [`snap.${rel.relation}__template`],
+        [`snap.${rel.name}__template`],
       );
-      expect(cols.map((c) => c.attname), rel.relation).toEqual(tableColumns(rel).map((c) => c.name));
+      expect(cols.map((c) => c.attname), rel.name).toEqual(rel.columns.map((c) => c.name));
     }
   });
 

@@ -9,12 +9,14 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { FUNAI_FIXTURE, buildFunaiZip } from '../fixtures/funai-tis.ts';
 import { FUNAI_TIS, funaiTis } from '../pipelines/funai-tis/index.ts';
+import { RELATIONS as CNPJ_RELATIONS, SOCIOS } from '../pipelines/receita-cnpj/relations.ts';
+import { indexStatements } from '../src/etl/load-steps.ts';
 import { PIPELINES } from '../pipelines/registry.ts';
 import { OVERLAYS } from '../src/etl/overlaps.ts';
-import { declaredShape, defineRelation, type Relation } from '../src/etl/relation.ts';
+import { declaredShape, defineRelation, type ColumnDef, type Relation } from '../src/etl/relation.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { shapedPipeline, type ShapedPipeline } from '../src/etl/shape.ts';
-import { buildSnapshot, templateShape } from '../src/etl/sql/shape.ts';
+import { buildSnapshot, checkDeclaredShape, templateShape } from '../src/etl/sql/shape.ts';
 import { sqlText } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -39,6 +41,35 @@ describe('relation declarations', () => {
       expect(declaredShape(p.spec.relation)).toBe(await templateShape(db.pool, p.spec.relation.name));
     });
   }
+
+  // The CNPJ month: one relation per file family, copied straight from positional records.
+  for (const rel of CNPJ_RELATIONS) {
+    test(`receita-cnpj: the declaration of ${rel.name} is its template`, async () => {
+      expect(declaredShape(rel)).toBe(await templateShape(db.pool, rel.name));
+      await expect(checkDeclaredShape(db.pool, rel)).resolves.toBeUndefined();
+    });
+  }
+
+  test('a positional declaration: fields in record order, positions without gaps, each with its conversion', async () => {
+    expect(SOCIOS.positional.map((f) => f.at)).toEqual([...SOCIOS.positional.keys()]);
+    expect(SOCIOS.positional.map((f) => f.name).slice(0, 4)).toEqual(['cnpj_basico', 'identificador_de_socio', 'nome_socio', 'cnpj_cpf_do_socio']);
+    const cols = (extra: ColumnDef[]): ColumnDef[] => [...extra, { name: 'extra', type: 'jsonb', role: 'extra' as const }, { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' as const }];
+    expect(() => defineRelation({ name: 'gap', columns: cols([{ name: 'a', type: 'text', cell: 'text', at: 0 }, { name: 'b', type: 'text', cell: 'text', at: 2 }]), indexes: {} })).toThrow(/positions must run 0\.\.1/);
+    expect(() => defineRelation({ name: 'nocell', columns: cols([{ name: 'a', type: 'text', at: 0 }]), indexes: {} })).toThrow(/needs its conversion/);
+    // A streamed column is not staged nor converted by the engine.
+    expect(defineRelation({ name: 'ok', columns: cols([{ name: 'a', type: 'text', cell: 'text', at: 0 }]), indexes: {} }).staging).toEqual([]);
+    // A declaration whose template disagrees fails before anything is copied.
+    const moved = defineRelation({ ...SOCIOS, columns: [SOCIOS.columns[1], SOCIOS.columns[0], ...SOCIOS.columns.slice(2)] });
+    await expect(checkDeclaredShape(db.pool, moved)).rejects.toThrow(/does not match its declaration/);
+  });
+
+  test('declared indexes: btree keys, named btree and trigram expressions, named <table>_<suffix>', () => {
+    expect(indexStatements('snap.t__s1', { btree: ['a', { name: 'doc', columns: ['b'] }], trigram: [{ name: 'nome_trgm', on: 'etl.cnpj_busca(nome)' }] })).toEqual([
+      { name: 'a', sql: 'CREATE INDEX "t__s1_a" ON snap.t__s1 ("a")' },
+      { name: 'doc', sql: 'CREATE INDEX "t__s1_doc" ON snap.t__s1 ("b")' },
+      { name: 'nome_trgm', sql: 'CREATE INDEX "t__s1_nome_trgm" ON snap.t__s1 USING gin (etl.cnpj_busca(nome) gin_trgm_ops)' },
+    ]);
+  });
 
   test('a declaration that disagrees with its template is caught', async () => {
     const swapped: Relation = defineRelation({ ...FUNAI_TIS, columns: [FUNAI_TIS.columns[1], FUNAI_TIS.columns[0], ...FUNAI_TIS.columns.slice(2)] });

@@ -18,15 +18,19 @@ import path from 'node:path';
 import { AgroError } from '../../src/errors.ts';
 import { fetchSource, isHttp, localPath, storedFile, type FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
+import { pickSourceFile, type SourceLayout } from '../../src/etl/source-files.ts';
 import { propfind, redactUrl, type DavEntry } from '../../src/etl/webdav.ts';
-import { MONTH_ZIPS } from './layout.ts';
+import { MONTH_ZIPS } from './relations.ts';
 
 const MONTH = /^\d{4}-(0[1-9]|1[0-2])$/;
 
-/** The newest `YYYY-MM` name of a listing (folders only when the listing says which are folders). */
+/** A month among a folder's names (local or listed): the one picker, the newest `YYYY-MM` by name. */
+const MONTH_FOLDER: SourceLayout = { pattern: MONTH, ext: MONTH, what: 'YYYY-MM month folder' };
+
+/** The newest `YYYY-MM` name of a listing (folders only when the listing says which are folders), or null when it has none. */
 export function newestMonth(entries: { name: string; collection?: boolean }[]): string | null {
-  const months = entries.filter((e) => e.collection !== false && MONTH.test(e.name)).map((e) => e.name).sort();
-  return months.length ? months[months.length - 1] : null;
+  const names = entries.filter((e) => e.collection !== false).map((e) => e.name);
+  return names.some((n) => MONTH.test(n)) ? pickSourceFile(names, MONTH_FOLDER, 'listing') : null;
 }
 
 /** The month's file for each expected zip (case-insensitive), or the list of missing ones. */
@@ -109,11 +113,14 @@ async function listSource(ctx: RunContext, source: string): Promise<{ month: str
   let dir = localPath(source);
   if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new AgroError('source_not_found', `${dir}: not a folder of YYYY-MM months or of one month's zips`);
   let month = path.basename(dir);
-  const names = fs.readdirSync(dir);
-  const newest = newestMonth(names.map((n) => ({ name: n, collection: fs.statSync(path.join(dir, n)).isDirectory() })));
-  if (newest && !names.some((n) => /\.zip$/i.test(n))) {
-    month = newest;
-    dir = path.join(dir, newest);
+  const entries = fs.readdirSync(dir, { withFileTypes: true });
+  // A folder of months (no zips of its own): the newest month folder, through the one picker.
+  if (!entries.some((e) => e.isFile() && /\.zip$/i.test(e.name))) {
+    const months = entries.filter((e) => e.isDirectory()).map((e) => e.name);
+    if (months.some((n) => MONTH.test(n))) {
+      month = pickSourceFile(months, MONTH_FOLDER, dir);
+      dir = path.join(dir, month);
+    }
   }
   if (!MONTH.test(month)) throw new AgroError('source_not_found', `${dir}: the month's folder must be named YYYY-MM`);
   const { files, missing } = matchMonthZips(fs.readdirSync(dir).map((n) => ({ name: n })));

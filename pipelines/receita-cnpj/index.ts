@@ -1,7 +1,17 @@
 // receita-cnpj: the Receita Federal CNPJ month (SOURCES §10; contract §2b, §3), one national
 // snapshot per `YYYY-MM` folder (as_of = the month's first day).
 //
-// fetch (fetch.ts): the share's newest month, 37 zips, resumable, validated, size + SHA-256.
+// What is its own, on the one shape (pipelines/README.md, "a multi-relation CSV month"):
+//   relations.ts  each relation declared once (defineRelation): columns in template order,
+//                 the record position and conversion of each field (`at`, `cell`), the
+//                 derived columns, empty values counted, the indexes (btree, trigram)
+//   transform.ts  the streamed conversions (the line builder: record → COPY line)
+//   queries.ts    its statements, one typed function each
+//   fetch.ts      the share's newest month, 37 zips, resumable, validated, size + SHA-256
+//                 (a local folder of months through the one picker; WebDAV listed by PROPFIND)
+// The engine's parts it uses: the template check of every declaration before a zip is read
+// (checkDeclaredShape), the declared indexes' statements (indexStatements), the facts
+// plumbing (emptyFacts, addCounts), as_of resolved by the run (target.asOf).
 // load:
 //   load      zips are streamed, never unpacked (src/etl/zip-csv-stream.ts): latin1, `;`,
 //             quoted, no header, exact field count (other rows are malformed: counted with
@@ -10,7 +20,7 @@
 //             a table created in the same transaction (COPY FREEZE). Field rules: transform.ts.
 //             Municipalities: Receita's TOM code → IBGE by normalised name + the UF the
 //             establishments give it, against serving.ibge_municipios.
-//             Each table is indexed right after its own COPY, as declared in layout.ts
+//             Each table is indexed right after its own COPY, as declared in relations.ts
 //             (btree, trigram on names, the six visible CPF digits of partners), then
 //             ANALYZEd: a family that finished early is indexed while the others still load.
 //   facts     counts per family against the previous month, orphan codes, empty names,
@@ -23,16 +33,21 @@ import { Writable } from 'node:stream';
 import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
 import { AgroError } from '../../src/errors.ts';
-import { ident } from '../../src/db/pool.ts';
 import * as catalog from '../../src/etl/catalog.ts';
 import type { FetchedFile } from '../../src/etl/download.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { emptyFacts, type GateFailure, type QualityFacts } from '../../src/etl/quality.ts';
+import { addCounts, emptyFacts, type GateFailure, type QualityFacts } from '../../src/etl/quality.ts';
 import { emptySinkStats, readZipCsv, type CsvSinkStats } from '../../src/etl/zip-csv-stream.ts';
-import { namedSql, render } from '../../src/sql.ts';
+import { tableName, type Sql } from '../../src/sql.ts';
+import { indexStatements } from '../../src/etl/load-steps.ts';
+import { checkDeclaredShape } from '../../src/etl/sql/shape.ts';
 import { fetchMonth, monthOf } from './fetch.ts';
-import { EMPRESAS, FAMILIES, LOOKUPS, RELATIONS, tableColumns, type RelationDecl } from './layout.ts';
-import { emptyCounts, lineBuilder, type TransformCounts } from './transform.ts';
+import { EMPRESAS, FAMILIES, LOOKUPS, RELATIONS, type CnpjRelation } from './relations.ts';
+import {
+  analyze, companyFacts, copyFrozen, createLikeTemplate, establishmentFacts, ibgeMunicipalities, indexMemoryForTransaction, normalisedNames, partnerFacts,
+  tableExists, writePartnerListDiff, type CompanyFacts, type EstablishmentFacts, type LookupTables, type PartnerFacts,
+} from './queries.ts';
+import { copyColumns, emptyCounts, lineBuilder, type TransformCounts } from './transform.ts';
 import { copyLine } from '../../src/etl/copy.ts';
 
 /** Gate thresholds of this dataset (contract §2: a month that arrives emptied is blocked). */
@@ -95,23 +110,29 @@ const zipFile = (files: FetchedFile[], zip: string): FetchedFile => {
 
 const discard = () => new Writable({ write: (_c, _e, cb) => cb() });
 
-/** The facts query of each family that has one (the lookups they join are loaded first). */
-const FACT_QUERIES: Record<string, string> = {
-  cnpj_empresas: 'queries/cnpj_facts_empresas',
-  cnpj_estabelecimentos: 'queries/cnpj_facts_estabelecimentos',
-  cnpj_socios: 'queries/cnpj_facts_socios',
+/** Each family's table facts (queries.ts), queried right after its indexes; they join the lookups, loaded first. */
+interface TableFacts {
+  cnpj_empresas: CompanyFacts;
+  cnpj_estabelecimentos: EstablishmentFacts;
+  cnpj_socios: PartnerFacts;
+}
+const FACT_QUERIES: { [R in keyof TableFacts]: (c: pg.ClientBase, target: Sql, l: LookupTables) => Promise<TableFacts[R]> } = {
+  cnpj_empresas: companyFacts,
+  cnpj_estabelecimentos: establishmentFacts,
+  cnpj_socios: partnerFacts,
 };
+const hasFacts = (name: string): name is keyof TableFacts => name in FACT_QUERIES;
 
-const familyKey = (rel: RelationDecl) => rel.relation.replace(/^cnpj_/, '');
+const familyKey = (rel: CnpjRelation) => rel.name.replace(/^cnpj_/, '');
 
 /** Reads the members of `rel` from its zips into `out`; a zip without such a member is malformed. */
-async function readRelation(rel: RelationDecl, files: FetchedFile[], out: Writable, onRecord: (f: string[]) => string, stats: CsvSinkStats, ctx: RunContext, progress: { file: string }): Promise<FamilyFacts['arquivos']> {
+async function readRelation(rel: CnpjRelation, files: FetchedFile[], out: Writable, onRecord: (f: string[]) => string, stats: CsvSinkStats, ctx: RunContext, progress: { file: string }): Promise<FamilyFacts['arquivos']> {
   const members: FamilyFacts['arquivos'] = [];
   for (const zip of rel.zips) {
     const file = zipFile(files, zip);
     progress.file = file.name;
     const before = stats.records;
-    const names = await readZipCsv(file.path, { pick: (n) => rel.memberSuffix.test(n), fieldCount: rel.fields.length, onRecord, out, stats, limits: ctx.cfg.zip });
+    const names = await readZipCsv(file.path, { pick: (n) => rel.memberSuffix.test(n), fieldCount: rel.fieldCount, onRecord, out, stats, limits: ctx.cfg.zip });
     if (!names.length) throw new AgroError('malformed_source', `${file.name} holds no member named *${rel.memberSuffix.source.replace(/\\/g, '').replace(/\$$/, '')}`);
     members.push({ arquivo: file.name, membros: names, linhas: stats.records - before });
   }
@@ -119,12 +140,11 @@ async function readRelation(rel: RelationDecl, files: FetchedFile[], out: Writab
 }
 
 /** COPY of one relation into a table created in the same transaction (FREEZE: no later rewrite of hint bits). */
-async function copyRelation(client: pg.ClientBase, table: string, rel: RelationDecl, feed: (out: Writable) => Promise<void>): Promise<void> {
-  const cols = tableColumns(rel).map((c) => ident(c.name)).join(', ');
+async function copyRelation(client: pg.ClientBase, table: Sql, rel: CnpjRelation, feed: (out: Writable) => Promise<void>): Promise<void> {
   await client.query('BEGIN');
   try {
-    await client.query(`CREATE TABLE ${table} (LIKE snap.${ident(rel.relation + '__template')})`);
-    const stream = client.query(pgCopy.from(`COPY ${table} (${cols}) FROM STDIN WITH (FREEZE)`));
+    await createLikeTemplate(client, table, rel.name);
+    const stream = client.query(pgCopy.from(copyFrozen(table, copyColumns(rel))));
     const done = finished(stream);
     done.catch(() => {});
     try {
@@ -142,13 +162,6 @@ async function copyRelation(client: pg.ClientBase, table: string, rel: RelationD
   }
 }
 
-/**
- * An index build sorts in memory up to maintenance_work_mem; PostgreSQL's default (64 MB)
- * makes a national trigram GIN build flush and merge many times. Each build gets at least
- * 256 MB for its own transaction (never less than the server gives it).
- */
-const INDEX_MEMORY_SQL = `SELECT set_config('maintenance_work_mem', '256MB', true) WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < 256 * 1024 * 1024`;
-
 /** A connection is free now (idle, or room to open one): checked and taken without an await between. */
 const canBorrow = (pool: pg.Pool): boolean => pool.idleCount > 0 || pool.totalCount < (pool.options.max ?? 10);
 
@@ -159,11 +172,12 @@ const canBorrow = (pool: pg.Pool): boolean => pool.idleCount > 0 || pool.totalCo
 const familySlots = (pool: pg.Pool): number => Math.max(1, Math.min(FAMILIES.length, (pool.options.max ?? 10) - 3));
 
 /**
- * The declared indexes of a loaded relation, then ANALYZE: built right after its COPY (so a
- * family that finished early is indexed while the others still load), never before the data.
+ * The declared indexes of a loaded relation (the engine's statements: indexStatements), then
+ * ANALYZE: built right after its COPY (so a family that finished early is indexed while the
+ * others still load), never before the data, each with at least 256 MB to sort in.
  */
-async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: string, ctx: RunContext, timings: Record<string, LoadTimings>): Promise<void> {
-  const base = table.replace(/^snap\."?|"$/g, '');
+async function indexRelation(client: pg.ClientBase, rel: CnpjRelation, table: Sql, ctx: RunContext, timings: Record<string, LoadTimings>): Promise<void> {
+  const statements = indexStatements(table, rel.indexes);
   const t0 = Date.now();
   // A table's indexes are built at once, each on its own connection (GIN builds are not
   // parallel in PostgreSQL 15): the last family to finish its COPY is not indexed serially.
@@ -172,33 +186,33 @@ async function indexRelation(client: pg.ClientBase, rel: RelationDecl, table: st
   const conns: pg.ClientBase[] = [client];
   const borrowed: pg.PoolClient[] = [];
   try {
-    while (conns.length < rel.indexes.length && canBorrow(ctx.pool)) {
+    while (conns.length < statements.length && canBorrow(ctx.pool)) {
       const c = await ctx.pool.connect();
       borrowed.push(c);
       conns.push(c);
     }
     await Promise.all(conns.map(async (c, k) => {
-      for (let i = k; i < rel.indexes.length; i += conns.length) {
-        const ix = rel.indexes[i];
+      for (let i = k; i < statements.length; i += conns.length) {
+        const ix = statements[i];
         const t1 = Date.now();
         await c.query('BEGIN');
         try {
-          await c.query(INDEX_MEMORY_SQL);
-          await c.query(`CREATE INDEX ${ident(`${base}_${ix.name}`)} ON ${table} USING ${ix.using ?? 'btree'} (${ix.on})`);
+          await indexMemoryForTransaction(c);
+          await c.query(ix.sql);
           await c.query('COMMIT');
         } catch (e) {
           await c.query('ROLLBACK').catch(() => {});
           throw e;
         }
-        ((timings[rel.relation] ??= {}).indexes ??= {})[ix.name] = Date.now() - t1;
+        ((timings[rel.name] ??= {}).indexes ??= {})[ix.name] = Date.now() - t1;
         ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, 'receita-cnpj: index built');
       }
     }));
   } finally {
     for (const c of borrowed) c.release();
   }
-  await client.query(`ANALYZE ${table}`);
-  (timings[rel.relation] ??= {}).index_ms = Date.now() - t0;
+  await analyze(client, table);
+  (timings[rel.name] ??= {}).index_ms = Date.now() - t0;
 }
 
 /** Where a relation's load time went (the load stage's detail): ms since the stage began when its COPY ended, then ms of its indexes (with ANALYZE), each index, its facts query. */
@@ -226,13 +240,10 @@ interface Crosswalk {
 
 /** TOM → IBGE: the UF most establishments give a TOM code, then normalised name + UF against the IBGE list. */
 async function buildCrosswalk(client: pg.ClientBase, lookup: [string, string][], places: Map<string, Map<string, number>>, snapshotId: number): Promise<Crosswalk> {
-  const loaded = Number((await client.query(`SELECT count(*) AS n FROM serving.ibge_municipios`)).rows[0].n) > 0;
   const ibge = new Map<string, string>();
-  if (loaded) {
-    const r = await client.query(`SELECT geocodigo, uf, etl.normalize_nome(nome) AS nome FROM serving.ibge_municipios`);
-    for (const x of r.rows) ibge.set(`${x.nome}|${x.uf}`, x.geocodigo);
-  }
-  const norm = await client.query(`SELECT etl.normalize_nome(x) AS n FROM unnest($1::text[]) WITH ORDINALITY AS t(x, i) ORDER BY i`, [lookup.map(([, d]) => d)]);
+  for (const x of await ibgeMunicipalities(client)) ibge.set(`${x.nome}|${x.uf}`, x.geocodigo);
+  const loaded = ibge.size > 0;
+  const norm = await normalisedNames(client, lookup.map(([, d]) => d));
   const facts: CnpjFacts['municipios'] = { ibge_carregado: loaded, codigos: lookup.length, casados: 0, sem_par: 0, sem_uf: 0, exemplos_sem_par: [] };
   const rows = lookup.map(([codigo, descricao], i) => {
     const ufs = places.get(codigo);
@@ -240,7 +251,7 @@ async function buildCrosswalk(client: pg.ClientBase, lookup: [string, string][],
     let geocodigo: string | null = null;
     if (!uf) facts.sem_uf++;
     else if (loaded) {
-      geocodigo = ibge.get(`${norm.rows[i].n}|${uf}`) ?? null;
+      geocodigo = ibge.get(`${norm[i]}|${uf}`) ?? null;
       if (geocodigo) facts.casados++;
       else {
         facts.sem_par++;
@@ -258,7 +269,7 @@ const mergeCounts = (into: Record<string, number>, from: Record<string, number>,
 
 async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
   const sid = target.snapshotId;
-  const asOf = (await catalog.getSnapshot(ctx.pool, sid))!.as_of;
+  const asOf = target.asOf;
   const latestDate = lastDayOfMonth(asOf);
   const counts: TransformCounts = emptyCounts();
   const places = new Map<string, Map<string, number>>();
@@ -267,14 +278,22 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     if (!m) places.set(mun, (m = new Map()));
     m.set(uf, (m.get(uf) ?? 0) + 1);
   };
-  const stats = new Map<string, CsvSinkStats>(RELATIONS.map((r) => [r.relation, emptySinkStats()]));
+  const stats = new Map<string, CsvSinkStats>(RELATIONS.map((r) => [r.name, emptySinkStats()]));
   const members = new Map<string, FamilyFacts['arquivos']>();
-  const tables = new Map<string, string>();
-  const progress = new Map<string, { file: string }>(RELATIONS.map((r) => [r.relation, { file: '' }]));
+  const tables = new Map<string, Sql>();
+  const progress = new Map<string, { file: string }>(RELATIONS.map((r) => [r.name, { file: '' }]));
   const timings: Record<string, LoadTimings> = {};
-  /** Quality facts of each family's table (sql/queries/cnpj_facts_*.sql), queried once it is indexed. */
-  const tableFacts = new Map<string, Record<string, any>>();
-  const lookupTables = () => ({ naturezas: tables.get('cnpj_naturezas')!, qualificacoes: tables.get('cnpj_qualificacoes')!, motivos: tables.get('cnpj_motivos')!, paises: tables.get('cnpj_paises')!, cnaes: tables.get('cnpj_cnaes')! });
+  /** Quality facts of each family's table (queries.ts), queried once it is indexed. */
+  const tableFacts: Partial<TableFacts> = {};
+  const lookupTables = (): LookupTables => ({ naturezas: tables.get('cnpj_naturezas')!, qualificacoes: tables.get('cnpj_qualificacoes')!, motivos: tables.get('cnpj_motivos')!, paises: tables.get('cnpj_paises')!, cnaes: tables.get('cnpj_cnaes')! });
+  /** The relation's snapshot table of this run. */
+  const tableOf = async (rel: CnpjRelation): Promise<Sql> => {
+    const table = tableName(await target.table(rel.name));
+    tables.set(rel.name, table);
+    return table;
+  };
+  // A declaration its template does not match fails here, before any zip is read.
+  for (const rel of RELATIONS) await checkDeclaredShape(ctx.pool, rel);
 
   // ---- read: lookups, then the four families in parallel COPY streams
   const started = Date.now();
@@ -284,7 +303,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     const bytes = [...stats.values()].reduce((a, x) => a + x.bytes, 0);
     ctx.log.info({
       rows, bytes, rows_per_s: Math.round(rows / Math.max(s, 0.001)), mb_per_s: +(bytes / 2 ** 20 / Math.max(s, 0.001)).toFixed(1),
-      files: Object.fromEntries(FAMILIES.map((r) => [familyKey(r), `${progress.get(r.relation)!.file} (${stats.get(r.relation)!.records} rows)`])),
+      files: Object.fromEntries(FAMILIES.map((r) => [familyKey(r), `${progress.get(r.name)!.file} (${stats.get(r.name)!.records} rows)`])),
     }, 'receita-cnpj: loading');
   }, ctx.cfg.receitaCnpj.progressMs);
   ticker.unref();
@@ -295,17 +314,16 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       let municipiosLookup: [string, string][] = [];
       try {
         for (const rel of LOOKUPS) {
-          if (rel.relation === 'cnpj_municipios') {
+          if (rel.name === 'cnpj_municipios') {
             const rows: [string, string][] = [];
-            members.set(rel.relation, await readRelation(rel, files, discard(), (f) => (rows.push([f[0].trim(), f[1].trim()]), ''), stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
+            members.set(rel.name, await readRelation(rel, files, discard(), (f) => (rows.push([f[0].trim(), f[1].trim()]), ''), stats.get(rel.name)!, ctx, progress.get(rel.name)!));
             municipiosLookup = rows;
             continue;
           }
-          const table = await target.table(rel.relation);
-          tables.set(rel.relation, table);
+          const table = await tableOf(rel);
           const build = lineBuilder(rel, { snapshotId: sid, latestDate, counts: emptyCounts() });
           await copyRelation(client, table, rel, async (out) => {
-            members.set(rel.relation, await readRelation(rel, files, out, build, stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
+            members.set(rel.name, await readRelation(rel, files, out, build, stats.get(rel.name)!, ctx, progress.get(rel.name)!));
           });
           await indexRelation(client, rel, table, ctx, timings);
         }
@@ -327,24 +345,23 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         if (failed) throw failed;
         const c = await ctx.pool.connect();
         try {
-          const table = await target.table(rel.relation);
-          tables.set(rel.relation, table);
-          const build = lineBuilder(rel, { snapshotId: sid, latestDate, counts, onPlace: rel.relation === 'cnpj_estabelecimentos' ? onPlace : undefined });
+          const table = await tableOf(rel);
+          const build = lineBuilder(rel, { snapshotId: sid, latestDate, counts, onPlace: rel.name === 'cnpj_estabelecimentos' ? onPlace : undefined });
           await copyRelation(c, table, rel, async (out) => {
             streams.push(out);
             if (failed) throw failed;
-            members.set(rel.relation, await readRelation(rel, files, out, build, stats.get(rel.relation)!, ctx, progress.get(rel.relation)!));
+            members.set(rel.name, await readRelation(rel, files, out, build, stats.get(rel.name)!, ctx, progress.get(rel.name)!));
           }).finally(() => {
             if (rel === EMPRESAS) companiesCopied();
           });
           build.flush();
-          timings[rel.relation] = { copy_done_ms: Date.now() - started };
+          timings[rel.name] = { copy_done_ms: Date.now() - started };
           // Its indexes and facts now, while the other families are still copying.
           if (!failed) await indexRelation(c, rel, table, ctx, timings);
-          if (!failed && FACT_QUERIES[rel.relation]) {
+          if (!failed && hasFacts(rel.name)) {
             const t0 = Date.now();
-            tableFacts.set(rel.relation, (await c.query(render(namedSql(FACT_QUERIES[rel.relation]), { target: table, ...lookupTables() }))).rows[0]);
-            timings[rel.relation].facts_ms = Date.now() - t0;
+            Object.assign(tableFacts, { [rel.name]: await FACT_QUERIES[rel.name](c, table, lookupTables()) });
+            timings[rel.name].facts_ms = Date.now() - t0;
           }
         } catch (e) {
           if (!failed) {
@@ -362,9 +379,8 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       // Municipalities: the crosswalk needs the UFs the establishments gave each TOM code.
       const c = await ctx.pool.connect();
       try {
-        const rel = LOOKUPS.find((r) => r.relation === 'cnpj_municipios')!;
-        const table = await target.table(rel.relation);
-        tables.set(rel.relation, table);
+        const rel = LOOKUPS.find((r) => r.name === 'cnpj_municipios')!;
+        const table = await tableOf(rel);
         const cw = await buildCrosswalk(c, municipiosLookup, places, sid);
         await copyRelation(c, table, rel, async (out) => {
           for (const line of cw.rows) if (!out.write(line)) await new Promise((r) => out.once('drain', r));
@@ -384,16 +400,16 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   const current = await catalog.currentSnapshot(ctx.pool, 'receita-cnpj', '');
   const previous = current && current.snapshot_id !== sid ? current : null;
   const cnpj = await ctx.stage('facts', async () => {
-    const [emp, est, soc] = ['cnpj_empresas', 'cnpj_estabelecimentos', 'cnpj_socios'].map((r) => tableFacts.get(r)!);
+    const { cnpj_empresas: emp, cnpj_estabelecimentos: est, cnpj_socios: soc } = tableFacts as TableFacts;
     const contagens: Record<string, number> = {};
-    for (const rel of RELATIONS) contagens[familyKey(rel)] = stats.get(rel.relation)!.records;
+    for (const rel of RELATIONS) contagens[familyKey(rel)] = stats.get(rel.name)!.records;
     contagens.empresas_com_socios = soc.empresas_com_socios;
     const prevCounts = (previous?.quality as { facts?: { cnpj?: CnpjFacts } } | null)?.facts?.cnpj?.contagens ?? null;
     const cf: CnpjFacts = {
       mes: asOf.slice(0, 7),
       familias: Object.fromEntries(RELATIONS.map((rel) => {
-        const s = stats.get(rel.relation)!;
-        return [familyKey(rel), { arquivos: members.get(rel.relation) ?? [], linhas: s.records, malformadas: s.malformed, amostras_malformadas: s.malformedSamples, aspas_soltas: s.strayQuotes, bytes: s.bytes }];
+        const s = stats.get(rel.name)!;
+        return [familyKey(rel), { arquivos: members.get(rel.name) ?? [], linhas: s.records, malformadas: s.malformed, amostras_malformadas: s.malformedSamples, aspas_soltas: s.strayQuotes, bytes: s.bytes }];
       })),
       contagens,
       anterior: previous && prevCounts ? { snapshot_id: previous.snapshot_id, contagens: prevCounts } : null,
@@ -429,14 +445,12 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
 
   // ---- diff of partner lists against the previous month
   if (previous) {
-    const prevTable = target.previousTable('cnpj_socios');
-    const exists = prevTable && (await ctx.pool.query(`SELECT to_regclass($1) IS NOT NULL AS ok`, [prevTable])).rows[0].ok;
-    if (exists) {
-      cnpj.qsa_alteradas = await ctx.stage('diff', async () => {
-        await ctx.pool.query(`DELETE FROM derived.cnpj_qsa_changes WHERE snapshot_id = $1`, [sid]);
-        const r = await ctx.pool.query(render(namedSql('queries/cnpj_qsa_diff'), { snapshot_id: String(sid), previous_snapshot_id: String(previous.snapshot_id), socios: tables.get('cnpj_socios')!, previous: prevTable! }));
-        return r.rowCount ?? 0;
-      }, (n) => n);
+    const prev = target.previousTable('cnpj_socios');
+    const prevTable = prev ? tableName(prev) : null;
+    if (prevTable && (await tableExists(ctx.pool, prevTable))) {
+      cnpj.qsa_alteradas = await ctx.stage('diff', () => writePartnerListDiff(ctx.pool, {
+        snapshotId: sid, previousSnapshotId: previous.snapshot_id, socios: tables.get('cnpj_socios')!, previous: prevTable,
+      }), (n) => n);
     }
   }
 
@@ -448,8 +462,8 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   facts.fields.empty = counts.empty;
   mergeCounts(facts.dates.placeholders, counts.datePlaceholders);
   mergeCounts(facts.dates.unparseable, counts.dateUnparsed);
-  if (Object.keys(counts.dateImplausible).length) facts.dates.implausible = { ...counts.dateImplausible };
-  if (Object.keys(counts.unparsed).length) facts.fields.unparsed = { ...counts.unparsed };
+  addCounts(facts, 'implausible', counts.dateImplausible);
+  addCounts(facts, 'unparsed', counts.unparsed);
   notes(facts, cnpj);
   return {
     rowsRead: read,
@@ -521,7 +535,7 @@ function notes(facts: QualityFacts, c: CnpjFacts): void {
 export const receitaCnpj: Pipeline & { key: string } = {
   name: 'receita-cnpj',
   scopedByUf: false,
-  relations: RELATIONS.map((r) => r.relation),
+  relations: RELATIONS.map((r) => r.name),
   mainRelation: 'cnpj_estabelecimentos',
   key: 'cnpj',
   fetch: fetchMonth,

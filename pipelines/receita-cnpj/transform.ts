@@ -4,7 +4,7 @@
 import crypto from 'node:crypto';
 import { cnpjCheckDigits } from '../../src/documents.ts';
 import { copyField } from '../../src/etl/copy.ts';
-import type { FieldKind, RelationDecl } from './layout.ts';
+import type { CellKind as FieldKind, CnpjRelation } from './relations.ts';
 
 /** Counters the transforms fill (per column unless said otherwise). */
 export interface TransformCounts {
@@ -182,7 +182,14 @@ export function partnerKey(p: { cnpj_basico: string; identificador_de_socio: str
     .slice(0, 32);
 }
 
-/** Converts one record of a relation to its COPY line (columns of tableColumns(rel)). */
+/** A relation's COPY columns in the order its line builder writes them: the record's fields, the derived columns, extra, snapshot_id. */
+export function copyColumns(rel: CnpjRelation): string[] {
+  return [...rel.positional.map((f) => f.name), ...derivedColumns(rel), 'extra', 'snapshot_id'];
+}
+
+const derivedColumns = (rel: CnpjRelation): string[] => rel.columns.filter((c) => c.cell === 'derived').map((c) => c.name);
+
+/** Converts one record of a relation to its COPY line (columns of copyColumns(rel)). */
 export type LineBuilder = (fields: string[]) => string;
 
 export interface BuildContext {
@@ -237,9 +244,11 @@ const SAFE_KINDS = new Set<FieldKind>(['date', 'money', 'cep', 'int']);
 export type RelationLineBuilder = LineBuilder & { flush: () => void };
 
 /** The line builder of a relation: generic cells from the declaration, then the relation's own derived columns. */
-export function lineBuilder(rel: RelationDecl, ctx: BuildContext): RelationLineBuilder {
-  const kinds = rel.fields.map((f) => f.kind);
-  const names = rel.fields.map((f) => f.name);
+export function lineBuilder(rel: CnpjRelation, ctx: BuildContext): RelationLineBuilder {
+  const kinds = rel.positional.map((f) => f.cell as FieldKind);
+  const names = rel.positional.map((f) => f.name);
+  const counted = rel.positional.map((f) => f.counted);
+  const derivedCount = derivedColumns(rel).length;
   const safe = kinds.map((k) => SAFE_KINDS.has(k));
   // Empty values per column, counted in an array (a keyed counter per empty cell cost ~10 % of the transform).
   const empties = new Float64Array(kinds.length);
@@ -262,7 +271,7 @@ export function lineBuilder(rel: RelationDecl, ctx: BuildContext): RelationLineB
       if (c.value === null) empties[i]++;
     }
     const derived: (string | null)[] = [];
-    switch (rel.relation) {
+    switch (rel.name) {
       case 'cnpj_empresas': {
         // The owner's CPF cut off the legal name (cell kind 'name'), kept masked.
         const cut = cuts?.[iRazao] ?? null;
@@ -289,7 +298,7 @@ export function lineBuilder(rel: RelationDecl, ctx: BuildContext): RelationLineB
         break;
       }
       default:
-        for (const _ of rel.derived) derived.push(null);
+        for (let i = 0; i < derivedCount; i++) derived.push(null);
     }
     let line = '';
     for (let i = 0; i < values.length; i++) {
@@ -303,7 +312,7 @@ export function lineBuilder(rel: RelationDecl, ctx: BuildContext): RelationLineB
   return Object.assign(build, {
     flush() {
       for (let i = 0; i < names.length; i++) {
-        if (empties[i]) ctx.counts.empty[names[i]] = (ctx.counts.empty[names[i]] ?? 0) + empties[i];
+        if (empties[i] && counted[i]) ctx.counts.empty[names[i]] = (ctx.counts.empty[names[i]] ?? 0) + empties[i];
         empties[i] = 0;
       }
     },

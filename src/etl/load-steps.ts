@@ -43,23 +43,33 @@ export interface SnapshotIndexes {
   gin?: string[];
   /** btree indexes: on one column, named after it, or `{ name, columns }`. */
   btree?: (string | { name: string; columns: string[] })[];
+  /** Trigram GIN indexes (pg_trgm) over an expression, e.g. `{ name: 'razao_trgm', on: 'etl.cnpj_busca(razao_social)' }`. */
+  trigram?: { name: string; on: string }[];
 }
 
-/** Creates the declared indexes of a loaded snapshot table (primary key, GiST, GIN, btree, in that order), then ANALYZE. */
-export async function indexSnapshotTable(client: pg.ClientBase, table: string, ix: SnapshotIndexes): Promise<void> {
+/** The CREATE INDEX statements of the declared indexes (primary key, GiST, GIN, btree, trigram, in that order), each named `<table>_<suffix>`. */
+export function indexStatements(table: string, ix: SnapshotIndexes): { name: string; sql: string }[] {
   const base = table.replace(/^snap\."?|"$/g, '');
   const name = (suffix: string) => ident(`${base}_${suffix}`);
   const cols = (c: string[]) => c.map(ident).join(', ');
+  const out: { name: string; sql: string }[] = [];
   if (ix.primaryKey?.length) {
     const notNull = ix.primaryKey.map((c) => `ALTER COLUMN ${ident(c)} SET NOT NULL, `).join('');
-    await client.query(`ALTER TABLE ${table} ${notNull}ADD CONSTRAINT ${name('pk')} PRIMARY KEY (${cols(ix.primaryKey)})`);
+    out.push({ name: 'pk', sql: `ALTER TABLE ${table} ${notNull}ADD CONSTRAINT ${name('pk')} PRIMARY KEY (${cols(ix.primaryKey)})` });
   }
-  for (const c of ix.gist ?? []) await client.query(`CREATE INDEX ${name(c)} ON ${table} USING gist (${ident(c)})`);
-  for (const c of ix.gin ?? []) await client.query(`CREATE INDEX ${name(c)} ON ${table} USING gin (${ident(c)})`);
+  for (const c of ix.gist ?? []) out.push({ name: c, sql: `CREATE INDEX ${name(c)} ON ${table} USING gist (${ident(c)})` });
+  for (const c of ix.gin ?? []) out.push({ name: c, sql: `CREATE INDEX ${name(c)} ON ${table} USING gin (${ident(c)})` });
   for (const b of ix.btree ?? []) {
     const { name: suffix, columns } = typeof b === 'string' ? { name: b, columns: [b] } : b;
-    await client.query(`CREATE INDEX ${name(suffix)} ON ${table} (${cols(columns)})`);
+    out.push({ name: suffix, sql: `CREATE INDEX ${name(suffix)} ON ${table} (${cols(columns)})` });
   }
+  for (const t of ix.trigram ?? []) out.push({ name: t.name, sql: `CREATE INDEX ${name(t.name)} ON ${table} USING gin (${t.on} gin_trgm_ops)` });
+  return out;
+}
+
+/** Creates the declared indexes of a loaded snapshot table (indexStatements, in order), then ANALYZE. */
+export async function indexSnapshotTable(client: pg.ClientBase, table: string, ix: SnapshotIndexes): Promise<void> {
+  for (const st of indexStatements(table, ix)) await client.query(st.sql);
   await client.query(`ANALYZE ${table}`);
 }
 

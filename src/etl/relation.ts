@@ -107,6 +107,15 @@ export interface ColumnDef {
   counted?: boolean;
   /** Filled by the engine: `extra` (unknown source columns and unconverted text) or `snapshot_id`. */
   role?: 'extra' | 'snapshot_id';
+  /**
+   * A streamed column (a source copied straight into the snapshot table, no staging: Receita's
+   * CNPJ month): the name of the pipeline's own conversion its line builder applies (e.g.
+   * 'date', 'money', 'name'). With `at`, of the record's field at that position; without, a
+   * value the builder derives from the record. The engine neither stages nor converts it.
+   */
+  cell?: string;
+  /** Position of the column's field in a header-less (positional) record, from 0; with `cell`. */
+  at?: number;
 }
 
 /** A source field staged without a column of its own. */
@@ -168,10 +177,12 @@ export interface Relation extends Required<Pick<RelationDef, 'name' | 'columns' 
   csvRequired: string[];
   /** Columns and fields holding personal data (left out of example rows). */
   personal: string[];
+  /** A positional source's fields in record order (columns with `at`): what a record holds, field by field. */
+  positional: { name: string; at: number; cell: string; counted: boolean }[];
 }
 
 function conversionOf(c: ColumnDef): Conversion | null {
-  if (c.sql !== undefined || c.role) return null;
+  if (c.sql !== undefined || c.role || c.cell !== undefined) return null;
   const conv = c.convert ?? DEFAULT_CONVERSION[c.type];
   if (!conv) throw new Error(`column ${c.name} (${c.type}): name a conversion or give its sql`);
   if (!c.from?.length) throw new Error(`column ${c.name}: a converted column needs its source spellings (from)`);
@@ -191,6 +202,7 @@ export function defineRelation(def: RelationDef): Relation {
     ...def.columns.filter((c) => c.from?.length).map((c) => ({ name: c.name, aliases: c.from!, required: c.required === true })),
     ...fields.map((f) => ({ name: f.name, aliases: f.from, required: f.required === true })),
   ];
+  const positional = positionalFields(def);
   const checked: CheckedField[] = [];
   const dates: Relation['dates'] = [];
   for (const c of def.columns) {
@@ -210,6 +222,7 @@ export function defineRelation(def: RelationDef): Relation {
   }
   const pk = def.indexes.primaryKey;
   return {
+    positional,
     name: def.name,
     columns: def.columns,
     fields,
@@ -226,6 +239,21 @@ export function defineRelation(def: RelationDef): Relation {
     csvRequired: [...def.columns, ...fields].filter((x) => x.required === 'csv').map((x) => x.name),
     personal: [...def.columns, ...fields].filter((x) => x.personal).map((x) => x.name),
   };
+}
+
+/** The columns with a record position, in record order; positions must run 0, 1, 2, … without a gap. */
+function positionalFields(def: RelationDef): Relation['positional'] {
+  const out: Relation['positional'] = [];
+  for (const c of def.columns) {
+    if (c.at === undefined) continue;
+    if (c.cell === undefined) throw new Error(`relation ${def.name}: positional column ${c.name} needs its conversion (cell)`);
+    out.push({ name: c.name, at: c.at, cell: c.cell, counted: c.counted ?? false });
+  }
+  out.sort((a, b) => a.at - b.at);
+  out.forEach((f, i) => {
+    if (f.at !== i) throw new Error(`relation ${def.name}: record positions must run 0..${out.length - 1} (${f.name} is at ${f.at})`);
+  });
+  return out;
 }
 
 /** The column list of the template a relation declares, as `name type` pairs (format_type spelling, spaces after commas removed). */

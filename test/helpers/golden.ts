@@ -53,3 +53,9 @@ export function expectGolden(file: string, actual: string): void {
   }
   expect(actual).toBe(fs.readFileSync(file, 'utf8'));
 }
+
+/** The rows of a snapshot table without geometry as JSON lines (snapshot_id left out), sorted by their text: one row a line. */
+export async function snapshotJsonLines(db: pg.Pool, table: string): Promise<string> {
+  const r = await db.query(`SELECT to_jsonb(t) - 'snapshot_id' AS row FROM ${table} t ORDER BY (to_jsonb(t) - 'snapshot_id')::text COLLATE "C"`);
+  return r.rows.map((x) => JSON.stringify(stable(x.row))).join('\n') + '\n';
+}

@@ -3,7 +3,7 @@
 import type pg from 'pg';
 import { ident } from '../../db/pool.ts';
 import { sqlLiteral, type Sql } from '../../sql.ts';
-import { selectList, type Relation } from '../relation.ts';
+import { declaredShape, selectList, type Relation } from '../relation.ts';
 
 /** The staging tables of one load. */
 export interface ShapeTables {
@@ -106,4 +106,15 @@ export async function templateShape(client: pg.ClientBase | pg.Pool, relation: s
     [`snap.${ident(`${relation}__template`)}`],
   );
   return r.rows[0].s;
+}
+
+/**
+ * Fails before anything is loaded when a declaration and its template disagree (a migration
+ * missing, a column declared out of place or with another type): for loads that fill a table
+ * straight from the declaration (COPY) rather than building it and checking it after.
+ */
+export async function checkDeclaredShape(client: pg.ClientBase | pg.Pool, rel: Relation): Promise<void> {
+  const template = await templateShape(client, rel.name);
+  const declared = declaredShape(rel);
+  if (template !== declared) throw new Error(`snap.${rel.name}__template does not match its declaration:\n  template ${template}\n  declared ${declared}`);
 }
