@@ -241,7 +241,8 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
     const built = await ctx.stage(
       'normalise',
       async () => {
-        let repair = spec.repairPolygons ? await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs) : null;
+        // With the pool, the validity scan runs on two connections (both cores).
+        let repair = spec.repairPolygons ? await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs, { pool: ctx.pool }) : null;
         repair = (await spec.classify(step))?.repair ?? repair;
         const shown = spec.personalData ? false : spec.typed ? typedExampleColumns(rel) : undefined;
         const verdicts = await countVerdicts(client, t.classified, spec.typed ? undefined : t.stage, shown);
