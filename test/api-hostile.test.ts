@@ -2,25 +2,15 @@
 // non-JSON, wrong types, coordinates out of range, emoji and SQL-looking strings. Each
 // answer must be a 4xx error envelope with its X-Request-Id, and the service must be intact.
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { call, expectEnvelope, loadFixtures, newKey, startApi, type Reply, type Running } from './helpers/api.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { call, expectEnvelope, fixtureApi, newKey, type Reply } from './helpers/api.ts';
 
 const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
-let db: TestDb;
-let api: Running;
+const fx = fixtureApi();
 let key: string;
 
 beforeAll(async () => {
-  db = await testDatabase();
-  await loadFixtures(db);
-  key = await newKey(db);
-  api = await startApi(db.cfg, db.url, db);
-}, 300_000);
-
-afterAll(async () => {
-  await api?.close();
-  await db?.drop();
+  key = await newKey(fx.db);
 });
 
 function expect4xx(r: Reply, what: string) {
@@ -37,7 +27,7 @@ const enc = encodeURIComponent;
 /** A raw HTTP request (bytes fetch would refuse to send); returns status, headers and body. */
 function raw(request: Buffer | string): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const { port } = new URL(api.base);
+    const { port } = new URL(fx.api.base);
     const s = net.connect(Number(port), '127.0.0.1');
     const chunks: Buffer[] = [];
     s.on('data', (d) => chunks.push(d));
@@ -68,15 +58,15 @@ function raw(request: Buffer | string): Promise<Reply> {
 describe('hostile input: a 4xx envelope every time', () => {
   test('path parameters: NUL, emoji, SQL, 5,000 characters', async () => {
     for (const v of NASTY) {
-      expect4xx(await call(api.base, `/v1/car/${enc(v)}`, { key }), `car ${JSON.stringify(v.slice(0, 20))}`);
-      expect4xx(await call(api.base, `/v1/car/by-document/${enc(v)}`, { key }), `by-document ${JSON.stringify(v.slice(0, 20))}`);
-      expect4xx(await call(api.base, `/v1/${enc(v)}`, { key }), `route ${JSON.stringify(v.slice(0, 20))}`);
-      expect4xx(await call(api.base, `/v1/socio/cnpj/${enc(v)}`, { key }), `socio/cnpj ${JSON.stringify(v.slice(0, 20))}`);
-      expect4xx(await call(api.base, `/v1/socio/cpf/${enc(v)}`, { key }), `socio/cpf ${JSON.stringify(v.slice(0, 20))}`);
-      expect4xx(await call(api.base, `/v1/socio/search?q=${enc(v)}&uf=${enc(v)}`, { key }), `socio/search ${JSON.stringify(v.slice(0, 20))}`);
+      expect4xx(await call(fx.api.base, `/v1/car/${enc(v)}`, { key }), `car ${JSON.stringify(v.slice(0, 20))}`);
+      expect4xx(await call(fx.api.base, `/v1/car/by-document/${enc(v)}`, { key }), `by-document ${JSON.stringify(v.slice(0, 20))}`);
+      expect4xx(await call(fx.api.base, `/v1/${enc(v)}`, { key }), `route ${JSON.stringify(v.slice(0, 20))}`);
+      expect4xx(await call(fx.api.base, `/v1/socio/cnpj/${enc(v)}`, { key }), `socio/cnpj ${JSON.stringify(v.slice(0, 20))}`);
+      expect4xx(await call(fx.api.base, `/v1/socio/cpf/${enc(v)}`, { key }), `socio/cpf ${JSON.stringify(v.slice(0, 20))}`);
+      expect4xx(await call(fx.api.base, `/v1/socio/search?q=${enc(v)}&uf=${enc(v)}`, { key }), `socio/search ${JSON.stringify(v.slice(0, 20))}`);
     }
     // a well-formed number for a state with nothing loaded, written with SQL in lower case hex: still a 4xx
-    expect4xx(await call(api.base, `/v1/car/go-5208707-${'f'.repeat(32)}`, { key }), 'lower-case unknown');
+    expect4xx(await call(fx.api.base, `/v1/car/go-5208707-${'f'.repeat(32)}`, { key }), 'lower-case unknown');
   });
 
   test('query parameters: wrong types, NUL, emoji, SQL on every GET route', async () => {
@@ -98,20 +88,20 @@ describe('hostile input: a 4xx envelope every time', () => {
       `${search}?q=abc&uf=${enc("'; DROP")}`, `${search}?q=abc&uf=ZZ`, `${search}?q=abc&situacao=${enc("ativa' OR 1=1")}`,
       `${search}?q=abc&cnae=${enc("0115-6/00' --")}`, `${search}?q=abc&as_of=${enc('😀')}`,
     ];
-    for (const p of bad) expect4xx(await call(api.base, p, { key }), p.slice(0, 80));
+    for (const p of bad) expect4xx(await call(fx.api.base, p, { key }), p.slice(0, 80));
     // SQL-looking and odd search terms are data, not code: an answer, never a 5xx
     for (const v of ["'; DROP TABLE snap.cnpj_empresas__template; --", "%' OR '1'='1", '😀😀😀', '\\\\%%__']) {
-      expect((await call(api.base, `${search}?q=${enc(v)}`, { key })).status).toBe(200);
+      expect((await call(fx.api.base, `${search}?q=${enc(v)}`, { key })).status).toBe(200);
     }
     // health and openapi take no parameters: junk is ignored, never a 5xx
-    for (const p of [`/v1/health?x=${enc("'; DROP")}`, `/v1/openapi.json?${enc('😀')}=1`]) expect((await call(api.base, p)).status).toBe(200);
+    for (const p of [`/v1/health?x=${enc("'; DROP")}`, `/v1/openapi.json?${enc('😀')}=1`]) expect((await call(fx.api.base, p)).status).toBe(200);
   });
 
   test('headers: hostile Authorization and LGPD basis', async () => {
     for (const v of ["' OR 1=1 --", 'ck_live_' + 'a'.repeat(5000), 'ck_live_%00', 'x'.repeat(8000)]) {
-      expect4xx(await call(api.base, `/v1/car/${GO1}`, { headers: { authorization: `Bearer ${v}` } }), `auth ${v.slice(0, 20)}`);
+      expect4xx(await call(fx.api.base, `/v1/car/${GO1}`, { headers: { authorization: `Bearer ${v}` } }), `auth ${v.slice(0, 20)}`);
     }
-    expect4xx(await call(api.base, '/v1/car/by-document/52998224725', { key, headers: { 'x-lgpd-base-legal': "consentimento'; --" } }), 'lgpd');
+    expect4xx(await call(fx.api.base, '/v1/car/by-document/52998224725', { key, headers: { 'x-lgpd-base-legal': "consentimento'; --" } }), 'lgpd');
     // non-ASCII and NUL in a header: fetch refuses to send them, a raw client does
     const lgpd = await raw(Buffer.concat([Buffer.from(`GET /v1/car/by-document/52998224725 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nX-LGPD-Base-Legal: `), Buffer.from('😀', 'utf8'), Buffer.from('\r\nConnection: close\r\n\r\n')]));
     expect4xx(lgpd, 'emoji header');
@@ -128,15 +118,15 @@ describe('hostile input: a 4xx envelope every time', () => {
   test('bodies: 2 MB, non-JSON, wrong types, NUL, emoji, SQL, coordinates out of range on both POST routes', async () => {
     const square = { type: 'Polygon', coordinates: [[[-49.34, -16.59], [-49.3, -16.59], [-49.3, -16.55], [-49.34, -16.55], [-49.34, -16.59]]] };
     for (const route of ['/v1/car/by-geometry', '/v1/enriquecimento/territorial']) {
-      const json = (raw: string, type = 'application/json') => call(api.base, route, { key, raw, headers: { 'content-type': type } });
-      const body = (b: unknown) => call(api.base, route, { key, body: b });
+      const json = (raw: string, type = 'application/json') => call(fx.api.base, route, { key, raw, headers: { 'content-type': type } });
+      const body = (b: unknown) => call(fx.api.base, route, { key, body: b });
       expect4xx(await json(JSON.stringify({ geometry: square, pad: 'x'.repeat(2 * 1024 * 1024) })), `${route} 2 MB`);
       expect4xx(await json('not json at all'), `${route} non-JSON`);
       expect4xx(await json('{"geometry": {"type": "Polygon", "coordinates": [[[1,2],[3,4]'), `${route} truncated JSON`);
       expect4xx(await json('{"geometry": 1}', 'text/plain'), `${route} text/plain`);
       expect4xx(await json('<xml/>', 'application/xml'), `${route} xml`);
       expect4xx(await json(''), `${route} empty body`);
-      expect4xx(await call(api.base, route, { key, method: 'POST' }), `${route} no body`);
+      expect4xx(await call(fx.api.base, route, { key, method: 'POST' }), `${route} no body`);
       expect4xx(await json('null'), `${route} null`);
       expect4xx(await json('[1,2,3]'), `${route} array`);
       expect4xx(await json('"😀"'), `${route} string`);
@@ -165,12 +155,12 @@ describe('hostile input: a 4xx envelope every time', () => {
   });
 
   test('other methods on the routes, and the service is intact afterwards', async () => {
-    expect4xx(await call(api.base, `/v1/car/${GO1}`, { key, method: 'DELETE' }), 'DELETE');
-    expect4xx(await call(api.base, '/v1/car/by-geometry', { key, method: 'GET' }), 'GET by-geometry');
-    expect4xx(await call(api.base, '/v1/health', { method: 'PUT', body: {} }), 'PUT health');
-    const ok = await call(api.base, `/v1/car/${GO1}`, { key });
+    expect4xx(await call(fx.api.base, `/v1/car/${GO1}`, { key, method: 'DELETE' }), 'DELETE');
+    expect4xx(await call(fx.api.base, '/v1/car/by-geometry', { key, method: 'GET' }), 'GET by-geometry');
+    expect4xx(await call(fx.api.base, '/v1/health', { method: 'PUT', body: {} }), 'PUT health');
+    const ok = await call(fx.api.base, `/v1/car/${GO1}`, { key });
     expect(ok.status).toBe(200);
-    expect((await db.pool.query('SELECT count(*)::int AS n FROM platform.api_keys')).rows[0].n).toBe(1);
-    expect((await call(api.base, '/v1/health')).status).toBe(200);
+    expect((await fx.db.pool.query('SELECT count(*)::int AS n FROM platform.api_keys')).rows[0].n).toBe(1);
+    expect((await call(fx.api.base, '/v1/health')).status).toBe(200);
   });
 });
