@@ -24,7 +24,7 @@ import type { QualityFacts } from './quality.ts';
 import type { Relation } from './relation.ts';
 import { fetchOneFile, resolveSource, sourceFolderFiles, type SourceLayout } from './source-files.ts';
 import { headerMismatch, normaliseHeader, stageCsv } from './stage-csv.ts';
-import { stageLayers, type FieldSpec, type StageResult } from './stage-vector.ts';
+import { stageLayers, type FieldSpec, type LayerStageResult, type StageResult } from './stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from './vector-reader.ts';
 
 /** How a delimited-text source is read (ShapeSpec.read.csv). */
@@ -71,7 +71,12 @@ export interface CsvStaged {
   files: CsvStagedFile[];
 }
 
-export type ContentStaged = StageResult & { layers: VectorLayer[]; csv?: CsvStaged };
+export type ContentStaged = StageResult & {
+  layers: VectorLayer[];
+  csv?: CsvStaged;
+  /** Overflowed numeric cells per layer and DBF field, when the streaming reader counted them as it read. */
+  overflowed?: LayerStageResult['overflowed'];
+};
 
 const resolved = new WeakMap<RunContext, Promise<ContentSource>>();
 

@@ -145,12 +145,16 @@ function releaseDate(spec: ShapeSpec, files: FetchedFile[]): string | null {
   return spec.source.releaseDate?.(f.name) ?? (spec.source.fileDates ? fileDay(f) : null);
 }
 
-/** Overflowed cells: numeric DBF fields from the bytes (GDAL reads them as NULL), other staged text by etl.is_overflow. */
-async function overflowCounts(client: pg.ClientBase, rel: Relation, stage: Sql, layers: VectorLayer[], typed?: Sql): Promise<Record<string, number>> {
+/**
+ * Overflowed cells: numeric DBF fields from the bytes (GDAL reads them as NULL) — as the streaming
+ * reader counted them while reading, else one pass over each DBF —, other staged text by etl.is_overflow.
+ */
+async function overflowCounts(client: pg.ClientBase, rel: Relation, stage: Sql, staged: ContentStaged, typed?: Sql): Promise<Record<string, number>> {
   const canonical = (src: string) => rel.staging.find((f) => f.aliases.includes(src))?.name ?? src;
   const out: Record<string, number> = {};
-  for (const l of layers) {
-    for (const [src, n] of Object.entries(await countShapefileOverflows(l.file))) out[canonical(src)] = (out[canonical(src)] ?? 0) + n;
+  for (const l of staged.layers) {
+    const counted = staged.overflowed ? (staged.overflowed[l.name] ?? {}) : await countShapefileOverflows(l.file);
+    for (const [src, n] of Object.entries(counted)) out[canonical(src)] = (out[canonical(src)] ?? 0) + n;
   }
   // A typed pass listed them per row (no second scan of the staged text).
   const text = (typed && (await countTypedOverflows(client, typed))) || (await countOverflowedText(client, stage, rel.staging.map((f) => f.name)));
@@ -189,7 +193,7 @@ async function commonFacts(step: FactsStep, spec: ShapeSpec, repair: RepairResul
   Object.assign(facts.dates.placeholders, placeholder);
   addCounts(facts, 'implausible', late);
   if (facts.dates.implausible) facts.notes.push(`dates after the release date loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
-  addCounts(facts, 'overflowed', await overflowCounts(client, rel, t.stage, staged.layers, spec.typed ? t.classified : undefined));
+  addCounts(facts, 'overflowed', await overflowCounts(client, rel, t.stage, staged, spec.typed ? t.classified : undefined));
   if (facts.fields.overflowed) facts.notes.push(`overflowed cells (a run of asterisks: no value, loaded as NULL) per field: ${JSON.stringify(facts.fields.overflowed)}`);
 
   if (spec.replacementChars === 'own') return;
