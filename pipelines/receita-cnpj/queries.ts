@@ -3,6 +3,7 @@
 import type pg from 'pg';
 import { ident } from '../../src/db/pool.ts';
 import { fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
+import { forgetQsaChanges } from '../../src/etl/sql/qsa-changes.ts';
 
 /** A month's lookup tables, for the facts queries' orphan codes. */
 export interface LookupTables {
@@ -71,8 +72,7 @@ export async function tableExists(db: pg.ClientBase | pg.Pool, table: Sql): Prom
 
 /** Writes the partner-list changes of every company against the previous month (sql/queries/cnpj_qsa_diff.sql); returns the companies changed. */
 export async function writePartnerListDiff(db: pg.ClientBase | pg.Pool, a: { snapshotId: number; previousSnapshotId: number; socios: Sql; previous: Sql }): Promise<number> {
-  // A rerun of the same snapshot writes its diff afresh (publish.ts forgets it with the month; importing it here would cycle through the registry).
-  await db.query(`DELETE FROM derived.cnpj_qsa_changes WHERE snapshot_id = $1`, [a.snapshotId]);
+  await forgetQsaChanges(db, a.snapshotId); // a rerun of the same snapshot writes its diff afresh
   const sql = fillSql('queries/cnpj_qsa_diff', {
     snapshot_id: sqlLiteral(a.snapshotId), previous_snapshot_id: sqlLiteral(a.previousSnapshotId), socios: a.socios, previous: a.previous,
   });

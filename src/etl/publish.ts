@@ -17,6 +17,7 @@ import { recordChangeEvents } from '../events/change-events.ts';
 import { fillMissingPairs, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import type { Pipeline } from './pipeline.ts';
 import type { GateFailure } from './quality.ts';
+import { forgetQsaChanges } from './sql/qsa-changes.ts';
 
 /** How long a publish may wait for readers: per attempt, and in total. */
 export interface LockBudget {
@@ -199,14 +200,6 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
 
 export async function dropSnapshotTables(db: pg.ClientBase | pg.Pool, tables: string[]): Promise<void> {
   for (const t of tables) await db.query(`DROP TABLE IF EXISTS ${t}`);
-}
-
-/**
- * A month's partner-list diff (receita-cnpj, derived.cnpj_qsa_changes) goes with the month:
- * the snapshot row stays (marked dropped), so its ON DELETE CASCADE never fires.
- */
-export async function forgetQsaChanges(db: pg.ClientBase | pg.Pool, snapshotId: number): Promise<void> {
-  await db.query('DELETE FROM derived.cnpj_qsa_changes WHERE snapshot_id = $1', [snapshotId]);
 }
 
 /** Newest first by what the data is about (as-of date), then by when it was published or loaded. */

@@ -17,7 +17,8 @@ import type { FetchedFile } from './download.ts';
 import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } from './pipeline.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
-import { applyRetention, dropSnapshotTables, forgetQsaChanges, publishSnapshot } from './publish.ts';
+import { applyRetention, dropSnapshotTables, publishSnapshot } from './publish.ts';
+import { forgetQsaChanges } from './sql/qsa-changes.ts';
 import { evaluateGate, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
 import { checkSnapshotText, mergeTextFailures } from './text-checks.ts';
 

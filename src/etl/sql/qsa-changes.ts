@@ -1,0 +1,13 @@
+// derived.cnpj_qsa_changes (receita-cnpj's partner-list diff per month). A leaf module: the
+// publish path and the pipeline both call it, and the pipeline cannot import publish.ts (it
+// would cycle through the registry).
+import type pg from 'pg';
+
+/**
+ * A month's partner-list diff goes with the month (retention, a failed run), and a rerun of
+ * the same snapshot writes it afresh: the snapshot row stays (marked dropped), so its
+ * ON DELETE CASCADE never fires.
+ */
+export async function forgetQsaChanges(db: pg.ClientBase | pg.Pool, snapshotId: number): Promise<void> {
+  await db.query('DELETE FROM derived.cnpj_qsa_changes WHERE snapshot_id = $1', [snapshotId]);
+}
