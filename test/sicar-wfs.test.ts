@@ -238,6 +238,9 @@ describe('a download killed after some pages resumes from the stored pages', () 
     expect(session.pages.map((p: { startIndex: number }) => p.startIndex)).toEqual([0, 2, 4]);
     expect(session.completedAt).toBeNull();
 
+    // The killed process's backend lets go of its run locks once the server sees the socket
+    // closed: on a loaded machine that can come after the exit event.
+    await advisoryLocksReleased();
     const before = server.hits.length;
     const o = await run(cfgWith(dataDir), server.endpoint);
     expect(o.error).toBeUndefined();
@@ -252,6 +255,16 @@ describe('a download killed after some pages resumes from the stored pages', () 
     expect(dead.rows.map((r) => r.status)).toEqual(['killed']);
   }, 120_000);
 });
+
+/** Waits (up to 10 s) until no session holds an advisory lock in the test database. */
+async function advisoryLocksReleased(): Promise<void> {
+  const held = `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+                 WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database()`;
+  for (const until = Date.now() + 10_000; (await db.pool.query(held)).rows[0].n > 0; ) {
+    if (Date.now() > until) throw new Error('the killed run still holds its advisory locks after 10 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 describe('the download brought fewer features than numberMatched', () => {
   test('the gate blocks the snapshot and says why', async () => {
