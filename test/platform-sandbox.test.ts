@@ -29,6 +29,12 @@ afterAll(async () => {
   await fx.api?.close();
   await sandbox?.end();
   const name = new URL(sandboxUrl(fx.db.cfg, fx.db.url)).pathname.slice(1);
+  // pool.end() resolves before the sockets are closed: a FORCE drop would then terminate a
+  // backend whose client is still ending, and that error surfaces unhandled. Wait for them.
+  const open = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1`;
+  for (const until = Date.now() + 10_000; (await fx.db.pool.query(open, [name])).rows[0].n > 0 && Date.now() < until; ) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
   await fx.db.pool.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
 });
 
