@@ -11,6 +11,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildSicarState } from '../fixtures/sicar.ts';
 import { ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
+import { buildReceitaMonth } from '../fixtures/receita-cnpj.ts';
+import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { DEFAULT_ZIP_LIMITS } from '../src/etl/archive.ts';
 import { fetchSource } from '../src/etl/download.ts';
@@ -119,6 +121,30 @@ describe('each zip inflated once', () => {
     expect(again.error).toBeFalsy();
     expect(await currentId()).toBe(before);
   });
+});
+
+describe('a damaged member of a streamed zip (Receita: the CSV members are read straight from the zip)', () => {
+  test('fails the run with corrupt_archive, the month before stays served, and the stored zip is distrusted', async () => {
+    const root = path.join(work, 'cnpj');
+    await buildReceitaMonth(root, '2026-10', 'base');
+    const runCnpj = () => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, receitaCnpj, { source: root });
+    const first = await runCnpj();
+    expect(first.status).toBe('published');
+
+    await buildReceitaMonth(root, '2026-11', 'next');
+    const socios = path.join(root, '2026-11', 'Socios3.zip');
+    const zip = fs.readFileSync(socios);
+    const member = zip.toString('latin1', 30, 30 + zip.readUInt16LE(26));
+    fs.writeFileSync(socios, damageMember(zip, member));
+    const out = await runCnpj();
+    expect(out.status).toBe('failed');
+    expect(out.error?.code).toBe('corrupt_archive');
+    expect((await db.pool.query(`SELECT snapshot_id::int AS id FROM etl.current WHERE dataset = 'receita-cnpj'`)).rows[0].id).toBe(first.snapshot_id);
+    // Its meta is gone (the next fetch brings the whole file again); the good zips keep theirs.
+    const stored = fs.readdirSync(path.join(db.dataDir, 'raw'), { recursive: true }).map(String).filter((n) => n.includes('2026-11'));
+    expect(stored.filter((n) => n.endsWith('Socios3.zip.meta.json'))).toEqual([]);
+    expect(stored.filter((n) => n.endsWith('Socios2.zip.meta.json')).length).toBe(1);
+  }, 120_000);
 });
 
 describe('the read path behind stageLayers', () => {

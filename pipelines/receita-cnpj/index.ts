@@ -48,7 +48,7 @@ import {
   tableExists, writePartnerListDiff, type CompanyFacts, type EstablishmentFacts, type LookupTables, type PartnerFacts,
 } from './queries.ts';
 import { copyColumns, emptyCounts, lineBuilder, type TransformCounts } from './transform.ts';
-import { copyLine } from '../../src/etl/copy.ts';
+import { copyLine, writeOrWait } from '../../src/etl/copy.ts';
 
 /** Gate thresholds of this dataset (contract §2: a month that arrives emptied is blocked). */
 export const CNPJ_GATE = {
@@ -383,7 +383,7 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         const table = await tableOf(rel);
         const cw = await buildCrosswalk(c, municipiosLookup, places, sid);
         await copyRelation(c, table, rel, async (out) => {
-          for (const line of cw.rows) if (!out.write(line)) await new Promise((r) => out.once('drain', r));
+          for (const line of cw.rows) await writeOrWait(out, line);
         });
         await indexRelation(c, rel, table, ctx, timings);
         return cw.facts;

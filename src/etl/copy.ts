@@ -1,7 +1,7 @@
 // Bulk loading through COPY FROM STDIN (text format). Rows are encoded to lines,
 // gathered into ~1 MB chunks (one write per row is slow) and streamed with
 // pipeline(), so a failure on either side aborts the COPY cleanly and memory stays flat.
-import { Readable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
@@ -20,6 +20,31 @@ export function copyField(v: CopyValue): string {
   return /[\\\t\n\r\0]/.test(v)
     ? v.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\0/g, '')
     : v;
+}
+
+/**
+ * Writes `chunk` to a COPY stream; when the stream is full, waits for it to drain. Fails
+ * instead of waiting forever when the stream errors or is destroyed first (a failed family
+ * destroys the others' streams, and a destroyed stream never drains).
+ */
+export async function writeOrWait(out: Writable, chunk: string | Buffer): Promise<void> {
+  if (out.destroyed) throw out.errored ?? new Error('the COPY stream was closed');
+  if (out.write(chunk)) return;
+  await new Promise<void>((resolve, reject) => {
+    const settle = (e?: Error | null) => {
+      out.off('drain', onDrain);
+      out.off('close', onClose);
+      out.off('error', onError);
+      if (e) reject(e);
+      else resolve();
+    };
+    const onDrain = () => settle();
+    const onError = (e: Error) => settle(e);
+    const onClose = () => settle(out.errored ?? new Error('the COPY stream closed before it drained'));
+    out.on('drain', onDrain);
+    out.on('close', onClose);
+    out.on('error', onError);
+  });
 }
 
 export function copyLine(values: CopyValue[]): string {

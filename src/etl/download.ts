@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { SecureVersion } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { AgroError } from '../errors.ts';
+import { AgroError, isAgroError } from '../errors.ts';
 import { progress } from '../progress.ts';
 import { checkZipDirectory, firstContentByte, readHead, type ZipLimits } from './archive.ts';
 
@@ -229,6 +229,16 @@ async function validateFile(job: Job, file: string, contentType: string | undefi
  */
 export async function distrustStored(file: string): Promise<void> {
   await rm(pathsFor(path.dirname(file), path.basename(file)).meta, { force: true });
+}
+
+/** Runs a read of a stored zip; when the zip turns out damaged (a member's CRC or size), the store stops trusting it before the error goes on. */
+export async function readingStored<T>(file: string, read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (e) {
+    if (isAgroError(e) && (e.code === 'corrupt_archive' || e.code === 'archive_too_large')) await distrustStored(file);
+    throw e;
+  }
 }
 
 const isHtmlType = (ct: string | undefined): boolean => /^\s*(text\/html|application\/xhtml)/i.test(ct ?? '');

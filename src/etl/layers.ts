@@ -6,9 +6,9 @@
 // opened for the streaming reader (stageLayers reads their .shp and .dbf without GDAL).
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { AgroError, isAgroError } from '../errors.ts';
+import { AgroError } from '../errors.ts';
 import { extractZip, type ZipLimits } from './archive.ts';
-import { distrustStored } from './download.ts';
+import { readingStored } from './download.ts';
 import { canStream } from './read/shp-stream.ts';
 import type { LayerStageResult } from './stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from './vector-reader.ts';
@@ -33,11 +33,8 @@ async function shapefilesInZip(zipPath: string, workDir: string, o: ZipLayerOpti
   const visit = async (zip: string, into: string, depth: number) => {
     const nested = depth < maxDepth;
     const only = (name: string) => LAYER_PART.test(name) || (nested && /\.zip$/i.test(name));
-    const files = await extractZip(zip, into, { limits: { ...o.limits, maxBytes: left }, only }).catch(async (e) => {
-      // A damaged stored zip must not be answered from the store again (download.ts).
-      if (isAgroError(e) && (e.code === 'corrupt_archive' || e.code === 'archive_too_large')) await distrustStored(zipPath);
-      throw e;
-    });
+    // A damaged stored zip must not be answered from the store again (download.ts).
+    const files = await readingStored(zipPath, () => extractZip(zip, into, { limits: { ...o.limits, maxBytes: left }, only }));
     for (const f of files) left -= (await stat(f)).size;
     shps.push(...findShapefiles(files));
     if (!nested) return;
@@ -51,14 +48,17 @@ async function shapefilesInZip(zipPath: string, workDir: string, o: ZipLayerOpti
 
 /** Every layer of a zip, opened (encoding and CRS decided by the engine's rules) for the streaming reader. */
 export async function layersFromZip(zipPath: string, workDir: string, o: ZipLayerOptions): Promise<VectorLayer[]> {
-  return (await shapefilesInZip(zipPath, workDir, o)).map((s) => {
-    const layer = openLayer(s, { srid: o.srid });
-    return { ...layer, reader: canStream(s, layer.encoding) ? 'shp-stream' : 'gdal' };
-  });
+  return (await shapefilesInZip(zipPath, workDir, o)).map((s) => openForStreaming(s, o.srid));
+}
+
+/** One extracted shapefile, opened with the engine's rules; the streaming reader stages it when it can (else GDAL). */
+export function openForStreaming(shp: string, srid: number): VectorLayer {
+  const layer = openLayer(shp, { srid });
+  return { ...layer, reader: canStream(shp, layer.encoding) ? 'shp-stream' : 'gdal' };
 }
 
 /** The report's note on which reader staged the rows (stage-vector.ts). */
-export function readerNote(r: LayerStageResult): string {
+export function readerNote(r: Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed'>): string {
   if (r.reader === 'gdal') return 'read with GDAL, one feature at a time (text COPY)';
   const extra = [r.deleted ? `${r.deleted} deleted DBF record(s) skipped` : '', r.unparsed ? `${r.unparsed} numeric/date value(s) that were not numbers/dates, kept as written` : ''].filter(Boolean);
   return `read with the streaming shapefile reader (binary COPY)${extra.length ? `: ${extra.join('; ')}` : ''}`;

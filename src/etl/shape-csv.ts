@@ -18,14 +18,15 @@ import { AgroError, ERRORS, isAgroError } from '../errors.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import { extractZip, readHead } from './archive.ts';
 import { csvEncodingName, readCsvHead, type CsvFormat } from './csv-records.ts';
-import { isHttp, localPath, type FetchedFile } from './download.ts';
+import { isHttp, localPath, readingStored, type FetchedFile } from './download.ts';
 import type { RunContext } from './pipeline.ts';
 import type { QualityFacts } from './quality.ts';
 import type { Relation } from './relation.ts';
 import { fetchOneFile, resolveSource, sourceFolderFiles, type SourceLayout } from './source-files.ts';
 import { headerMismatch, normaliseHeader, stageCsv } from './stage-csv.ts';
 import { stageLayers, type FieldSpec, type LayerStageResult, type StageResult } from './stage-vector.ts';
-import { findShapefiles, openLayer, type VectorLayer } from './vector-reader.ts';
+import { openForStreaming } from './layers.ts';
+import { findShapefiles, type VectorLayer } from './vector-reader.ts';
 
 /** How a delimited-text source is read (ShapeSpec.read.csv). */
 export interface CsvRead {
@@ -74,9 +75,7 @@ export interface CsvStaged {
 export type ContentStaged = StageResult & {
   layers: VectorLayer[];
   csv?: CsvStaged;
-  /** Overflowed numeric cells per layer and DBF field, when the streaming reader counted them as it read. */
-  overflowed?: LayerStageResult['overflowed'];
-};
+} & Partial<Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed' | 'overflowed'>>;
 
 const resolved = new WeakMap<RunContext, Promise<ContentSource>>();
 
@@ -94,9 +93,9 @@ export function sourceByContent(ctx: RunContext, file: FetchedFile, layerSrid: n
   if (!p) {
     p = (async (): Promise<ContentSource> => {
       if (!(await isZip(file.path))) return { kind: 'csv', csv: file.path };
-      const files = await extractZip(file.path, path.join(ctx.workDir, 'source'), { limits: ctx.cfg.zip });
+      const files = await readingStored(file.path, () => extractZip(file.path, path.join(ctx.workDir, 'source'), { limits: ctx.cfg.zip }));
       const shps = findShapefiles(files);
-      if (shps.length) return { kind: 'layers', layers: shps.map((s) => openLayer(s, { srid: layerSrid })) };
+      if (shps.length) return { kind: 'layers', layers: shps.map((s) => openForStreaming(s, layerSrid)) };
       const csv = files.filter((f) => f.toLowerCase().endsWith('.csv')).sort()[0];
       if (csv) return { kind: 'csv', csv };
       throw new AgroError('no_layer', `${file.name} holds neither a shapefile nor a CSV`);

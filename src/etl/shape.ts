@@ -19,7 +19,7 @@
 import type pg from 'pg';
 import { countShapefileOverflows } from './dbf-overflow.ts';
 import type { FetchedFile } from './download.ts';
-import { encodingNotes, layersFromZip } from './layers.ts';
+import { encodingNotes, layersFromZip, readerNote } from './layers.ts';
 import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from './load-steps.ts';
 import type { Overlay } from './overlaps.ts';
 import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from './pipeline.ts';
@@ -177,6 +177,7 @@ async function commonFacts(step: FactsStep, spec: ShapeSpec, repair: RepairResul
   if (staged.layers.length > 1) facts.notes.push(`${staged.layers.length} shapefiles in the zip, loaded together: ${staged.layers.map((l) => l.name).join(', ')}`);
   if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${spec.read.srid} (SIRGAS 2000) assumed`);
   facts.notes.push(...encodingNotes(staged.layers));
+  if (staged.reader) facts.notes.push(readerNote({ reader: staged.reader, deleted: staged.deleted ?? 0, unparsed: staged.unparsed ?? 0 }));
   if (staged.unknown.length) step.ctx.log.warn({ columns: staged.unknown }, `source columns without a mapping, ${rel.columns.some((c) => c.role === 'extra') ? 'kept in extra' : 'not loaded'}`);
 
   if (rel.counted.length) facts.fields.empty = await countNulls(client, step.target, rel.counted);
@@ -236,7 +237,7 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
         return { layers, ...(await stageLayers(client, t.stage, layers, rel.staging)) };
       },
       (s) => s.rows + (s.csv?.badRows ?? 0),
-      (s) => ({ layers: s.layers.map(describeLayer), unknown: s.unknown, ...(s.csv && { csv: { encoding: s.csv.encoding, bad_rows: s.csv.badRows, bad_row_lines: s.csv.badRowSamples, files: s.csv.files.map((f) => ({ name: f.name, rows: f.rows, bad_rows: f.badRows, fingerprint: f.fingerprint })) } }) }),
+      (s) => ({ layers: s.layers.map(describeLayer), ...(s.reader && { reader: s.reader }), unknown: s.unknown, ...(s.csv && { csv: { encoding: s.csv.encoding, bad_rows: s.csv.badRows, bad_row_lines: s.csv.badRowSamples, files: s.csv.files.map((f) => ({ name: f.name, rows: f.rows, bad_rows: f.badRows, fingerprint: f.fingerprint })) } }) }),
     );
     step.route = staged.csv ? 'csv' : 'layers';
     step.staged = staged;

@@ -8,6 +8,8 @@
 // their record numbers, and never reach the consumer.
 import { Writable } from 'node:stream';
 import { streamZipMembers, type ZipLimits } from './archive.ts';
+import { writeOrWait } from './copy.ts';
+import { readingStored } from './download.ts';
 
 export interface CsvSinkStats {
   records: number;
@@ -64,8 +66,8 @@ export class CsvRecordSink extends Writable {
   }
 
   private send(text: string, cb: (e?: Error | null) => void): void {
-    if (!text || this.out.write(text)) return cb();
-    this.out.once('drain', () => cb());
+    if (!text) return cb();
+    writeOrWait(this.out, text).then(() => cb(), cb);
   }
 
   private accept(fields: string[]): string {
@@ -186,11 +188,12 @@ export async function readZipCsv(file: string, o: MemberReadOptions): Promise<st
   const onOutError = (e: Error) => (downstream ??= e);
   o.out.on('error', onOutError);
   try {
-    return await streamZipMembers(file, o.pick, (name) => {
+    // A damaged stored zip must not be answered from the store again (download.ts).
+    return await readingStored(file, () => streamZipMembers(file, o.pick, (name) => {
       const sink = new CsvRecordSink(name, o.fieldCount, o.onRecord, o.out, o.stats);
       if (o.onBytes) sink.on('progress', o.onBytes);
       return sink;
-    }, o.limits);
+    }, o.limits));
   } catch (e) {
     throw downstream ?? e;
   } finally {

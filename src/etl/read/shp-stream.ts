@@ -12,13 +12,13 @@
 // `unparsed` (GDAL read it as 0 / NULL); a deleted DBF record is skipped and counted.
 import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import path from 'node:path';
-import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
 import { AgroError } from '../../errors.ts';
 import { ident } from '../../db/pool.ts';
 import { progress } from '../../progress.ts';
+import { writeOrWait } from '../copy.ts';
 import type { VectorLayer } from '../vector-reader.ts';
 import { BinaryCopyWriter } from './binary-copy.ts';
 import { byteReader, type ByteSource } from './chunk-reader.ts';
@@ -185,9 +185,8 @@ export async function stageShapefiles(
   };
   // Backpressure: wait for the socket when the stream's buffer is full.
   const push = async (chunk: Buffer): Promise<void> => {
-    if (stream.errored) throw stream.errored;
     report();
-    if (!stream.write(chunk)) await once(stream, 'drain');
+    await writeOrWait(stream, chunk);
   };
   try {
     for (let li = 0; li < layers.length; li++) {
