@@ -147,5 +147,16 @@ describe('panel: webhooks and monitors', () => {
     const foreign = (await db.pool.query(`INSERT INTO events.endpoints (id, key_id, url, events, secret) VALUES ('we_foreign', $1, $2, '{*}', $3) RETURNING id`, [other.id, receiverUrl, secret])).rows[0];
     await page.goto(`${base}/panel/webhooks/${foreign.id}`);
     expect(await page.$eval('h1', (e) => e.textContent)).toBe('Not found');
+    // Nor can a form with this session's own CSRF token act on it.
+    await page.goto(`${base}/panel/webhooks`);
+    const token = await page.$eval('input[name="csrf"]', (e) => (e as HTMLInputElement).value);
+    for (const action of ['remove', 'rotate', 'test', 'replay']) {
+      const a = await fetch(`${base}/panel/webhooks/${foreign.id}/${action}`, {
+        method: 'POST', headers: { cookie: `agro_panel=${cookie.value}`, 'content-type': 'application/x-www-form-urlencoded' },
+        body: `csrf=${encodeURIComponent(token)}&event_id=x`, redirect: 'manual',
+      });
+      expect(a.status, action).toBe(404);
+    }
+    expect((await db.pool.query(`SELECT secret FROM events.endpoints WHERE id = 'we_foreign'`)).rows).toEqual([{ secret }]);
   });
 });

@@ -105,33 +105,6 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
     }
   });
 
-  app.post('/panel/webhooks/:id/remove', opts, async (req, reply) => {
-    const s = await kit.guard(req, reply);
-    if (!s) return reply;
-    const e = await ownEndpoint(req, reply, s);
-    if (!e) return reply;
-    await removeEndpoint(deps.pool, e.id);
-    return back(reply, '/panel/webhooks');
-  });
-
-  app.post('/panel/webhooks/:id/rotate', opts, async (req, reply) => {
-    const s = await kit.guard(req, reply);
-    if (!s) return reply;
-    const e = await ownEndpoint(req, reply, s);
-    if (!e) return reply;
-    const r = await rotateSecret(deps.pool, e.id);
-    return send(reply, 201, await overview(s, secretFlash(`New secret for ${e.url}; the previous one also signs until ${iso(r.previous_secret_until)}.`, r.secret)));
-  });
-
-  app.post('/panel/webhooks/:id/test', opts, async (req, reply) => {
-    const s = await kit.guard(req, reply);
-    if (!s) return reply;
-    const e = await ownEndpoint(req, reply, s);
-    if (!e) return reply;
-    await sendTestEvent(deps.pool, e);
-    return back(reply, `/panel/webhooks/${encodeURIComponent(e.id)}`);
-  });
-
   app.get('/panel/webhooks/:id', opts, async (req, reply) => {
     const s = await kit.sessionFrom(req);
     if (!s) return back(reply, '/panel');
@@ -140,11 +113,32 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
     return send(reply, 200, await endpointPage(s, e, ''));
   });
 
-  app.post('/panel/webhooks/:id/replay', opts, async (req, reply) => {
-    const s = await kit.guard(req, reply);
-    if (!s) return reply;
-    const e = await ownEndpoint(req, reply, s);
-    if (!e) return reply;
+  /** A form posted on one subscription: the session guard (CSRF included), then the endpoint when the account owns it. */
+  const onEndpoint = (action: string, handle: (s: Session, e: Endpoint, req: FastifyRequest, reply: FastifyReply) => Promise<unknown>) =>
+    app.post(`/panel/webhooks/:id/${action}`, opts, async (req, reply) => {
+      const s = await kit.guard(req, reply);
+      if (!s) return reply;
+      const e = await ownEndpoint(req, reply, s);
+      if (!e) return reply;
+      return handle(s, e, req, reply);
+    });
+
+  onEndpoint('remove', async (_s, e, _req, reply) => {
+    await removeEndpoint(deps.pool, e.id);
+    return back(reply, '/panel/webhooks');
+  });
+
+  onEndpoint('rotate', async (s, e, _req, reply) => {
+    const r = await rotateSecret(deps.pool, e.id);
+    return send(reply, 201, await overview(s, secretFlash(`New secret for ${e.url}; the previous one also signs until ${iso(r.previous_secret_until)}.`, r.secret)));
+  });
+
+  onEndpoint('test', async (_s, e, _req, reply) => {
+    await sendTestEvent(deps.pool, e);
+    return back(reply, `/panel/webhooks/${encodeURIComponent(e.id)}`);
+  });
+
+  onEndpoint('replay', async (s, e, req, reply) => {
     try {
       await replayEvent(deps.pool, String(form(req).event_id ?? ''), { endpointId: e.id, keyIds: await accountKeyIds(deps, s) });
     } catch (err) {
