@@ -38,7 +38,7 @@ import { OVERLAYS, ensureOverlaps } from '../src/etl/overlaps.ts';
 import { qualifiedSnapshotTable } from '../src/etl/names.ts';
 import { createLogger } from '../src/log.ts';
 import {
-  adminQuery, benchServerUrl, createDatabase, dropDatabase, embeddedServerLog, log, machineInfo, mb, parseFlags,
+  adminQuery, benchServerUrl, createDatabase, dropDatabase, embeddedServerLog, log, machineInfo, mb, parseFlags, processCpuMs,
   readStatementLog, secs, startStatementLog, table, withDatabase, writeResult, type StatementLog,
 } from './lib.ts';
 
@@ -485,23 +485,6 @@ interface MemoryProbe {
   stop(): Promise<{ max_backend_rss_anon_bytes: number; max_sum_rss_anon_bytes: number; max_backends: number; samples: number; backend_cpu_ms: number }>;
 }
 
-const CLK_TCK = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-/** utime + stime of a process in ms, or null when it is gone (or on another host). */
-function processCpuMs(pid: number): number | null {
-  try {
-    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
-  } catch {
-    return null;
-  }
-}
 
 async function probeMemory(serverUrl: string, db: string): Promise<MemoryProbe> {
   const c = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres'), application_name: 'agro-bench' });
