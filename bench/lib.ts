@@ -2,7 +2,7 @@
 // databases on the embedded cluster, timed child processes with peak RSS, and the
 // output table / JSON. Benchmarks are not tests: they exit non-zero on errors only,
 // never on a missed target.
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -149,6 +149,24 @@ function vmHwmBytes(pid: number): number | null {
   try {
     const m = /VmHWM:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time (user + system) of a process in ms, null when /proc cannot tell (gone, another host). */
+export function processCpuMs(pid: number): number | null {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
   } catch {
     return null;
   }

@@ -38,7 +38,7 @@ import { OVERLAYS, ensureOverlaps } from '../src/etl/overlaps.ts';
 import { qualifiedSnapshotTable } from '../src/etl/names.ts';
 import { createLogger } from '../src/log.ts';
 import {
-  adminQuery, benchServerUrl, createDatabase, dropDatabase, embeddedServerLog, log, machineInfo, mb, parseFlags,
+  adminQuery, benchServerUrl, createDatabase, dropDatabase, embeddedServerLog, log, machineInfo, mb, parseFlags, processCpuMs,
   readStatementLog, secs, startStatementLog, table, withDatabase, writeResult, type StatementLog,
 } from './lib.ts';
 
@@ -477,21 +477,33 @@ async function resetOurs(pool: pg.Pool): Promise<void> {
 }
 
 // ---------------------------------------------------------------------------------
-// Memory of the backends (RssAnon: private memory, shared buffers excluded), sampled
+// Memory of the backends (RssAnon: private memory, shared buffers excluded), sampled, and
+// their CPU time (utime + stime): unlike the wall clock, the CPU the database spent on a
+// side hardly moves with the machine's load, so it compares the two sides under load too.
 
 interface MemoryProbe {
-  stop(): Promise<{ max_backend_rss_anon_bytes: number; max_sum_rss_anon_bytes: number; max_backends: number; samples: number }>;
+  stop(): Promise<{ max_backend_rss_anon_bytes: number; max_sum_rss_anon_bytes: number; max_backends: number; samples: number; backend_cpu_ms: number }>;
 }
+
 
 async function probeMemory(serverUrl: string, db: string): Promise<MemoryProbe> {
   const c = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres'), application_name: 'agro-bench' });
   await c.connect();
   let stopped = false, maxOne = 0, maxSum = 0, maxN = 0, samples = 0;
+  // per backend: CPU when first seen (0 for one born during the phase: parallel workers,
+  // new pool connections) and when last seen; a backend's last < 250 ms can be missed
+  const cpu = new Map<number, { first: number; last: number }>();
   const loop = (async () => {
     while (!stopped) {
       const r = await c.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [db]).catch(() => ({ rows: [] as { pid: number }[] }));
       let sum = 0, n = 0;
       for (const { pid } of r.rows) {
+        const ms = processCpuMs(pid);
+        if (ms !== null) {
+          const e = cpu.get(pid);
+          if (e) e.last = ms;
+          else cpu.set(pid, { first: samples === 0 ? ms : 0, last: ms });
+        }
         try {
           const m = /RssAnon:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
           if (!m) continue;
@@ -514,7 +526,8 @@ async function probeMemory(serverUrl: string, db: string): Promise<MemoryProbe> 
       stopped = true;
       await loop;
       await c.end();
-      return { max_backend_rss_anon_bytes: maxOne, max_sum_rss_anon_bytes: maxSum, max_backends: maxN, samples };
+      const backend_cpu_ms = [...cpu.values()].reduce((t, e) => t + e.last - e.first, 0);
+      return { max_backend_rss_anon_bytes: maxOne, max_sum_rss_anon_bytes: maxSum, max_backends: maxN, samples, backend_cpu_ms };
     },
   };
 }
@@ -857,6 +870,7 @@ async function main(): Promise<void> {
       projection ? `projected national derive stage (${(NATIONAL_PROPERTIES / 1e6).toFixed(1)} M properties, 27 states) on this machine at this run's rate: ${(projection.seconds / 3600).toFixed(2)} h (${projection.per_property_ms.toFixed(3)} ms a property, wall, 2 connections)` : '',
       ours?.phase.process_cpu_ms !== undefined ? `ours: CPU of this process ${secs(ours.phase.process_cpu_ms)}, peak RSS ${mb(process.resourceUsage().maxRSS * 1024)}` : '',
       ours?.phase.memory ? `peak backend RssAnon (sampled 4/s): ours ${mb(ours.phase.memory.max_backend_rss_anon_bytes)} (sum ${mb(ours.phase.memory.max_sum_rss_anon_bytes)})${naive?.phase.memory ? `, naive ${mb(naive.phase.memory.max_backend_rss_anon_bytes)} (sum ${mb(naive.phase.memory.max_sum_rss_anon_bytes)})` : ''}` : '',
+      ours?.phase.memory ? `backend CPU (utime + stime, sampled 4/s): ours ${secs(ours.phase.memory.backend_cpu_ms)}${naive?.phase.memory ? `, naive ${secs(naiveFull(naive.phase.memory.backend_cpu_ms))}${naive.sample ? ' (extrapolated)' : ''}; naive / ours ${(naiveFull(naive.phase.memory.backend_cpu_ms) / ours.phase.memory.backend_cpu_ms).toFixed(2)}× (the work, whatever the load)` : ''}` : '',
       `load average (1/5/15 min): start ${machine.loadavg.join(' ')}; ours ${ours?.phase.loadavg_before.join(' ')} → ${ours?.phase.loadavg_after.join(' ')}; naive ${naive?.phase.loadavg_before.join(' ')} → ${naive?.phase.loadavg_after.join(' ')}; ${machine.cpus} cpus`,
       `uptime: before "${uptimeBefore}"; after "${uptimeAfter}"`,
     ].filter((l) => l !== '');

@@ -14,8 +14,7 @@
 // Beside the rates, the CPU each side spends per request (the server process, and the database
 // backends serving its pool, read from /proc): on a machine shared with other work the rates
 // move with the neighbours' load, the CPU per request much less.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -28,7 +27,7 @@ import { createPool } from '../src/db/pool.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { createLogger } from '../src/log.ts';
 import { createKey } from '../src/platform/keys.ts';
-import { BENCH_DATA_DIR, ROOT_DIR, benchServerUrl, createDatabase, dropDatabase, log, machineInfo, parseFlags, table, withDatabase, writeResult } from './lib.ts';
+import { BENCH_DATA_DIR, ROOT_DIR, benchServerUrl, createDatabase, dropDatabase, log, machineInfo, parseFlags, processCpuMs, table, withDatabase, writeResult } from './lib.ts';
 
 const flags = parseFlags(process.argv.slice(2), { concurrency: 16, duration: 10, rounds: 2, keys: 128, keep: false, db: '' });
 const TARGET_RATIO = 0.8;
@@ -66,33 +65,16 @@ interface Side {
   load: number;
 }
 
-const CLK_TCK = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-/** CPU time (user + system) of a process in ms, null when /proc cannot tell. */
-function cpuMs(pid: number): number | null {
-  try {
-    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / CLK_TCK;
-  } catch {
-    return null;
-  }
-}
 
 /** CPU (ms) of the server and of its pool's backends (application_name agro-api) so far. */
 async function cpuOf(pool: pg.Pool, db: string, serverPid: number): Promise<{ server: number | null; backends: Map<number, number> }> {
   const pids = (await pool.query(`SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name = 'agro-api'`, [db])).rows.map((r) => r.pid as number);
   const backends = new Map<number, number>();
   for (const pid of pids) {
-    const ms = cpuMs(pid);
+    const ms = processCpuMs(pid);
     if (ms !== null) backends.set(pid, ms);
   }
-  return { server: cpuMs(serverPid), backends };
+  return { server: processCpuMs(serverPid), backends };
 }
 
 async function drive(base: string, cars: string[], keys: string[], amount?: number): Promise<Omit<Side, 'cpu' | 'load'>> {

@@ -9,6 +9,9 @@
 -- features (≤ 256 vertices: one overlay). A property crossing the border of a large
 -- feature keeps ha NULL and its geometry: step 2 cuts that feature, step 3 sums the
 -- overlay with the pieces near the property.
+-- The features' subquery is fenced (OFFSET 0): pulled up into the join, its columns
+-- (GeometryType, ST_NPoints) were evaluated per joined row, each time detoasting the
+-- feature (a municipality or an indigenous land is tens of kB to MBs compressed).
 --   {{part}}: SQL condition on l, the share of the layer's features this statement takes.
 CREATE UNLOGGED TABLE {{hits}} AS
 SELECT f.ctid AS k, f.fid, f.ativo, f.is_point, c.car, c.uf, c.area_calculada_ha AS car_ha, x.ha,
@@ -18,6 +21,7 @@ FROM (
          GeometryType(l.geom) IN ('POINT', 'MULTIPOINT') AS is_point, ST_NPoints(l.geom) <= 256 AS small
   FROM {{layer}} l
   WHERE l.geom && (SELECT ST_SetSRID(ST_Extent(c.geom)::geometry, 4326) FROM {{car}} c) AND {{filter}} AND ({{part}})
+  OFFSET 0
 ) f
 CROSS JOIN LATERAL (SELECT c.car, c.uf, c.area_calculada_ha, c.geom FROM {{car}} c
                     WHERE c.geom && f.geom AND ST_Intersects(f.geom, c.geom)) c
