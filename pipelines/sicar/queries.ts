@@ -8,6 +8,8 @@ import { onTwoConnections } from './two-connections.ts';
 /** The typed pass of AREA_IMOVEL (sql/queries/sicar_typed_imovel.sql). */
 export async function typeProperties(client: pg.ClientBase, a: { typed: Sql; stage: Sql; uf: string; asOf: string }): Promise<void> {
   await client.query(fillSql('queries/sicar_typed_imovel', { typed: a.typed, stage: a.stage, uf: sqlLiteral(a.uf), as_of: sqlText(dateLiteral(a.asOf)) }));
+  // Statistics for the statements that read it (verdict counts and examples, the builds): a fresh table has none.
+  await client.query(`ANALYZE ${a.typed}`);
 }
 
 /** How the polygons of layers without cod_imovel are linked (none: every layer has it). */
@@ -21,6 +23,7 @@ export const NO_LINK: ThemeLink = { car: sqlText('s.car'), link_join: sqlText(''
 /** The typed pass of one theme (sql/queries/sicar_typed_tema.sql). */
 export async function typeTheme(client: pg.ClientBase, a: { typed: Sql; stage: Sql; uf: string; tema: string; link: ThemeLink }): Promise<void> {
   await client.query(fillSql('queries/sicar_typed_tema', { typed: a.typed, stage: a.stage, uf: sqlLiteral(a.uf), tema: sqlLiteral(a.tema), ...a.link }));
+  await client.query(`ANALYZE ${a.typed}`);
 }
 
 /** The winning properties in EPSG:4326, for linking themes without cod_imovel (indexed). */

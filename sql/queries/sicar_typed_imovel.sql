@@ -8,6 +8,7 @@
 -- Each lateral ends in `clock_timestamp() AS once` (see sicar_typed_tema.sql): its values are
 -- computed once a row, not copied into every place they are used (each date was parsed four
 -- times a row). The statement is serial; the caller runs the inputs on two connections.
+-- area_calculada_ha is computed here (on the two connections), not in car_imovel's build.
 -- etl.date_unkept_text(t, as_of) is written out as CASE WHEN kind = 'bad' OR date > as_of
 -- THEN t END, from the date and its kind computed once.
 CREATE UNLOGGED TABLE {{typed}} AS
@@ -20,7 +21,7 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 
        etl.date_not_after(k.criaca, {{as_of}}) AS data_inscricao,
        etl.date_not_after(k.atuali, {{as_of}}) AS data_atualizacao,
        k.atuali AS updated,
-       CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom,
+       g.geom, etl.area_ha(g.geom) AS area_calculada_ha,
        CASE WHEN coalesce(u.di, u.da, u.at, u.mf) IS NULL THEN s.extra
             ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
               'data_inscricao', u.di, 'data_atualizacao', u.da, 'area_total_ha', u.at, 'modulos_fiscais', u.mf)) END AS extra,
@@ -45,3 +46,4 @@ CROSS JOIN LATERAL (
          clock_timestamp() AS once
 ) u
 CROSS JOIN LATERAL (SELECT etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair) AS verdict, clock_timestamp() AS once) w
+CROSS JOIN LATERAL (SELECT CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom, clock_timestamp() AS once) g

@@ -9,12 +9,13 @@
 -- they are used (the verdict, the CAR number's checks and the area were computed two to
 -- twelve times a row: measured 12.1 s → 6.0 s for 1,000,368 APPS polygons on one core). It
 -- also makes the statement serial: the caller runs the inputs on two connections instead.
+-- area_calculada_ha is computed here, on the two connections, not in car_tema's build.
 CREATE UNLOGGED TABLE {{typed}} AS
 SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, {{tema}}::text AS tema_base,
        nullif(btrim(s.cod_tema), '')::text AS cod_tema, nullif(btrim(s.nom_tema), '')::text AS nome_tema,
        k.area AS area_ha,
        etl.car_situacao(s.ind_status) AS situacao, nullif(btrim(s.des_condic), '')::text AS condicao,
-       CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom,
+       g.geom, etl.area_ha(g.geom) AS area_calculada_ha,
        CASE WHEN btrim(s.num_area) <> '' AND k.area IS NULL AND NOT etl.is_overflow(s.num_area)
             THEN coalesce(s.extra, '{}'::jsonb) || jsonb_build_object('area_ha', s.num_area) ELSE s.extra END AS extra
 FROM {{stage}} s
@@ -23,3 +24,4 @@ CROSS JOIN LATERAL (SELECT upper(btrim({{car}})) AS car, etl.parse_number(s.num_
 CROSS JOIN LATERAL (
   SELECT coalesce({{link_verdict}}, etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair)) AS verdict, clock_timestamp() AS once
 ) w
+CROSS JOIN LATERAL (SELECT CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom, clock_timestamp() AS once) g
