@@ -210,7 +210,11 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
           await steps.time(`typed ${t.theme}`, () => typeTheme(c, { typed: t.typed, stage: t.stage, uf, tema: t.theme, link }));
         }
         await dropRepairColumn(c, t.stage);
-        return { verdicts: await countVerdicts(c, t.typed, t.stage), linked };
+        const verdicts = await countVerdicts(c, t.typed, t.stage);
+        // A theme's staged rows are read no more: dropped here, while the other connection works,
+        // rather than with the run's cleanup (about 1 s a dropped table at 200,000 properties).
+        if (t !== main) await c.query(`DROP TABLE ${t.stage}`);
+        return { verdicts, linked };
       };
       const typed = new Map<StagedInput, TypedInput>();
       const queue = await largestFirst(client, staged);
