@@ -475,6 +475,37 @@ function assertOk(r: TimedRun, what: string): void {
   }
 }
 
+/**
+ * The database server's CPU seconds (user + system) spent by its backends and parallel workers
+ * that have exited: the postmaster's cutime + cstime in /proc (it reaps them). Read before and
+ * after one side's run, the difference is that side's server CPU: a load-independent measure
+ * beside the wall clock (the machine's cores are shared). Null when the server is not a local
+ * process this bench can read; counts every database of the cluster (run nothing else on it).
+ */
+async function serverCpuProbe(url: string): Promise<() => Promise<number | null>> {
+  const ticks = 100; // USER_HZ: /proc reports clock ticks of 1/100 s on Linux
+  const stat = (pid: number): string[] | null => {
+    try {
+      const t = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return t.slice(t.lastIndexOf(')') + 2).split(' '); // fields from the 3rd (state) on
+    } catch {
+      return null;
+    }
+  };
+  const [{ pid }] = await query<{ pid: number }>(url, 'SELECT pg_backend_pid() AS pid');
+  const postmaster = Number(stat(pid)?.[1]); // 4th field: the backend's parent
+  const read = () => {
+    const f = postmaster ? stat(postmaster) : null;
+    return f ? (Number(f[13]) + Number(f[14])) / ticks : null; // 16th, 17th fields: cutime, cstime
+  };
+  const before = read();
+  return async () => {
+    await new Promise((r) => setTimeout(r, 300)); // the last backends exit and are reaped
+    const after = read();
+    return before === null || after === null ? null : Math.round((after - before) * 100) / 100;
+  };
+}
+
 interface OgrLayerRun {
   zip: string;
   table: string;
@@ -489,6 +520,8 @@ interface OgrLayerRun {
 interface OgrResult {
   wall_ms: number;
   cpu_s: number | null;
+  /** CPU seconds of the server's backends during the run (serverCpuProbe). */
+  server_cpu_s: number | null;
   peak_rss_bytes: number | null;
   rss_source: string | null;
   index_ms_added: number;
@@ -515,6 +548,7 @@ async function runOgr(serverUrl: string, db: string, zips: { zip: string; layer:
   ];
   const layers: OgrLayerRun[] = [];
   let rssSource: string | null = null;
+  const serverCpu = await serverCpuProbe(url);
   for (const [i, z] of zips.entries()) {
     const table = i === 0 ? 'bench_ogr' : `bench_ogr_${z.layer.toLowerCase()}`;
     log(`ogr2ogr ${path.basename(z.zip)} → ${db}.${table}`);
@@ -536,6 +570,7 @@ async function runOgr(serverUrl: string, db: string, zips: { zip: string; layer:
     const [n] = await query<{ rows: number }>(url, `SELECT count(*)::int AS rows FROM ${table}`);
     layers.push({ zip: path.basename(z.zip), table, wall_ms: r.wallMs + indexMs, cpu_s: cpuOf(r), peak_rss_bytes: r.peakRssBytes, index_ms_added: indexMs, rows: n.rows, gist_index: gist });
   }
+  const serverCpuS = await serverCpu();
   const [facts] = await query<{ rows: number; area_ha: number; invalid: number }>(
     url,
     `SELECT count(*)::int AS rows, sum(ST_Area(geom::geography)) / 1e4 AS area_ha,
@@ -543,7 +578,7 @@ async function runOgr(serverUrl: string, db: string, zips: { zip: string; layer:
   );
   const total = (f: (l: OgrLayerRun) => number | null) => (layers.some((l) => f(l) === null) ? null : layers.reduce((a, l) => a + (f(l) ?? 0), 0));
   return {
-    wall_ms: total((l) => l.wall_ms)!, cpu_s: total((l) => l.cpu_s), peak_rss_bytes: layers.some((l) => l.peak_rss_bytes === null) ? null : Math.max(...layers.map((l) => l.peak_rss_bytes!)),
+    wall_ms: total((l) => l.wall_ms)!, cpu_s: total((l) => l.cpu_s), server_cpu_s: serverCpuS, peak_rss_bytes: layers.some((l) => l.peak_rss_bytes === null) ? null : Math.max(...layers.map((l) => l.peak_rss_bytes!)),
     rss_source: rssSource, index_ms_added: total((l) => l.index_ms_added)!,
     rows: facts.rows, theme_rows: layers.slice(1).reduce((a, l) => a + l.rows, 0), area_ha: Number(facts.area_ha), invalid: facts.invalid,
     gist_index: layers.every((l) => /USING gist/i.test(l.gist_index)) ? layers[0].gist_index : '', layers,
@@ -555,6 +590,8 @@ interface AgroResult {
   wall_ms: number;
   /** CPU seconds of the node process (user + system): the client side of the load. */
   cpu_s: number | null;
+  /** CPU seconds of the server's backends and parallel workers during the run (serverCpuProbe). */
+  server_cpu_s: number | null;
   peak_rss_bytes: number | null;
   rss_source: string | null;
   migrate_ms: number;
@@ -587,7 +624,9 @@ async function runAgro(serverUrl: string, db: string, sourceDir: string, logDir:
   const statementLog = serverLog ? await startStatementLog(serverUrl, db, serverLog) : null;
   const command = [process.execPath, AGRO_BIN, 'run', 'sicar', '--uf', UF, '--source', sourceDir, '--json'];
   log(`agro run sicar → ${db}`);
+  const serverCpu = await serverCpuProbe(url);
   const r = await timedRun(command, { env, stderrFile: path.join(logDir, 'agro.stderr.log') }).finally(() => statementLog?.stop());
+  const serverCpuS = await serverCpu();
   const line = r.stdout.trim().split('\n').filter(Boolean).pop() ?? '';
   let outcome: AgroResult['outcome'];
   try {
@@ -608,7 +647,7 @@ async function runAgro(serverUrl: string, db: string, sourceDir: string, logDir:
   const [snap] = await query<{ geometry: unknown }>(url, `SELECT quality->'facts'->'geometry' AS geometry FROM etl.snapshots WHERE snapshot_id = $1`, [outcome.snapshot_id]);
   const indexes = await query<{ indexdef: string }>(url, `SELECT indexdef FROM pg_indexes WHERE schemaname = 'snap' AND tablename LIKE 'car_imovel__s%' ORDER BY indexname`);
   return {
-    wall_ms: r.wallMs, cpu_s: cpuOf(r), peak_rss_bytes: r.peakRssBytes, rss_source: r.rssSource, migrate_ms: migrateMs,
+    wall_ms: r.wallMs, cpu_s: cpuOf(r), server_cpu_s: serverCpuS, peak_rss_bytes: r.peakRssBytes, rss_source: r.rssSource, migrate_ms: migrateMs,
     statements: statementLog ? readStatementLog(statementLog) : null,
     outcome, run_stages: runStages.map((s) => ({ ...s, rows: s.rows === null ? null : Number(s.rows) })),
     rows: facts.rows, theme_rows: themes.rows, area_ha: Number(facts.area_ha), geometry: snap?.geometry ?? null, indexes: indexes.map((i) => i.indexdef),
@@ -724,6 +763,12 @@ async function main(): Promise<number> {
   rows.push(['ratio agro / ogr2ogr', '', ratio === null ? '-' : ratio.toFixed(2), `≤ ${TARGET_RATIO.toFixed(2)}`]);
   rows.push(['peak RSS', mb(ogr?.peak_rss_bytes), mb(agro?.peak_rss_bytes), `< ${mb(TARGET_RSS_BYTES)}`]);
   rows.push(['client CPU (user + sys)', ogr?.cpu_s == null ? 'n/a' : `${ogr.cpu_s.toFixed(2)} s`, agro?.cpu_s == null ? 'n/a' : `${agro.cpu_s.toFixed(2)} s`, '']);
+  const cpuS = (x: number | null | undefined) => (x == null ? 'n/a' : `${x.toFixed(2)} s`);
+  rows.push(['server CPU (backends, workers)', cpuS(ogr?.server_cpu_s), cpuS(agro?.server_cpu_s), '']);
+  const allCpu = (x: { cpu_s: number | null; server_cpu_s: number | null } | null | undefined) => (x?.cpu_s == null || x.server_cpu_s == null ? null : x.cpu_s + x.server_cpu_s);
+  const cpuRatio = allCpu(ogr) !== null && allCpu(agro) !== null ? allCpu(agro)! / allCpu(ogr)! : null;
+  rows.push(['CPU, client + server', cpuS(allCpu(ogr)), cpuS(allCpu(agro)), '']);
+  rows.push(['CPU ratio agro / ogr2ogr', '', cpuRatio === null ? '-' : cpuRatio.toFixed(2), '']);
   rows.push(['total area (ha)', ogr ? ogr.area_ha.toFixed(0) : '-', agro ? agro.area_ha.toFixed(0) : '-', '±0.5 %']);
   if (agro) {
     rows.push(['agro run (duration_ms)', '', secs(agro.outcome.duration_ms), '']);
@@ -774,6 +819,7 @@ async function main(): Promise<number> {
     ogr2ogr: ogr,
     agro,
     ratio,
+    cpu_ratio: cpuRatio,
     projection,
     targets: { ratio_max: TARGET_RATIO, agro_peak_rss_max_bytes: TARGET_RSS_BYTES, met_ratio: ratio === null ? null : ratio <= TARGET_RATIO, met_rss: agro?.peak_rss_bytes == null ? null : agro.peak_rss_bytes < TARGET_RSS_BYTES, national_max_h: TARGET_NATIONAL_H },
     checks,

@@ -3,10 +3,13 @@ import type pg from 'pg';
 import { selectList, type Relation } from '../../src/etl/relation.ts';
 import { dateLiteral } from '../../src/etl/sql/shape.ts';
 import { fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
+import { onTwoConnections } from './two-connections.ts';
 
 /** The typed pass of AREA_IMOVEL (sql/queries/sicar_typed_imovel.sql). */
 export async function typeProperties(client: pg.ClientBase, a: { typed: Sql; stage: Sql; uf: string; asOf: string }): Promise<void> {
   await client.query(fillSql('queries/sicar_typed_imovel', { typed: a.typed, stage: a.stage, uf: sqlLiteral(a.uf), as_of: sqlText(dateLiteral(a.asOf)) }));
+  // Statistics for the statements that read it (verdict counts and examples, the builds): a fresh table has none.
+  await client.query(`ANALYZE ${a.typed}`);
 }
 
 /** How the polygons of layers without cod_imovel are linked (none: every layer has it). */
@@ -20,6 +23,7 @@ export const NO_LINK: ThemeLink = { car: sqlText('s.car'), link_join: sqlText(''
 /** The typed pass of one theme (sql/queries/sicar_typed_tema.sql). */
 export async function typeTheme(client: pg.ClientBase, a: { typed: Sql; stage: Sql; uf: string; tema: string; link: ThemeLink }): Promise<void> {
   await client.query(fillSql('queries/sicar_typed_tema', { typed: a.typed, stage: a.stage, uf: sqlLiteral(a.uf), tema: sqlLiteral(a.tema), ...a.link }));
+  await client.query(`ANALYZE ${a.typed}`);
 }
 
 /** The winning properties in EPSG:4326, for linking themes without cod_imovel (indexed). */
@@ -52,10 +56,22 @@ export function themeLink(links: Sql, layers: string[]): ThemeLink {
   };
 }
 
-/** Hectares per property and theme, without double counting (sql/queries/sicar_theme_area.sql), indexed by car. */
-export async function themeAreas(client: pg.ClientBase, a: { theme_area: Sql; car_tema: Sql }): Promise<void> {
-  await client.query(fillSql('queries/sicar_theme_area', a));
+/**
+ * Hectares per property and theme, without double counting (sql/queries/sicar_theme_area.sql):
+ * the two halves (by a hash of the CAR number) on two connections into one table, indexed by car.
+ */
+export async function themeAreas(pool: pg.Pool, client: pg.ClientBase, a: { theme_area: Sql; car_tema: Sql }): Promise<void> {
+  await client.query(`CREATE UNLOGGED TABLE ${a.theme_area} (car text, app_ha double precision, reserva_legal_ha double precision, area_consolidada_ha double precision)`);
+  await onTwoConnections(pool, client, [0, 1].map((part) => (c: pg.ClientBase) => c.query(fillSql('queries/sicar_theme_area', { ...a, part: sqlLiteral(part) }))));
   await client.query(`CREATE INDEX ON ${a.theme_area} (car)`);
+  await client.query(`ANALYZE ${a.theme_area}`);
+}
+
+/** The staged inputs, largest staging table first (the order the two connections take them in). */
+export async function largestFirst<T extends { stage: Sql }>(client: pg.ClientBase, inputs: T[]): Promise<T[]> {
+  const r = await client.query(`SELECT ord, pg_total_relation_size(t::regclass) AS bytes FROM unnest($1::text[]) WITH ORDINALITY AS x(t, ord)`, [inputs.map((i) => i.stage)]);
+  const bytes = new Map<number, number>(r.rows.map((x) => [Number(x.ord) - 1, Number(x.bytes)]));
+  return inputs.map((t, i) => ({ t, b: bytes.get(i) ?? 0, i })).sort((x, y) => y.b - x.b || x.i - y.i).map((x) => x.t);
 }
 
 /** Builds a relation's snapshot from typed rows (`s`): the declaration's select list, nothing joined back. */

@@ -21,7 +21,7 @@ export const CAR_IMOVEL = defineRelation({
     { name: 'condicao', type: 'text', sql: typed('condicao'), counted: true },
     { name: 'modulos_fiscais', type: 'double precision', sql: typed('modulos_fiscais'), counted: true },
     { name: 'area_total_ha', type: 'double precision', sql: typed('area_total_ha'), counted: true },
-    { name: 'area_calculada_ha', type: 'double precision', sql: 'etl.area_ha(s.geom)' },
+    { name: 'area_calculada_ha', type: 'double precision', sql: typed('area_calculada_ha') },
     // Hectares of each theme (sicar_theme_area.sql); NULL when the theme was not loaded.
     { name: 'app_ha', type: 'double precision', sql: 'CASE WHEN v.apps_loaded THEN coalesce(ta.app_ha, 0) END' },
     { name: 'reserva_legal_ha', type: 'double precision', sql: 'CASE WHEN v.rl_loaded THEN coalesce(ta.reserva_legal_ha, 0) END' },
@@ -58,7 +58,7 @@ export const CAR_TEMA = defineRelation({
     { name: 'cod_tema', type: 'text', from: ['cod_tema'], sql: typed('cod_tema') },
     { name: 'nome_tema', type: 'text', sql: typed('nome_tema') },
     { name: 'area_ha', type: 'double precision', sql: typed('area_ha') },
-    { name: 'area_calculada_ha', type: 'double precision', sql: 'etl.area_ha(s.geom)' },
+    { name: 'area_calculada_ha', type: 'double precision', sql: typed('area_calculada_ha') },
     { name: 'situacao', type: 'text', sql: typed('situacao') },
     { name: 'condicao', type: 'text', sql: typed('condicao') },
     { name: 'geom', type: 'geometry(MultiPolygon,4326)', sql: typed('geom') },

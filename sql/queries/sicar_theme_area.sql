@@ -1,17 +1,46 @@
--- Hectares per property and theme without double counting: the union of the detailed
--- polygons (overlaps counted once); the *_TOTAL union polygons only when a property
--- has no detailed ones. In APPS only APP_* codes are preservation areas; a polygon without
--- cod_tema (older per-municipality layout) counts as a detailed one (the union never double counts).
-CREATE UNLOGGED TABLE {{theme_area}} AS
+-- Hectares per property and theme without double counting (contract §3): the area of the
+-- union of the detailed polygons (overlaps counted once); the *_TOTAL union polygons only
+-- when a property has no detailed ones. In APPS only APP_* codes are preservation areas; a
+-- polygon without cod_tema (older per-municipality layout) counts as a detailed one.
+--
+-- The same number as etl.area_ha(ST_UnaryUnion(ST_Collect(geom))) per property and theme,
+-- computed without a union for most groups: within a group (car, theme, detailed or total),
+-- polygons whose bounding boxes chain together by overlapping or touching form a cluster
+-- (ST_ClusterDBSCAN of the boxes, distance 0: a window over the sorted rows, boxes only, no
+-- self-join). Clusters share no interior point, so the union's area is the sum of the
+-- clusters' union areas, and a one-polygon cluster's union is the (valid, repaired) polygon
+-- itself: its area_calculada_ha, already in car_tema. Only clusters of two or more polygons
+-- are unioned. Measured on 200,000 properties / 2,001,555 polygons: 1,821,224 clusters, of
+-- which 134,424 unioned; 12 s on one connection instead of 32 s.
+--
+-- One statement per part ({{part}} of 2, by a hash of the CAR number): the caller runs the two
+-- parts on two connections into {{theme_area}} (created empty by the caller).
+INSERT INTO {{theme_area}} (car, app_ha, reserva_legal_ha, area_consolidada_ha)
+WITH r AS (
+  SELECT car, tema_base, geom, area_calculada_ha AS ha,
+         CASE WHEN cod_tema LIKE '%\_TOTAL' THEN 'total'
+              WHEN tema_base <> 'APPS' OR cod_tema LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END AS role
+    FROM {{car_tema}}
+   WHERE (coalesce(hashtext(car), 0) & 1) = {{part}}
+), clustered AS (
+  SELECT car, tema_base, role, geom, ha,
+         ST_ClusterDBSCAN(ST_Envelope(geom), 0, 1) OVER (PARTITION BY car, tema_base, role) AS cluster
+    FROM r
+   WHERE role IS NOT NULL
+), per_cluster AS (
+  SELECT car, tema_base, role,
+         CASE WHEN count(*) = 1 THEN sum(ha) ELSE etl.area_ha(ST_UnaryUnion(ST_Collect(geom))) END AS ha
+    FROM clustered
+   GROUP BY car, tema_base, role, cluster
+), per_role AS (
+  SELECT car, tema_base, role, sum(ha) AS ha FROM per_cluster GROUP BY car, tema_base, role
+)
 SELECT car,
-  etl.area_ha(ST_UnaryUnion(coalesce(
-    ST_Collect(geom) FILTER (WHERE tema_base = 'APPS' AND ((cod_tema LIKE 'APP\_%' AND cod_tema NOT LIKE '%\_TOTAL') OR cod_tema IS NULL)),
-    ST_Collect(geom) FILTER (WHERE tema_base = 'APPS' AND cod_tema LIKE '%\_TOTAL')))) AS app_ha,
-  etl.area_ha(ST_UnaryUnion(coalesce(
-    ST_Collect(geom) FILTER (WHERE tema_base = 'RESERVA_LEGAL' AND coalesce(cod_tema, '') NOT LIKE '%\_TOTAL'),
-    ST_Collect(geom) FILTER (WHERE tema_base = 'RESERVA_LEGAL' AND cod_tema LIKE '%\_TOTAL')))) AS reserva_legal_ha,
-  etl.area_ha(ST_UnaryUnion(coalesce(
-    ST_Collect(geom) FILTER (WHERE tema_base = 'AREA_CONSOLIDADA' AND coalesce(cod_tema, '') NOT LIKE '%\_TOTAL'),
-    ST_Collect(geom) FILTER (WHERE tema_base = 'AREA_CONSOLIDADA' AND cod_tema LIKE '%\_TOTAL')))) AS area_consolidada_ha
-FROM {{car_tema}}
-GROUP BY car
+       coalesce(sum(ha) FILTER (WHERE tema_base = 'APPS' AND role = 'detail'),
+                sum(ha) FILTER (WHERE tema_base = 'APPS' AND role = 'total')) AS app_ha,
+       coalesce(sum(ha) FILTER (WHERE tema_base = 'RESERVA_LEGAL' AND role = 'detail'),
+                sum(ha) FILTER (WHERE tema_base = 'RESERVA_LEGAL' AND role = 'total')) AS reserva_legal_ha,
+       coalesce(sum(ha) FILTER (WHERE tema_base = 'AREA_CONSOLIDADA' AND role = 'detail'),
+                sum(ha) FILTER (WHERE tema_base = 'AREA_CONSOLIDADA' AND role = 'total')) AS area_consolidada_ha
+  FROM per_role
+ GROUP BY car

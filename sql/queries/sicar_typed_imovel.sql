@@ -2,41 +2,48 @@
 -- its verdict (why it is kept or not, in priority order) and what the facts count. The build
 -- (CAR_IMOVEL's declaration) and the facts read only this table: no join back to the staged
 -- rows, no second scan of them. Repairs are in the staged row itself (repair.ts repairInPlace);
--- the verdict is etl.sicar_verdict (migration 0030), shared with the themes. No lateral here
--- has OFFSET 0: that would make the statement parallel-restricted (one core); the cheap
--- expressions are inlined where they are used instead. Dates after the
+-- the verdict is etl.sicar_verdict (migration 0030), shared with the themes. Dates after the
 -- release date (as_of, contract §3) and dates or numbers that do not parse are NULL, their
 -- source text kept in `extra` under the column's name; a run of asterisks is no value.
+-- Each lateral ends in `clock_timestamp() AS once` (see sicar_typed_tema.sql): its values are
+-- computed once a row, not copied into every place they are used (each date was parsed four
+-- times a row). The statement is serial; the caller runs the inputs on two connections.
+-- area_calculada_ha is computed here (on the two connections), not in car_imovel's build.
+-- etl.date_unkept_text(t, as_of) is written out as CASE WHEN kind = 'bad' OR date > as_of
+-- THEN t END, from the date and its kind computed once.
 CREATE UNLOGGED TABLE {{typed}} AS
 SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 4, 7)::text AS cod_municipio_ibge,
        nullif(btrim(s.municipio), '')::text AS municipio,
        etl.car_situacao(s.ind_status) AS situacao, etl.car_tipo(s.ind_tipo) AS tipo,
        nullif(btrim(s.des_condic), '')::text AS condicao,
-       etl.parse_number(s.mod_fiscal) AS modulos_fiscais,
-       etl.parse_number(s.num_area) AS area_total_ha,
+       k.mf AS modulos_fiscais,
+       k.area AS area_total_ha,
        etl.date_not_after(k.criaca, {{as_of}}) AS data_inscricao,
        etl.date_not_after(k.atuali, {{as_of}}) AS data_atualizacao,
        k.atuali AS updated,
-       g.geom,
+       g.geom, etl.area_ha(g.geom) AS area_calculada_ha,
        CASE WHEN coalesce(u.di, u.da, u.at, u.mf) IS NULL THEN s.extra
             ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
               'data_inscricao', u.di, 'data_atualizacao', u.da, 'area_total_ha', u.at, 'modulos_fiscais', u.mf)) END AS extra,
        -- Counted by the facts, over every staged row.
-       CASE WHEN k.criaca > {{as_of}} THEN 'implausible' ELSE etl.date_kind(s.dat_criaca) END AS dat_criaca_kind,
-       CASE WHEN k.atuali > {{as_of}} THEN 'implausible' ELSE etl.date_kind(s.dat_atuali) END AS dat_atuali_kind,
+       CASE WHEN k.criaca > {{as_of}} THEN 'implausible' ELSE k.criaca_kind END AS dat_criaca_kind,
+       CASE WHEN k.atuali > {{as_of}} THEN 'implausible' ELSE k.atuali_kind END AS dat_atuali_kind,
        u.at IS NOT NULL AS num_area_unparsed, u.mf IS NOT NULL AS mod_fiscal_unparsed,
        etl.is_overflow(s.num_area) AS num_area_overflow, etl.is_overflow(s.mod_fiscal) AS mod_fiscal_overflow,
        CASE WHEN s.ind_status IS NOT NULL AND etl.car_situacao(s.ind_status) IS NULL THEN s.ind_status END AS unknown_status,
        CASE WHEN s.ind_tipo IS NOT NULL AND etl.car_tipo(s.ind_tipo) IS NULL THEN s.ind_tipo END AS unknown_tipo
 FROM {{stage}} s
 CROSS JOIN LATERAL (
-  SELECT upper(btrim(s.car)) AS car, etl.parse_date(s.dat_criaca) AS criaca, etl.parse_date(s.dat_atuali) AS atuali
+  SELECT upper(btrim(s.car)) AS car, etl.parse_date(s.dat_criaca) AS criaca, etl.parse_date(s.dat_atuali) AS atuali,
+         etl.date_kind(s.dat_criaca) AS criaca_kind, etl.date_kind(s.dat_atuali) AS atuali_kind,
+         etl.parse_number(s.num_area) AS area, etl.parse_number(s.mod_fiscal) AS mf, clock_timestamp() AS once
 ) k
 CROSS JOIN LATERAL (
-  SELECT etl.date_unkept_text(s.dat_criaca, {{as_of}}) AS di,
-         etl.date_unkept_text(s.dat_atuali, {{as_of}}) AS da,
-         CASE WHEN btrim(s.num_area) <> '' AND etl.parse_number(s.num_area) IS NULL AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS at,
-         CASE WHEN btrim(s.mod_fiscal) <> '' AND etl.parse_number(s.mod_fiscal) IS NULL AND NOT etl.is_overflow(s.mod_fiscal) THEN s.mod_fiscal END AS mf
+  SELECT CASE WHEN k.criaca_kind = 'bad' OR k.criaca > {{as_of}} THEN s.dat_criaca END AS di,
+         CASE WHEN k.atuali_kind = 'bad' OR k.atuali > {{as_of}} THEN s.dat_atuali END AS da,
+         CASE WHEN btrim(s.num_area) <> '' AND k.area IS NULL AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS at,
+         CASE WHEN btrim(s.mod_fiscal) <> '' AND k.mf IS NULL AND NOT etl.is_overflow(s.mod_fiscal) THEN s.mod_fiscal END AS mf,
+         clock_timestamp() AS once
 ) u
-CROSS JOIN LATERAL (SELECT etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair) AS verdict) w
-CROSS JOIN LATERAL (SELECT CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom) g
+CROSS JOIN LATERAL (SELECT etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair) AS verdict, clock_timestamp() AS once) w
+CROSS JOIN LATERAL (SELECT CASE WHEN w.verdict = 'ok' THEN etl.sicar_geom(s.geom, s.src_srid) END AS geom, clock_timestamp() AS once) g

@@ -17,7 +17,7 @@ export async function countVerdicts(client: pg.ClientBase, classified: string, s
   // Personal data (a holder extract): rejected rows are referred to by record number only, never shown.
   if (shown === false) return counts;
   // Examples ride along (not enumerable: counts stay plain numbers) to addVerdicts and the report.
-  Object.defineProperty(counts, VERDICT_EXAMPLES, { value: await verdictExamples(client, classified, stage, shown), enumerable: false });
+  Object.defineProperty(counts, VERDICT_EXAMPLES, { value: await verdictExamples(client, classified, stage, shown, counts), enumerable: false });
   return counts;
 }
 

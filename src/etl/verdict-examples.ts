@@ -39,8 +39,11 @@ const round = (n: number) => Math.round(n * 1e4) / 1e4;
  * `shown`: the only columns of the classified table the values show (e.g. a typed pass's
  * declared columns without personal data).
  */
-export async function verdictExamples(client: pg.ClientBase, classified: string, stage?: string, shown?: readonly string[]): Promise<VerdictExamples> {
+export async function verdictExamples(client: pg.ClientBase, classified: string, stage?: string, shown?: readonly string[], counts?: Record<string, number>): Promise<VerdictExamples> {
   const c = await columnsOf(client, classified);
+  // With the verdict counts known and every row kept, there is no rejected row to show: two
+  // scans of the classified table fewer (measured 0.3–1.2 s each on a 1,000,000-row SICAR theme).
+  const noneRejected = !!counts && Object.entries(counts).every(([v, n]) => v === 'ok' || n === 0);
   const s = stage ? await columnsOf(client, stage) : null;
   const joined = !!s && c.has('src_seq') && s.has('src_seq');
   const cGeom = [...c].find(([, t]) => t.startsWith('geometry'))?.[0];
@@ -52,7 +55,7 @@ export async function verdictExamples(client: pg.ClientBase, classified: string,
   const dropped = [...DROP_KEYS, ...(shown && !joined ? [...c.keys()].filter((k) => !shown.includes(k)) : [])];
   const values = joined ? `to_jsonb(s) - ARRAY[${dropped.map((k) => `'${k}'`).join(',')}]` : `to_jsonb(c) - ARRAY[${[...dropped, ...[...c].filter(([, t]) => t.startsWith('geometry')).map(([n]) => n)].map((k) => `'${k}'`).join(',')}]`;
   const order = c.has('src_seq') ? 'c.src_seq' : '1';
-  const r = await client.query(
+  const r = noneRejected ? { rows: [] } : await client.query(
     `SELECT x.verdict, x.src_seq, x.src_layer, x.vals, ST_X(x.p) AS lon, ST_Y(x.p) AS lat FROM (
        SELECT c.verdict, ${c.has('src_seq') ? 'c.src_seq' : 'NULL::bigint'} AS src_seq,
               ${joined && s!.has('src_layer') ? 's.src_layer' : 'NULL::text'} AS src_layer,
@@ -73,7 +76,7 @@ export async function verdictExamples(client: pg.ClientBase, classified: string,
     (await client.query(
       `SELECT ST_X(p) AS lon, ST_Y(p) AS lat FROM (SELECT ${pointExpr} AS p FROM ${classified} c ${joined ? `LEFT JOIN ${stage} s ON s.src_seq = c.src_seq` : ''} WHERE ${where} LIMIT ${MAX_POINTS}) q WHERE p IS NOT NULL`,
     )).rows.map((x) => [round(x.lon), round(x.lat)] as [number, number]);
-  locations.rejected = await pts(`c.verdict <> 'ok'`, point);
+  if (!noneRejected) locations.rejected = await pts(`c.verdict <> 'ok'`, point);
   if (c.has('repair') && cGeom) locations.repaired = await pts(`c.repair = 'repaired' AND c.${cGeom} IS NOT NULL`, `ST_Centroid(ST_Envelope(c.${cGeom}))`);
   return { examples, locations };
 }
