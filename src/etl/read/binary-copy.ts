@@ -68,10 +68,12 @@ export class BinaryCopyWriter {
     this.off += 8;
   }
 
+  /** An int8 from a safe integer (two int32 halves: no BigInt per row). */
   int8(v: number): void {
     this.ensure(12);
     this.buf.writeInt32BE(8, this.off);
-    this.buf.writeBigInt64BE(BigInt(v), this.off + 4);
+    this.buf.writeInt32BE(Math.floor(v / 0x100000000), this.off + 4);
+    this.buf.writeUInt32BE(v >>> 0, this.off + 8);
     this.off += 12;
   }
 
@@ -82,6 +84,18 @@ export class BinaryCopyWriter {
     this.ensure(4 + s.length * 3);
     const n = this.buf.write(s, this.off + 4, 'utf8');
     this.buf.writeInt32BE(n, this.off);
+    this.off += 4 + n;
+  }
+
+  /** A text field from bytes that are already its UTF-8 (ASCII, or text encoded once for many rows). */
+  bytes(src: Buffer, start = 0, end = src.length): void {
+    const n = end - start;
+    this.ensure(4 + n);
+    const buf = this.buf;
+    buf.writeInt32BE(n, this.off);
+    let o = this.off + 4;
+    if (n > 64) src.copy(buf, o, start, end);
+    else for (let i = start; i < end; i++) buf[o++] = src[i];
     this.off += 4 + n;
   }
 
