@@ -5,6 +5,7 @@
 // text (UTF-8 bytes), jsonb (version byte 1 + JSON text) and geometry (WKB, which
 // PostGIS' geometry_recv accepts as it is).
 import { isUtf8 } from 'node:buffer';
+import { dataView } from './data-view.ts';
 
 const REPLACEMENT = Buffer.from('\uFFFD', 'utf8');
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
@@ -26,6 +27,18 @@ export class BinaryCopyWriter {
     this.buf.writeInt32BE(0, 11); // flags
     this.buf.writeInt32BE(0, 15); // header extension length
     this.off = 19;
+  }
+
+  private viewBuf: Buffer | null = null;
+  private dv: DataView<ArrayBufferLike> | null = null;
+
+  /** A DataView of `buf` (kept while `buf` is the same buffer). */
+  private view(): DataView<ArrayBufferLike> {
+    if (this.viewBuf !== this.buf) {
+      this.dv = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
+      this.viewBuf = this.buf;
+    }
+    return this.dv!;
   }
 
   /** Room for n more bytes (the buffer grows for a row larger than a chunk). */
@@ -104,7 +117,16 @@ export class BinaryCopyWriter {
     this.ensure(4 + 2 * (end - start));
     const buf = this.buf;
     let o = this.off + 4;
-    for (let i = start; i < end; i++) {
+    let i = start;
+    // Four bytes at a time while they are ASCII without NUL (most of a Portuguese name).
+    const sv = dataView(src), ov = this.view();
+    for (; i + 4 <= end; i += 4) {
+      const x = sv.getUint32(i, true);
+      if (((x | ((x - 0x01010101) & ~x)) & 0x80808080) !== 0) break;
+      ov.setUint32(o, x, true);
+      o += 4;
+    }
+    for (; i < end; i++) {
       const b = src[i];
       if (b === 0) continue;
       if (b < 0x80) buf[o++] = b;

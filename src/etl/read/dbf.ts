@@ -8,6 +8,7 @@
 //   not a number is kept as it is and counted (`unparsed`), never guessed;
 // - D: YYYYMMDD → YYYY-MM-DD, '00000000'/blank = null, anything else kept and counted.
 import { AgroError } from '../../errors.ts';
+import { dataView } from './data-view.ts';
 
 export interface DbfField {
   /** Lower-cased, as the staging layer names them. */
@@ -98,12 +99,20 @@ const windows1252: TextDecode = (b, s, t) => {
 // [start, end) of the last span() (module scratch: no array per field).
 let spanStart = 0, spanEnd = 0;
 
+// Eight spaces read as one little-endian float64 (not NaN, not zero: equal only to the same bytes).
+const SPACES8 = new DataView(Buffer.alloc(8, 0x20).buffer).getFloat64(0, true);
+
 /**
  * Sets [spanStart, spanEnd) to a field's content: up to the first NUL, spaces trimmed.
- * The space padding is skipped from the end first, so the NUL search covers the content only.
+ * The space padding is skipped from the end first, eight bytes at a time, so the NUL
+ * search covers the content only.
  */
 function span(rec: Buffer, at: number, len: number): void {
   let end = at + len;
+  if (len >= 16) {
+    const v = dataView(rec);
+    while (end - 8 >= at && v.getFloat64(end - 8, true) === SPACES8) end -= 8;
+  }
   while (end > at && rec[end - 1] === 0x20) end--;
   let nul = at;
   while (nul < end && rec[nul] !== 0) nul++;

@@ -11,6 +11,7 @@
 //   M types carry M; null shapes and shapes without parts/points are NULL.
 // Coordinates are copied as they are (no closing, no re-orientation).
 import { AgroError } from '../../errors.ts';
+import { dataView } from './data-view.ts';
 
 const T_NULL = 0, T_POINT = 1, T_ARC = 3, T_POLYGON = 5, T_MULTIPOINT = 8;
 
@@ -94,18 +95,6 @@ function parse(buf: Buffer, at: number, len: number, file: string): Parsed | nul
 const cut = (file: string) => new AgroError('malformed_source', `${file}: a .shp record is cut short`);
 
 const WKB_POINT = 1, WKB_LINESTRING = 2, WKB_POLYGON = 3, WKB_MULTIPOINT = 4, WKB_MULTILINESTRING = 5, WKB_MULTIPOLYGON = 6;
-
-// A DataView of the record's buffer (cached: the readers reuse their buffers): its
-// getFloat64 is compiled inline, where Buffer#readDoubleLE is a call per coordinate.
-let viewOf: Buffer | null = null;
-let view: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
-function dataView(buf: Buffer): DataView<ArrayBufferLike> {
-  if (viewOf !== buf) {
-    view = new DataView(buf.buffer, buf.byteOffset, buf.length);
-    viewOf = buf;
-  }
-  return view;
-}
 
 /** Signed shoelace area of a ring (negative = clockwise). */
 function ringArea(v: DataView<ArrayBufferLike>, xy: number, n: number): number {
