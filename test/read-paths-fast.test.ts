@@ -123,6 +123,33 @@ describe('binary COPY text from Latin-1 bytes, four bytes at a time', () => {
   });
 });
 
+describe('binary COPY text from UTF-8 bytes, ASCII copied four bytes at a time', () => {
+  it('20,000 generated values (ASCII runs, multibyte characters, broken sequences, NULs): valid text copied, the rest decoded with U+FFFD and counted', () => {
+    const r = rng(17);
+    const w = new BinaryCopyWriter(1 << 16);
+    const pieces = ['a', 'Z', ' ', '7', 'ç', 'ã', 'É', '€', '𝄞', '\0'];
+    for (let k = 0; k < 20_000; k++) {
+      const parts: Buffer[] = [];
+      const len = Math.floor(r() * 30);
+      for (let i = 0; i < len; i++) {
+        const p = r() < 0.85 ? pieces[Math.floor(r() * 4)] : pieces[4 + Math.floor(r() * 6)];
+        parts.push(r() < 0.02 ? Buffer.from([0xc3]) : r() < 0.01 ? Buffer.from([0xff]) : Buffer.from(p, 'utf8'));
+      }
+      const body = Buffer.concat(parts);
+      const src = Buffer.concat([Buffer.from('xy'), body, Buffer.from('z')]);
+      w.take();
+      const at = w.off;
+      const counted = w.utf8(src, 2, 2 + body.length);
+      const text = body.toString('utf8').replace(/\0/g, '');
+      const want = Buffer.from(text, 'utf8');
+      expect(w.buf.readInt32BE(at)).toBe(want.length);
+      const got = w.buf.subarray(at + 4, w.off);
+      if (!got.equals(want)) expect(got.toString('hex')).toBe(want.toString('hex'));
+      expect(counted).toBe(text.includes('\uFFFD'));
+    }
+  });
+});
+
 describe('whole layers against GDAL', () => {
   let db: TestDb;
   let client: pg.PoolClient;

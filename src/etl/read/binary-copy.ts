@@ -140,10 +140,38 @@ export class BinaryCopyWriter {
   }
 
   /**
+   * Copies src[start, end) as a text field when it is ASCII without NUL (valid UTF-8 as it
+   * is, no U+FFFD possible), four bytes at a time; returns false, having written nothing,
+   * at the first other byte.
+   */
+  private ascii(src: Buffer, start: number, end: number): boolean {
+    this.ensure(4 + end - start);
+    const buf = this.buf;
+    const sv = dataView(src), ov = this.view();
+    let o = this.off + 4;
+    let i = start;
+    for (; i + 4 <= end; i += 4) {
+      const x = sv.getUint32(i, true);
+      if (((x | ((x - 0x01010101) & ~x)) & 0x80808080) !== 0) return false;
+      ov.setUint32(o, x, true);
+      o += 4;
+    }
+    for (; i < end; i++) {
+      const b = src[i];
+      if (b === 0 || b >= 0x80) return false;
+      buf[o++] = b;
+    }
+    buf.writeInt32BE(end - start, this.off);
+    this.off = o;
+    return true;
+  }
+
+  /**
    * A text field from bytes declared UTF-8: copied when valid, else decoded with U+FFFD
    * for the bad sequences. Returns whether the value holds U+FFFD (to be counted).
    */
   utf8(src: Buffer, start: number, end: number): boolean {
+    if (this.ascii(src, start, end)) return false;
     const bytes = src.subarray(start, end);
     if (!isUtf8(bytes) || bytes.includes(0)) {
       const s = bytes.toString('utf8');
