@@ -5,6 +5,7 @@
 // text (UTF-8 bytes), jsonb (version byte 1 + JSON text) and geometry (WKB, which
 // PostGIS' geometry_recv accepts as it is).
 import { isUtf8 } from 'node:buffer';
+import { dataView } from './data-view.ts';
 
 const REPLACEMENT = Buffer.from('\uFFFD', 'utf8');
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
@@ -26,6 +27,18 @@ export class BinaryCopyWriter {
     this.buf.writeInt32BE(0, 11); // flags
     this.buf.writeInt32BE(0, 15); // header extension length
     this.off = 19;
+  }
+
+  private viewBuf: Buffer | null = null;
+  private dv: DataView<ArrayBufferLike> | null = null;
+
+  /** A DataView of `buf` (kept while `buf` is the same buffer). */
+  private view(): DataView<ArrayBufferLike> {
+    if (this.viewBuf !== this.buf) {
+      this.dv = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
+      this.viewBuf = this.buf;
+    }
+    return this.dv!;
   }
 
   /** Room for n more bytes (the buffer grows for a row larger than a chunk). */
@@ -68,10 +81,12 @@ export class BinaryCopyWriter {
     this.off += 8;
   }
 
+  /** An int8 from a safe integer (two int32 halves: no BigInt per row). */
   int8(v: number): void {
     this.ensure(12);
     this.buf.writeInt32BE(8, this.off);
-    this.buf.writeBigInt64BE(BigInt(v), this.off + 4);
+    this.buf.writeInt32BE(Math.floor(v / 0x100000000), this.off + 4);
+    this.buf.writeUInt32BE(v >>> 0, this.off + 8);
     this.off += 12;
   }
 
@@ -85,12 +100,33 @@ export class BinaryCopyWriter {
     this.off += 4 + n;
   }
 
+  /** A text field from bytes that are already its UTF-8 (ASCII, or text encoded once for many rows). */
+  bytes(src: Buffer, start = 0, end = src.length): void {
+    const n = end - start;
+    this.ensure(4 + n);
+    const buf = this.buf;
+    buf.writeInt32BE(n, this.off);
+    let o = this.off + 4;
+    if (n > 64) src.copy(buf, o, start, end);
+    else for (let i = start; i < end; i++) buf[o++] = src[i];
+    this.off += 4 + n;
+  }
+
   /** A text field from ISO-8859-1 bytes, transcoded to UTF-8 on the way (no JS string). */
   latin1(src: Buffer, start: number, end: number): void {
     this.ensure(4 + 2 * (end - start));
     const buf = this.buf;
     let o = this.off + 4;
-    for (let i = start; i < end; i++) {
+    let i = start;
+    // Four bytes at a time while they are ASCII without NUL (most of a Portuguese name).
+    const sv = dataView(src), ov = this.view();
+    for (; i + 4 <= end; i += 4) {
+      const x = sv.getUint32(i, true);
+      if (((x | ((x - 0x01010101) & ~x)) & 0x80808080) !== 0) break;
+      ov.setUint32(o, x, true);
+      o += 4;
+    }
+    for (; i < end; i++) {
       const b = src[i];
       if (b === 0) continue;
       if (b < 0x80) buf[o++] = b;
@@ -104,10 +140,38 @@ export class BinaryCopyWriter {
   }
 
   /**
+   * Copies src[start, end) as a text field when it is ASCII without NUL (valid UTF-8 as it
+   * is, no U+FFFD possible), four bytes at a time; returns false, having written nothing,
+   * at the first other byte.
+   */
+  private ascii(src: Buffer, start: number, end: number): boolean {
+    this.ensure(4 + end - start);
+    const buf = this.buf;
+    const sv = dataView(src), ov = this.view();
+    let o = this.off + 4;
+    let i = start;
+    for (; i + 4 <= end; i += 4) {
+      const x = sv.getUint32(i, true);
+      if (((x | ((x - 0x01010101) & ~x)) & 0x80808080) !== 0) return false;
+      ov.setUint32(o, x, true);
+      o += 4;
+    }
+    for (; i < end; i++) {
+      const b = src[i];
+      if (b === 0 || b >= 0x80) return false;
+      buf[o++] = b;
+    }
+    buf.writeInt32BE(end - start, this.off);
+    this.off = o;
+    return true;
+  }
+
+  /**
    * A text field from bytes declared UTF-8: copied when valid, else decoded with U+FFFD
    * for the bad sequences. Returns whether the value holds U+FFFD (to be counted).
    */
   utf8(src: Buffer, start: number, end: number): boolean {
+    if (this.ascii(src, start, end)) return false;
     const bytes = src.subarray(start, end);
     if (!isUtf8(bytes) || bytes.includes(0)) {
       const s = bytes.toString('utf8');

@@ -8,6 +8,7 @@
 //   not a number is kept as it is and counted (`unparsed`), never guessed;
 // - D: YYYYMMDD → YYYY-MM-DD, '00000000'/blank = null, anything else kept and counted.
 import { AgroError } from '../../errors.ts';
+import { dataView } from './data-view.ts';
 
 export interface DbfField {
   /** Lower-cased, as the staging layer names them. */
@@ -98,14 +99,29 @@ const windows1252: TextDecode = (b, s, t) => {
 // [start, end) of the last span() (module scratch: no array per field).
 let spanStart = 0, spanEnd = 0;
 
-/** Sets [spanStart, spanEnd) to a field's content: up to the first NUL, spaces trimmed. */
+// Eight spaces read as one little-endian float64 (not NaN, not zero: equal only to the same bytes).
+const SPACES8 = new DataView(Buffer.alloc(8, 0x20).buffer).getFloat64(0, true);
+
+/**
+ * Sets [spanStart, spanEnd) to a field's content: up to the first NUL, spaces trimmed.
+ * The space padding is skipped from the end first, eight bytes at a time, so the NUL
+ * search covers the content only.
+ */
 function span(rec: Buffer, at: number, len: number): void {
-  let end = at;
-  const max = at + len;
-  while (end < max && rec[end] !== 0) end++;
+  let end = at + len;
+  if (len >= 16) {
+    const v = dataView(rec);
+    while (end - 8 >= at && v.getFloat64(end - 8, true) === SPACES8) end -= 8;
+  }
+  while (end > at && rec[end - 1] === 0x20) end--;
+  let nul = at;
+  while (nul < end && rec[nul] !== 0) nul++;
+  if (nul < end) {
+    end = nul;
+    while (end > at && rec[end - 1] === 0x20) end--;
+  }
   let start = at;
   while (start < end && rec[start] === 0x20) start++;
-  while (end > start && rec[end - 1] === 0x20) end--;
   spanStart = start;
   spanEnd = end;
 }
@@ -115,13 +131,16 @@ const TWO_53 = 2 ** 53;
 /**
  * One field's value, reused from record to record. A text field keeps its bytes (`rec`,
  * `start`, `end`) and is decoded only when `text`/`json` is read, so a writer can copy
- * Latin-1/UTF-8 bytes straight into the COPY stream; read it before the next record.
+ * Latin-1/UTF-8 bytes straight into the COPY stream; so does a number whose bytes are
+ * already its text (`plain`). Read it before the next record.
  */
 export class FieldValue {
-  /** Pending text bytes (null when the value is already a string, a number or NULL). */
+  /** Pending bytes (null when the value is already a string, a number or NULL). */
   rec: Buffer | null = null;
   start = 0;
   end = 0;
+  /** The pending bytes are ASCII and are the value's text: a number as JavaScript prints it. */
+  plain = false;
   unparsed = false;
   /** A numeric cell of asterisks (a writer's overflow): NULL, counted apart. */
   overflow = false;
@@ -132,29 +151,33 @@ export class FieldValue {
 
   setNull(): void {
     this.rec = this.str = this.num = null;
+    this.plain = false;
   }
 
   setString(t: string): void {
     this.rec = this.num = null;
+    this.plain = false;
     this.str = t;
   }
 
   setNumber(n: number): void {
     this.rec = null;
+    this.plain = false;
     this.num = n;
     this.str = String(n);
   }
 
-  setBytes(rec: Buffer, start: number, end: number): void {
+  setBytes(rec: Buffer, start: number, end: number, plain: boolean): void {
     this.rec = rec;
     this.start = start;
     this.end = end;
+    this.plain = plain;
     this.num = null;
   }
 
   get text(): string | null {
     if (this.rec) {
-      this.str = this.decode(this.rec, this.start, this.end);
+      this.str = this.plain ? this.rec.toString('latin1', this.start, this.end) : this.decode(this.rec, this.start, this.end);
       this.rec = null;
     }
     return this.str;
@@ -162,8 +185,48 @@ export class FieldValue {
 
   /** A JSON-ready value for `extra` (numbers as numbers). */
   get json(): string | number | null {
+    if (this.plain) return (this.num ??= Number(this.text));
     return this.num ?? this.text;
   }
+}
+
+/**
+ * Where the text of the decimal s..e of `b` ends when JavaScript prints its number as those
+ * same bytes, fraction zeros (and a bare point) dropped: '12.5000' → '12.5', '3.0' → '3';
+ * -1 when that is not sure, and the number goes the slow way (Number, then String). Sure
+ * for at most 15 digits (a decimal of 15 significant digits or fewer comes back from its
+ * double unchanged: DBL_DIG), without '+', a leading zero, an exponent, -0, or a value
+ * below 1e-6 (printed as 1e-7).
+ */
+function plainNumberEnd(b: Buffer, s: number, e: number): number {
+  let i = s;
+  if (b[i] === 0x2d) i++;
+  const intStart = i;
+  while (i < e && b[i] >= 0x30 && b[i] <= 0x39) i++;
+  const intDigits = i - intStart;
+  if (intDigits === 0 || (intDigits > 1 && b[intStart] === 0x30)) return -1;
+  const zeroInt = b[intStart] === 0x30; // the integer part is "0"
+  let cut = i, digits = intDigits;
+  if (i < e) {
+    if (b[i] !== 0x2e) return -1;
+    const fracStart = ++i;
+    while (i < e && b[i] >= 0x30 && b[i] <= 0x39) i++;
+    if (i !== e) return -1;
+    let f = e;
+    while (f > fracStart && b[f - 1] === 0x30) f--;
+    if (f > fracStart) {
+      cut = f;
+      digits += f - fracStart;
+      if (zeroInt) {
+        let z = fracStart;
+        while (b[z] === 0x30) z++;
+        if (z - fracStart >= 6) return -1;
+      }
+    }
+  }
+  if (digits > 15) return -1;
+  if (zeroInt && cut === intStart + 1 && intStart > s) return -1; // -0
+  return cut;
 }
 
 /** Whether s..e of `b` is a plain decimal number (what DBF N/F fields hold). */
@@ -205,6 +268,11 @@ export function decodeField(rec: Buffer, at: number, f: DbfField, out: FieldValu
         out.overflow = true;
         return false;
       }
+      const cut = plainNumberEnd(rec, s, e);
+      if (cut >= 0) {
+        out.setBytes(rec, s, cut, true);
+        return false;
+      }
       const t = rec.toString('latin1', s, e);
       const n = isDecimal(rec, s, e) ? Number(t) : NaN;
       if (!Number.isFinite(n)) {
@@ -225,7 +293,7 @@ export function decodeField(rec: Buffer, at: number, f: DbfField, out: FieldValu
       return out.unparsed;
     }
     default:
-      out.setBytes(rec, s, e);
+      out.setBytes(rec, s, e, false);
       return false;
   }
 }

@@ -106,16 +106,17 @@ export async function walkShapefile(
     const overflows = header.fields.map(() => 0);
     let deleted = 0, unparsed = 0, shpDone = false;
     for (let i = 0; i < header.records; i++) {
-      if (!(await dbf.ensure(header.recordLength))) throw new AgroError('malformed_source', `${dbfName}: ${header.records} records declared, ${i} present`);
+      // ensure() only when the bytes are not already there: an await per record costs more than its reading.
+      if (dbf.available < header.recordLength && !(await dbf.ensure(header.recordLength))) throw new AgroError('malformed_source', `${dbfName}: ${header.records} records declared, ${i} present`);
       const recAt = dbf.pos;
       dbf.pos += header.recordLength;
       // GDAL reads as many features as the DBF has records; a missing shape is NULL.
       let geom: ReturnType<typeof shapeWkb> = null;
-      if (!shpDone && (await shp.ensure(8))) {
+      if (!shpDone && (shp.available >= 8 || (await shp.ensure(8)))) {
         const num = shp.buf.readInt32BE(shp.pos);
         const len = shp.buf.readInt32BE(shp.pos + 4) * 2;
         if (num !== i + 1) throw new AgroError('malformed_source', `${name}: record ${i + 1} is numbered ${num} (records out of order)`);
-        if (!(await shp.ensure(8 + len))) throw new AgroError('malformed_source', `${name}: record ${i + 1} is cut short`);
+        if (shp.available < 8 + len && !(await shp.ensure(8 + len))) throw new AgroError('malformed_source', `${name}: record ${i + 1} is cut short`);
         geom = shapeWkb(shp.buf, shp.pos + 8, len, name);
         shp.pos += 8 + len;
       } else shpDone = true;
@@ -195,6 +196,7 @@ export async function stageShapefiles(
       // For each staging column the DBF field index (-1 = NULL); unmapped fields for `extra`.
       let plan: number[] = [];
       const kind = encodingKind(layer.encoding);
+      const layerName = Buffer.from(layer.name.replace(/\0/g, ''), 'utf8');
       let extras: { name: string; at: number }[] = [];
       const r = await walkShapefile(
         sources(layer),
@@ -213,11 +215,13 @@ export async function stageShapefiles(
         (values, geom) => {
           w.row(nFields);
           w.int8(++seq);
-          w.text(layer.name);
+          w.bytes(layerName);
           w.int4(layer.srid);
-          for (const i of plan) {
+          for (let c = 0; c < plan.length; c++) {
+            const i = plan[c];
             const v = i < 0 ? null : values[i];
-            if (v?.rec && kind === 'latin1') w.latin1(v.rec, v.start, v.end);
+            if (v?.rec && v.plain) w.bytes(v.rec, v.start, v.end);
+            else if (v?.rec && kind === 'latin1') w.latin1(v.rec, v.start, v.end);
             else if (v?.rec && kind === 'utf8') {
               if (w.utf8(v.rec, v.start, v.end)) replacementChars++;
             } else {

@@ -11,6 +11,7 @@
 //   M types carry M; null shapes and shapes without parts/points are NULL.
 // Coordinates are copied as they are (no closing, no re-orientation).
 import { AgroError } from '../../errors.ts';
+import { dataView } from './data-view.ts';
 
 const T_NULL = 0, T_POINT = 1, T_ARC = 3, T_POLYGON = 5, T_MULTIPOINT = 8;
 
@@ -96,21 +97,21 @@ const cut = (file: string) => new AgroError('malformed_source', `${file}: a .shp
 const WKB_POINT = 1, WKB_LINESTRING = 2, WKB_POLYGON = 3, WKB_MULTIPOINT = 4, WKB_MULTILINESTRING = 5, WKB_MULTIPOLYGON = 6;
 
 /** Signed shoelace area of a ring (negative = clockwise). */
-function ringArea(buf: Buffer, xy: number, n: number): number {
+function ringArea(v: DataView<ArrayBufferLike>, xy: number, n: number): number {
   let s = 0;
   for (let i = 0; i + 1 < n; i++) {
     const a = xy + 16 * i;
-    s += buf.readDoubleLE(a) * buf.readDoubleLE(a + 24) - buf.readDoubleLE(a + 16) * buf.readDoubleLE(a + 8);
+    s += v.getFloat64(a, true) * v.getFloat64(a + 24, true) - v.getFloat64(a + 16, true) * v.getFloat64(a + 8, true);
   }
   return s / 2;
 }
 
 /** Even-odd point-in-ring test (the point on the ring counts as outside). */
-function pointInRing(buf: Buffer, xy: number, n: number, x: number, y: number): boolean {
+function pointInRing(v: DataView<ArrayBufferLike>, xy: number, n: number, x: number, y: number): boolean {
   let inside = false;
   for (let i = 0, j = n - 1; i < n; j = i++) {
-    const xi = buf.readDoubleLE(xy + 16 * i), yi = buf.readDoubleLE(xy + 16 * i + 8);
-    const xj = buf.readDoubleLE(xy + 16 * j), yj = buf.readDoubleLE(xy + 16 * j + 8);
+    const xi = v.getFloat64(xy + 16 * i, true), yi = v.getFloat64(xy + 16 * i + 8, true);
+    const xj = v.getFloat64(xy + 16 * j, true), yj = v.getFloat64(xy + 16 * j + 8, true);
     if (yi > y !== yj > y && x < ((xj - xi) * (y - yi)) / (yj - yi) + xi) inside = !inside;
   }
   return inside;
@@ -143,23 +144,29 @@ function ringsOf(buf: Buffer, p: Parsed): Ring[] {
  */
 function organise(buf: Buffer, p: Parsed, rings: Ring[]): number[][] {
   if (rings.length === 1) return [[0]];
+  const v = dataView(buf);
   const outers: number[] = [];
   for (let i = 0; i < rings.length; i++) {
     const r = rings[i];
+    r.area = ringArea(v, p.xyAt + 16 * r.start, r.n);
+    if (r.area < 0) outers.push(i);
+  }
+  if (outers.length === 1) {
+    const o = outers[0];
+    const poly = [o];
+    for (let i = 0; i < rings.length; i++) if (i !== o) poly.push(i);
+    return [poly];
+  }
+  // Boxes only when a hole has more than one candidate outer ring.
+  for (const r of rings) {
     const xy = p.xyAt + 16 * r.start;
-    r.area = ringArea(buf, xy, r.n);
     for (let k = 0; k < r.n; k++) {
-      const x = buf.readDoubleLE(xy + 16 * k), y = buf.readDoubleLE(xy + 16 * k + 8);
+      const x = v.getFloat64(xy + 16 * k, true), y = v.getFloat64(xy + 16 * k + 8, true);
       if (x < r.minX) r.minX = x;
       if (x > r.maxX) r.maxX = x;
       if (y < r.minY) r.minY = y;
       if (y > r.maxY) r.maxY = y;
     }
-    if (r.area < 0) outers.push(i);
-  }
-  if (outers.length === 1) {
-    const o = outers[0];
-    return [[o, ...rings.map((_, i) => i).filter((i) => i !== o)]];
   }
   // Smallest containing outer ring first (GDAL walks outers by increasing area).
   const bySize = [...outers].sort((a, b) => rings[a].area - rings[b].area).reverse();
@@ -174,7 +181,7 @@ function organise(buf: Buffer, p: Parsed, rings: Ring[]): number[][] {
       if (-h.area <= Math.abs(r.area)) continue;
       if (h.minX > r.minX || h.maxX < r.maxX || h.minY > r.minY || h.maxY < r.maxY) continue;
       const xy = p.xyAt + 16 * r.start;
-      if (r.n === 0 || pointInRing(buf, p.xyAt + 16 * h.start, h.n, buf.readDoubleLE(xy), buf.readDoubleLE(xy + 8))) {
+      if (r.n === 0 || pointInRing(v, p.xyAt + 16 * h.start, h.n, v.getFloat64(xy, true), v.getFloat64(xy + 8, true))) {
         host = o;
         break;
       }
