@@ -67,11 +67,9 @@ export async function themeAreas(pool: pg.Pool, client: pg.ClientBase, a: { them
   await client.query(`ANALYZE ${a.theme_area}`);
 }
 
-/** The staged inputs, largest staging table first (the order the two connections take them in). */
-export async function largestFirst<T extends { stage: Sql }>(client: pg.ClientBase, inputs: T[]): Promise<T[]> {
-  const r = await client.query(`SELECT ord, pg_total_relation_size(t::regclass) AS bytes FROM unnest($1::text[]) WITH ORDINALITY AS x(t, ord)`, [inputs.map((i) => i.stage)]);
-  const bytes = new Map<number, number>(r.rows.map((x) => [Number(x.ord) - 1, Number(x.bytes)]));
-  return inputs.map((t, i) => ({ t, b: bytes.get(i) ?? 0, i })).sort((x, y) => y.b - x.b || x.i - y.i).map((x) => x.t);
+/** A staged input's size on disk (the typed passes waiting for a connection go heaviest first). */
+export async function tableBytes(client: pg.ClientBase, table: Sql): Promise<number> {
+  return Number((await client.query(`SELECT pg_total_relation_size($1::regclass) AS bytes`, [table])).rows[0].bytes);
 }
 
 /** Builds a relation's snapshot from typed rows (`s`): the declaration's select list, nothing joined back. */
