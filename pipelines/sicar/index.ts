@@ -28,10 +28,10 @@ import { stepTimer } from '../../src/etl/steps.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
 import { tableName, type Sql } from '../../src/sql.ts';
 import {
-  NO_LINK, buildFromTyped, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, tableBytes, propertyFacts, themeAreas, themeLink,
-  typeProperties, typeTheme, winningProperties, type ThemeLink,
+  NO_LINK, buildFromTyped, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, tableBytes, propertyFacts, themeAreaPart, themeLink,
+  typeProperties, typeTheme, winningProperties, type PropertyFacts, type ThemeLink,
 } from './queries.ts';
-import { indexSnapshotTables, overlapOn, type Overlap } from './two-connections.ts';
+import { indexSnapshotTables, indexTasks, onTwoConnections, overlapOn, type Overlap } from './two-connections.ts';
 import { CAR_IMOVEL, CAR_TEMA } from './relations.ts';
 import { addWfsFacts, fetchWfsState, isWfsManifest, sicarRoute, sicarSourceInfo, stageWfsAreaImovel, type WfsStaged } from './wfs-route.ts';
 
@@ -131,6 +131,8 @@ const dropRepairColumn = (client: pg.ClientBase, stage: Sql) => client.query(`AL
 interface TypedInput {
   verdicts: Record<string, number>;
   linked?: UnkeyedThemeFacts;
+  /** AREA_IMOVEL's counted facts (dates, numbers, unknown codes). */
+  properties?: PropertyFacts;
 }
 
 /** Other-state rows and theme polygons that could not be linked to one property are dropped by design (counted); the rest of what is not kept is rejected. */
@@ -218,10 +220,12 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       live();
       await dropRepairColumn(c, t.stage);
       const verdicts = await countVerdicts(c, t.typed, t.stage);
+      // What the facts count of the properties, from their typed table (one scan), while the themes are read.
+      const counted = t.theme === 'AREA_IMOVEL' ? await steps.time('facts AREA_IMOVEL', () => propertyFacts(c, t.typed)) : undefined;
       // A theme's staged rows are read no more: dropped here, while the other connection works,
       // rather than with the run's cleanup (about 1 s a dropped table at 200,000 properties).
       if (t.theme !== 'AREA_IMOVEL') await c.query(`DROP TABLE ${t.stage}`);
-      return { verdicts, linked: unkeyedFacts };
+      return { verdicts, linked: unkeyedFacts, properties: counted };
     };
     // AREA_IMOVEL first: a drifted or broken main layer fails before themes are read. Its typed
     // pass goes first too (weight: the themes wait for it when they link spatially).
@@ -278,39 +282,53 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         else facts.notes.push(`${t.theme}: no polygon of its layers without cod_imovel could be linked to a property; the theme is skipped and ${t.theme.toLowerCase()} areas are NULL`);
       }
 
-      // The theme polygons of this snapshot (their kept typed rows), then hectares per property and theme.
+      // The theme polygons of this snapshot (their kept typed rows) and the hectares per property
+      // and theme (from the same rows) at once: car_tema's build on one connection, the hectares'
+      // two parts on the other (the free one takes the second part).
       const carTema = tableName(await target.table('car_tema'));
-      if (loadedThemes.length) {
-        await steps.time('car_tema', () => buildFromTyped(client, { rel: CAR_TEMA, target: carTema, from: keptThemeRows(loadedThemes.map((t) => t.typed)), asOf: target.asOf, snapshotId: target.snapshotId }));
+      const themeArea = loadedThemes.length ? tableName(ctx.stagingTable('theme_area')) : null;
+      if (themeArea) {
+        const kept = keptThemeRows(loadedThemes.map((t) => t.typed));
+        await createThemeArea(client, themeArea);
+        await onTwoConnections(ctx.pool, client, [
+          (c: pg.ClientBase) => steps.time('car_tema', () => buildFromTyped(c, { rel: CAR_TEMA, target: carTema, from: kept, asOf: target.asOf, snapshotId: target.snapshotId })),
+          ...([0, 1] as const).map((part) => (c: pg.ClientBase) => steps.time(`theme_area ${part + 1}/2`, () => themeAreaPart(c, { theme_area: themeArea, polygons: kept, part }))),
+        ]);
+        await indexThemeArea(client, themeArea);
       } else {
         await client.query(`CREATE TABLE ${carTema} (LIKE snap.car_tema__template INCLUDING ALL)`);
       }
       await checkSnapshotTable(client, 'car_tema', carTema);
-      const themeArea = loadedThemes.length ? tableName(ctx.stagingTable('theme_area')) : null;
-      if (themeArea) await steps.time('theme_area', () => themeAreas(ctx.pool, client, { theme_area: themeArea, car_tema: carTema }));
 
+      // car_imovel's build beside car_tema's indexes (its GiST is the longest index).
       const table = tableName(await target.table('car_imovel'));
       const loaded = (name: Theme) => loadedThemes.some((t) => t.theme === name);
-      await steps.time('car_imovel', () =>
-        buildFromTyped(client, {
-          rel: CAR_IMOVEL, target: table, asOf: target.asOf, snapshotId: target.snapshotId,
-          from: winningProperties(main.typed, themeArea, { apps: loaded('APPS'), rl: loaded('RESERVA_LEGAL'), ac: loaded('AREA_CONSOLIDADA') }),
-        }));
+      const [first, ...rest] = indexTasks(carTema, CAR_TEMA.indexes).map(({ name, task }) => (c: pg.ClientBase) => steps.time(`car_tema index ${name}`, () => task(c)));
+      await onTwoConnections(ctx.pool, client, [
+        ...(first ? [first] : []),
+        (c: pg.ClientBase) => steps.time('car_imovel', () =>
+          buildFromTyped(c, {
+            rel: CAR_IMOVEL, target: table, asOf: target.asOf, snapshotId: target.snapshotId,
+            from: winningProperties(main.typed, themeArea, { apps: loaded('APPS'), rl: loaded('RESERVA_LEGAL'), ac: loaded('AREA_CONSOLIDADA') }),
+          })),
+        ...rest,
+      ]);
       const rows = await checkSnapshotTable(client, 'car_imovel', table);
       const okRows = verdicts.ok ?? 0;
       if (okRows > rows) facts.dropped.duplicate_car = okRows - rows;
-      return { table, carTema, rows };
+      return { table, carTema, rows, properties: typed.get(main)!.properties! };
     }, (r) => r.rows, () => ({ steps: steps.timings, timeline: timeline(staged, typing.ov!.spans, readMs, readEnd) }));
 
-    // The two tables' indexes on two connections (car_tema's GiST alone is the longest).
+    // car_imovel's indexes (car_tema's were built during normalise, beside car_imovel's build),
+    // then ANALYZE of both tables.
     await ctx.stage('index', () => indexSnapshotTables(ctx.pool, client, [
-      { table: built.carTema, indexes: CAR_TEMA.indexes },
+      { table: built.carTema, indexes: {} },
       { table: built.table, indexes: CAR_IMOVEL.indexes },
-    ]));
+    ]), undefined, () => ({ built_during_normalise: Object.keys(steps.timings).filter((k) => k.startsWith('car_tema index ')) }));
 
     // Quality facts: from the typed pass (one scan of it), the reader's counts and the snapshot.
     facts.fields.empty = await countNulls(client, built.table, CAR_IMOVEL.counted);
-    const pf = await propertyFacts(client, main.typed);
+    const pf = built.properties;
     for (const d of pf.dates) {
       if (d.kind === 'placeholder') facts.dates.placeholders[d.col] = d.n;
       if (d.kind === 'bad') facts.dates.unparseable[d.col] = d.n;

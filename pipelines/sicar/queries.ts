@@ -56,15 +56,30 @@ export function themeLink(links: Sql, layers: string[]): ThemeLink {
   };
 }
 
+/** The theme hectares' table (filled by `themeAreaPart`, then `indexThemeArea`). */
+export async function createThemeArea(client: pg.ClientBase, theme_area: Sql): Promise<void> {
+  await client.query(`CREATE UNLOGGED TABLE ${theme_area} (car text, app_ha double precision, reserva_legal_ha double precision, area_consolidada_ha double precision)`);
+}
+
 /**
- * Hectares per property and theme, without double counting (sql/queries/sicar_theme_area.sql):
- * the two halves (by a hash of the CAR number) on two connections into one table, indexed by car.
+ * Hectares per property and theme, without double counting (sql/queries/sicar_theme_area.sql),
+ * of one of two parts of the properties (a hash of the CAR number), from `polygons`: car_tema or
+ * the kept typed rows it is built from.
  */
-export async function themeAreas(pool: pg.Pool, client: pg.ClientBase, a: { theme_area: Sql; car_tema: Sql }): Promise<void> {
-  await client.query(`CREATE UNLOGGED TABLE ${a.theme_area} (car text, app_ha double precision, reserva_legal_ha double precision, area_consolidada_ha double precision)`);
-  await onTwoConnections(pool, client, [0, 1].map((part) => (c: pg.ClientBase) => c.query(fillSql('queries/sicar_theme_area', { ...a, part: sqlLiteral(part) }))));
-  await client.query(`CREATE INDEX ON ${a.theme_area} (car)`);
-  await client.query(`ANALYZE ${a.theme_area}`);
+export async function themeAreaPart(c: pg.ClientBase, a: { theme_area: Sql; polygons: Sql; part: 0 | 1 }): Promise<void> {
+  await c.query(fillSql('queries/sicar_theme_area', { theme_area: a.theme_area, polygons: a.polygons, part: sqlLiteral(a.part) }));
+}
+
+export async function indexThemeArea(client: pg.ClientBase, theme_area: Sql): Promise<void> {
+  await client.query(`CREATE INDEX ON ${theme_area} (car)`);
+  await client.query(`ANALYZE ${theme_area}`);
+}
+
+/** The theme hectares: the two parts on two connections into one table, indexed by car. */
+export async function themeAreas(pool: pg.Pool, client: pg.ClientBase, a: { theme_area: Sql; polygons: Sql }): Promise<void> {
+  await createThemeArea(client, a.theme_area);
+  await onTwoConnections(pool, client, ([0, 1] as const).map((part) => (c: pg.ClientBase) => themeAreaPart(c, { ...a, part })));
+  await indexThemeArea(client, a.theme_area);
 }
 
 /** A staged input's size on disk (the typed passes waiting for a connection go heaviest first). */

@@ -43,19 +43,20 @@ export async function onTwoConnections<T>(pool: pg.Pool, client: pg.ClientBase, 
 }
 
 /**
- * The declared indexes of several snapshot tables on two connections, then ANALYZE of each.
- * Each index of a table without a primary key is its own task (two indexes of one table build
- * at once: CREATE INDEX takes a share lock); a table with a primary key keeps its statements
- * in one task, in order (ALTER TABLE … ADD CONSTRAINT locks the table).
+ * The declared indexes of a snapshot table as tasks for two connections: each index of a
+ * table without a primary key is its own task (two indexes of one table build at once:
+ * CREATE INDEX takes a share lock); a table with a primary key keeps its statements in one
+ * task, in order (ALTER TABLE … ADD CONSTRAINT locks the table).
  */
+export function indexTasks(table: string, indexes: SnapshotIndexes): { name: string; task: Task<unknown> }[] {
+  const statements = indexStatements(table, indexes);
+  if (indexes.primaryKey?.length) return statements.length ? [{ name: statements.map((s) => s.name).join('+'), task: async (c) => { for (const s of statements) await c.query(s.sql); } }] : [];
+  return statements.map((s) => ({ name: s.name, task: (c) => c.query(s.sql) }));
+}
+
+/** The declared indexes of several snapshot tables on two connections (`indexTasks`), then ANALYZE of each. */
 export async function indexSnapshotTables(pool: pg.Pool, client: pg.ClientBase, tables: { table: string; indexes: SnapshotIndexes }[]): Promise<void> {
-  const tasks: Task<unknown>[] = [];
-  for (const { table, indexes } of tables) {
-    const statements = indexStatements(table, indexes).map((s) => s.sql);
-    if (indexes.primaryKey?.length) tasks.push(async (c) => { for (const sql of statements) await c.query(sql); });
-    else for (const sql of statements) tasks.push((c) => c.query(sql));
-  }
-  await onTwoConnections(pool, client, tasks);
+  await onTwoConnections(pool, client, tables.flatMap(({ table, indexes }) => indexTasks(table, indexes).map((t) => t.task)));
   await onTwoConnections(pool, client, tables.map(({ table }) => (c: pg.ClientBase) => c.query(`ANALYZE ${table}`)));
 }
 
