@@ -47,7 +47,7 @@ async function compare(): Promise<{ ours: Map<string, Row>; plain: Map<string, R
   const client = await db.pool.connect();
   try {
     await client.query('DROP TABLE IF EXISTS t.theme_area');
-    await themeAreas(db.pool, client, { theme_area: tableName('t.theme_area'), car_tema: tableName('t.car_tema') });
+    await themeAreas(db.pool, client, { theme_area: tableName('t.theme_area'), polygons: tableName('t.car_tema') });
     const cars = (await client.query(`SELECT DISTINCT car FROM t.car_tema ORDER BY car`)).rows.map((r) => r.car as string);
     const ours = new Map<string, Row>((await client.query(`SELECT * FROM t.theme_area`)).rows.map((r) => [r.car, r]));
     const plain = new Map<string, Row>((await client.query(PLAIN_UNION)).rows.map((r) => [r.car, r]));

@@ -28,10 +28,10 @@ import { stepTimer } from '../../src/etl/steps.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
 import { tableName, type Sql } from '../../src/sql.ts';
 import {
-  NO_LINK, buildFromTyped, keptThemeRows, largestFirst, linkProperties, linkTheme, orphanThemePolygons, propertyFacts, themeAreas, themeLink,
-  typeProperties, typeTheme, winningProperties, type ThemeLink,
+  NO_LINK, buildFromTyped, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, tableBytes, propertyFacts, themeAreaPart, themeLink,
+  typeProperties, typeTheme, winningProperties, type PropertyFacts, type ThemeLink,
 } from './queries.ts';
-import { indexSnapshotTables, onTwoConnections } from './two-connections.ts';
+import { indexSnapshotTables, indexTasks, onTwoConnections, overlapOn, type Overlap } from './two-connections.ts';
 import { CAR_IMOVEL, CAR_TEMA } from './relations.ts';
 import { addWfsFacts, fetchWfsState, isWfsManifest, sicarRoute, sicarSourceInfo, stageWfsAreaImovel, type WfsStaged } from './wfs-route.ts';
 
@@ -131,6 +131,8 @@ const dropRepairColumn = (client: pg.ClientBase, stage: Sql) => client.query(`AL
 interface TypedInput {
   verdicts: Record<string, number>;
   linked?: UnkeyedThemeFacts;
+  /** AREA_IMOVEL's counted facts (dates, numbers, unknown codes). */
+  properties?: PropertyFacts;
 }
 
 /** Other-state rows and theme polygons that could not be linked to one property are dropped by design (counted); the rest of what is not kept is rejected. */
@@ -165,66 +167,108 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
   const facts = emptyFacts();
   const client = await ctx.pool.connect();
   const uf = ctx.scope!;
+  // The typed passes that overlap the read (a second connection): abandoned on any failure.
+  const typing: { ov: Overlap<StagedInput, TypedInput> | null } = { ov: null };
   try {
-    const staged = await ctx.stage(
-      'read',
-      async () => {
-        const out: StagedInput[] = [];
-        // AREA_IMOVEL first: a drifted or broken main layer fails before themes are read.
-        for (const f of [...files].sort((a, b) => (themeOf(a) === 'AREA_IMOVEL' ? -1 : themeOf(b) === 'AREA_IMOVEL' ? 1 : 0))) {
-          out.push(await stageInput(ctx, client, f, themeOf(f)));
-        }
-        return out;
-      },
-      (s) => s.reduce((a, t) => a + t.rows, 0),
-      (s) => Object.fromEntries(s.map((t) => [t.theme, { rows: t.rows, layers: t.layers.map((l) => l.name), ...(t.read ? { reader: t.read.reader } : {}) }])),
-    );
-    const main = staged.find((t) => t.theme === 'AREA_IMOVEL')!;
-    const themes = staged.filter((t) => t.theme !== 'AREA_IMOVEL');
-    let mainRejected = 0;
-
     const steps = stepTimer(client);
     const unkeyed: Record<string, UnkeyedThemeFacts> = {};
     const loadedThemes: StagedInput[] = [];
-    const built = await ctx.stage('normalise', async () => {
-      // One typed pass per input (repairs, verdict, typed columns, counted facts, from the
-      // staged rows alone), the inputs on two connections, largest first. Their facts are
-      // added afterwards in the inputs' order, as before. Themes of the older layout (no
-      // cod_imovel) are linked to the typed properties: AREA_IMOVEL goes first then.
-      const properties = tableName(ctx.stagingTable('link_properties'));
-      const typeInput = async (c: pg.ClientBase, t: StagedInput, split: boolean): Promise<TypedInput> => {
-        await steps.time(`repair ${t.theme}`, async () => {
-          t.repair = await repairInPlace(c, t.stage, ctx.cfg.repairTimeoutMs, split ? { pool: ctx.pool } : {});
-        });
-        let link: ThemeLink = NO_LINK;
-        let linked: UnkeyedThemeFacts | undefined;
-        if (t === main) {
-          await steps.time('typed AREA_IMOVEL', () => typeProperties(c, { typed: main.typed, stage: main.stage, uf, asOf: target.asOf }));
-        } else {
-          if (t.unkeyedLayers.length) {
-            const links = tableName(ctx.stagingTable(`${t.theme.toLowerCase()}_links`));
-            const n = await steps.time(`link ${t.theme}`, () => linkTheme(c, { links, stage: t.stage, properties, layers: t.unkeyedLayers }));
-            linked = { layers: t.unkeyedLayers, ...n, regra: LINK_RULE };
-            link = themeLink(links, t.unkeyedLayers);
-          }
-          await steps.time(`typed ${t.theme}`, () => typeTheme(c, { typed: t.typed, stage: t.stage, uf, tema: t.theme, link }));
-        }
-        await dropRepairColumn(c, t.stage);
-        const verdicts = await countVerdicts(c, t.typed, t.stage);
-        // A theme's staged rows are read no more: dropped here, while the other connection works,
-        // rather than with the run's cleanup (about 1 s a dropped table at 200,000 properties).
-        if (t !== main) await c.query(`DROP TABLE ${t.stage}`);
-        return { verdicts, linked };
-      };
-      const typed = new Map<StagedInput, TypedInput>();
-      const queue = await largestFirst(client, staged);
-      if (themes.some((t) => t.unkeyedLayers.length)) {
-        typed.set(main, await typeInput(client, main, true));
-        await steps.time('link properties', () => linkProperties(client, { properties, typed: main.typed }));
-        queue.splice(queue.indexOf(main), 1);
+    // One typed pass per input (repairs, verdict, typed columns, counted facts, from the staged
+    // rows alone; then its staging table is dropped): each starts on a second connection as
+    // soon as its input is staged, while the next zip is read on this one, so both cores work.
+    // Themes of the older layout (no cod_imovel) are linked to the typed properties: they wait
+    // for AREA_IMOVEL's typed pass (read first, taken first) and the linking table.
+    const properties = tableName(ctx.stagingTable('link_properties'));
+    const mainDone = settledLater();
+    let linking: Promise<void> | null = null;
+    const propertiesLinked = (c: pg.ClientBase) => (linking ??= mainDone.promise.then(() => steps.time('link properties', () => linkProperties(c, { properties, typed: staged[0].typed }))));
+    const typeInput = async (c: pg.ClientBase, t: StagedInput, live: () => void): Promise<TypedInput> => {
+      if (t.theme !== 'AREA_IMOVEL') return typeOne(c, t, live);
+      // Themes linked spatially wait for this one: they fail with it.
+      try {
+        const r = await typeOne(c, t, live);
+        mainDone.resolve();
+        return r;
+      } catch (e) {
+        mainDone.reject(e);
+        throw e;
       }
-      const results = await onTwoConnections(ctx.pool, client, queue.map((t) => (c: pg.ClientBase) => typeInput(c, t, queue.length === 1)));
-      queue.forEach((t, i) => typed.set(t, results[i]));
+    };
+    const typeOne = async (c: pg.ClientBase, t: StagedInput, live: () => void): Promise<TypedInput> => {
+      // Alone (no theme): the validity scan is split over two connections, the reader being done.
+      const split = files.length === 1;
+      await steps.time(`repair ${t.theme}`, async () => {
+        t.repair = await repairInPlace(c, t.stage, ctx.cfg.repairTimeoutMs, split ? { pool: ctx.pool } : {});
+      });
+      live();
+      let link: ThemeLink = NO_LINK;
+      let unkeyedFacts: UnkeyedThemeFacts | undefined;
+      if (t.theme === 'AREA_IMOVEL') {
+        await steps.time('typed AREA_IMOVEL', () => typeProperties(c, { typed: t.typed, stage: t.stage, uf, asOf: target.asOf }));
+      } else {
+        if (t.unkeyedLayers.length) {
+          await propertiesLinked(c);
+          live();
+          const links = tableName(ctx.stagingTable(`${t.theme.toLowerCase()}_links`));
+          const n = await steps.time(`link ${t.theme}`, () => linkTheme(c, { links, stage: t.stage, properties, layers: t.unkeyedLayers }));
+          unkeyedFacts = { layers: t.unkeyedLayers, ...n, regra: LINK_RULE };
+          link = themeLink(links, t.unkeyedLayers);
+          live();
+        }
+        await steps.time(`typed ${t.theme}`, () => typeTheme(c, { typed: t.typed, stage: t.stage, uf, tema: t.theme, link }));
+      }
+      live();
+      await dropRepairColumn(c, t.stage);
+      const verdicts = await countVerdicts(c, t.typed, t.stage);
+      // What the facts count of the properties, from their typed table (one scan), while the themes are read.
+      const counted = t.theme === 'AREA_IMOVEL' ? await steps.time('facts AREA_IMOVEL', () => propertyFacts(c, t.typed)) : undefined;
+      // A theme's staged rows are read no more: dropped here, while the other connection works,
+      // rather than with the run's cleanup (about 1 s a dropped table at 200,000 properties).
+      if (t.theme !== 'AREA_IMOVEL') await c.query(`DROP TABLE ${t.stage}`);
+      return { verdicts, linked: unkeyedFacts, properties: counted };
+    };
+    // AREA_IMOVEL first: a drifted or broken main layer fails before themes are read. Its typed
+    // pass goes first too (weight: the themes wait for it when they link spatially).
+    const ordered = [...files].sort((a, b) => (themeOf(a) === 'AREA_IMOVEL' ? -1 : themeOf(b) === 'AREA_IMOVEL' ? 1 : 0));
+    const staged: StagedInput[] = [];
+    const readMs: Record<string, number> = {};
+    const t0 = performance.now();
+    const since = () => Math.round(performance.now() - t0);
+    try {
+      await ctx.stage(
+        'read',
+        async () => {
+          const ov = (typing.ov = await overlapOn(ctx.pool, client, typeInput));
+          for (const f of ordered) {
+            ov.check();
+            const r0 = performance.now();
+            const t = await stageInput(ctx, client, f, themeOf(f));
+            readMs[t.theme] = Math.round(performance.now() - r0);
+            staged.push(t);
+            // Sized before it is handed over (its repair then alters the table).
+            const weight = t.theme === 'AREA_IMOVEL' ? Infinity : await tableBytes(client, t.stage);
+            ov.push(t, weight);
+          }
+          // A typed pass that failed while the last zip was read fails the read.
+          ov.check();
+        },
+        () => staged.reduce((a, t) => a + t.rows, 0),
+        () => Object.fromEntries(staged.map((t) => [t.theme, { rows: t.rows, ms: readMs[t.theme], layers: t.layers.map((l) => l.name), ...(t.read ? { reader: t.read.reader } : {}) }])),
+      );
+    } catch (e) {
+      await typing.ov?.abandon();
+      throw e;
+    }
+    const readEnd = since();
+    const main = staged[0];
+    const themes = staged.slice(1);
+    let mainRejected = 0;
+
+    const built = await ctx.stage('normalise', async () => {
+      // The typed passes not done while reading, on both connections now (heaviest first); their
+      // facts are added in the inputs' order, as before.
+      const results = await typing.ov!.finish();
+      const typed = new Map<StagedInput, TypedInput>(staged.map((t, i) => [t, results[i]]));
 
       const verdicts = typed.get(main)!.verdicts;
       mainRejected = Object.entries(verdicts).filter(([v]) => v !== 'ok' && !DROPPED_VERDICTS.includes(v)).reduce((a, [, n]) => a + n, 0);
@@ -238,39 +282,53 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
         else facts.notes.push(`${t.theme}: no polygon of its layers without cod_imovel could be linked to a property; the theme is skipped and ${t.theme.toLowerCase()} areas are NULL`);
       }
 
-      // The theme polygons of this snapshot (their kept typed rows), then hectares per property and theme.
+      // The theme polygons of this snapshot (their kept typed rows) and the hectares per property
+      // and theme (from the same rows) at once: car_tema's build on one connection, the hectares'
+      // two parts on the other (the free one takes the second part).
       const carTema = tableName(await target.table('car_tema'));
-      if (loadedThemes.length) {
-        await steps.time('car_tema', () => buildFromTyped(client, { rel: CAR_TEMA, target: carTema, from: keptThemeRows(loadedThemes.map((t) => t.typed)), asOf: target.asOf, snapshotId: target.snapshotId }));
+      const themeArea = loadedThemes.length ? tableName(ctx.stagingTable('theme_area')) : null;
+      if (themeArea) {
+        const kept = keptThemeRows(loadedThemes.map((t) => t.typed));
+        await createThemeArea(client, themeArea);
+        await onTwoConnections(ctx.pool, client, [
+          (c: pg.ClientBase) => steps.time('car_tema', () => buildFromTyped(c, { rel: CAR_TEMA, target: carTema, from: kept, asOf: target.asOf, snapshotId: target.snapshotId })),
+          ...([0, 1] as const).map((part) => (c: pg.ClientBase) => steps.time(`theme_area ${part + 1}/2`, () => themeAreaPart(c, { theme_area: themeArea, polygons: kept, part }))),
+        ]);
+        await indexThemeArea(client, themeArea);
       } else {
         await client.query(`CREATE TABLE ${carTema} (LIKE snap.car_tema__template INCLUDING ALL)`);
       }
       await checkSnapshotTable(client, 'car_tema', carTema);
-      const themeArea = loadedThemes.length ? tableName(ctx.stagingTable('theme_area')) : null;
-      if (themeArea) await steps.time('theme_area', () => themeAreas(ctx.pool, client, { theme_area: themeArea, car_tema: carTema }));
 
+      // car_imovel's build beside car_tema's indexes (its GiST is the longest index).
       const table = tableName(await target.table('car_imovel'));
       const loaded = (name: Theme) => loadedThemes.some((t) => t.theme === name);
-      await steps.time('car_imovel', () =>
-        buildFromTyped(client, {
-          rel: CAR_IMOVEL, target: table, asOf: target.asOf, snapshotId: target.snapshotId,
-          from: winningProperties(main.typed, themeArea, { apps: loaded('APPS'), rl: loaded('RESERVA_LEGAL'), ac: loaded('AREA_CONSOLIDADA') }),
-        }));
+      const [first, ...rest] = indexTasks(carTema, CAR_TEMA.indexes).map(({ name, task }) => (c: pg.ClientBase) => steps.time(`car_tema index ${name}`, () => task(c)));
+      await onTwoConnections(ctx.pool, client, [
+        ...(first ? [first] : []),
+        (c: pg.ClientBase) => steps.time('car_imovel', () =>
+          buildFromTyped(c, {
+            rel: CAR_IMOVEL, target: table, asOf: target.asOf, snapshotId: target.snapshotId,
+            from: winningProperties(main.typed, themeArea, { apps: loaded('APPS'), rl: loaded('RESERVA_LEGAL'), ac: loaded('AREA_CONSOLIDADA') }),
+          })),
+        ...rest,
+      ]);
       const rows = await checkSnapshotTable(client, 'car_imovel', table);
       const okRows = verdicts.ok ?? 0;
       if (okRows > rows) facts.dropped.duplicate_car = okRows - rows;
-      return { table, carTema, rows };
-    }, (r) => r.rows, () => ({ steps: steps.timings }));
+      return { table, carTema, rows, properties: typed.get(main)!.properties! };
+    }, (r) => r.rows, () => ({ steps: steps.timings, timeline: timeline(staged, typing.ov!.spans, readMs, readEnd) }));
 
-    // The two tables' indexes on two connections (car_tema's GiST alone is the longest).
+    // car_imovel's indexes (car_tema's were built during normalise, beside car_imovel's build),
+    // then ANALYZE of both tables.
     await ctx.stage('index', () => indexSnapshotTables(ctx.pool, client, [
-      { table: built.carTema, indexes: CAR_TEMA.indexes },
+      { table: built.carTema, indexes: {} },
       { table: built.table, indexes: CAR_IMOVEL.indexes },
-    ]));
+    ]), undefined, () => ({ built_during_normalise: Object.keys(steps.timings).filter((k) => k.startsWith('car_tema index ')) }));
 
     // Quality facts: from the typed pass (one scan of it), the reader's counts and the snapshot.
     facts.fields.empty = await countNulls(client, built.table, CAR_IMOVEL.counted);
-    const pf = await propertyFacts(client, main.typed);
+    const pf = built.properties;
     for (const d of pf.dates) {
       if (d.kind === 'placeholder') facts.dates.placeholders[d.col] = d.n;
       if (d.kind === 'bad') facts.dates.unparseable[d.col] = d.n;
@@ -322,8 +380,31 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
       fingerprint: main.fingerprint,
     };
   } finally {
+    await typing.ov?.abandon();
     client.release();
   }
+}
+
+/** A promise settled from outside (rejections are awaited by whoever waits on it, or ignored). */
+function settledLater() {
+  let resolve!: () => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+  promise.catch(() => {});
+  return { promise, resolve, reject };
+}
+
+/**
+ * When each input's typed pass ran, in seconds from the start of the read stage, beside the
+ * read stage's end: the typed passes overlap the read (the ledger's `read` ends when the last
+ * zip is staged; `normalise` covers what is left).
+ */
+function timeline(staged: StagedInput[], spans: { start: number; end: number }[], readMs: Record<string, number>, readEnd: number) {
+  const s = (ms: number) => Math.round(ms) / 1000;
+  return {
+    read_end_s: s(readEnd),
+    inputs: staged.map((t, i) => ({ input: t.theme, read_s: s(readMs[t.theme] ?? 0), typed_from_s: s(spans[i]?.start ?? -1), typed_to_s: s(spans[i]?.end ?? -1) })),
+  };
 }
 
 export const sicar: Pipeline = {

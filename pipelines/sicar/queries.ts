@@ -56,22 +56,35 @@ export function themeLink(links: Sql, layers: string[]): ThemeLink {
   };
 }
 
-/**
- * Hectares per property and theme, without double counting (sql/queries/sicar_theme_area.sql):
- * the two halves (by a hash of the CAR number) on two connections into one table, indexed by car.
- */
-export async function themeAreas(pool: pg.Pool, client: pg.ClientBase, a: { theme_area: Sql; car_tema: Sql }): Promise<void> {
-  await client.query(`CREATE UNLOGGED TABLE ${a.theme_area} (car text, app_ha double precision, reserva_legal_ha double precision, area_consolidada_ha double precision)`);
-  await onTwoConnections(pool, client, [0, 1].map((part) => (c: pg.ClientBase) => c.query(fillSql('queries/sicar_theme_area', { ...a, part: sqlLiteral(part) }))));
-  await client.query(`CREATE INDEX ON ${a.theme_area} (car)`);
-  await client.query(`ANALYZE ${a.theme_area}`);
+/** The theme hectares' table (filled by `themeAreaPart`, then `indexThemeArea`). */
+export async function createThemeArea(client: pg.ClientBase, theme_area: Sql): Promise<void> {
+  await client.query(`CREATE UNLOGGED TABLE ${theme_area} (car text, app_ha double precision, reserva_legal_ha double precision, area_consolidada_ha double precision)`);
 }
 
-/** The staged inputs, largest staging table first (the order the two connections take them in). */
-export async function largestFirst<T extends { stage: Sql }>(client: pg.ClientBase, inputs: T[]): Promise<T[]> {
-  const r = await client.query(`SELECT ord, pg_total_relation_size(t::regclass) AS bytes FROM unnest($1::text[]) WITH ORDINALITY AS x(t, ord)`, [inputs.map((i) => i.stage)]);
-  const bytes = new Map<number, number>(r.rows.map((x) => [Number(x.ord) - 1, Number(x.bytes)]));
-  return inputs.map((t, i) => ({ t, b: bytes.get(i) ?? 0, i })).sort((x, y) => y.b - x.b || x.i - y.i).map((x) => x.t);
+/**
+ * Hectares per property and theme, without double counting (sql/queries/sicar_theme_area.sql),
+ * of one of two parts of the properties (a hash of the CAR number), from `polygons`: car_tema or
+ * the kept typed rows it is built from.
+ */
+export async function themeAreaPart(c: pg.ClientBase, a: { theme_area: Sql; polygons: Sql; part: 0 | 1 }): Promise<void> {
+  await c.query(fillSql('queries/sicar_theme_area', { theme_area: a.theme_area, polygons: a.polygons, part: sqlLiteral(a.part) }));
+}
+
+export async function indexThemeArea(client: pg.ClientBase, theme_area: Sql): Promise<void> {
+  await client.query(`CREATE INDEX ON ${theme_area} (car)`);
+  await client.query(`ANALYZE ${theme_area}`);
+}
+
+/** The theme hectares: the two parts on two connections into one table, indexed by car. */
+export async function themeAreas(pool: pg.Pool, client: pg.ClientBase, a: { theme_area: Sql; polygons: Sql }): Promise<void> {
+  await createThemeArea(client, a.theme_area);
+  await onTwoConnections(pool, client, ([0, 1] as const).map((part) => (c: pg.ClientBase) => themeAreaPart(c, { ...a, part })));
+  await indexThemeArea(client, a.theme_area);
+}
+
+/** A staged input's size on disk (the typed passes waiting for a connection go heaviest first). */
+export async function tableBytes(client: pg.ClientBase, table: Sql): Promise<number> {
+  return Number((await client.query(`SELECT pg_total_relation_size($1::regclass) AS bytes`, [table])).rows[0].bytes);
 }
 
 /** Builds a relation's snapshot from typed rows (`s`): the declaration's select list, nothing joined back. */

@@ -43,18 +43,110 @@ export async function onTwoConnections<T>(pool: pg.Pool, client: pg.ClientBase, 
 }
 
 /**
- * The declared indexes of several snapshot tables on two connections, then ANALYZE of each.
- * Each index of a table without a primary key is its own task (two indexes of one table build
- * at once: CREATE INDEX takes a share lock); a table with a primary key keeps its statements
- * in one task, in order (ALTER TABLE … ADD CONSTRAINT locks the table).
+ * The declared indexes of a snapshot table as tasks for two connections: each index of a
+ * table without a primary key is its own task (two indexes of one table build at once:
+ * CREATE INDEX takes a share lock); a table with a primary key keeps its statements in one
+ * task, in order (ALTER TABLE … ADD CONSTRAINT locks the table).
  */
+export function indexTasks(table: string, indexes: SnapshotIndexes): { name: string; task: Task<unknown> }[] {
+  const statements = indexStatements(table, indexes);
+  if (indexes.primaryKey?.length) return statements.length ? [{ name: statements.map((s) => s.name).join('+'), task: async (c) => { for (const s of statements) await c.query(s.sql); } }] : [];
+  return statements.map((s) => ({ name: s.name, task: (c) => c.query(s.sql) }));
+}
+
+/** The declared indexes of several snapshot tables on two connections (`indexTasks`), then ANALYZE of each. */
 export async function indexSnapshotTables(pool: pg.Pool, client: pg.ClientBase, tables: { table: string; indexes: SnapshotIndexes }[]): Promise<void> {
-  const tasks: Task<unknown>[] = [];
-  for (const { table, indexes } of tables) {
-    const statements = indexStatements(table, indexes).map((s) => s.sql);
-    if (indexes.primaryKey?.length) tasks.push(async (c) => { for (const sql of statements) await c.query(sql); });
-    else for (const sql of statements) tasks.push((c) => c.query(sql));
-  }
-  await onTwoConnections(pool, client, tasks);
+  await onTwoConnections(pool, client, tables.flatMap(({ table, indexes }) => indexTasks(table, indexes).map((t) => t.task)));
   await onTwoConnections(pool, client, tables.map(({ table }) => (c: pg.ClientBase) => c.query(`ANALYZE ${table}`)));
+}
+
+/** Work handed over while its inputs are still being produced (see `overlapOn`). */
+export interface Overlap<I, R> {
+  /** Hands an item over: a free connection takes it (the heaviest waiting first). */
+  push(item: I, weight: number): void;
+  /** Throws the first failure of a task so far: the producer calls it between its own steps. */
+  check(): void;
+  /** After the last push: `client` takes what is left too; the results in the order pushed. Throws the first failure. */
+  finish(): Promise<R[]>;
+  /** On the producer's failure (or to be safe): no new task starts, the one under way ends, the connection goes back. Never throws. */
+  abandon(): Promise<void>;
+  /** Milliseconds (from `overlapOn`) at which each pushed item's task started and ended, in the order pushed. */
+  spans: { start: number; end: number }[];
+}
+
+/**
+ * Starts working through items on one more connection from `pool` while the caller
+ * produces them on `client`: each pushed item is worked on as soon as that connection is
+ * free, so the producer and the work share the two cores. `finish` lets `client` help with
+ * what is left. `work` gets `live`, which throws once a task has failed, for tasks of
+ * several statements to stop between them. A failed task stops the others after their
+ * current statement; the first failure is what `check`/`finish` throw.
+ */
+export async function overlapOn<I, R>(pool: pg.Pool, client: pg.ClientBase, work: (c: pg.ClientBase, item: I, live: () => void) => Promise<R>): Promise<Overlap<I, R>> {
+  const t0 = performance.now();
+  const items: { item: I; weight: number; taken: boolean }[] = [];
+  const out: R[] = [];
+  const spans: { start: number; end: number }[] = [];
+  let failure: { error: unknown } | null = null;
+  let closed = false;
+  let wake: () => void = () => {};
+  const live = () => {
+    if (failure) throw failure.error;
+  };
+  const next = () => {
+    let best = -1;
+    for (let i = 0; i < items.length; i++) if (!items[i].taken && (best < 0 || items[i].weight > items[best].weight)) best = i;
+    return best;
+  };
+  const worker = async (c: pg.ClientBase) => {
+    for (;;) {
+      if (failure) return;
+      const i = next();
+      if (i < 0) {
+        if (closed) return;
+        await new Promise<void>((r) => (wake = r));
+        continue;
+      }
+      items[i].taken = true;
+      spans[i] = { start: Math.round(performance.now() - t0), end: -1 };
+      try {
+        out[i] = await work(c, items[i].item, live);
+      } catch (e) {
+        failure ??= { error: e };
+        return;
+      } finally {
+        spans[i].end = Math.round(performance.now() - t0);
+      }
+    }
+  };
+  const other = await pool.connect();
+  const running = worker(other);
+  let released = false;
+  const settle = async () => {
+    closed = true;
+    wake();
+    await running;
+    if (!released) other.release();
+    released = true;
+  };
+  return {
+    spans,
+    push(item, weight) {
+      items.push({ item, weight, taken: false });
+      wake();
+    },
+    check: live,
+    async finish() {
+      closed = true;
+      wake();
+      await Promise.all([worker(client), running]);
+      await settle();
+      live();
+      return out;
+    },
+    async abandon() {
+      failure ??= { error: new Error('abandoned') };
+      await settle();
+    },
+  };
 }

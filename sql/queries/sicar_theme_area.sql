@@ -9,18 +9,20 @@
 -- (ST_ClusterDBSCAN of the boxes, distance 0: a window over the sorted rows, boxes only, no
 -- self-join). Clusters share no interior point, so the union's area is the sum of the
 -- clusters' union areas, and a one-polygon cluster's union is the (valid, repaired) polygon
--- itself: its area_calculada_ha, already in car_tema. Only clusters of two or more polygons
+-- itself: its area_calculada_ha, computed by the typed pass. Only clusters of two or more polygons
 -- are unioned. Measured on 200,000 properties / 2,001,555 polygons: 1,821,224 clusters, of
 -- which 134,424 unioned; 12 s on one connection instead of 32 s.
 --
 -- One statement per part ({{part}} of 2, by a hash of the CAR number): the caller runs the two
--- parts on two connections into {{theme_area}} (created empty by the caller).
+-- parts on two connections into {{theme_area}} (created empty by the caller). The polygons are
+-- car_tema's or the kept typed rows it is built from (the same columns and values), so that
+-- the hectares and car_tema's build can run at once.
 INSERT INTO {{theme_area}} (car, app_ha, reserva_legal_ha, area_consolidada_ha)
 WITH r AS (
   SELECT car, tema_base, geom, area_calculada_ha AS ha,
          CASE WHEN cod_tema LIKE '%\_TOTAL' THEN 'total'
               WHEN tema_base <> 'APPS' OR cod_tema LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END AS role
-    FROM {{car_tema}}
+    FROM {{polygons}}
    WHERE (coalesce(hashtext(car), 0) & 1) = {{part}}
 ), clustered AS (
   SELECT car, tema_base, role, geom, ha,
