@@ -8,6 +8,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildSicarState } from '../fixtures/sicar.ts';
 import { ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
@@ -16,6 +17,7 @@ import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { DEFAULT_ZIP_LIMITS } from '../src/etl/archive.ts';
 import { fetchSource } from '../src/etl/download.ts';
+import { emptySinkStats, readZipCsv } from '../src/etl/zip-csv-stream.ts';
 import { layersFromZip } from '../src/etl/layers.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { stageLayers } from '../src/etl/stage-vector.ts';
@@ -143,8 +145,24 @@ describe('a damaged member of a streamed zip (Receita: the CSV members are read 
     // Its meta is gone (the next fetch brings the whole file again); the good zips keep theirs.
     const stored = fs.readdirSync(path.join(db.dataDir, 'raw'), { recursive: true }).map(String).filter((n) => n.includes('2026-11'));
     expect(stored.filter((n) => n.endsWith('Socios3.zip.meta.json'))).toEqual([]);
-    expect(stored.filter((n) => n.endsWith('Socios2.zip.meta.json')).length).toBe(1);
+    // Every other zip keeps its trust, also those whose COPY the failure stopped mid-stream.
+    const zips = fs.readdirSync(path.join(root, '2026-11')).filter((n) => n.endsWith('.zip'));
+    expect(zips.length).toBe(37);
+    expect(stored.filter((n) => n.endsWith('.zip.meta.json')).length).toBe(36);
   }, 120_000);
+
+  test('a COPY that fails while a zip streams into it leaves the zip trusted, and its own error comes back', async () => {
+    const root = path.join(work, 'cnpj-copy');
+    await buildReceitaMonth(root, '2026-10', 'base');
+    const raw = path.join(work, 'raw-copy');
+    const f = await fetchSource(path.join(root, '2026-10', 'Socios0.zip'), { destDir: raw, userAgent: 'test', expect: 'zip' });
+    const meta = () => fs.readdirSync(raw, { recursive: true }).map(String).filter((n) => n.endsWith('Socios0.zip.meta.json'));
+    expect(meta().length).toBe(1);
+    const out = new Writable({ highWaterMark: 16, write: (_c, _e, cb) => cb(new Error('COPY failed: duplicate key')) });
+    const read = readZipCsv(f!.path, { pick: () => true, fieldCount: 11, onRecord: (x) => `${x.join('\t')}\n`, out, stats: emptySinkStats() });
+    await expect(read).rejects.toThrow(/duplicate key/);
+    expect(meta().length).toBe(1);
+  });
 });
 
 describe('the read path behind stageLayers', () => {

@@ -236,9 +236,14 @@ export async function readingStored<T>(file: string, read: () => Promise<T>): Pr
   try {
     return await read();
   } catch (e) {
-    if (isAgroError(e) && (e.code === 'corrupt_archive' || e.code === 'archive_too_large')) await distrustStored(file);
+    await distrustIfDamaged(file, e);
     throw e;
   }
+}
+
+/** The store stops trusting `file` when `e` says the zip itself is damaged (a member's CRC or size). */
+export async function distrustIfDamaged(file: string, e: unknown): Promise<void> {
+  if (isAgroError(e) && (e.code === 'corrupt_archive' || e.code === 'archive_too_large')) await distrustStored(file);
 }
 
 const isHtmlType = (ct: string | undefined): boolean => /^\s*(text\/html|application\/xhtml)/i.test(ct ?? '');

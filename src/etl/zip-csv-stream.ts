@@ -9,7 +9,7 @@
 import { Writable } from 'node:stream';
 import { streamZipMembers, type ZipLimits } from './archive.ts';
 import { writeOrWait } from './copy.ts';
-import { readingStored } from './download.ts';
+import { distrustIfDamaged } from './download.ts';
 
 export interface CsvSinkStats {
   records: number;
@@ -188,14 +188,19 @@ export async function readZipCsv(file: string, o: MemberReadOptions): Promise<st
   const onOutError = (e: Error) => (downstream ??= e);
   o.out.on('error', onOutError);
   try {
-    // A damaged stored zip must not be answered from the store again (download.ts).
-    return await readingStored(file, () => streamZipMembers(file, o.pick, (name) => {
+    return await streamZipMembers(file, o.pick, (name) => {
       const sink = new CsvRecordSink(name, o.fieldCount, o.onRecord, o.out, o.stats);
       if (o.onBytes) sink.on('progress', o.onBytes);
       return sink;
-    }, o.limits));
+    }, o.limits);
   } catch (e) {
-    throw downstream ?? e;
+    // A failed or destroyed COPY (the stream's own error may be emitted only later) is not
+    // the zip's fault: the archive reader labels what its sink throws as corrupt, so the zip
+    // is distrusted only when the output is intact (download.ts).
+    const fromOut = downstream ?? o.out.errored ?? (o.out.destroyed ? e : null);
+    if (fromOut) throw fromOut;
+    await distrustIfDamaged(file, e);
+    throw e;
   } finally {
     o.out.off('error', onOutError);
   }
