@@ -11,11 +11,11 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BinaryCopyWriter } from '../src/etl/read/binary-copy.ts';
 import { decodeField, FieldValue, textDecoder, type DbfField } from '../src/etl/read/dbf.ts';
-import { stageShapefiles } from '../src/etl/read/shp-stream.ts';
-import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
+import type { FieldSpec } from '../src/etl/stage-vector.ts';
 import { openLayer } from '../src/etl/vector-reader.ts';
 import { ShapefileWriter, type DbfField as WriterField } from '../fixtures/lib/shapefile-writer.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
 
 /** A seeded generator (the cases are the same on every run). */
 function rng(seed: number): () => number {
@@ -202,17 +202,9 @@ describe('whole layers against GDAL', () => {
 
   async function sameAsGdal(shp: string, specs: FieldSpec[]) {
     const layer = openLayer(shp, { srid: 4674 });
-    const a = `gdal_${++n}`, b = `shp_${n}`;
-    await stageLayers(client, a, [{ ...layer, reader: 'gdal' }], specs);
-    const rb = await stageShapefiles(client, b, [layer], specs);
-    const diff = await client.query(
-      `SELECT a.src_seq, to_jsonb(a) - 'geom' AS a, to_jsonb(b) - 'geom' AS b
-         FROM ${a} a FULL JOIN ${b} b USING (src_seq)
-        WHERE a.src_seq IS NULL OR b.src_seq IS NULL OR a::text IS DISTINCT FROM b::text
-        ORDER BY src_seq LIMIT 5`,
-    );
+    const { b, rb, a } = await stageWithBothReaders(client, [layer], specs);
     const rows = (await client.query(`SELECT * FROM ${b} ORDER BY src_seq`)).rows;
-    return { rb, diff: diff.rows, rows, layer };
+    return { rb, diff: await rowDifferences(client, a, b), rows, layer };
   }
 
   const all: FieldSpec[] = fields.map((f) => ({ name: `c_${f.name}`, aliases: [f.name] }));

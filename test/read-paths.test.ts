@@ -19,6 +19,7 @@ import { ShapefileWriter, zipFiles, type DbfField } from '../fixtures/lib/shapef
 import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from '../src/etl/vector-reader.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DEFAULTS = { srid: 4674, encoding: 'ISO-8859-1' };
@@ -46,39 +47,13 @@ function specsFor(layers: VectorLayer[]): FieldSpec[] {
   return names.filter((_, i) => i % 2 === 0).map((name) => ({ name: `c_${name}`, aliases: [name] }));
 }
 
-/** Rows of `b` that differ from `a` (whole row as text: every column, geometry as hex EWKB), both ways. */
-async function differences(a: string, b: string): Promise<unknown[]> {
-  const r = await client.query(
-    `SELECT a.src_seq AS a_seq, b.src_seq AS b_seq, to_jsonb(a) - 'geom' AS a, to_jsonb(b) - 'geom' AS b,
-            ST_AsText(a.geom) AS a_geom, ST_AsText(b.geom) AS b_geom
-       FROM ${a} a FULL JOIN ${b} b USING (src_seq)
-      WHERE a.src_seq IS NULL OR b.src_seq IS NULL OR a::text IS DISTINCT FROM b::text
-      ORDER BY src_seq LIMIT 5`,
-  );
-  return r.rows;
-}
+const differences = (a: string, b: string) => rowDifferences(client, a, b);
 
 async function count(t: string): Promise<number> {
   return (await client.query(`SELECT count(*)::int AS n FROM ${t}`)).rows[0].n;
 }
 
-/**
- * Stages the layers with both readers and returns the two table names. The one known
- * difference is normalised first: the GDAL reader puts a date field that lands in `extra`
- * as gdal-async's {year, month, day} object; the new reader as 'YYYY-MM-DD', as in columns.
- */
-async function stageBoth(layers: VectorLayer[], specs = specsFor(layers)) {
-  const a = `gdal_${++n}`, b = `shp_${n}`;
-  const ra = await stageLayers(client, a, layers, specs);
-  await client.query(`
-    UPDATE ${a} SET extra = (
-      SELECT jsonb_object_agg(k, CASE WHEN jsonb_typeof(v) = 'object' AND v ? 'year'
-        THEN to_jsonb(lpad(v->>'year', 4, '0') || '-' || lpad(v->>'month', 2, '0') || '-' || lpad(v->>'day', 2, '0')) ELSE v END)
-      FROM jsonb_each(extra) AS e(k, v))
-    WHERE extra IS NOT NULL`);
-  const rb = await stageShapefiles(client, b, layers, specs);
-  return { a, b, ra, rb };
-}
+const stageBoth = (layers: VectorLayer[], specs = specsFor(layers)) => stageWithBothReaders(client, layers, specs);
 
 const fixtureZips = (): string[] => {
   const out: string[] = [];
