@@ -234,31 +234,27 @@ async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarge
     const readMs: Record<string, number> = {};
     const t0 = performance.now();
     const since = () => Math.round(performance.now() - t0);
-    try {
-      await ctx.stage(
-        'read',
-        async () => {
-          const ov = (typing.ov = await overlapOn(ctx.pool, client, typeInput));
-          for (const f of ordered) {
-            ov.check();
-            const r0 = performance.now();
-            const t = await stageInput(ctx, client, f, themeOf(f));
-            readMs[t.theme] = Math.round(performance.now() - r0);
-            staged.push(t);
-            // Sized before it is handed over (its repair then alters the table).
-            const weight = t.theme === 'AREA_IMOVEL' ? Infinity : await tableBytes(client, t.stage);
-            ov.push(t, weight);
-          }
-          // A typed pass that failed while the last zip was read fails the read.
+    // On a failure the `finally` below abandons the typed passes under way.
+    await ctx.stage(
+      'read',
+      async () => {
+        const ov = (typing.ov = await overlapOn(ctx.pool, client, typeInput));
+        for (const f of ordered) {
           ov.check();
-        },
-        () => staged.reduce((a, t) => a + t.rows, 0),
-        () => Object.fromEntries(staged.map((t) => [t.theme, { rows: t.rows, ms: readMs[t.theme], layers: t.layers.map((l) => l.name), ...(t.read ? { reader: t.read.reader } : {}) }])),
-      );
-    } catch (e) {
-      await typing.ov?.abandon();
-      throw e;
-    }
+          const r0 = performance.now();
+          const t = await stageInput(ctx, client, f, themeOf(f));
+          readMs[t.theme] = Math.round(performance.now() - r0);
+          staged.push(t);
+          // Sized before it is handed over (its repair then alters the table).
+          const weight = t.theme === 'AREA_IMOVEL' ? Infinity : await tableBytes(client, t.stage);
+          ov.push(t, weight);
+        }
+        // A typed pass that failed while the last zip was read fails the read.
+        ov.check();
+      },
+      () => staged.reduce((a, t) => a + t.rows, 0),
+      () => Object.fromEntries(staged.map((t) => [t.theme, { rows: t.rows, ms: readMs[t.theme], layers: t.layers.map((l) => l.name), ...(t.read ? { reader: t.read.reader } : {}) }])),
+    );
     const readEnd = since();
     const main = staged[0];
     const themes = staged.slice(1);
