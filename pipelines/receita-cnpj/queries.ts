@@ -1,8 +1,7 @@
 // receita-cnpj's own statements, one typed function each: tables come in as `Sql`
 // (tableName), values as literals or parameters, never as free text.
 import type pg from 'pg';
-import { ident } from '../../src/db/pool.ts';
-import { fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
+import { fillSql, sqlLiteral, type Sql } from '../../src/sql.ts';
 import { forgetQsaChanges } from '../../src/etl/sql/qsa-changes.ts';
 
 /** A month's lookup tables, for the facts queries' orphan codes. */
@@ -36,24 +35,6 @@ export async function partnerFacts(client: pg.ClientBase, target: Sql, l: Lookup
   return (await client.query(fillSql('queries/cnpj_facts_socios', { target, qualificacoes: l.qualificacoes, paises: l.paises }))).rows[0];
 }
 
-/** Creates a relation's snapshot table like its template (in the COPY's transaction: COPY FREEZE needs it). */
-export async function createLikeTemplate(client: pg.ClientBase, table: Sql, relation: string): Promise<void> {
-  await client.query(`CREATE TABLE ${table} (LIKE snap.${ident(`${relation}__template`)})`);
-}
-
-/** The COPY statement of a table created in the same transaction (FREEZE: no later rewrite of hint bits). */
-export const copyFrozen = (table: Sql, columns: readonly string[]): string =>
-  `COPY ${table} (${columns.map(ident).join(', ')}) FROM STDIN WITH (FREEZE)`;
-
-/**
- * An index build sorts in memory up to maintenance_work_mem; PostgreSQL's default (64 MB)
- * makes a national trigram GIN build flush and merge many times. Each build gets at least
- * 256 MB for its own transaction (never less than the server gives it).
- */
-export async function indexMemoryForTransaction(client: pg.ClientBase): Promise<void> {
-  await client.query(`SELECT set_config('maintenance_work_mem', '256MB', true) WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < 256 * 1024 * 1024`);
-}
-
 /** IBGE's municipalities by normalised name and UF (empty when ibge-municipios is not loaded). */
 export async function ibgeMunicipalities(client: pg.ClientBase): Promise<{ geocodigo: string; uf: string; nome: string }[]> {
   return (await client.query(`SELECT geocodigo, uf, etl.normalize_nome(nome) AS nome FROM serving.ibge_municipios`)).rows;
@@ -77,9 +58,4 @@ export async function writePartnerListDiff(db: pg.ClientBase | pg.Pool, a: { sna
     snapshot_id: sqlLiteral(a.snapshotId), previous_snapshot_id: sqlLiteral(a.previousSnapshotId), socios: a.socios, previous: a.previous,
   });
   return (await db.query(sql)).rowCount ?? 0;
-}
-
-/** ANALYZE of a freshly indexed table. */
-export async function analyze(client: pg.ClientBase, table: Sql): Promise<void> {
-  await client.query(sqlText(`ANALYZE ${table}`));
 }

@@ -7,7 +7,8 @@
 // values counted per field; the indexes built after the data. The templates (migrations
 // 0040 on) must list exactly these columns: every load checks it before copying anything,
 // test/relations.test.ts checks it without one.
-import { defineRelation, type ColumnDef, type Relation, type RelationDef } from '../../src/etl/relation.ts';
+import { defineRelation, type ColumnDef, type RelationDef } from '../../src/etl/relation.ts';
+import { streamedRelation, type StreamedRelation } from '../../src/etl/shape-stream.ts';
 
 /** How a record's field becomes its value, in the line builder (transform.ts). */
 export type CellKind =
@@ -28,15 +29,8 @@ const TYPES: Record<Exclude<CellKind, 'derived'>, string> = {
   text: 'text', code: 'text', date: 'date', money: 'numeric', cep: 'text', list: 'text[]', int: 'smallint', doc: 'text', name: 'text',
 };
 
-/** A relation of the month: its declaration and where the month holds it. */
-export type CnpjRelation = Relation & {
-  /** Zip names of the month (without .zip) that hold this relation. */
-  zips: string[];
-  /** Member suffix inside those zips (upper-case comparison). */
-  memberSuffix: RegExp;
-  /** Fields of a record (a record with another count is malformed). */
-  fieldCount: number;
-};
+/** A relation of the month: its declaration and where the month holds it (zips, member suffix, record fields). */
+export type CnpjRelation = StreamedRelation;
 
 /** A record's field at position `at` (counted when empty, as every field of the month). */
 const field = (at: number, name: string, cell: Exclude<CellKind, 'derived'>): ColumnDef => ({ name, type: TYPES[cell], cell, at, counted: true });
@@ -50,7 +44,7 @@ const tenOf = (prefix: string) => Array.from({ length: 10 }, (_, i) => `${prefix
 function monthRelation(where: { zips: string[]; member: RegExp }, def: Omit<RelationDef, 'columns'> & { columns: ColumnDef[] }): CnpjRelation {
   const rel = defineRelation({ ...def, columns: [...def.columns, ...TAIL] });
   for (const c of rel.columns) if (c.cell !== undefined && !CELLS.has(c.cell)) throw new Error(`${rel.name}.${c.name}: unknown cell ${c.cell}`);
-  return { ...rel, zips: where.zips, memberSuffix: where.member, fieldCount: rel.positional.length };
+  return streamedRelation(rel, where);
 }
 
 export const EMPRESAS = monthRelation({ zips: tenOf('Empresas'), member: /\.EMPRECSV$/i }, {
@@ -131,17 +125,20 @@ export const SIMPLES = monthRelation({ zips: ['Simples'], member: /\.SIMPLES\.CS
 const lookup = (name: string, zip: string, member: RegExp, more: ColumnDef[] = []): CnpjRelation =>
   monthRelation({ zips: [zip], member }, { name, columns: [field(0, 'codigo', 'code'), field(1, 'descricao', 'text'), ...more], indexes: { btree: ['codigo'] } });
 
+/** uf and codigo_ibge: the TOM → IBGE crosswalk (by normalised name + the establishments' UF), written after the families (crosswalk.ts). */
+export const MUNICIPIOS = lookup('cnpj_municipios', 'Municipios', /\.MUNICCSV$/i, [derived('uf'), derived('codigo_ibge')]);
+
+/** The code tables, loaded before the families (their facts count orphan codes against them). */
 export const LOOKUPS: CnpjRelation[] = [
   lookup('cnpj_cnaes', 'Cnaes', /\.CNAECSV$/i),
   lookup('cnpj_motivos', 'Motivos', /\.MOTICSV$/i),
-  // uf and codigo_ibge: the TOM → IBGE crosswalk (by normalised name + the establishments' UF).
-  lookup('cnpj_municipios', 'Municipios', /\.MUNICCSV$/i, [derived('uf'), derived('codigo_ibge')]),
+  MUNICIPIOS,
   lookup('cnpj_naturezas', 'Naturezas', /\.NATJUCSV$/i),
   lookup('cnpj_paises', 'Paises', /\.PAISCSV$/i),
   lookup('cnpj_qualificacoes', 'Qualificacoes', /\.QUALSCSV$/i),
 ];
 
-/** The big families, loaded in parallel COPY streams. */
+/** The big families, loaded in parallel COPY streams (the lookups first, one after another). */
 export const FAMILIES: CnpjRelation[] = [ESTABELECIMENTOS, EMPRESAS, SOCIOS, SIMPLES];
 export const RELATIONS: CnpjRelation[] = [...FAMILIES, ...LOOKUPS];
 

@@ -182,14 +182,10 @@ export function partnerKey(p: { cnpj_basico: string; identificador_de_socio: str
     .slice(0, 32);
 }
 
-/** A relation's COPY columns in the order its line builder writes them: the record's fields, the derived columns, extra, snapshot_id. */
-export function copyColumns(rel: CnpjRelation): string[] {
-  return [...rel.positional.map((f) => f.name), ...derivedColumns(rel), 'extra', 'snapshot_id'];
-}
-
+/** The columns the line builder derives (cell 'derived'), in template order: between the record's fields and extra. */
 const derivedColumns = (rel: CnpjRelation): string[] => rel.columns.filter((c) => c.cell === 'derived').map((c) => c.name);
 
-/** Converts one record of a relation to its COPY line (columns of copyColumns(rel)). */
+/** Converts one record of a relation to its COPY line (the columns of streamColumns(rel), src/etl/shape-stream.ts: the record's fields, the derived columns, extra, snapshot_id). */
 export type LineBuilder = (fields: string[]) => string;
 
 export interface BuildContext {

@@ -29,6 +29,7 @@ import { repairInvalidPolygons, type RepairResult } from './repair.ts';
 import { fetchOneFile, fileDay, isListedFolder, resolveListedSource, resolveSource, type SourceLayout } from './source-files.ts';
 import { addCsvFacts, stageByContent, type ContentStaged, type CsvRead } from './shape-csv.ts';
 import { stageLayers } from './stage-vector.ts';
+import { streamedPipeline, type StreamedPipeline, type StreamedShapeSpec } from './shape-stream.ts';
 import {
   buildSnapshot, countChecks, countOverflowedText, countReplacementChars, okRows, type CheckCounts, type RunValues, type ShapeTables,
 } from './sql/shape.ts';
@@ -286,8 +287,11 @@ async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], targ
   }
 }
 
-/** A pipeline (contract §2) on the one shape: one file, one relation. */
-export function shapedPipeline(spec: ShapeSpec): ShapedPipeline {
+/** A pipeline (contract §2) on the one shape: one file, one relation; or relations streamed from zips of records (`stream`: shape-stream.ts). */
+export function shapedPipeline(spec: StreamedShapeSpec): StreamedPipeline;
+export function shapedPipeline(spec: ShapeSpec): ShapedPipeline;
+export function shapedPipeline(spec: ShapeSpec | StreamedShapeSpec): ShapedPipeline | StreamedPipeline {
+  if ('stream' in spec) return streamedPipeline(spec);
   const rel = spec.relation;
   return {
     name: spec.name,
