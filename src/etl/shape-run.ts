@@ -83,14 +83,25 @@ export interface RunStep<S = unknown> {
   built: Record<string, { table: Sql; rows: number }>;
 }
 
-/** What an input's pass sees: its connection, its tables, what was staged. */
-export interface PassStep<S = unknown> {
+/** The run as a pipeline's own steps see it. */
+export interface LoadStep {
   client: pg.ClientBase;
   ctx: RunContext;
   t: ShapeTables;
+  /** The source file being loaded. */
   file: FetchedFile;
+  /** The snapshot's as_of (yyyy-mm-dd). */
   asOf: string;
+  /** The snapshot being built (a typed pass writes its snapshot_id column). */
   snapshotId: number;
+  /** How the source came, once read: a delimited text (read.csv) or vector layers. */
+  route?: 'csv' | 'layers';
+  /** What the read stage staged (set once it has run). */
+  staged?: ContentStaged;
+}
+
+/** What an input's pass sees: its connection, its tables, what was staged. */
+export interface PassStep<S = unknown> extends LoadStep {
   route: 'csv' | 'layers';
   staged: ContentStaged;
   /** The input's name. */

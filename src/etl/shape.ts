@@ -29,31 +29,14 @@ import type { Relation } from './relation.ts';
 import type { RepairResult } from './repair.ts';
 import { fetchOneFile, fileDay, isListedFolder, resolveListedSource, resolveSource, type SourceLayout } from './source-files.ts';
 import type { ContentStaged } from './shape-csv.ts';
-import { runPlan, type BuildPlan, type PassStep, type Plan, type PlanInput, type RunStep, type ShapeRead } from './shape-run.ts';
+import { runPlan, type BuildPlan, type LoadStep, type PassStep, type Plan, type PlanInput, type RunStep, type ShapeRead } from './shape-run.ts';
 import { buildSnapshot, okRows, type CheckCounts, type RunValues, type ShapeTables } from './sql/shape.ts';
 import { buildFromTyped, buildSelected, typedExampleColumns } from './sql/typed.ts';
 import { AgroError } from '../errors.ts';
 import { sqlText, tableName, type Sql } from '../sql.ts';
 
-export type { InputDone, PassStep, RunStep, ShapeRead } from './shape-run.ts';
+export type { InputDone, LoadStep, PassStep, RunStep, ShapeRead } from './shape-run.ts';
 export type { RunValues, ShapeTables } from './sql/shape.ts';
-
-/** The run as a pipeline's own steps see it. */
-export interface LoadStep {
-  client: pg.ClientBase;
-  ctx: RunContext;
-  t: ShapeTables;
-  /** The source file being loaded. */
-  file: FetchedFile;
-  /** The snapshot's as_of (yyyy-mm-dd). */
-  asOf: string;
-  /** The snapshot being built (a typed pass writes its snapshot_id column). */
-  snapshotId: number;
-  /** How the source came, once read: a delimited text (read.csv) or vector layers. */
-  route?: 'csv' | 'layers';
-  /** What the read stage staged (set once it has run). */
-  staged?: ContentStaged;
-}
 
 /** What the pipeline's facts step sees besides the run. */
 export interface FactsStep extends LoadStep {
