@@ -20,7 +20,6 @@
 // `InputsSpec`, several inputs (each a file of its own, required or optional, staged into
 // its own table and typed there; SICAR's four zips or its WFS pages) and several relations
 // built from their typed rows. Both compile to one Plan that one loop runs (runPlan).
-import type pg from 'pg';
 import type { FetchedFile } from './download.ts';
 import type { Overlay } from './overlaps.ts';
 import type { Pipeline, RunContext } from './pipeline.ts';
