@@ -135,6 +135,10 @@ const demo = shapedPipeline<DemoLoad>({
   async counted({ facts, inputs }) {
     facts.notes.push(`${inputs[0].counted as number} parcels without a name`);
   },
+  async checked({ client, facts, built }) {
+    const n = (await client.query(`SELECT count(*)::int AS n FROM ${built.demo_feicao.table} WHERE parcela IS NULL`)).rows[0].n;
+    facts.notes.push(`${n} features in no parcel`);
+  },
   async facts({ inputs, built }) {
     return { demo: { inputs: inputs.map((d) => d.name), feicoes: built.demo_feicao.rows } };
   },
@@ -220,6 +224,7 @@ test('three inputs, two relations: each input read, repaired, typed and reported
   expect(facts.fields.empty).toEqual({ nome: 1 });
   expect(facts.notes).toEqual([
     '1 parcels without a name',
+    '1 features in no parcel',
     'PARCELAS: read with the streaming shapefile reader (binary COPY)',
     'FEICOES_A: read with the streaming shapefile reader (binary COPY)',
     'FEICOES_B: read with the streaming shapefile reader (binary COPY)',

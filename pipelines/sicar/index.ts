@@ -205,8 +205,8 @@ export const sicar = shapedPipeline<SicarLoad>({
       },
     },
   ],
-  // From the typed pass (one scan of it) and the snapshot: dates, numbers, links, codes, orphans.
-  async counted({ client, inputs, state, facts, asOf, built }) {
+  // From the typed pass (one scan of it): dates and numbers.
+  async counted({ inputs, facts, asOf }) {
     const pf = inputs[0].counted as PropertyFacts;
     for (const d of pf.dates) {
       if (d.kind === 'placeholder') facts.dates.placeholders[d.col] = d.n;
@@ -216,6 +216,10 @@ export const sicar = shapedPipeline<SicarLoad>({
     if (facts.dates.implausible) facts.notes.push(`dates after the release date ${asOf} loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
     addCounts(facts, 'unparsed', { area_total_ha: pf.numbers.num_area, modulos_fiscais: pf.numbers.mod_fiscal });
     addCounts(facts, 'overflowed', { 'area_imovel:num_area': pf.numbers.num_area_overflow, 'area_imovel:mod_fiscal': pf.numbers.mod_fiscal_overflow });
+  },
+  // The links of older-layout themes, unknown codes, theme polygons of no loaded property.
+  async checked({ client, inputs, state, facts, built }) {
+    const pf = inputs[0].counted as PropertyFacts;
     const unkeyed = inputs.filter((d) => state.unkeyed[d.name]).map((d) => [d.name, state.unkeyed[d.name]] as const);
     if (unkeyed.length) {
       Object.assign(facts, { temas_sem_imovel: Object.fromEntries(unkeyed) });

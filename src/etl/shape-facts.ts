@@ -84,6 +84,7 @@ export async function commonFacts(run: RunStep, plan: Plan, planOf: Map<InputDon
       ? `overflowed numeric cells (asterisks: no value, NULL) per layer and field: ${JSON.stringify(facts.fields.overflowed)}`
       : `overflowed cells (a run of asterisks: no value, loaded as NULL) per field: ${JSON.stringify(facts.fields.overflowed)}`);
   }
+  await plan.checked?.(run);
   if (several) readNotes();
 
   for (const d of done) await replacementChars(run, planOf.get(d)!, d, several ? `${d.name}: ` : '');

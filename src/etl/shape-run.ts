@@ -173,6 +173,8 @@ export interface Plan {
   passesDone?(run: RunStep): Promise<void>;
   /** The pipeline's counts, before the engine's overflowed cells (its counts join them). */
   counted?(run: RunStep): Promise<void>;
+  /** What the pipeline found in its rows and relations, after the engine's counts, before the read notes. */
+  checked?(run: RunStep): Promise<void>;
   /** The pipeline's own facts; a returned object is merged into them. */
   facts?(run: RunStep): Promise<object | void>;
 }

@@ -158,8 +158,10 @@ export interface InputsSpec<S = unknown> {
   state(): S;
   /** After the typed passes, their verdicts in the facts, before the builds (e.g. which themes are built). */
   passesDone?(run: RunStep<S>): Promise<void>;
-  /** The pipeline's counts (notes, `fields.overflowed`, dates), before the engine's overflowed cells and read notes. */
+  /** The pipeline's counts (dates, numbers, its own `fields.overflowed`), before the engine's overflowed cells join them. */
   counted?(run: RunStep<S>): Promise<void>;
+  /** What the pipeline finds in its rows and relations (links, codes, orphans), after the engine's counts, before its read notes. */
+  checked?(run: RunStep<S>): Promise<void>;
   /** Facts only this pipeline knows, last; a returned object is merged into the facts. */
   facts?(run: RunStep<S>): Promise<object | void>;
 }
@@ -277,6 +279,7 @@ function planOfInputs<S>(spec: InputsSpec<S>): Plan {
     state: spec.state,
     passesDone: spec.passesDone && ((run) => spec.passesDone!(run as RunStep<S>)),
     counted: spec.counted && ((run) => spec.counted!(run as RunStep<S>)),
+    checked: spec.checked && ((run) => spec.checked!(run as RunStep<S>)),
     facts: spec.facts && ((run) => spec.facts!(run as RunStep<S>)),
   };
 }
