@@ -15,13 +15,15 @@ import { PIPELINES } from '../pipelines/registry.ts';
 import { OVERLAYS } from '../src/etl/overlaps.ts';
 import { declaredShape, defineRelation, type ColumnDef, type Relation } from '../src/etl/relation.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { shapedPipeline, type ShapedPipeline } from '../src/etl/shape.ts';
+import { shapedPipeline, type InputsSpec, type ShapedPipeline } from '../src/etl/shape.ts';
 import { buildSnapshot, checkDeclaredShape, templateShape } from '../src/etl/sql/shape.ts';
 import { sqlText } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const shaped = PIPELINES.filter((p): p is ShapedPipeline => 'spec' in p && !!(p as ShapedPipeline).spec?.relation);
+/** Pipelines of several inputs and relations on the shape (sicar). */
+const several = PIPELINES.flatMap((p) => ('spec' in p && 'inputs' in (p.spec as object) ? [{ name: p.name, spec: p.spec as InputsSpec }] : []));
 
 let db: TestDb;
 beforeAll(async () => {
@@ -40,6 +42,18 @@ describe('relation declarations', () => {
     test(`${p.name}: the declaration of ${p.spec.relation.name} is its template`, async () => {
       expect(declaredShape(p.spec.relation)).toBe(await templateShape(db.pool, p.spec.relation.name));
     });
+  }
+
+  test('the pipelines of several inputs include sicar, with both its relations', () => {
+    expect(several.map((p) => [p.name, p.spec.relations.map((o) => o.relation.name)])).toEqual(expect.arrayContaining([['sicar', ['car_tema', 'car_imovel']]]));
+  });
+
+  for (const p of several) {
+    for (const { relation } of p.spec.relations) {
+      test(`${p.name}: the declaration of ${relation.name} is its template`, async () => {
+        expect(declaredShape(relation)).toBe(await templateShape(db.pool, relation.name));
+      });
+    }
   }
 
   // The CNPJ month: one relation per file family, copied straight from positional records.

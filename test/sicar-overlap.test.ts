@@ -1,4 +1,4 @@
-// SICAR's typed passes run on a second connection while the next zip is read (pipelines/sicar
+// SICAR's typed passes run on a second connection while the next zip is read (src/etl/
 // two-connections.ts `overlapOn`). A failure there fails the run cleanly: the error is the
 // typed pass's, the reader stops before the next zip, no connection is left busy, the run's
 // staging tables are gone and the previous snapshot is still served. The failure is a real

@@ -13,25 +13,27 @@
 //
 // Dates after the release date (data_inscricao, data_atualizacao) are NULL, their text kept
 // in `extra` (contract §3); numbers that do not parse are NULL, their text kept in `extra`.
-import type pg from 'pg';
+//
+// A declaration on the one shape (src/etl/shape.ts, InputsSpec): four inputs, two relations.
+// The engine reads each input, repairs it in place, runs its typed pass on a second connection
+// while the next zip is read, builds car_tema then car_imovel from the typed rows (each beside
+// the other's work), indexes them and counts the common facts per input. What is SICAR's own
+// is here: the inputs and their files (route A zips, route B WFS), the theme-layer check, the
+// typed SQL, the spatial linking of older-layout themes, the theme hectares beside car_tema's
+// build, the `from` of each build, and its facts.
 import { AgroError } from '../../src/errors.ts';
-import { countShapefileOverflows } from '../../src/etl/dbf-overflow.ts';
 import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
-import { encodingNotes, layersFromZip, readerNote } from '../../src/etl/layers.ts';
-import { checkSnapshotTable, countNulls, countVerdicts } from '../../src/etl/load-steps.ts';
-import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from '../../src/etl/pipeline.ts';
-import { addCounts, addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum } from '../../src/etl/quality.ts';
-import { repairInPlace, type RepairResult } from '../../src/etl/repair.ts';
+import type { RunContext } from '../../src/etl/pipeline.ts';
+import { addCounts, sum } from '../../src/etl/quality.ts';
+import { shapedPipeline, type InputDone, type ShapeInput } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
-import { stageLayers, type FieldSpec, type LayerStageResult } from '../../src/etl/stage-vector.ts';
-import { stepTimer } from '../../src/etl/steps.ts';
+import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
 import { tableName, type Sql } from '../../src/sql.ts';
 import {
-  NO_LINK, buildFromTyped, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, tableBytes, propertyFacts, themeAreaPart, themeLink,
+  NO_LINK, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, propertyFacts, themeAreaPart, themeLink,
   typeProperties, typeTheme, winningProperties, type PropertyFacts, type ThemeLink,
 } from './queries.ts';
-import { indexSnapshotTables, indexTasks, onTwoConnections, overlapOn, type Overlap } from './two-connections.ts';
 import { CAR_IMOVEL, CAR_TEMA } from './relations.ts';
 import { addWfsFacts, fetchWfsState, isWfsManifest, sicarRoute, sicarSourceInfo, stageWfsAreaImovel, type WfsStaged } from './wfs-route.ts';
 
@@ -67,47 +69,6 @@ async function fetchState(ctx: RunContext): Promise<FetchedFile[]> {
   return files;
 }
 
-/** One input of the state (AREA_IMOVEL or a theme): its staging table (repairs in place) and its typed pass. */
-interface StagedInput {
-  theme: string;
-  /** Layers without cod_imovel (older per-municipality layout): linked to properties spatially. */
-  unkeyedLayers: string[];
-  stage: Sql;
-  typed: Sql;
-  layers: VectorLayer[];
-  rows: number;
-  repair: RepairResult;
-  unknown: string[];
-  missingOptional: string[];
-  replacementChars: number;
-  fingerprint: string;
-  /** The reader's result (zips): which reader, deleted records, overflowed cells. */
-  read?: LayerStageResult;
-  /** Set when AREA_IMOVEL came by the WFS route. */
-  wfs?: WfsStaged;
-}
-
-async function stageInput(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string): Promise<StagedInput> {
-  const name = theme.toLowerCase();
-  const stage = tableName(ctx.stagingTable(name));
-  const specs = theme === 'AREA_IMOVEL' ? PROPERTY_FIELDS : THEME_FIELDS;
-  const staged = isWfsManifest(file) ? await stageWfs(ctx, client, file, stage, specs) : await stageZip(ctx, client, file, theme, stage, specs);
-  return { theme, unkeyedLayers: [], stage, typed: tableName(ctx.stagingTable(`${name}_typed`)), repair: { invalid: 0, repaired: 0, rejected: 0, empty: 0 }, ...staged };
-}
-
-async function stageZip(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, theme: string, stage: Sql, specs: FieldSpec[]) {
-  const layers = await layersFromZip(file.path, ctx.workDir, { srid: DEFAULT_SRID, limits: ctx.cfg.zip });
-  // Checked before staging: a theme layer without cod_imovel (older layout) is linked spatially later.
-  const unkeyedLayers = theme === 'AREA_IMOVEL' ? [] : checkThemeLayers(theme, layers);
-  const read = await stageLayers(client, stage, layers, specs);
-  return { layers, unkeyedLayers, ...read, read };
-}
-
-async function stageWfs(ctx: RunContext, client: pg.ClientBase, file: FetchedFile, stage: Sql, specs: FieldSpec[]) {
-  const wfs = await stageWfsAreaImovel(ctx, client, file, stage, specs);
-  return { layers: [wfs.layer], rows: wfs.rows, missingOptional: wfs.missingOptional, unknown: wfs.unknown, replacementChars: wfs.replacementChars, fingerprint: wfs.fingerprint, wfs };
-}
-
 /**
  * A theme layer with cod_imovel must have cod_tema (the current layout); one without
  * cod_imovel is the older per-municipality layout, linked spatially. Returns those layers.
@@ -124,17 +85,6 @@ export function checkThemeLayers(theme: string, layers: VectorLayer[]): string[]
   return unkeyed;
 }
 
-/** The typed table holds the repair status from here on; the staged row goes back to what was read (as the report's examples show it). */
-const dropRepairColumn = (client: pg.ClientBase, stage: Sql) => client.query(`ALTER TABLE ${stage} DROP COLUMN repair`);
-
-/** What the typed pass of one input gives the facts: its verdict counts, and for a theme with layers without cod_imovel, their links. */
-interface TypedInput {
-  verdicts: Record<string, number>;
-  linked?: UnkeyedThemeFacts;
-  /** AREA_IMOVEL's counted facts (dates, numbers, unknown codes). */
-  properties?: PropertyFacts;
-}
-
 /** Other-state rows and theme polygons that could not be linked to one property are dropped by design (counted); the rest of what is not kept is rejected. */
 const DROPPED_VERDICTS = ['other_state', 'not_linked_no_property', 'not_linked_ambiguous'];
 
@@ -148,271 +98,148 @@ interface UnkeyedThemeFacts {
 }
 const LINK_RULE = 'linked to the property whose polygon contains the theme polygon\'s point-on-surface, when exactly one does; none or several: not linked, not loaded';
 
-/** Overflowed numeric cells per input and canonical field: counted by the streaming reader as it read (GDAL-read layers: one pass over their DBF). */
-async function overflowedCells(s: StagedInput): Promise<Record<string, number>> {
-  const specs = s.theme === 'AREA_IMOVEL' ? PROPERTY_FIELDS : THEME_FIELDS;
-  const out: Record<string, number> = {};
-  for (const l of s.layers) {
-    if (!s.read) continue;
-    const counted = s.read.overflowed ? (s.read.overflowed[l.name] ?? {}) : await countShapefileOverflows(l.file);
-    for (const [k, n] of Object.entries(counted)) {
-      const key = `${s.theme.toLowerCase()}:${specs.find((f) => f.aliases.includes(k))?.name ?? k}`;
-      out[key] = (out[key] ?? 0) + n;
-    }
-  }
-  return out;
+/** What SICAR's steps hand each other during one load. */
+interface SicarLoad {
+  /** The winning properties in EPSG:4326 for linking (made once, by the first theme that needs them, after AREA_IMOVEL's pass). */
+  linking: Promise<void> | null;
+  /** Per theme with layers without cod_imovel: their links. */
+  unkeyed: Record<string, UnkeyedThemeFacts>;
+  /** Themes whose polygons are built (a theme none of whose older-layout polygons could be linked is not). */
+  loaded: string[];
+  /** Hectares per property and theme (built beside car_tema). */
+  themeArea: Sql | null;
+  /** Set when AREA_IMOVEL came by the WFS route. */
+  wfs?: WfsStaged;
 }
 
-async function load(ctx: RunContext, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
-  const facts = emptyFacts();
-  const client = await ctx.pool.connect();
-  const uf = ctx.scope!;
-  // The typed passes that overlap the read (a second connection): abandoned on any failure.
-  const typing: { ov: Overlap<StagedInput, TypedInput> | null } = { ov: null };
-  try {
-    const steps = stepTimer(client);
-    const unkeyed: Record<string, UnkeyedThemeFacts> = {};
-    const loadedThemes: StagedInput[] = [];
-    // One typed pass per input (repairs, verdict, typed columns, counted facts, from the staged
-    // rows alone; then its staging table is dropped): each starts on a second connection as
-    // soon as its input is staged, while the next zip is read on this one, so both cores work.
-    // Themes of the older layout (no cod_imovel) are linked to the typed properties: they wait
-    // for AREA_IMOVEL's typed pass (read first, taken first) and the linking table.
-    const properties = tableName(ctx.stagingTable('link_properties'));
-    const mainDone = settledLater();
-    let linking: Promise<void> | null = null;
-    const propertiesLinked = (c: pg.ClientBase) => (linking ??= mainDone.promise.then(() => steps.time('link properties', () => linkProperties(c, { properties, typed: staged[0].typed }))));
-    const typeInput = async (c: pg.ClientBase, t: StagedInput, live: () => void): Promise<TypedInput> => {
-      if (t.theme !== 'AREA_IMOVEL') return typeOne(c, t, live);
-      // Themes linked spatially wait for this one: they fail with it.
-      try {
-        const r = await typeOne(c, t, live);
-        mainDone.resolve();
-        return r;
-      } catch (e) {
-        mainDone.reject(e);
-        throw e;
-      }
-    };
-    const typeOne = async (c: pg.ClientBase, t: StagedInput, live: () => void): Promise<TypedInput> => {
-      // Alone (no theme): the validity scan is split over two connections, the reader being done.
-      const split = files.length === 1;
-      await steps.time(`repair ${t.theme}`, async () => {
-        t.repair = await repairInPlace(c, t.stage, ctx.cfg.repairTimeoutMs, split ? { pool: ctx.pool } : {});
-      });
+/** AREA_IMOVEL: the route A zip or the route B WFS pages; typed by sicar_typed_imovel.sql, its dates, numbers and codes counted from the typed rows. */
+const AREA_IMOVEL: ShapeInput<SicarLoad> = {
+  name: 'AREA_IMOVEL',
+  relation: CAR_IMOVEL,
+  required: true,
+  file: (f) => themeOf(f) === 'AREA_IMOVEL',
+  read: { srid: DEFAULT_SRID },
+  async stage({ ctx, client, state }, file, table) {
+    if (!isWfsManifest(file)) return null;
+    const wfs = (state.wfs = await stageWfsAreaImovel(ctx, client, file, table, PROPERTY_FIELDS));
+    return { layers: [wfs.layer], rows: wfs.rows, missingOptional: wfs.missingOptional, unknown: wfs.unknown, replacementChars: wfs.replacementChars, fingerprint: wfs.fingerprint };
+  },
+  typed: ({ client, ctx, t, asOf, steps }) => steps.time('typed AREA_IMOVEL', () => typeProperties(client, { typed: t.classified, stage: t.stage, uf: ctx.scope, asOf })),
+  // What the facts count of the properties, from their typed table (one scan), while the themes are read.
+  counted: ({ client, t, steps }) => steps.time('facts AREA_IMOVEL', () => propertyFacts(client, t.classified)),
+};
+
+/** A theme zip: its layers checked before staging, older-layout layers linked spatially, typed by sicar_typed_tema.sql. */
+const theme = (name: Theme): ShapeInput<SicarLoad> => ({
+  name,
+  relation: CAR_TEMA,
+  file: (f) => themeOf(f) === name,
+  // Checked before staging: a theme layer without cod_imovel (older layout) is linked spatially later.
+  read: { srid: DEFAULT_SRID, refuse: (layers) => void checkThemeLayers(name, layers) },
+  // A theme's staged rows are read no more after its pass (about 1 s a dropped table at 200,000 properties).
+  dropStaged: true,
+  async typed({ client: c, ctx, t, staged, state, steps, live, passed, inputs }) {
+    const unkeyed = checkThemeLayers(name, staged.layers);
+    let link: ThemeLink = NO_LINK;
+    if (unkeyed.length) {
+      // Linked to the typed properties: waits for AREA_IMOVEL's pass (read first, taken first) and fails with it.
+      const properties = t.aux('link_properties');
+      await (state.linking ??= passed('AREA_IMOVEL').then(() =>
+        steps.time('link properties', () => linkProperties(c, { properties, typed: inputs('AREA_IMOVEL')!.t.classified }))));
       live();
-      let link: ThemeLink = NO_LINK;
-      let unkeyedFacts: UnkeyedThemeFacts | undefined;
-      if (t.theme === 'AREA_IMOVEL') {
-        await steps.time('typed AREA_IMOVEL', () => typeProperties(c, { typed: t.typed, stage: t.stage, uf, asOf: target.asOf }));
-      } else {
-        if (t.unkeyedLayers.length) {
-          await propertiesLinked(c);
-          live();
-          const links = tableName(ctx.stagingTable(`${t.theme.toLowerCase()}_links`));
-          const n = await steps.time(`link ${t.theme}`, () => linkTheme(c, { links, stage: t.stage, properties, layers: t.unkeyedLayers }));
-          unkeyedFacts = { layers: t.unkeyedLayers, ...n, regra: LINK_RULE };
-          link = themeLink(links, t.unkeyedLayers);
-          live();
-        }
-        await steps.time(`typed ${t.theme}`, () => typeTheme(c, { typed: t.typed, stage: t.stage, uf, tema: t.theme, link }));
-      }
+      const links = t.aux(`${name.toLowerCase()}_links`);
+      const n = await steps.time(`link ${name}`, () => linkTheme(c, { links, stage: t.stage, properties, layers: unkeyed }));
+      state.unkeyed[name] = { layers: unkeyed, ...n, regra: LINK_RULE };
+      link = themeLink(links, unkeyed);
       live();
-      await dropRepairColumn(c, t.stage);
-      const verdicts = await countVerdicts(c, t.typed, t.stage);
-      // What the facts count of the properties, from their typed table (one scan), while the themes are read.
-      const counted = t.theme === 'AREA_IMOVEL' ? await steps.time('facts AREA_IMOVEL', () => propertyFacts(c, t.typed)) : undefined;
-      // A theme's staged rows are read no more: dropped here, while the other connection works,
-      // rather than with the run's cleanup (about 1 s a dropped table at 200,000 properties).
-      if (t.theme !== 'AREA_IMOVEL') await c.query(`DROP TABLE ${t.stage}`);
-      return { verdicts, linked: unkeyedFacts, properties: counted };
-    };
-    // AREA_IMOVEL first: a drifted or broken main layer fails before themes are read. Its typed
-    // pass goes first too (weight: the themes wait for it when they link spatially).
-    const ordered = [...files].sort((a, b) => (themeOf(a) === 'AREA_IMOVEL' ? -1 : themeOf(b) === 'AREA_IMOVEL' ? 1 : 0));
-    const staged: StagedInput[] = [];
-    const readMs: Record<string, number> = {};
-    const t0 = performance.now();
-    const since = () => Math.round(performance.now() - t0);
-    // On a failure the `finally` below abandons the typed passes under way.
-    await ctx.stage(
-      'read',
-      async () => {
-        const ov = (typing.ov = await overlapOn(ctx.pool, client, typeInput));
-        for (const f of ordered) {
-          ov.check();
-          const r0 = performance.now();
-          const t = await stageInput(ctx, client, f, themeOf(f));
-          readMs[t.theme] = Math.round(performance.now() - r0);
-          staged.push(t);
-          // Sized before it is handed over (its repair then alters the table).
-          const weight = t.theme === 'AREA_IMOVEL' ? Infinity : await tableBytes(client, t.stage);
-          ov.push(t, weight);
-        }
-        // A typed pass that failed while the last zip was read fails the read.
-        ov.check();
-      },
-      () => staged.reduce((a, t) => a + t.rows, 0),
-      () => Object.fromEntries(staged.map((t) => [t.theme, { rows: t.rows, ms: readMs[t.theme], layers: t.layers.map((l) => l.name), ...(t.read ? { reader: t.read.reader } : {}) }])),
-    );
-    const readEnd = since();
-    const main = staged[0];
-    const themes = staged.slice(1);
-    let mainRejected = 0;
+    }
+    await steps.time(`typed ${name}`, () => typeTheme(c, { typed: t.classified, stage: t.stage, uf: ctx.scope, tema: name, link }));
+  },
+});
 
-    const built = await ctx.stage('normalise', async () => {
-      // The typed passes not done while reading, on both connections now (heaviest first); their
-      // facts are added in the inputs' order, as before.
-      const results = await typing.ov!.finish();
-      const typed = new Map<StagedInput, TypedInput>(staged.map((t, i) => [t, results[i]]));
+/** The themes built, in the inputs' order. */
+const builtThemes = (inputs: InputDone[], loaded: string[]) => inputs.filter((d) => loaded.includes(d.name));
 
-      const verdicts = typed.get(main)!.verdicts;
-      mainRejected = Object.entries(verdicts).filter(([v]) => v !== 'ok' && !DROPPED_VERDICTS.includes(v)).reduce((a, [, n]) => a + n, 0);
-      addVerdicts(facts, verdicts, { dropped: DROPPED_VERDICTS });
-      for (const t of themes) {
-        const { verdicts: v, linked } = typed.get(t)!;
-        if (linked) unkeyed[t.theme] = linked;
-        addVerdicts(facts, v, { dropped: DROPPED_VERDICTS, prefix: `${t.theme.toLowerCase()}:` });
-        // A theme none of whose polygons could be kept is not loaded: its areas stay NULL.
-        if ((v.ok ?? 0) > 0 || !t.unkeyedLayers.length) loadedThemes.push(t);
-        else facts.notes.push(`${t.theme}: no polygon of its layers without cod_imovel could be linked to a property; the theme is skipped and ${t.theme.toLowerCase()} areas are NULL`);
-      }
-
-      // The theme polygons of this snapshot (their kept typed rows) and the hectares per property
-      // and theme (from the same rows) at once: car_tema's build on one connection, the hectares'
-      // two parts on the other (the free one takes the second part).
-      const carTema = tableName(await target.table('car_tema'));
-      const themeArea = loadedThemes.length ? tableName(ctx.stagingTable('theme_area')) : null;
-      if (themeArea) {
-        const kept = keptThemeRows(loadedThemes.map((t) => t.typed));
+export const sicar = shapedPipeline<SicarLoad>({
+  name: 'sicar',
+  scopedByUf: true,
+  // AREA_IMOVEL first: a drifted or broken main layer fails before themes are read.
+  inputs: [AREA_IMOVEL, ...THEMES.map(theme)],
+  mainRelation: 'car_imovel',
+  fetch: fetchState,
+  sourceInfo: sicarSourceInfo,
+  releaseDate: (files) => lastModifiedDay(files.find((f) => themeOf(f) === 'AREA_IMOVEL')),
+  dropped: DROPPED_VERDICTS,
+  state: () => ({ linking: null, unkeyed: {}, loaded: [], themeArea: null }),
+  async passesDone({ inputs, state, facts }) {
+    for (const d of inputs.slice(1)) {
+      // A theme none of whose polygons could be kept is not loaded: its areas stay NULL.
+      if ((d.verdicts.ok ?? 0) > 0 || !state.unkeyed[d.name]) state.loaded.push(d.name);
+      else facts.notes.push(`${d.name}: no polygon of its layers without cod_imovel could be linked to a property; the theme is skipped and ${d.name.toLowerCase()} areas are NULL`);
+    }
+  },
+  relations: [
+    {
+      // The theme polygons of this snapshot (their kept typed rows) and, beside the build on the
+      // other connection, the hectares per property and theme from the same rows, in two parts.
+      relation: CAR_TEMA,
+      async from({ client, ctx, inputs, state }) {
+        const themes = builtThemes(inputs, state.loaded);
+        if (!themes.length) return null;
+        const kept = keptThemeRows(themes.map((d) => d.t.classified));
+        const themeArea = (state.themeArea = tableName(ctx.stagingTable('theme_area')));
         await createThemeArea(client, themeArea);
-        await onTwoConnections(ctx.pool, client, [
-          (c: pg.ClientBase) => steps.time('car_tema', () => buildFromTyped(c, { rel: CAR_TEMA, target: carTema, from: kept, asOf: target.asOf, snapshotId: target.snapshotId })),
-          ...([0, 1] as const).map((part) => (c: pg.ClientBase) => steps.time(`theme_area ${part + 1}/2`, () => themeAreaPart(c, { theme_area: themeArea, polygons: kept, part }))),
-        ]);
-        await indexThemeArea(client, themeArea);
-      } else {
-        await client.query(`CREATE TABLE ${carTema} (LIKE snap.car_tema__template INCLUDING ALL)`);
-      }
-      await checkSnapshotTable(client, 'car_tema', carTema);
-
-      // car_imovel's build beside car_tema's indexes (its GiST is the longest index).
-      const table = tableName(await target.table('car_imovel'));
-      const loaded = (name: Theme) => loadedThemes.some((t) => t.theme === name);
-      const [first, ...rest] = indexTasks(carTema, CAR_TEMA.indexes).map(({ name, task }) => (c: pg.ClientBase) => steps.time(`car_tema index ${name}`, () => task(c)));
-      await onTwoConnections(ctx.pool, client, [
-        ...(first ? [first] : []),
-        (c: pg.ClientBase) => steps.time('car_imovel', () =>
-          buildFromTyped(c, {
-            rel: CAR_IMOVEL, target: table, asOf: target.asOf, snapshotId: target.snapshotId,
-            from: winningProperties(main.typed, themeArea, { apps: loaded('APPS'), rl: loaded('RESERVA_LEGAL'), ac: loaded('AREA_CONSOLIDADA') }),
-          })),
-        ...rest,
-      ]);
-      const rows = await checkSnapshotTable(client, 'car_imovel', table);
-      const okRows = verdicts.ok ?? 0;
-      if (okRows > rows) facts.dropped.duplicate_car = okRows - rows;
-      return { table, carTema, rows, properties: typed.get(main)!.properties! };
-    }, (r) => r.rows, () => ({ steps: steps.timings, timeline: timeline(staged, typing.ov!.spans, readMs, readEnd) }));
-
-    // car_imovel's indexes (car_tema's were built during normalise, beside car_imovel's build),
-    // then ANALYZE of both tables.
-    await ctx.stage('index', () => indexSnapshotTables(ctx.pool, client, [
-      { table: built.carTema, indexes: {} },
-      { table: built.table, indexes: CAR_IMOVEL.indexes },
-    ]), undefined, () => ({ built_during_normalise: Object.keys(steps.timings).filter((k) => k.startsWith('car_tema index ')) }));
-
-    // Quality facts: from the typed pass (one scan of it), the reader's counts and the snapshot.
-    facts.fields.empty = await countNulls(client, built.table, CAR_IMOVEL.counted);
-    const pf = built.properties;
+        return {
+          from: kept,
+          beside: ([0, 1] as const).map((part) => ({ label: `theme_area ${part + 1}/2`, task: (c) => themeAreaPart(c, { theme_area: themeArea, polygons: kept, part }) })),
+          after: (c) => indexThemeArea(c, themeArea),
+        };
+      },
+    },
+    {
+      // One row per CAR number, with its theme hectares (beside car_tema's indexes).
+      relation: CAR_IMOVEL,
+      async from({ inputs, state }) {
+        const loaded = (name: Theme) => state.loaded.includes(name);
+        return { from: winningProperties(inputs[0].t.classified, state.themeArea, { apps: loaded('APPS'), rl: loaded('RESERVA_LEGAL'), ac: loaded('AREA_CONSOLIDADA') }) };
+      },
+    },
+  ],
+  // From the typed pass (one scan of it): dates and numbers.
+  async counted({ inputs, facts, asOf }) {
+    const pf = inputs[0].counted as PropertyFacts;
     for (const d of pf.dates) {
       if (d.kind === 'placeholder') facts.dates.placeholders[d.col] = d.n;
       if (d.kind === 'bad') facts.dates.unparseable[d.col] = d.n;
       if (d.kind === 'implausible') addCounts(facts, 'implausible', { [d.col]: d.n });
     }
-    if (facts.dates.implausible) facts.notes.push(`dates after the release date ${target.asOf} loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
+    if (facts.dates.implausible) facts.notes.push(`dates after the release date ${asOf} loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
     addCounts(facts, 'unparsed', { area_total_ha: pf.numbers.num_area, modulos_fiscais: pf.numbers.mod_fiscal });
     addCounts(facts, 'overflowed', { 'area_imovel:num_area': pf.numbers.num_area_overflow, 'area_imovel:mod_fiscal': pf.numbers.mod_fiscal_overflow });
-    for (const s of staged) addCounts(facts, 'overflowed', await overflowedCells(s));
-    if (facts.fields.overflowed) facts.notes.push(`overflowed numeric cells (asterisks: no value, NULL) per layer and field: ${JSON.stringify(facts.fields.overflowed)}`);
-    if (Object.keys(unkeyed).length) {
-      Object.assign(facts, { temas_sem_imovel: unkeyed });
-      for (const [th, u] of Object.entries(unkeyed)) {
+  },
+  // The links of older-layout themes, unknown codes, theme polygons of no loaded property.
+  async checked({ client, inputs, state, facts, built }) {
+    const pf = inputs[0].counted as PropertyFacts;
+    const unkeyed = inputs.filter((d) => state.unkeyed[d.name]).map((d) => [d.name, state.unkeyed[d.name]] as const);
+    if (unkeyed.length) {
+      Object.assign(facts, { temas_sem_imovel: Object.fromEntries(unkeyed) });
+      for (const [th, u] of unkeyed) {
         facts.notes.push(`${th}: ${u.layers.length} layer(s) without cod_imovel (older per-municipality layout): ${u.vinculados} polygon(s) linked to a property, ${u.sem_imovel} inside none, ${u.ambiguos} inside several (not loaded); rule: ${LINK_RULE}`);
       }
     }
     for (const u of pf.unknownCodes) facts.notes.push(`unknown ${u.field} code "${u.code}" in ${u.n} rows (loaded as NULL)`);
-    const orphans = await orphanThemePolygons(client, { car_tema: built.carTema, car_imovel: built.table });
+    const orphans = await orphanThemePolygons(client, { car_tema: built.car_tema.table, car_imovel: built.car_imovel.table });
     if (orphans) facts.notes.push(`${orphans} theme polygons belong to no loaded property`);
-
-    for (const s of staged) {
-      addRepairFacts(facts, s.repair);
-      facts.encoding.replacementChars += s.replacementChars;
-      for (const l of s.layers) {
-        facts.layers.push(describeLayer(l));
-        if (l.sridAssumed) facts.geometry.sridAssumed = true;
-      }
-      if (s.read) facts.notes.push(`${s.theme}: ${readerNote(s.read)}`);
-    }
-    facts.geometry.srid = main.layers[0].srid;
-    facts.geometry.empty = facts.rejected.no_geometry ?? 0;
-    facts.geometry.outsideBrazil = facts.rejected.outside_brazil ?? 0;
-    facts.encoding.name = main.layers[0].encoding;
-    facts.encoding.assumed = main.layers.some((l) => l.encodingAssumed);
-    facts.fields.missingOptional = main.missingOptional;
-    facts.fields.unknown = [...new Set(staged.flatMap((s) => s.unknown))];
-    if (facts.geometry.sridAssumed) facts.notes.push('a layer had no .prj: EPSG:4674 (SIRGAS 2000) assumed');
-    facts.notes.push(...encodingNotes(staged.flatMap((s) => s.layers)));
-    for (const th of THEMES) if (!themes.some((t) => t.theme === th)) facts.notes.push(`${th} not in the source: ${th.toLowerCase()} areas are NULL`);
-    if (main.wfs) await addWfsFacts(client, facts, main.wfs, main.stage, built.rows);
-
-    const rowsRead = staged.reduce((a, s) => a + s.rows, 0);
-    const rowsRejected = sum(facts.rejected);
-    return {
-      rowsRead: main.rows,
-      rowsLoaded: built.rows,
-      rowsRejected: mainRejected,
-      facts: { ...facts, notes: [...facts.notes, `${rowsRead} features read across all themes, ${rowsRejected} rejected in all`] },
-      fingerprint: main.fingerprint,
-    };
-  } finally {
-    await typing.ov?.abandon();
-    client.release();
-  }
-}
-
-/** A promise settled from outside (rejections are awaited by whoever waits on it, or ignored). */
-function settledLater() {
-  let resolve!: () => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
-  promise.catch(() => {});
-  return { promise, resolve, reject };
-}
-
-/**
- * When each input's typed pass ran, in seconds from the start of the read stage, beside the
- * read stage's end: the typed passes overlap the read (the ledger's `read` ends when the last
- * zip is staged; `normalise` covers what is left).
- */
-function timeline(staged: StagedInput[], spans: { start: number; end: number }[], readMs: Record<string, number>, readEnd: number) {
-  const s = (ms: number) => Math.round(ms) / 1000;
-  return {
-    read_end_s: s(readEnd),
-    inputs: staged.map((t, i) => ({ input: t.theme, read_s: s(readMs[t.theme] ?? 0), typed_from_s: s(spans[i]?.start ?? -1), typed_to_s: s(spans[i]?.end ?? -1) })),
-  };
-}
-
-export const sicar: Pipeline = {
-  name: 'sicar',
-  scopedByUf: true,
-  relations: ['car_imovel', 'car_tema'],
-  mainRelation: 'car_imovel',
-  key: 'car',
-  fetch: fetchState,
-  sourceInfo: sicarSourceInfo,
-  async releaseDate(_ctx, files) {
-    return lastModifiedDay(files.find((f) => themeOf(f) === 'AREA_IMOVEL'));
   },
-  load,
-};
+  async facts({ client, inputs, input, state, facts, built }) {
+    const main = inputs[0];
+    const rows = built.car_imovel.rows;
+    // Copies of a CAR number: the most recently updated one is loaded.
+    const ok = main.verdicts.ok ?? 0;
+    if (ok > rows) facts.dropped.duplicate_car = ok - rows;
+    for (const th of THEMES) if (!input(th)) facts.notes.push(`${th} not in the source: ${th.toLowerCase()} areas are NULL`);
+    if (state.wfs) await addWfsFacts(client, facts, state.wfs, main.t.stage, rows);
+    const rowsRead = inputs.reduce((a, d) => a + d.staged.rows, 0);
+    facts.notes.push(`${rowsRead} features read across all themes, ${sum(facts.rejected)} rejected in all`);
+  },
+});

@@ -1,9 +1,8 @@
 // sicar's own statements, one typed function each (tables in as Sql, typed rows out).
 import type pg from 'pg';
-import { selectList, type Relation } from '../../src/etl/relation.ts';
 import { dateLiteral } from '../../src/etl/sql/shape.ts';
 import { fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
-import { onTwoConnections } from './two-connections.ts';
+import { onTwoConnections } from '../../src/etl/two-connections.ts';
 
 /** The typed pass of AREA_IMOVEL (sql/queries/sicar_typed_imovel.sql). */
 export async function typeProperties(client: pg.ClientBase, a: { typed: Sql; stage: Sql; uf: string; asOf: string }): Promise<void> {
@@ -80,19 +79,6 @@ export async function themeAreas(pool: pg.Pool, client: pg.ClientBase, a: { them
   await createThemeArea(client, a.theme_area);
   await onTwoConnections(pool, client, ([0, 1] as const).map((part) => (c: pg.ClientBase) => themeAreaPart(c, { ...a, part })));
   await indexThemeArea(client, a.theme_area);
-}
-
-/** A staged input's size on disk (the typed passes waiting for a connection go heaviest first). */
-export async function tableBytes(client: pg.ClientBase, table: Sql): Promise<number> {
-  return Number((await client.query(`SELECT pg_total_relation_size($1::regclass) AS bytes`, [table])).rows[0].bytes);
-}
-
-/** Builds a relation's snapshot from typed rows (`s`): the declaration's select list, nothing joined back. */
-export async function buildFromTyped(
-  client: pg.ClientBase,
-  a: { rel: Relation; target: Sql; from: Sql; asOf: string; snapshotId: number },
-): Promise<void> {
-  await client.query(`CREATE TABLE ${a.target} AS\nSELECT\n${selectList(a.rel, dateLiteral(a.asOf), a.snapshotId)}\nFROM ${a.from}`);
 }
 
 /** The car_imovel rows: one per CAR number, the most recently updated copy, then the last read. */

@@ -1,61 +1,42 @@
-// The one pipeline shape. A pipeline declares what is its own: where its file is and what it
-// is called (SourceLayout), the relation it fills (defineRelation: columns, conversions,
-// indexes), its classify SQL (why each staged row is kept or not, with its key and final
-// geometry), the facts only it knows, and the overlay it is for CAR properties. The engine
-// runs the skeleton the same way for every source, like pg-boss's manager runs what its
-// plans supply:
+// The one pipeline shape. A pipeline declares what is its own: where its files are and what
+// they are called (SourceLayout), the relations it fills (defineRelation: columns,
+// conversions, indexes), its typed SQL (why each staged row is kept or not, with its typed
+// columns and final geometry), the facts only it knows, and the overlay it is for CAR
+// properties. The engine runs the skeleton the same way for every source (shape-run.ts),
+// like pg-boss's manager runs what its plans supply:
 //
 //   download  resolve the source once (ctx.source), pick the file (one picker for local and
-//             listed folders), fetch it into the raw store
-//   read      the zip's layers (layersFromZip: each member inflated once), staged through COPY
-//             with the relation's staging fields; a missing required field fails here
-//   normalise repair invalid polygons row by row (when declared), classify (the pipeline's
-//             SQL, one typed pass), build the snapshot from the declaration, check it against
-//             its template
-//   index     the declared indexes, ANALYZE
+//             listed folders), fetch it into the raw store — or the pipeline's own fetch
+//   read      each input's layers (layersFromZip: each member inflated once), staged through
+//             COPY with its relation's staging fields; a missing required field fails here
+//   normalise repair invalid polygons, the typed pass (the pipeline's SQL), build each
+//             relation from the typed rows, check it against its template
+//   index     the declared indexes (two connections), ANALYZE
 //   facts     verdicts, repairs, layers, missing and unknown fields, empty values, conversions
 //             that failed (kept raw in extra), implausible dates, overflowed cells, U+FFFD;
 //             then the pipeline's own facts
-import type pg from 'pg';
-import { countShapefileOverflows } from './dbf-overflow.ts';
+//
+// Two forms of one declaration: `ShapeSpec`, one file and one relation (most sources), and
+// `InputsSpec`, several inputs (each a file of its own, required or optional, staged into
+// its own table and typed there; SICAR's four zips or its WFS pages) and several relations
+// built from their typed rows. Both compile to one Plan that one loop runs (runPlan).
 import type { FetchedFile } from './download.ts';
-import { encodingNotes, layersFromZip, readerNote } from './layers.ts';
-import { checkSnapshotTable, countNulls, countVerdicts, indexSnapshotTable } from './load-steps.ts';
 import type { Overlay } from './overlaps.ts';
-import type { LoadResult, Pipeline, RunContext, SnapshotTarget } from './pipeline.ts';
-import { addCounts, addLayerFacts, addRepairFacts, addVerdicts, describeLayer, emptyFacts, sum, type QualityFacts } from './quality.ts';
+import type { Pipeline, RunContext } from './pipeline.ts';
+import type { QualityFacts } from './quality.ts';
 import type { Relation } from './relation.ts';
-import { repairInvalidPolygons, type RepairResult } from './repair.ts';
+import type { RepairResult } from './repair.ts';
 import { fetchOneFile, fileDay, isListedFolder, resolveListedSource, resolveSource, type SourceLayout } from './source-files.ts';
-import { addCsvFacts, stageByContent, type ContentStaged, type CsvRead } from './shape-csv.ts';
-import { stageLayers } from './stage-vector.ts';
+import type { ContentStaged } from './shape-csv.ts';
 import { streamedPipeline, type StreamedPipeline, type StreamedShapeSpec } from './shape-stream.ts';
-import {
-  buildSnapshot, countChecks, countOverflowedText, countReplacementChars, okRows, type CheckCounts, type RunValues, type ShapeTables,
-} from './sql/shape.ts';
-import { buildFromTyped, countTypedChecks, countTypedOverflows, typedExampleColumns } from './sql/typed.ts';
-import type { VectorLayer } from './vector-reader.ts';
+import { runPlan, type BuildPlan, type LoadStep, type PassStep, type Plan, type PlanInput, type RunStep, type ShapeRead } from './shape-run.ts';
+import { buildSnapshot, okRows, type CheckCounts, type RunValues, type ShapeTables } from './sql/shape.ts';
+import { buildFromTyped, buildSelected, typedExampleColumns } from './sql/typed.ts';
 import { AgroError } from '../errors.ts';
 import { sqlText, tableName, type Sql } from '../sql.ts';
 
+export type { InputDone, LoadStep, PassStep, RunStep, ShapeRead } from './shape-run.ts';
 export type { RunValues, ShapeTables } from './sql/shape.ts';
-
-/** The run as a pipeline's own steps see it. */
-export interface LoadStep {
-  client: pg.ClientBase;
-  ctx: RunContext;
-  t: ShapeTables;
-  /** The source file being loaded. */
-  file: FetchedFile;
-  /** The snapshot's as_of (yyyy-mm-dd). */
-  asOf: string;
-  /** The snapshot being built (a typed pass writes its snapshot_id column). */
-  snapshotId: number;
-  /** How the source came, once read: a delimited text (read.csv) or vector layers. */
-  route?: 'csv' | 'layers';
-  /** What the read stage staged (set once it has run). */
-  staged?: ContentStaged;
-}
 
 /** What the pipeline's facts step sees besides the run. */
 export interface FactsStep extends LoadStep {
@@ -80,16 +61,7 @@ export interface ShapeSpec {
     /** The release date from every fetched file (e.g. the newest Last-Modified of several), instead of the above. */
     filesDate?: (files: FetchedFile[]) => string | null;
   };
-  read: {
-    /** SRID assumed for a layer without a .prj. */
-    srid: number;
-    /** Levels of zips inside the zip that are searched (1: the zip alone). */
-    maxDepth?: number;
-    /** Refuses the layers before anything is staged (e.g. a CRS that must not be guessed). */
-    refuse?: (layers: VectorLayer[], file: FetchedFile) => void;
-    /** The source may be a delimited text (or a zip holding one) instead of shapefiles: told by content (shape-csv.ts). */
-    csv?: CsvRead;
-  };
+  read: ShapeRead;
   /** Invalid polygons are repaired row by row (t.fix) before classify. */
   repairPolygons?: boolean;
   /**
@@ -129,6 +101,72 @@ export interface ShapeSpec {
 
 export type ShapedPipeline = Pipeline & { key: string; spec: ShapeSpec };
 
+/** One input of a source of several files: a file of its own, staged into its own table (`<name>`) and typed there (`<name>_typed`). */
+export interface ShapeInput<S = unknown> {
+  /** Names its tables, its ledger entries and its facts (`<NAME>: ` notes; `<name>:` verdicts and fields, but for the first input). */
+  name: string;
+  /** Staged with this relation's staging fields. */
+  relation: Relation;
+  /** Without its file the load fails (required) or goes on without it (optional). */
+  required?: boolean;
+  /** Whether a fetched file is this input's. */
+  file(f: FetchedFile): boolean;
+  read: ShapeRead;
+  /** Its own stager, for a file that is not a zip of layers (e.g. WFS pages' manifest); null: read the zip. */
+  stage?(run: RunStep<S>, file: FetchedFile, table: Sql): Promise<ContentStaged | null>;
+  /**
+   * The typed pass, after the repair in place (t.stage has a `repair` column: NULL, 'repaired',
+   * 'empty', 'rejected'): creates t.classified with src_seq, verdict ('ok' or the reason) and the
+   * typed columns the relations' builds select. It counts what did not convert itself.
+   */
+  typed(step: PassStep<S>): Promise<void>;
+  /** The pipeline's counts of the input's typed rows, in its pass (e.g. SICAR's dates): `InputDone.counted`. */
+  counted?(step: PassStep<S>): Promise<unknown>;
+  /** The staged rows are read no more after the pass: dropped then, while the other connection works. */
+  dropStaged?: boolean;
+}
+
+/** One relation of a source of several inputs, built from typed rows. */
+export interface ShapeOutput<S = unknown> {
+  relation: Relation;
+  /**
+   * What its declared columns select from (`s`: the kept typed rows, with whatever the pipeline
+   * joins), work of the pipeline's own to run beside the build (on the other connection) and
+   * after it; null: nothing to build from (the table is created from its template).
+   */
+  from(run: RunStep<S>, table: Sql): Promise<({ from: Sql } & Omit<BuildPlan, 'build'>) | null>;
+}
+
+/** A source of several inputs and relations on the one shape (SICAR); `S` is the pipeline's state of one load. */
+export interface InputsSpec<S = unknown> {
+  name: string;
+  /** Snapshots kept per UF (ctx.scope). */
+  scopedByUf?: boolean;
+  /** In the order read; the first is the main one (its rows are the snapshot's rows read, its layers give SRID and encoding). */
+  inputs: ShapeInput<S>[];
+  /** In build order: each is built beside the previous one's indexes. */
+  relations: ShapeOutput<S>[];
+  /** The relation whose rows are the snapshot's. */
+  mainRelation: string;
+  /** The download stage. */
+  fetch(ctx: RunContext): Promise<FetchedFile[]>;
+  releaseDate?(files: FetchedFile[]): string | null;
+  sourceInfo?(files: FetchedFile[]): Promise<Record<string, unknown>>;
+  /** Verdicts that drop a row by design (reported, not rejected). */
+  dropped?: string[];
+  workMem?: string;
+  /** The pipeline's state of one load (tables it names, what its steps hand each other). */
+  state(): S;
+  /** After the typed passes, their verdicts in the facts, before the builds (e.g. which themes are built). */
+  passesDone?(run: RunStep<S>): Promise<void>;
+  /** The pipeline's counts (dates, numbers, its own `fields.overflowed`), before the engine's overflowed cells join them. */
+  counted?(run: RunStep<S>): Promise<void>;
+  /** What the pipeline finds in its rows and relations (links, codes, orphans), after the engine's counts, before its read notes. */
+  checked?(run: RunStep<S>): Promise<void>;
+  /** Facts only this pipeline knows, last; a returned object is merged into the facts. */
+  facts?(run: RunStep<S>): Promise<object | void>;
+}
+
 /** The download stage: the source resolved once, one file picked and fetched. */
 async function fetchFile(ctx: RunContext, spec: ShapeSpec): Promise<FetchedFile[]> {
   if (!ctx.source) {
@@ -146,152 +184,131 @@ function releaseDate(spec: ShapeSpec, files: FetchedFile[]): string | null {
   return spec.source.releaseDate?.(f.name) ?? (spec.source.fileDates ? fileDay(f) : null);
 }
 
-/**
- * Overflowed cells: numeric DBF fields from the bytes (GDAL reads them as NULL) — as the streaming
- * reader counted them while reading, else one pass over each DBF —, other staged text by etl.is_overflow.
- */
-async function overflowCounts(client: pg.ClientBase, rel: Relation, stage: Sql, staged: ContentStaged, typed?: Sql): Promise<Record<string, number>> {
-  const canonical = (src: string) => rel.staging.find((f) => f.aliases.includes(src))?.name ?? src;
-  const out: Record<string, number> = {};
-  for (const l of staged.layers) {
-    const counted = staged.overflowed ? (staged.overflowed[l.name] ?? {}) : await countShapefileOverflows(l.file);
-    for (const [src, n] of Object.entries(counted)) out[canonical(src)] = (out[canonical(src)] ?? 0) + n;
-  }
-  // A typed pass listed them per row (no second scan of the staged text).
-  const text = (typed && (await countTypedOverflows(client, typed))) || (await countOverflowedText(client, stage, rel.staging.map((f) => f.name)));
-  for (const [c, n] of Object.entries(text)) out[c] = (out[c] ?? 0) + n;
-  return out;
-}
-
-/** The facts every shaped load reports the same way. */
-async function commonFacts(step: FactsStep, spec: ShapeSpec, repair: RepairResult | null): Promise<void> {
-  const { client, t, facts, staged, verdicts } = step;
+/** The one-file form as the skeleton runs it: one input (tables src, fix, cls), one relation. */
+function planOfOne(spec: ShapeSpec): Plan {
   const rel = spec.relation;
-  addVerdicts(facts, verdicts, { dropped: spec.dropped });
-  if (repair) addRepairFacts(facts, repair);
-  facts.geometry.empty = verdicts.no_geometry ?? 0;
-  facts.geometry.outsideBrazil = verdicts.outside_brazil ?? 0;
-  if (staged.layers.length) addLayerFacts(facts, staged.layers);
-  if (staged.csv) addCsvFacts(facts, staged.csv);
-  facts.fields.missingOptional = staged.missingOptional.filter((n) => rel.reportedMissing.has(n));
-  facts.fields.unknown = staged.unknown;
-  if (staged.layers.length > 1) facts.notes.push(`${staged.layers.length} shapefiles in the zip, loaded together: ${staged.layers.map((l) => l.name).join(', ')}`);
-  if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${spec.read.srid} (SIRGAS 2000) assumed`);
-  facts.notes.push(...encodingNotes(staged.layers));
-  if (staged.reader) facts.notes.push(readerNote({ reader: staged.reader, deleted: staged.deleted ?? 0, unparsed: staged.unparsed ?? 0 }));
-  if (staged.unknown.length) step.ctx.log.warn({ columns: staged.unknown }, `source columns without a mapping, ${rel.columns.some((c) => c.role === 'extra') ? 'kept in extra' : 'not loaded'}`);
-
-  if (rel.counted.length) facts.fields.empty = await countNulls(client, step.target, rel.counted);
-  const { bad, placeholder, late } = step.checks;
-  const byName = new Map(rel.checked.map((c) => [c.name, c]));
-  for (const [col, n] of Object.entries(bad)) {
-    const rule = byName.get(col)!.rule;
-    if (rule.isDate) facts.dates.unparseable[col] = n;
-    else {
-      facts.notes.push(`${col}: ${n} value(s) are ${rule.what} (loaded as NULL, source text kept in extra)`);
-      addCounts(facts, 'unparsed', { [col]: n });
-    }
-  }
-  Object.assign(facts.dates.placeholders, placeholder);
-  addCounts(facts, 'implausible', late);
-  if (facts.dates.implausible) facts.notes.push(`dates after the release date loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
-  addCounts(facts, 'overflowed', await overflowCounts(client, rel, t.stage, staged, spec.typed ? t.classified : undefined));
-  if (facts.fields.overflowed) facts.notes.push(`overflowed cells (a run of asterisks: no value, loaded as NULL) per field: ${JSON.stringify(facts.fields.overflowed)}`);
-
-  if (spec.replacementChars === 'own') return;
-  const fffd = await countReplacementChars(client, t.stage, rel.staging.map((f) => f.name));
-  const total = sum(fffd);
-  facts.encoding.replacementChars = total;
-  if (total === 0) return;
-  const where = Object.entries(fffd).map(([c, n]) => `${c} ${n}`).join(', ');
-  facts.notes.push(`U+FFFD replacement characters per field: ${where}`);
-  if (spec.replacementChars === 'fail') {
-    facts.failures.push({
-      rule: 'replacement_characters',
-      message: `${total} U+FFFD replacement characters in the source text (${where}): accents were lost before publication`,
-      value: total,
-      threshold: 0,
-    });
-  }
-}
-
-async function load(ctx: RunContext, spec: ShapeSpec, files: FetchedFile[], target: SnapshotTarget): Promise<LoadResult> {
-  const rel = spec.relation;
-  const file = files[0];
-  const client = await ctx.pool.connect();
-  try {
-    if (spec.workMem) await client.query(`SELECT set_config('work_mem', $1, false)`, [spec.workMem]);
-    const t: ShapeTables = {
+  const kept = (t: ShapeTables) => (spec.kept ? spec.kept(t) : okRows(t.classified));
+  const input: PlanInput = {
+    name: spec.name, rel, required: true, files: (all) => all, read: spec.read, personalData: spec.personalData,
+    tables: (ctx) => ({
       stage: tableName(ctx.stagingTable('src')),
       fix: tableName(ctx.stagingTable('fix')),
       classified: tableName(ctx.stagingTable('cls')),
       aux: (name) => tableName(ctx.stagingTable(name)),
-    };
-    const step: LoadStep = { client, ctx, t, file, asOf: target.asOf, snapshotId: target.snapshotId };
-
-    const staged: ContentStaged = await ctx.stage(
-      'read',
-      async () => {
-        if (spec.read.csv) return stageByContent(client, ctx, files, t.stage, rel, { srid: spec.read.srid, csv: spec.read.csv, personalData: spec.personalData });
-        const layers = await layersFromZip(file.path, ctx.workDir, { srid: spec.read.srid, limits: ctx.cfg.zip, maxDepth: spec.read.maxDepth });
-        spec.read.refuse?.(layers, file);
-        return { layers, ...(await stageLayers(client, t.stage, layers, rel.staging)) };
+    }),
+    typed: spec.typed === true,
+    repair: spec.repairPolygons ? 'fix' : null,
+    classify: (step) => spec.classify(step),
+    examples: { stage: !spec.typed, shown: spec.personalData ? false : spec.typed ? typedExampleColumns(rel) : undefined },
+    dropStaged: false,
+    ownCounts: false,
+    kept,
+    replacementChars: spec.replacementChars ?? 'note',
+  };
+  return {
+    perInput: false,
+    inputs: [input],
+    outputs: [{
+      rel,
+      async prepare(run, table) {
+        const d = run.inputs[0];
+        if (spec.typed) return { build: (c) => buildFromTyped(c, { rel, target: table, kept: kept(d.t) }) };
+        return {
+          build: (c) => buildSnapshot(c, {
+            rel, target: table, kept: kept(d.t), stage: d.t.stage, joins: spec.joins?.(d.t) ?? sqlText(rel.joins),
+            values: spec.values?.(d.files[0], run.asOf) ?? {}, asOf: run.asOf, snapshotId: run.snapshotId,
+          }),
+        };
       },
-      (s) => s.rows + (s.csv?.badRows ?? 0),
-      (s) => ({ layers: s.layers.map(describeLayer), ...(s.reader && { reader: s.reader }), unknown: s.unknown, ...(s.csv && { csv: { encoding: s.csv.encoding, bad_rows: s.csv.badRows, bad_row_lines: s.csv.badRowSamples, files: s.csv.files.map((f) => ({ name: f.name, rows: f.rows, bad_rows: f.badRows, fingerprint: f.fingerprint })) } }) }),
-    );
-    step.route = staged.csv ? 'csv' : 'layers';
-    step.staged = staged;
-
-    const kept = spec.kept ? spec.kept(t) : okRows(t.classified);
-    const built = await ctx.stage(
-      'normalise',
-      async () => {
-        // With the pool, the validity scan runs on two connections (both cores).
-        let repair = spec.repairPolygons ? await repairInvalidPolygons(client, t.stage, t.fix, ctx.cfg.repairTimeoutMs, { pool: ctx.pool }) : null;
-        repair = (await spec.classify(step))?.repair ?? repair;
-        const shown = spec.personalData ? false : spec.typed ? typedExampleColumns(rel) : undefined;
-        const verdicts = await countVerdicts(client, t.classified, spec.typed ? undefined : t.stage, shown);
-        const table = tableName(await target.table(rel.name));
-        if (spec.typed) await buildFromTyped(client, { rel, target: table, kept });
-        else {
-          await buildSnapshot(client, {
-            rel, target: table, kept, stage: t.stage, joins: spec.joins?.(t) ?? sqlText(rel.joins),
-            values: spec.values?.(file, target.asOf) ?? {}, asOf: target.asOf, snapshotId: target.snapshotId,
-          });
-        }
-        const rows = await checkSnapshotTable(client, rel.name, table);
-        return { table, repair, verdicts, rows };
-      },
-      (r) => r.rows,
-      (r) => ({ verdicts: r.verdicts, repair: r.repair }),
-    );
-
-    await ctx.stage('index', () => indexSnapshotTable(client, built.table, rel.indexes));
-
-    const facts = emptyFacts();
-    const checks = spec.typed ? await countTypedChecks(client, { rel, kept }) : await countChecks(client, { rel, kept, stage: t.stage, asOf: target.asOf });
-    const factsStep: FactsStep = { ...step, target: built.table, facts, staged, verdicts: built.verdicts, rowsLoaded: built.rows, checks };
-    await commonFacts(factsStep, spec, built.repair);
-    const own = (await spec.facts?.(factsStep)) ?? {};
-    return {
-      rowsRead: staged.rows + (staged.csv?.badRows ?? 0),
-      rowsLoaded: built.rows,
-      rowsRejected: sum(facts.rejected),
-      facts: { ...facts, ...own },
-      fingerprint: staged.fingerprint,
-    };
-  } finally {
-    if (spec.workMem) await client.query('RESET work_mem').catch(() => {});
-    client.release();
-  }
+    }],
+    mainRelation: rel.name,
+    workMem: spec.workMem,
+    overlap: false,
+    dropped: spec.dropped,
+    state: () => undefined,
+    async facts(run) {
+      const d = run.inputs[0];
+      const b = run.built[rel.name];
+      return spec.facts?.({
+        client: run.client, ctx: run.ctx, t: d.t, file: d.files[0], asOf: run.asOf, snapshotId: run.snapshotId, route: d.staged.csv ? 'csv' : 'layers',
+        staged: d.staged, target: b.table, facts: run.facts, verdicts: d.verdicts, rowsLoaded: b.rows, checks: d.checks,
+      });
+    },
+  };
 }
 
-/** A pipeline (contract §2) on the one shape: one file, one relation; or relations streamed from zips of records (`stream`: shape-stream.ts). */
+/** The several-inputs form as the skeleton runs it: each input repaired in place and typed on the second connection while the next is read. */
+function planOfInputs<S>(spec: InputsSpec<S>): Plan {
+  const inputs = spec.inputs.map((i): PlanInput => {
+    const lower = i.name.toLowerCase();
+    return {
+      name: i.name, rel: i.relation, required: i.required === true, read: i.read,
+      files: (all) => all.filter(i.file).slice(0, 1),
+      tables: (ctx) => ({
+        stage: tableName(ctx.stagingTable(lower)),
+        fix: tableName(ctx.stagingTable(`${lower}_fix`)),
+        classified: tableName(ctx.stagingTable(`${lower}_typed`)),
+        aux: (name) => tableName(ctx.stagingTable(name)),
+      }),
+      stage: i.stage && ((run, files, table) => i.stage!(run as RunStep<S>, files[0], table)),
+      typed: true,
+      repair: 'in place',
+      classify: (step) => i.typed(step as PassStep<S>),
+      examples: { stage: true },
+      counted: i.counted && ((step) => i.counted!(step as PassStep<S>)),
+      dropStaged: i.dropStaged === true,
+      ownCounts: true,
+      kept: (t) => okRows(t.classified),
+      replacementChars: 'reader',
+    };
+  });
+  return {
+    perInput: true,
+    inputs,
+    outputs: spec.relations.map((o) => ({
+      rel: o.relation,
+      async prepare(run, table) {
+        const b = await o.from(run as RunStep<S>, table);
+        if (!b) return null;
+        return { build: (c) => buildSelected(c, { rel: o.relation, target: table, from: b.from, asOf: run.asOf, snapshotId: run.snapshotId }), beside: b.beside, after: b.after };
+      },
+    })),
+    mainRelation: spec.mainRelation,
+    workMem: spec.workMem,
+    overlap: true,
+    dropped: spec.dropped,
+    state: spec.state,
+    passesDone: spec.passesDone && ((run) => spec.passesDone!(run as RunStep<S>)),
+    counted: spec.counted && ((run) => spec.counted!(run as RunStep<S>)),
+    checked: spec.checked && ((run) => spec.checked!(run as RunStep<S>)),
+    facts: spec.facts && ((run) => spec.facts!(run as RunStep<S>)),
+  };
+}
+
+/**
+ * A pipeline (contract §2) on the one shape: one file and one relation, several inputs and
+ * relations, or relations streamed from zips of records (`stream`: shape-stream.ts).
+ */
 export function shapedPipeline(spec: StreamedShapeSpec): StreamedPipeline;
 export function shapedPipeline(spec: ShapeSpec): ShapedPipeline;
-export function shapedPipeline(spec: ShapeSpec | StreamedShapeSpec): ShapedPipeline | StreamedPipeline {
+export function shapedPipeline<S>(spec: InputsSpec<S>): Pipeline & { key: string; spec: InputsSpec<S> };
+export function shapedPipeline<S>(spec: ShapeSpec | InputsSpec<S> | StreamedShapeSpec): StreamedPipeline | (Pipeline & { key: string; spec: ShapeSpec | InputsSpec<S> }) {
   if ('stream' in spec) return streamedPipeline(spec);
+  if ('inputs' in spec) {
+    const main = spec.relations.find((o) => o.relation.name === spec.mainRelation)!.relation;
+    return {
+      name: spec.name,
+      scopedByUf: spec.scopedByUf ?? false,
+      relations: [main.name, ...spec.relations.map((o) => o.relation.name).filter((n) => n !== main.name)],
+      mainRelation: main.name,
+      key: main.key,
+      spec,
+      fetch: spec.fetch,
+      ...(spec.sourceInfo && { sourceInfo: spec.sourceInfo }),
+      releaseDate: async (_ctx, files) => spec.releaseDate?.(files) ?? null,
+      load: (ctx, files, target) => runPlan(ctx, planOfInputs(spec), files, target),
+    };
+  }
   const rel = spec.relation;
   return {
     name: spec.name,
@@ -303,7 +320,7 @@ export function shapedPipeline(spec: ShapeSpec | StreamedShapeSpec): ShapedPipel
     overlay: spec.overlay && { idColumn: rel.key, ...spec.overlay, dataset: spec.name, relation: rel.name },
     fetch: (ctx) => (spec.fetch ? spec.fetch(ctx) : fetchFile(ctx, spec)),
     releaseDate: async (_ctx, files) => releaseDate(spec, files),
-    load: (ctx, files, target) => load(ctx, spec, files, target),
+    load: (ctx, files, target) => runPlan(ctx, planOfOne(spec), files, target),
   };
 }
 

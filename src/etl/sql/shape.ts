@@ -95,6 +95,16 @@ export async function countReplacementChars(client: pg.ClientBase, stage: Sql, f
   return Object.fromEntries(Object.entries(r.rows[0] as Record<string, number>).filter(([, n]) => n > 0));
 }
 
+/** A staged input's size on disk (the passes waiting for a connection go heaviest first). */
+export async function tableBytes(client: pg.ClientBase, table: Sql): Promise<number> {
+  return Number((await client.query(`SELECT pg_total_relation_size($1::regclass) AS bytes`, [table])).rows[0].bytes);
+}
+
+/** Drops the `repair` column a repair in place added (the typed table holds the repair status from then on). */
+export async function dropRepairColumn(client: pg.ClientBase, stage: Sql): Promise<void> {
+  await client.query(`ALTER TABLE ${stage} DROP COLUMN repair`);
+}
+
 /** The default kept rows: the classified rows whose verdict is 'ok'. */
 export const okRows = (classified: Sql): Sql => `(SELECT * FROM ${classified} WHERE verdict = 'ok')` as Sql;
 

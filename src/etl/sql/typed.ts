@@ -36,6 +36,15 @@ export function typedColumns(rel: Relation, asOf: string, snapshotId: number): S
 export const typedExampleColumns = (rel: Relation): string[] =>
   rel.columns.filter((c) => c.role !== 'snapshot_id' && !rel.personal.includes(c.name)).map((c) => c.name);
 
+/**
+ * Builds a relation's snapshot from typed rows (`s`, with whatever the pipeline joins to them):
+ * the declaration's select list (each column's SQL over the typed row), nothing joined back to
+ * the staged text. For a typed pass that computes its own columns (SICAR's), not the declared ones.
+ */
+export async function buildSelected(client: pg.ClientBase, a: { rel: Relation; target: Sql; from: Sql; asOf: string; snapshotId: number }): Promise<void> {
+  await client.query(`CREATE TABLE ${a.target} AS\nSELECT\n${selectList(a.rel, dateLiteral(a.asOf), a.snapshotId)}\nFROM ${a.from}`);
+}
+
 /** Builds the snapshot from the kept typed rows alone. */
 export async function buildFromTyped(client: pg.ClientBase, a: { rel: Relation; target: Sql; kept: Sql }): Promise<void> {
   const cols = a.rel.columns.map((c) => `c.${ident(c.name)}`).join(', ');

@@ -1,8 +1,10 @@
-// SICAR's normalisation on both cores: independent statements run on the load's own
-// connection and one more from the pool, each taking the next task when it is free (the
-// machine has two cores; the statements are serial or split in two by the caller).
+// A load on both cores: independent statements run on the load's own connection and one
+// more from the pool, each taking the next task when it is free (the machine has two cores;
+// the statements are serial or split in two by the caller). The shape's skeleton
+// (src/etl/shape.ts) types each input on a second connection while the next one is read
+// (`overlapOn`), and spreads the builds and the declared indexes over two connections.
 import type pg from 'pg';
-import { indexStatements, type SnapshotIndexes } from '../../src/etl/load-steps.ts';
+import { indexStatements, type SnapshotIndexes } from './load-steps.ts';
 
 /** A task: statements on the connection it is given. */
 export type Task<T> = (client: pg.ClientBase) => Promise<T>;
@@ -80,9 +82,15 @@ export interface Overlap<I, R> {
  * free, so the producer and the work share the two cores. `finish` lets `client` help with
  * what is left. `work` gets `live`, which throws once a task has failed, for tasks of
  * several statements to stop between them. A failed task stops the others after their
- * current statement; the first failure is what `check`/`finish` throw.
+ * current statement; the first failure is what `check`/`finish` throw. With `second: false`
+ * no connection is taken: the items wait for `finish`, which works through them on `client`.
  */
-export async function overlapOn<I, R>(pool: pg.Pool, client: pg.ClientBase, work: (c: pg.ClientBase, item: I, live: () => void) => Promise<R>): Promise<Overlap<I, R>> {
+export async function overlapOn<I, R>(
+  pool: pg.Pool,
+  client: pg.ClientBase,
+  work: (c: pg.ClientBase, item: I, live: () => void) => Promise<R>,
+  o: { second?: boolean } = {},
+): Promise<Overlap<I, R>> {
   const t0 = performance.now();
   const items: { item: I; weight: number; taken: boolean }[] = [];
   const out: R[] = [];
@@ -119,14 +127,14 @@ export async function overlapOn<I, R>(pool: pg.Pool, client: pg.ClientBase, work
       }
     }
   };
-  const other = await pool.connect();
-  const running = worker(other);
+  const other = o.second === false ? null : await pool.connect();
+  const running = other ? worker(other) : Promise.resolve();
   let released = false;
   const settle = async () => {
     closed = true;
     wake();
     await running;
-    if (!released) other.release();
+    if (!released) other?.release();
     released = true;
   };
   return {
@@ -149,4 +157,13 @@ export async function overlapOn<I, R>(pool: pg.Pool, client: pg.ClientBase, work
       await settle();
     },
   };
+}
+
+/** A promise settled from outside (a rejection is thrown to whoever waits on it, or ignored). */
+export function settledLater(): { promise: Promise<void>; resolve: () => void; reject: (e: unknown) => void } {
+  let resolve!: () => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+  promise.catch(() => {});
+  return { promise, resolve, reject };
 }
