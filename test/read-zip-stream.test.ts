@@ -3,7 +3,6 @@
 // written to disk. The rows are GDAL's; a damaged or hostile member fails while it streams
 // (corrupt_archive / archive_too_large, also when the parser meets the damage before the CRC
 // does), the stored zip is distrusted, and a run keeps its previous snapshot.
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,6 +20,7 @@ import { runPipeline } from '../src/etl/run.ts';
 import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../src/etl/vector-reader.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { countInflations } from './helpers/inflations.ts';
 import { rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -46,23 +46,6 @@ const specsOf = (layers: VectorLayer[]): FieldSpec[] =>
   [...new Set(layers.flatMap((l) => l.fields.map((f) => f.name)))].map((name) => ({ name: `c_${name}`, aliases: [name] }));
 
 const filesUnder = (dir: string) => fs.readdirSync(dir, { recursive: true }).map(String).sort();
-
-/** Members inflated while `fn` runs, "<zip>:<member>" → times. */
-async function inflations(fn: () => Promise<unknown>): Promise<Map<string, number>> {
-  const seen = new Map<string, number>();
-  const on = (m: unknown) => {
-    const { file, member } = m as { file: string; member: string };
-    const key = `${path.basename(file)}:${member}`;
-    seen.set(key, (seen.get(key) ?? 0) + 1);
-  };
-  subscribe('agro:zip-inflate', on);
-  try {
-    await fn();
-  } finally {
-    unsubscribe('agro:zip-inflate', on);
-  }
-  return seen;
-}
 
 /** A star-shaped ring around (x, y), closed, clockwise (ESRI outer ring order is the writer's business). */
 function ring(x: number, y: number, r: number, k: number): number[][] {
@@ -134,7 +117,7 @@ describe('the .shp streamed straight from its zip', () => {
     const { zip } = await polygonZip('camada', 300);
     const work = path.join(tmp, `work_${++n}`);
     let layers: VectorLayer[] = [];
-    const seen = await inflations(async () => {
+    const seen = await countInflations(async () => {
       layers = await layersFromZip(zip, work, { srid: 4674, limits: DEFAULT_ZIP_LIMITS });
       expect(filesUnder(work)).toEqual(['camada', ...['dbf', 'prj', 'shx'].map((e) => `camada/camada.${e}`)]);
       const r = await stageLayers(client, `streamed_${n}`, layers, specsOf(layers));
@@ -235,7 +218,7 @@ describe('a damaged or hostile .shp member, found while it streams', () => {
     const { zip } = await polygonZip('ratio', 300);
     const work = path.join(tmp, `ratiow_${++n}`);
     const limits = { maxBytes: DEFAULT_ZIP_LIMITS.maxBytes, maxRatio: 1.2, ratioFloor: 1024 };
-    const seen = await inflations(async () => {
+    const seen = await countInflations(async () => {
       await expect(layersFromZip(zip, work, { srid: 4674, limits })).rejects.toMatchObject({ code: 'archive_too_large', message: expect.stringMatching(/ratio\.(shp|dbf|shx) declares/) });
     });
     expect([...seen.keys()]).toEqual([]);
