@@ -13,15 +13,21 @@
 -- are unioned. Measured on 200,000 properties / 2,001,555 polygons: 1,821,224 clusters, of
 -- which 134,424 unioned; 12 s on one connection instead of 32 s.
 --
+-- The keys are compared bytewise (COLLATE "C"): the two sorts of the window and the groups
+-- then compare with memcmp and abbreviated keys instead of strcoll (the database's C.UTF-8 is
+-- a libc collation, which PostgreSQL sorts the slow way). A deterministic collation's equality
+-- is byte equality, so the partitions and groups are the same; nothing here depends on their
+-- order. Measured on 1,000,368 APPS polygons (one half): 3.2–6.7 s → 3.9–5.6 s under load.
+--
 -- One statement per part ({{part}} of 2, by a hash of the CAR number): the caller runs the two
 -- parts on two connections into {{theme_area}} (created empty by the caller). The polygons are
 -- car_tema's or the kept typed rows it is built from (the same columns and values), so that
 -- the hectares and car_tema's build can run at once.
 INSERT INTO {{theme_area}} (car, app_ha, reserva_legal_ha, area_consolidada_ha)
 WITH r AS (
-  SELECT car, tema_base, geom, area_calculada_ha AS ha,
+  SELECT car COLLATE "C" AS car, tema_base COLLATE "C" AS tema_base, geom, area_calculada_ha AS ha,
          CASE WHEN cod_tema LIKE '%\_TOTAL' THEN 'total'
-              WHEN tema_base <> 'APPS' OR cod_tema LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END AS role
+              WHEN tema_base <> 'APPS' OR cod_tema LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END COLLATE "C" AS role
     FROM {{polygons}}
    WHERE (coalesce(hashtext(car), 0) & 1) = {{part}}
 ), clustered AS (
