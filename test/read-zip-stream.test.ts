@@ -4,7 +4,6 @@
 // (corrupt_archive / archive_too_large, also when the parser meets the damage before the CRC
 // does), the stored zip is distrusted, and a run keeps its previous snapshot.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
@@ -19,9 +18,9 @@ import { layersFromZip } from '../src/etl/layers.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../src/etl/vector-reader.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
 import { countInflations } from './helpers/inflations.ts';
-import { rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
+import { closeReaderContext, openReaderContext, rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -30,17 +29,8 @@ let client: pg.PoolClient;
 let tmp: string;
 let n = 0;
 
-beforeAll(async () => {
-  db = await testDatabase();
-  client = await db.pool.connect();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-read-zip-'));
-});
-
-afterAll(async () => {
-  client?.release();
-  await db?.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+beforeAll(async () => void ({ db, client, tmp } = await openReaderContext('agro-read-zip-')));
+afterAll(() => closeReaderContext({ db, client, tmp }));
 
 const specsOf = (layers: VectorLayer[]): FieldSpec[] =>
   [...new Set(layers.flatMap((l) => l.fields.map((f) => f.name)))].map((name) => ({ name: `c_${name}`, aliases: [name] }));
