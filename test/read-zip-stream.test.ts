@@ -8,8 +8,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { PRJ_GEOSERVER_SIRGAS2000, PRJ_SIRGAS2000_UTM23S } from '../fixtures/readers.ts';
 import { buildSicarState } from '../fixtures/sicar.ts';
-import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
+import { PRJ_SIRGAS2000, PRJ_WGS84, ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { DEFAULT_ZIP_LIMITS, extractZip } from '../src/etl/archive.ts';
 import { fetchSource } from '../src/etl/download.ts';
@@ -156,6 +157,50 @@ describe('the .shp streamed straight from its zip', () => {
     expect(filesUnder(work)).toContain('oem/oem.shp');
     const r = await stageLayers(client, `oem_${n}`, layers, specsOf(layers));
     expect(r).toMatchObject({ reader: 'gdal', rows: 20 });
+  });
+});
+
+describe('the layer described without its .shp (a stand-in of the .shx header beside the extracted parts)', () => {
+  const FOREIGN = 'GEOGCS["GCS_Local",DATUM["D_Fazenda_Local",SPHEROID["Local_Sphere",6370000.0,0.0]],PRIMEM["Greenwich",0.0],UNIT["Degree",0.0174532925199433]]';
+  const variants: [string, Partial<Parameters<typeof ShapefileWriter.open>[0]>][] = [
+    ['no .prj: the SRID assumed', { prj: null }],
+    ['SIRGAS 2000 / UTM 23S', { prj: PRJ_SIRGAS2000_UTM23S }],
+    ["GeoServer's SIRGAS 2000 (TOWGS84, AXIS)", { prj: PRJ_GEOSERVER_SIRGAS2000 }],
+    ['WGS 84, a UTF-8 .cpg', { prj: PRJ_WGS84, encoding: 'utf8', cpg: 'UTF-8' }],
+    ['UTF-8 bytes under LDID 0x57, no .cpg', { encoding: 'utf8', cpg: null, languageDriverId: 0x57 }],
+    ['LDID 0x02 (CP850)', { languageDriverId: 0x02 }],
+    ['an unrecognised .cpg', { cpg: 'KLINGON' }],
+  ];
+  test.each(variants)('%s: as GDAL describes the extracted files', async (_what, o) => {
+    const dir = path.join(tmp, `variant_${++n}`);
+    fs.mkdirSync(dir, { recursive: true });
+    const w = await ShapefileWriter.open({
+      basePath: path.join(dir, 'camada'), shapeType: 'polygon', encoding: 'latin1', prj: PRJ_SIRGAS2000,
+      fields: [{ name: 'nome', type: 'C', length: 30 }, { name: 'area', type: 'N', length: 10, decimals: 2 }], ...o,
+    });
+    for (let i = 0; i < 7; i++) await w.write({ type: 'Polygon', coordinates: [ring(-50 + i, -10, 0.1, 6)] }, { nome: `Vila Nova ${i} ação`, area: i });
+    const { files } = await w.close();
+    const zip = path.join(dir, 'camada.zip');
+    await zipFiles(zip, files.map((f) => ({ path: f, name: path.basename(f) })));
+    const [streamed] = await layersFromZip(zip, path.join(tmp, `variant_w_${n}`), { srid: 4674, limits: DEFAULT_ZIP_LIMITS });
+    const { openLayer } = await import('../src/etl/vector-reader.ts');
+    const extracted = openLayer(path.join(dir, 'camada.shp'), { srid: 4674 });
+    expect({ ...streamed, file: '', zipped: undefined, reader: undefined }).toEqual({ ...extracted, file: '', zipped: undefined, reader: undefined });
+    expect(streamed.featureCount).toBe(7);
+  });
+
+  test('a .prj whose CRS is none of the candidates fails as it did on the extracted files', async () => {
+    const dir = path.join(tmp, `foreign_${++n}`);
+    fs.mkdirSync(dir, { recursive: true });
+    const w = await ShapefileWriter.open({ basePath: path.join(dir, 'camada'), shapeType: 'polygon', encoding: 'latin1', prj: FOREIGN, fields: [{ name: 'nome', type: 'C', length: 10 }] });
+    await w.write({ type: 'Polygon', coordinates: [ring(-50, -10, 0.1, 6)] }, { nome: 'x' });
+    const { files } = await w.close();
+    const zip = path.join(dir, 'camada.zip');
+    await zipFiles(zip, files.map((f) => ({ path: f, name: path.basename(f) })));
+    const work = path.join(tmp, `foreign_w_${n}`);
+    await expect(layersFromZip(zip, work, { srid: 4674, limits: DEFAULT_ZIP_LIMITS })).rejects.toThrow(/cannot identify the CRS in the \.prj of camada\.shp: "GCS_Local" on datum "(D_)?Fazenda_Local"/);
+    // The stand-in's folder is gone with the failure.
+    expect(filesUnder(work).filter((f) => f.includes('.open-'))).toEqual([]);
   });
 });
 
