@@ -4,7 +4,6 @@
 // fails the run (corrupt_archive) before anything is published, and the damaged file is
 // not answered from the raw store again. The layers the engine opens from a zip are staged
 // by the streaming shapefile reader, and the result says so.
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +22,7 @@ import { runPipeline } from '../src/etl/run.ts';
 import { stageLayers } from '../src/etl/stage-vector.ts';
 import { openLayer } from '../src/etl/vector-reader.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { countInflations } from './helpers/inflations.ts';
 
 let db: TestDb;
 let work: string;
@@ -30,23 +30,6 @@ let goDir: string;
 
 const run = (source: string) => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source });
 const currentId = async () => (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'sicar' AND scope = 'GO'`)).rows[0]?.snapshot_id ?? null;
-
-/** Every member inflated while `fn` runs, as "<zip name>:<member>" → times. */
-async function countInflations(fn: () => Promise<unknown>): Promise<Map<string, number>> {
-  const seen = new Map<string, number>();
-  const onInflate = (m: unknown) => {
-    const { file, member } = m as { file: string; member: string };
-    const key = `${path.basename(file)}:${member}`;
-    seen.set(key, (seen.get(key) ?? 0) + 1);
-  };
-  subscribe('agro:zip-inflate', onInflate);
-  try {
-    await fn();
-  } finally {
-    unsubscribe('agro:zip-inflate', onInflate);
-  }
-  return seen;
-}
 
 /** Flips a byte in the middle of `member`'s stored data (local header walked, not guessed). */
 function damageMember(zip: Buffer, member: string): Buffer {

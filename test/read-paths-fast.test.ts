@@ -5,7 +5,6 @@
 // UTF-8, windows-1252, ISO-8859-15; overflowed numbers, deleted records, NULL geometries,
 // numbers with padded decimals) are staged against GDAL's reader, row for row.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,8 +13,8 @@ import { decodeField, FieldValue, textDecoder, type DbfField } from '../src/etl/
 import type { FieldSpec } from '../src/etl/stage-vector.ts';
 import { openLayer } from '../src/etl/vector-reader.ts';
 import { ShapefileWriter, type DbfField as WriterField } from '../fixtures/lib/shapefile-writer.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
-import { rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
+import type { TestDb } from './helpers/db.ts';
+import { closeReaderContext, openReaderContext, rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
 
 /** A seeded generator (the cases are the same on every run). */
 function rng(seed: number): () => number {
@@ -156,17 +155,8 @@ describe('whole layers against GDAL', () => {
   let tmp: string;
   let n = 0;
 
-  beforeAll(async () => {
-    db = await testDatabase();
-    client = await db.pool.connect();
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-read-fast-'));
-  });
-
-  afterAll(async () => {
-    client?.release();
-    await db?.drop();
-    fs.rmSync(tmp, { recursive: true, force: true });
-  });
+  beforeAll(async () => void ({ db, client, tmp } = await openReaderContext('agro-read-fast-')));
+  afterAll(() => closeReaderContext({ db, client, tmp }));
 
   const fields: WriterField[] = [
     { name: 'nome', type: 'C', length: 254 },

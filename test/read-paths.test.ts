@@ -4,7 +4,6 @@
 // staged rows must be the same, value for value, and the geometries the same WKB in
 // PostGIS (ST_AsEWKB equality).
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
@@ -18,8 +17,8 @@ import { ZipEntries } from '../src/etl/read/zip-source.ts';
 import { ShapefileWriter, zipFiles, type DbfField } from '../fixtures/lib/shapefile-writer.ts';
 import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from '../src/etl/vector-reader.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
-import { rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
+import type { TestDb } from './helpers/db.ts';
+import { closeReaderContext, openReaderContext, rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DEFAULTS = { srid: 4674, encoding: 'ISO-8859-1' };
@@ -29,17 +28,8 @@ let client: pg.PoolClient;
 let tmp: string;
 let n = 0;
 
-beforeAll(async () => {
-  db = await testDatabase();
-  client = await db.pool.connect();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-read-paths-'));
-});
-
-afterAll(async () => {
-  client?.release();
-  await db?.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+beforeAll(async () => void ({ db, client, tmp } = await openReaderContext('agro-read-paths-')));
+afterAll(() => closeReaderContext({ db, client, tmp }));
 
 /** Every other field mapped to a column (the rest go to `extra`), so both paths are exercised. */
 function specsFor(layers: VectorLayer[]): FieldSpec[] {

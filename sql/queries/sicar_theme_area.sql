@@ -13,15 +13,22 @@
 -- are unioned. Measured on 200,000 properties / 2,001,555 polygons: 1,821,224 clusters, of
 -- which 134,424 unioned; 12 s on one connection instead of 32 s.
 --
+-- The keys are compared bytewise (COLLATE "C"): the window's sort compares with memcmp and
+-- abbreviated keys instead of strcoll (a libc collation such as the database's C.UTF-8 sorts
+-- the slow way), and the groups' sort becomes an incremental one over the window's order. A
+-- deterministic collation's equality is byte equality: the same partitions and groups, and
+-- nothing here depends on their order. Measured on one half of 1,000,368 APPS polygons
+-- (501,426 rows), load 4–5: 2.6–3.2 s → 2.3–3.2 s, the same hectares to the bit.
+--
 -- One statement per part ({{part}} of 2, by a hash of the CAR number): the caller runs the two
 -- parts on two connections into {{theme_area}} (created empty by the caller). The polygons are
 -- car_tema's or the kept typed rows it is built from (the same columns and values), so that
 -- the hectares and car_tema's build can run at once.
 INSERT INTO {{theme_area}} (car, app_ha, reserva_legal_ha, area_consolidada_ha)
 WITH r AS (
-  SELECT car, tema_base, geom, area_calculada_ha AS ha,
+  SELECT car COLLATE "C" AS car, tema_base COLLATE "C" AS tema_base, geom, area_calculada_ha AS ha,
          CASE WHEN cod_tema LIKE '%\_TOTAL' THEN 'total'
-              WHEN tema_base <> 'APPS' OR cod_tema LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END AS role
+              WHEN tema_base <> 'APPS' OR cod_tema LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END COLLATE "C" AS role
     FROM {{polygons}}
    WHERE (coalesce(hashtext(car), 0) & 1) = {{part}}
 ), clustered AS (

@@ -11,10 +11,10 @@ import { channel } from 'node:diagnostics_channel';
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Transform, Writable, type Readable } from 'node:stream';
+import { Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { crc32 } from 'node:zlib';
-import yauzl, { type Entry, type ZipFile } from 'yauzl';
+import { crc32, createInflateRaw } from 'node:zlib';
+import yauzl, { type Entry, type ZipFile, type ZipFileOptions } from 'yauzl';
 import { AgroError, isAgroError } from '../errors.ts';
 
 export interface ZipLimits {
@@ -82,12 +82,6 @@ function openZip(file: string): Promise<ZipFile> {
   });
 }
 
-function openEntry(zip: ZipFile, entry: Entry): Promise<Readable> {
-  return new Promise((resolve, reject) => {
-    zip.openReadStream(entry, (err, stream) => (err ? reject(err) : resolve(stream)));
-  });
-}
-
 const isDirectory = (entry: Entry): boolean => entry.fileName.endsWith('/');
 
 const mib = (n: number): string => `${(n / 2 ** 20).toFixed(1)} MiB`;
@@ -109,24 +103,54 @@ function checkDeclared(file: string, entries: Entry[], limits: ZipLimits): void 
   if (total > limits.maxBytes) throw tooLarge(file, `its members declare ${mib(total)} uncompressed, more than the ${mib(limits.maxBytes)} allowed (AGRO_MAX_UNZIPPED_BYTES)`);
 }
 
-/** Counts inflated bytes against the archive's budget (shared by all its members) and checks the CRC. */
-function inflateCheck(file: string, entry: Entry, budget: { left: number; limits: ZipLimits }): Transform {
+/** What one archive (and the zips inside it) may still inflate, shared by all its members, extracted or streamed. */
+export interface ZipBudget {
+  left: number;
+  limits: ZipLimits;
+}
+
+export const zipBudget = (limits: ZipLimits): ZipBudget => ({ left: limits.maxBytes, limits });
+
+/** Output chunk of the inflater: zlib's default 16 KiB costs about a second of callbacks per 250 MB. */
+const INFLATE_CHUNK = 1 << 20;
+
+const corrupt = (file: string, why: string) => new AgroError('corrupt_archive', `${path.basename(file)}: ${why}`);
+
+/**
+ * One member's bytes, inflated in 1 MiB chunks: counted against the archive's budget as they
+ * come, refused as soon as they pass the size the central directory declared (declared
+ * sizes can lie), and checked against the CRC-32 at the end. Whatever the zip reader or
+ * zlib throws is corruption (corrupt_archive); the budget's end is archive_too_large. Used
+ * for every member read from a zip, extracted (walkZip) or streamed (read/zip-source.ts).
+ */
+export async function* memberBytes(zip: ZipFile, file: string, entry: Entry, budget: ZipBudget): AsyncGenerator<Buffer> {
+  if (inflateChannel.hasSubscribers) inflateChannel.publish({ file, member: entry.fileName });
+  const name = entry.fileName;
+  const deflated = entry.compressionMethod === 8;
+  const raw = await new Promise<Readable>((resolve, reject) =>
+    zip.openReadStream(entry, (deflated ? { decompress: false } : {}) as ZipFileOptions, (err, s) => (err ? reject(corrupt(file, `${name}: ${err.message}`)) : resolve(s))),
+  );
+  const stream = deflated ? raw.pipe(createInflateRaw({ chunkSize: INFLATE_CHUNK })) : raw;
+  if (deflated) raw.on('error', (e) => stream.destroy(e));
   let crc = 0;
-  let seen = 0;
-  return new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      seen += chunk.length;
+  let size = 0;
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      size += chunk.length;
       budget.left -= chunk.length;
-      if (budget.left < 0) return cb(tooLarge(file, `${entry.fileName} inflates beyond the ${mib(budget.limits.maxBytes)} allowed (its header declared ${mib(entry.uncompressedSize)})`));
-      if (seen > entry.uncompressedSize) return cb(new Error(`${entry.fileName} inflates beyond its declared ${entry.uncompressedSize} bytes`));
+      if (budget.left < 0) throw tooLarge(file, `${name} inflates beyond the ${mib(budget.limits.maxBytes)} allowed (its header declared ${mib(entry.uncompressedSize)})`);
+      if (size > entry.uncompressedSize) throw corrupt(file, `${name} inflates beyond its declared ${entry.uncompressedSize} bytes`);
       crc = crc32(chunk, crc);
-      cb(null, chunk);
-    },
-    flush(cb) {
-      const ok = crc >>> 0 === entry.crc32 >>> 0;
-      cb(ok ? null : new Error(`CRC mismatch in ${entry.fileName}`));
-    },
-  });
+      yield chunk;
+    }
+  } catch (e) {
+    throw isAgroError(e) ? e : corrupt(file, `${name}: ${(e as Error).message}`);
+  } finally {
+    raw.destroy();
+    stream.destroy();
+  }
+  if (size !== entry.uncompressedSize) throw corrupt(file, `${name}: ${size} bytes inflated, ${entry.uncompressedSize} declared`);
+  if (crc >>> 0 !== entry.crc32 >>> 0) throw corrupt(file, `CRC mismatch in ${name}`);
 }
 
 /** The central directory's entries (no member inflated yet). */
@@ -153,17 +177,16 @@ async function walkZip(
   limits: ZipLimits,
   pick: (name: string) => boolean,
   onEntry: (entry: Entry) => Promise<Writable | null>,
+  budget: ZipBudget = zipBudget(limits),
 ): Promise<void> {
   await withZip(file, async (zip) => {
     const entries = await listEntries(zip);
     const chosen = entries.filter((e) => isDirectory(e) || pick(e.fileName));
-    checkDeclared(file, chosen.filter((e) => !isDirectory(e)), limits);
-    const budget = { left: limits.maxBytes, limits };
+    checkDeclared(file, chosen.filter((e) => !isDirectory(e)), { ...limits, maxBytes: Math.min(limits.maxBytes, budget.left) });
     for (const entry of chosen) {
       const sink = await onEntry(entry);
       if (!sink || isDirectory(entry)) continue;
-      if (inflateChannel.hasSubscribers) inflateChannel.publish({ file, member: entry.fileName });
-      await pipeline(await openEntry(zip, entry), inflateCheck(file, entry, budget), sink);
+      await pipeline(memberBytes(zip, file, entry, budget), sink);
     }
   });
 }
@@ -250,28 +273,53 @@ export interface ExtractOptions {
   limits?: ZipLimits;
   /** The members to extract, by name in the archive (default: all). */
   only?: (name: string) => boolean;
+  /**
+   * Of the members `only` selects, those left in the zip for the caller to stream
+   * (read/zip-source.ts): their declared sizes are checked with the others', nothing is
+   * inflated or written.
+   */
+  leave?: (name: string) => boolean;
+  /** What the archive may still inflate, shared with the zips around it and the members streamed later (default: limits.maxBytes). */
+  budget?: ZipBudget;
 }
 
-/** Extracts the file entries `only` selects under destDir; on failure removes what it wrote. */
-export async function extractZip(file: string, destDir: string, o: ExtractOptions = {}): Promise<string[]> {
+/** A member left in the zip by extractMembers: its name in the archive and where extraction would have put it. */
+export interface LeftMember {
+  name: string;
+  target: string;
+}
+
+/** Extracts the file entries `only` selects under destDir (but those `leave` keeps in the zip); on failure removes what it wrote. */
+export async function extractMembers(file: string, destDir: string, o: ExtractOptions = {}): Promise<{ written: string[]; left: LeftMember[] }> {
   await checkSignature(file);
   const root = path.resolve(destDir);
   await mkdir(root, { recursive: true });
   const written = new Set<string>();
+  const left: LeftMember[] = [];
+  const limits = o.limits ?? DEFAULT_ZIP_LIMITS;
   try {
-    await walkZip(file, o.limits ?? DEFAULT_ZIP_LIMITS, o.only ?? everything, async (entry) => {
+    await walkZip(file, limits, o.only ?? everything, async (entry) => {
       const target = safeTarget(root, entry.fileName);
       if (isDirectory(entry)) {
         await mkdir(target, { recursive: true });
         return null;
       }
+      if (o.leave?.(entry.fileName)) {
+        left.push({ name: entry.fileName, target });
+        return null;
+      }
       await mkdir(path.dirname(target), { recursive: true });
       written.add(target);
       return createWriteStream(target);
-    });
+    }, o.budget ?? zipBudget(limits));
   } catch (e) {
     await Promise.all([...written].map((f) => rm(f, { force: true })));
     throw e;
   }
-  return [...written];
+  return { written: [...written], left };
+}
+
+/** Extracts the file entries `only` selects under destDir; on failure removes what it wrote. */
+export async function extractZip(file: string, destDir: string, o: ExtractOptions = {}): Promise<string[]> {
+  return (await extractMembers(file, destDir, o)).written;
 }

@@ -5,8 +5,8 @@
 //
 // Two readers, one table. Shapefiles opened for it (layersFromZip marks them
 // `reader: 'shp-stream'`) go through the engine's streaming reader (read/shp-stream.ts:
-// .shp and .dbf read side by side, WKB built in node, binary COPY; flat memory, no native
-// call per feature). Everything else (a layer opened with GDAL alone, GeoPackage,
+// .shp and .dbf read side by side, the .shp straight from its zip, WKB built in node, binary
+// COPY; flat memory, no native call per feature). Everything else (a layer opened with GDAL alone, GeoPackage,
 // GeoJSON, …) is read by GDAL one feature at a time and sent as text COPY. The result
 // says which reader ran (`reader`), for the report.
 import type pg from 'pg';

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import gdal from 'gdal-async';
 import { AgroError } from '../errors.ts';
+import type { ZipBudget } from './archive.ts';
 import { identifySrid } from './layer-crs.ts';
 import { decideEncoding, type EncodingRule } from './layer-encoding.ts';
 
@@ -36,6 +37,13 @@ export interface VectorLayer {
    * when the layer was opened for it (layersFromZip), else GDAL's feature loop.
    */
   reader?: 'shp-stream' | 'gdal';
+  /**
+   * Set when the streaming reader reads the .shp straight from its zip (layersFromZip; `file`
+   * is then GDAL's /vsizip/ path of it): the zip holding it (the stored one, or a zip
+   * extracted from it), the entry, the stored file the store stops trusting if the member
+   * is damaged, what the archive may still inflate, and the extracted .dbf.
+   */
+  zipped?: { zip: string; entry: string; stored: string; budget: ZipBudget; dbf: string };
 }
 
 export interface LayerDefaults {

@@ -1,9 +1,31 @@
 // The two shapefile readers side by side on the same layers (tests of the streaming reader
 // against GDAL's): staged into two tables, then compared row by row.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type pg from 'pg';
 import { stageShapefiles } from '../../src/etl/read/shp-stream.ts';
 import { stageLayers, type FieldSpec } from '../../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
+import { testDatabase, type TestDb } from './db.ts';
+
+/** What a reader test file works with: its own database, one connection of it, a temp folder. */
+export interface ReaderTestContext {
+  db: TestDb;
+  client: pg.PoolClient;
+  tmp: string;
+}
+
+export async function openReaderContext(prefix: string): Promise<ReaderTestContext> {
+  const db = await testDatabase();
+  return { db, client: await db.pool.connect(), tmp: fs.mkdtempSync(path.join(os.tmpdir(), prefix)) };
+}
+
+export async function closeReaderContext(c: Partial<ReaderTestContext>): Promise<void> {
+  c.client?.release();
+  await c.db?.drop();
+  if (c.tmp) fs.rmSync(c.tmp, { recursive: true, force: true });
+}
 
 let n = 0;
 

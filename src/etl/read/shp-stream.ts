@@ -15,15 +15,17 @@ import path from 'node:path';
 import { finished } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
-import { AgroError } from '../../errors.ts';
+import { AgroError, isAgroError } from '../../errors.ts';
 import { ident } from '../../db/pool.ts';
 import { progress } from '../../progress.ts';
 import { writeOrWait } from '../copy.ts';
+import { distrustIfDamaged } from '../download.ts';
 import type { VectorLayer } from '../vector-reader.ts';
 import { BinaryCopyWriter } from './binary-copy.ts';
-import { byteReader, type ByteSource } from './chunk-reader.ts';
+import { byteReader, type ByteReader, type ByteSource } from './chunk-reader.ts';
 import { canDecode, decodeField, encodingKind, FieldValue, parseDbfHeader, textDecoder, type DbfHeader } from './dbf.ts';
 import { shapeWkb } from './shp-wkb.ts';
+import { ZipEntries } from './zip-source.ts';
 import { createStagingTable, mapFields, missingEverywhere, schemaFingerprint, stagingColumns, type FieldSpec, type StageResult } from './staging.ts';
 
 export interface ShpStageResult extends StageResult {
@@ -49,6 +51,8 @@ export interface LayerSources {
   name: string;
   shp: ByteSource;
   dbf: ByteSource;
+  /** Releases what the streams were opened from (a zip), once both are closed. */
+  close?: () => void;
 }
 
 /** Shape types the reader builds WKB for (null, point, polyline, polygon, multipoint; plain, Z and M). */
@@ -59,14 +63,18 @@ const STREAMED_TYPES = new Set([0, 1, 3, 5, 8, 11, 13, 15, 18, 21, 23, 25, 28]);
  * it builds (not MultiPatch) and a DBF encoding it can decode. Otherwise GDAL reads it.
  */
 export function canStream(shp: string, encoding: string): boolean {
-  if (!canDecode(encoding)) return false;
   const head = Buffer.alloc(36);
   const fd = openSync(shp, 'r');
   try {
-    if (readSync(fd, head, 0, 36, 0) < 36 || head.readInt32BE(0) !== 9994) return false;
+    return canStreamHeader(head.subarray(0, readSync(fd, head, 0, 36, 0)), encoding);
   } finally {
     closeSync(fd);
   }
+}
+
+/** canStream from the first 36 bytes of the .shp, or of its .shx (the two share their header). */
+export function canStreamHeader(head: Buffer, encoding: string): boolean {
+  if (!canDecode(encoding) || head.length < 36 || head.readInt32BE(0) !== 9994) return false;
   return STREAMED_TYPES.has(head.readInt32LE(32));
 }
 
@@ -75,6 +83,22 @@ export function fileSources(shp: string): LayerSources {
   const base = shp.slice(0, -4);
   const dbf = [base + '.dbf', base + '.DBF'].find((f) => existsSync(f)) ?? base + '.dbf';
   return { name: path.basename(shp), shp: { file: shp }, dbf: { file: dbf } };
+}
+
+/**
+ * A layer's byte streams: its .shp straight from the zip when layersFromZip left it there
+ * (the .dbf extracted beside it), else the two files.
+ */
+export async function openLayerSources(layer: VectorLayer): Promise<LayerSources> {
+  const z = layer.zipped;
+  if (!z) return fileSources(layer.file);
+  const entries = await ZipEntries.open(z.zip, z.budget);
+  try {
+    return { name: path.basename(z.entry), shp: entries.stream(z.entry), dbf: { file: z.dbf }, close: () => entries.close() };
+  } catch (e) {
+    entries.close();
+    throw e;
+  }
 }
 
 /**
@@ -135,9 +159,29 @@ export async function walkShapefile(
     const overflowed: Record<string, number> = {};
     header.fields.forEach((f, i) => overflows[i] && (overflowed[f.name] = (overflowed[f.name] ?? 0) + overflows[i]));
     return { records: header.records, deleted, unparsed, overflowed };
+  } catch (e) {
+    throw await rootCause(e, shp, dbf);
   } finally {
     await Promise.all([shp.close(), dbf.close()]);
+    files.close?.();
   }
+}
+
+/**
+ * Bytes that do not parse may be a damaged zip member whose CRC is only checked at its end:
+ * the rest of both streams is read (each byte still inflated once), and a damaged member
+ * (corrupt_archive, archive_too_large) is the error rather than what the parser saw.
+ */
+async function rootCause(e: unknown, ...readers: ByteReader[]): Promise<unknown> {
+  if (!isAgroError(e) || e.code !== 'malformed_source') return e;
+  for (const r of readers) {
+    try {
+      await r.drain();
+    } catch (d) {
+      if (isAgroError(d) && (d.code === 'corrupt_archive' || d.code === 'archive_too_large')) return d;
+    }
+  }
+  return e;
 }
 
 /** Every record of a layer, values and WKB copied out (tests, small layers). */
@@ -165,7 +209,7 @@ export async function stageShapefiles(
   table: string,
   layers: VectorLayer[],
   specs: FieldSpec[],
-  sources: (layer: VectorLayer) => LayerSources = (l) => fileSources(l.file),
+  sources: (layer: VectorLayer) => LayerSources | Promise<LayerSources> = openLayerSources,
 ): Promise<ShpStageResult> {
   const mappings = layers.map((l) => mapFields(l, specs));
   await createStagingTable(client, table, specs);
@@ -189,9 +233,10 @@ export async function stageShapefiles(
     report();
     await writeOrWait(stream, chunk);
   };
+  let current: VectorLayer | null = null;
   try {
     for (let li = 0; li < layers.length; li++) {
-      const layer = layers[li];
+      const layer = (current = layers[li]);
       const { index, unknown } = mappings[li];
       // For each staging column the DBF field index (-1 = NULL); unmapped fields for `extra`.
       let plan: number[] = [];
@@ -199,7 +244,7 @@ export async function stageShapefiles(
       const layerName = Buffer.from(layer.name.replace(/\0/g, ''), 'utf8');
       let extras: { name: string; at: number }[] = [];
       const r = await walkShapefile(
-        sources(layer),
+        await sources(layer),
         layer.encoding,
         (h) => {
           const at = new Map(h.fields.map((f, i) => [f.name, i]));
@@ -252,6 +297,8 @@ export async function stageShapefiles(
   } catch (e) {
     stream.destroy(e as Error); // sends CopyFail: nothing of this COPY is kept
     await done.catch(() => undefined);
+    // A damaged member of a stored zip: the store stops trusting it (download.ts).
+    if (current?.zipped) await distrustIfDamaged(current.zipped.stored, e);
     throw e;
   }
   const rows = Number(stream.rowCount ?? 0);
