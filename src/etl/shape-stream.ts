@@ -317,8 +317,10 @@ async function load(ctx: RunContext, spec: StreamedShapeSpec, files: FetchedFile
       await mapLimited(order, familySlots(ctx.pool, s.families.length), async (rel) => {
         if (rel !== s.lead) await leadReady;
         if (failed) throw failed;
-        const c = await ctx.pool.connect();
+        // Taken inside the try: a lead that gets no connection still lets the others go (they see `failed`).
+        let c: pg.PoolClient | undefined;
         try {
+          c = await ctx.pool.connect();
           const table = await tableOf(rel);
           const build = run.lines(rel);
           await copyRelation(c, table, rel, async (out) => {
@@ -339,7 +341,7 @@ async function load(ctx: RunContext, spec: StreamedShapeSpec, files: FetchedFile
           }
           throw e;
         } finally {
-          c.release();
+          c?.release();
           if (rel === s.lead) leadCopied(); // also when the lead failed before its COPY: the others see `failed`
         }
       }).catch((e) => {
