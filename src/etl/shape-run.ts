@@ -108,7 +108,7 @@ export interface PassStep<S = unknown> extends LoadStep {
   steps: StepTimer;
   /** Throws once another pass has failed: a pass of several statements calls it between them. */
   live(): void;
-  /** Settles when another input's pass is done (it fails with it): e.g. themes linked to the typed properties. */
+  /** Settles when another input's pass is done; fails with it, or with the load when that pass never runs (e.g. its read failed). */
   passed(input: string): Promise<void>;
   /** The inputs read so far. */
   inputs(name: string): InputDone | undefined;
@@ -188,6 +188,7 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
   const client = await ctx.pool.connect();
   // The passes that overlap the read (a second connection): abandoned on any failure.
   let ov: Overlap<InputDone, PassResult> | null = null;
+  let unsettle: (e: unknown) => void = () => {};
   try {
     if (plan.workMem) await client.query(`SELECT set_config('work_mem', $1, false)`, [plan.workMem]);
     const present = plan.inputs.map((input) => ({ input, files: input.files(files) })).filter((p) => {
@@ -203,6 +204,10 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
       inputs: done, input: byName, built: {},
     };
     const passes = new Map(present.map((p) => [p.input.name, settledLater()]));
+    // Once a pass fails or the load does, the passes not run yet never will: a pass waiting for one fails too.
+    unsettle = (e) => {
+      for (const p of passes.values()) p.reject(e);
+    };
     const planOf = new Map<InputDone, PlanInput>();
     const pass = async (c: pg.ClientBase, d: InputDone, live: () => void): Promise<PassResult> => {
       const input = planOf.get(d)!;
@@ -216,7 +221,7 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
         settle.resolve();
         return r;
       } catch (e) {
-        settle.reject(e);
+        unsettle(e);
         throw e;
       }
     };
@@ -279,6 +284,9 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
       facts: { ...facts, ...own },
       fingerprint: main.staged.fingerprint,
     };
+  } catch (e) {
+    unsettle(e);
+    throw e;
   } finally {
     await (ov as Overlap<InputDone, PassResult> | null)?.abandon();
     if (plan.workMem) await client.query('RESET work_mem').catch(() => {});
