@@ -266,12 +266,12 @@ describe('a streamed source declared on the shape', () => {
 });
 
 /** The same source with only a line builder and a facts hook on the lookup. */
-function plainSource(name: string, o: { lookupFacts?: (c: pg.ClientBase) => Promise<void> } = {}) {
-  return declared(name, [PESSOAS, CONTAS], ({ target }: StreamStep) => ({
+function plainSource(name: string, o: { families?: StreamedRelation[]; lookupFacts?: (c: pg.ClientBase) => Promise<void> } = {}) {
+  return declared(name, o.families ?? [PESSOAS, CONTAS], ({ target }: StreamStep) => ({
     lines: (rel) => (fields) => {
       const v = fields.map((f) => (f.trim() === '' ? null : f.trim()));
       if (rel === CONTAS) v[2] = v[2] && v[2].replace(',', '.');
-      if (rel === PESSOAS) v.push(v[1] && v[1].toUpperCase());
+      if (rel.name === PESSOAS.name) v.push(v[1] && v[1].toUpperCase());
       return copyLine([...v, null, target.snapshotId]);
     },
     tableFacts: o.lookupFacts ? { strm_cidades: (c) => o.lookupFacts!(c) } : {},
@@ -312,4 +312,28 @@ test('the lead family failing to get its connection fails the load: the other fa
     for (const c of held.splice(0)) c.release();
     await within(pool.end(), 5_000);
   }
+}, 60_000);
+
+test('an index that fails leaves no statement of the load running: its table\'s other index builds end before their connections go back', async () => {
+  const dir = path.join(work, 'index-fails');
+  await writeSource(dir);
+  // An index build that takes a few seconds (an immutable function that sleeps per row), beside a
+  // primary key that fails at once (people share cities).
+  await db.pool.query(`CREATE OR REPLACE FUNCTION strm_slow(t text) RETURNS text IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.02); RETURN t; END $$`);
+  const people = streamedRelation(defineRelation({ ...PESSOAS, indexes: { primaryKey: ['cidade'], trigram: [{ name: 'slow', on: 'strm_slow(nome)' }] } }), { zips: PESSOAS.zips, member: PESSOAS.member });
+  const source = plainSource('strm-index', { families: [people] });
+  let running: string[] | null = null;
+  const watched = {
+    ...source,
+    // What the database still runs for this load when the load fails.
+    load: (...a: Parameters<typeof source.load>) => source.load(...a).catch(async (e) => {
+      running = (await db.pool.query(`SELECT query FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid() AND query LIKE '%strm_slow%'`)).rows.map((r) => r.query);
+      throw e;
+    }),
+  };
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, watched, { source: dir });
+  expect(out.status).toBe('failed');
+  expect(out.error?.message).toMatch(/could not create unique index/);
+  expect(running).toEqual([]);
+  expect(db.pool.idleCount).toBe(db.pool.totalCount);
 }, 60_000);

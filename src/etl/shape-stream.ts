@@ -209,8 +209,12 @@ async function indexRelation(client: pg.ClientBase, rel: StreamedRelation, table
       borrowed.push(c);
       conns.push(c);
     }
-    await Promise.all(conns.map(async (c, k) => {
-      for (let i = k; i < statements.length; i += conns.length) {
+    // Every connection's statements end before any goes back (a failed one stops the others
+    // after their current statement): a connection handed back mid-statement would run the
+    // next user's queries inside this build's transaction.
+    let stop = false;
+    const settled = await Promise.allSettled(conns.map(async (c, k) => {
+      for (let i = k; i < statements.length && !stop; i += conns.length) {
         const ix = statements[i];
         const t1 = Date.now();
         await c.query('BEGIN');
@@ -219,6 +223,7 @@ async function indexRelation(client: pg.ClientBase, rel: StreamedRelation, table
           await c.query(ix.sql);
           await c.query('COMMIT');
         } catch (e) {
+          stop = true;
           await c.query('ROLLBACK').catch(() => {});
           throw e;
         }
@@ -226,6 +231,8 @@ async function indexRelation(client: pg.ClientBase, rel: StreamedRelation, table
         ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, `${pipeline}: index built`);
       }
     }));
+    const failure = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failure) throw failure.reason;
   } finally {
     for (const c of borrowed) c.release();
   }
