@@ -289,3 +289,7 @@ test('an input whose read fails while another input\'s pass waits for it fails t
   expect((await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage'`)).rows[0].n).toBe(0);
   expect(db.pool.idleCount).toBe(db.pool.totalCount);
 }, 60_000);
+
+test('a declaration whose main relation is none of its relations is refused, naming it', () => {
+  expect(() => shapedPipeline<DemoLoad>({ ...demo.spec, name: 'demo-nomain', mainRelation: 'demo_parcelas' })).toThrow(/demo-nomain: the main relation demo_parcelas is none of relations'/);
+});

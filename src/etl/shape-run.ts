@@ -164,6 +164,7 @@ export interface Plan {
   /** In build order; the main relation's rows are the snapshot's. */
   outputs: PlanOutput[];
   mainRelation: string;
+  /** work_mem of the load's own connection (one input, classified on it: a large deduplication sort). */
   workMem?: string;
   /** Each input's pass overlaps the read on a second connection. */
   overlap: boolean;
