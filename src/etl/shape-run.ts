@@ -27,7 +27,7 @@ import { stageByContent, type ContentStaged, type CsvRead } from './shape-csv.ts
 import { commonFacts, readDetail, singleReadDetail, timeline } from './shape-facts.ts';
 import { stageLayers } from './stage-vector.ts';
 import { stepTimer, type StepTimer } from './steps.ts';
-import { dropRepairColumn, tableBytes, type CheckCounts, type ShapeTables } from './sql/shape.ts';
+import { createFromTemplate, dropRepairColumn, dropStagedTable, tableBytes, type CheckCounts, type ShapeTables } from './sql/shape.ts';
 import { indexSnapshotTables, indexTasks, onTwoConnections, overlapOn, settledLater, type Overlap, type Task } from './two-connections.ts';
 import type { VectorLayer } from './vector-reader.ts';
 import { AgroError } from '../errors.ts';
@@ -335,7 +335,7 @@ async function runPass(
   const verdicts = await countVerdicts(c, t.classified, input.examples.stage ? t.stage : undefined, input.examples.shown);
   const counted = await input.counted?.(step);
   // Staged rows read no more are dropped here, while the other connection works, rather than with the run's cleanup.
-  if (input.dropStaged) await c.query(`DROP TABLE ${t.stage}`);
+  if (input.dropStaged) await dropStagedTable(c, t.stage);
   return { verdicts, repair, counted };
 }
 
@@ -350,7 +350,7 @@ async function buildAll(run: RunStep, plan: Plan, target: SnapshotTarget): Promi
     const name = o.rel.name;
     const table = tableName(await target.table(name));
     const b = await o.prepare(run, table);
-    if (!b) await client.query(`CREATE TABLE ${table} (LIKE snap.${name}__template INCLUDING ALL)`);
+    if (!b) await createFromTemplate(client, table, name);
     const [first, ...rest] = indexes;
     const tasks: Task<unknown>[] = [
       ...(first ? [first] : []),
