@@ -18,6 +18,7 @@ import { defineRelation } from '../src/etl/relation.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { shapedPipeline, type PassStep, type ShapeInput } from '../src/etl/shape.ts';
 import { sqlText, type Sql } from '../src/sql.ts';
+import { AgroError } from '../src/errors.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const PARCELA = defineRelation({
@@ -257,4 +258,38 @@ test('an optional input without its file is skipped; a required one fails the lo
   const failed = await run(path.join(work, 'headless'));
   expect(failed.status).toBe('failed');
   expect(failed.error?.message).toMatch(/PARCELAS: no file among X_FEICOES_A\.zip/);
+});
+
+test('an input whose read fails while another input\'s pass waits for it fails the load; nothing waits forever', async () => {
+  // FEICOES_A's pass waits for FEICOES_B's; FEICOES_B's own stager (as WFS pages are staged) fails once that pass has started.
+  let started = () => {};
+  const aStarted = new Promise<void>((r) => (started = r));
+  const [parcelas, a, b] = demo.spec.inputs;
+  const waits = shapedPipeline<DemoLoad>({
+    ...demo.spec,
+    name: 'demo-waits',
+    inputs: [
+      parcelas,
+      { ...a, async typed({ passed }) { started(); await passed('FEICOES_B'); } },
+      { ...b, async stage() {
+        await Promise.race([aStarted, new Promise((r) => setTimeout(r, 10_000))]);
+        throw new AgroError('malformed_source', 'FEICOES_B: page 3 of 5 is missing');
+      } },
+    ],
+  });
+  let timer: NodeJS.Timeout | undefined;
+  const out = await Promise.race([
+    runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, waits, { source: path.join(work, 'all'), asOf: '2025-06-01', force: true }),
+    new Promise<'still waiting'>((r) => (timer = setTimeout(() => r('still waiting'), 30_000))),
+  ]).finally(() => clearTimeout(timer));
+  expect(out).not.toBe('still waiting');
+  if (out === 'still waiting') return;
+  expect([out.status, out.error?.code]).toEqual(['failed', 'malformed_source']);
+  expect(out.error?.message).toMatch(/FEICOES_B: page 3 of 5 is missing/);
+  expect((await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage'`)).rows[0].n).toBe(0);
+  expect(db.pool.idleCount).toBe(db.pool.totalCount);
+}, 60_000);
+
+test('a declaration whose main relation is none of its relations is refused, naming it', () => {
+  expect(() => shapedPipeline<DemoLoad>({ ...demo.spec, name: 'demo-nomain', mainRelation: 'demo_parcelas' })).toThrow(/demo-nomain: the main relation demo_parcelas is none of relations'/);
 });

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import type pg from 'pg';
+import pg from 'pg';
 import yazl from 'yazl';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { copyLine } from '../src/etl/copy.ts';
@@ -19,7 +19,7 @@ import type { RunContext } from '../src/etl/pipeline.ts';
 import { defineRelation, type ColumnDef } from '../src/etl/relation.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { shapedPipeline } from '../src/etl/shape.ts';
-import { streamColumns, streamedRelation, type RelationRead, type StreamedRelation, type StreamStep } from '../src/etl/shape-stream.ts';
+import { streamColumns, streamedRelation, type RelationRead, type StreamedRelation, type StreamRun, type StreamStep } from '../src/etl/shape-stream.ts';
 import { qualifiedSnapshotTable } from '../src/etl/names.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -81,65 +81,66 @@ interface Seen {
   compared: number[];
 }
 
+/** Every zip of the source folder. */
+async function fetchZips(ctx: RunContext): Promise<FetchedFile[]> {
+  const names = fs.readdirSync(ctx.source!).filter((n) => n.endsWith('.zip')).sort();
+  return Promise.all(names.map(async (n) => (await fetchSource(path.join(ctx.source!, n), { destDir: ctx.rawDir, userAgent: 'test', expect: 'zip', zipLimits: ctx.cfg.zip }))!));
+}
+
 /** A streamed source declared on the shape, the way a pipeline folder would. */
 function streamedSource(opts: { name: string; families?: StreamedRelation[]; seen: Seen[]; barrier?: boolean }) {
-  const families = opts.families ?? [PESSOAS, CONTAS];
-  return shapedPipeline({
-    name: opts.name,
-    relation: families[0],
-    fetch: async (ctx: RunContext): Promise<FetchedFile[]> => {
-      const names = fs.readdirSync(ctx.source!).filter((n) => n.endsWith('.zip')).sort();
-      return Promise.all(names.map(async (n) => (await fetchSource(path.join(ctx.source!, n), { destDir: ctx.rawDir, userAgent: 'test', expect: 'zip', zipLimits: ctx.cfg.zip }))!));
-    },
-    stream: {
-      families,
-      lead: families[0],
-      lookups: [CIDADES],
-      progressMs: () => 100,
-      begin: ({ tables, target }: StreamStep) => {
-        const seen: Seen = { indexesAtFacts: {}, orphanCities: 0, read: {}, compared: [] };
-        opts.seen.push(seen);
-        // Both families' facts hooks wait here for each other: loaded one after the other,
-        // the first would wait forever (a timeout fails the load).
-        let arrived = 0;
-        let release = () => {};
-        const both = new Promise<void>((r) => (release = r));
-        const meet = async () => {
-          if (opts.barrier === false) return;
-          if (++arrived === 2) release();
-          let timer: NodeJS.Timeout | undefined;
-          await Promise.race([both, new Promise((_r, reject) => (timer = setTimeout(() => reject(new Error('the families were not loaded at the same time')), 20_000)))]).finally(() => clearTimeout(timer));
-        };
-        const indexes = async (c: pg.ClientBase, table: string) =>
-          (await c.query(`SELECT indexname FROM pg_indexes WHERE schemaname = 'snap' AND tablename = $1 ORDER BY 1`, [table.replace(/^snap\."?|"$/g, '')])).rows.map((r) => r.indexname.replace(/^.*__s\d+_/, ''));
-        return {
-          lines: (rel) => (fields) => {
-            const v = fields.map((f) => (f.trim() === '' ? null : f.trim()));
-            if (rel === CONTAS) v[2] = v[2] && v[2].replace(',', '.');
-            if (rel === PESSOAS) v.push(v[1] && v[1].toUpperCase());
-            return copyLine([...v, null, target.snapshotId]);
-          },
-          tableFacts: {
-            strm_pessoas: async (c, table) => {
-              seen.indexesAtFacts.strm_pessoas = await indexes(c, table);
-              seen.orphanCities = (await c.query(`SELECT count(*)::int AS n FROM ${table} p WHERE NOT EXISTS (SELECT 1 FROM ${tables.get('strm_cidades')!} c WHERE c.codigo = p.cidade)`)).rows[0].n;
-              await meet();
-            },
-            strm_contas: async (c, table) => {
-              seen.indexesAtFacts.strm_contas = await indexes(c, table);
-              await meet();
-            },
-          },
-          facts: async (read) => void (seen.read = read),
-          gate: () => (seen.orphanCities > 10 ? [{ rule: 'strm_orphans', message: `${seen.orphanCities} people in no known city` }] : []),
-          compare: async (previous) => void seen.compared.push(previous.snapshot_id),
-          report: (facts) => {
-            facts.notes.push(`${seen.orphanCities} people in a city no lookup has`);
-            return { strm: { cidades_orfas: seen.orphanCities } };
-          },
-        };
+  return declared(opts.name, opts.families ?? [PESSOAS, CONTAS], ({ tables, target }: StreamStep) => {
+    const seen: Seen = { indexesAtFacts: {}, orphanCities: 0, read: {}, compared: [] };
+    opts.seen.push(seen);
+    // Both families' facts hooks wait here for each other: loaded one after the other,
+    // the first would wait forever (a timeout fails the load).
+    let arrived = 0;
+    let release = () => {};
+    const both = new Promise<void>((r) => (release = r));
+    const meet = async () => {
+      if (opts.barrier === false) return;
+      if (++arrived === 2) release();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([both, new Promise((_r, reject) => (timer = setTimeout(() => reject(new Error('the families were not loaded at the same time')), 20_000)))]).finally(() => clearTimeout(timer));
+    };
+    const indexes = async (c: pg.ClientBase, table: string) =>
+      (await c.query(`SELECT indexname FROM pg_indexes WHERE schemaname = 'snap' AND tablename = $1 ORDER BY 1`, [table.replace(/^snap\."?|"$/g, '')])).rows.map((r) => r.indexname.replace(/^.*__s\d+_/, ''));
+    return {
+      lines: (rel) => (fields) => {
+        const v = fields.map((f) => (f.trim() === '' ? null : f.trim()));
+        if (rel === CONTAS) v[2] = v[2] && v[2].replace(',', '.');
+        if (rel === PESSOAS) v.push(v[1] && v[1].toUpperCase());
+        return copyLine([...v, null, target.snapshotId]);
       },
-    },
+      tableFacts: {
+        strm_pessoas: async (c, table) => {
+          seen.indexesAtFacts.strm_pessoas = await indexes(c, table);
+          seen.orphanCities = (await c.query(`SELECT count(*)::int AS n FROM ${table} p WHERE NOT EXISTS (SELECT 1 FROM ${tables.get('strm_cidades')!} c WHERE c.codigo = p.cidade)`)).rows[0].n;
+          await meet();
+        },
+        strm_contas: async (c, table) => {
+          seen.indexesAtFacts.strm_contas = await indexes(c, table);
+          await meet();
+        },
+      },
+      facts: async (read) => void (seen.read = read),
+      gate: () => (seen.orphanCities > 10 ? [{ rule: 'strm_orphans', message: `${seen.orphanCities} people in no known city` }] : []),
+      compare: async (previous) => void seen.compared.push(previous.snapshot_id),
+      report: (facts) => {
+        facts.notes.push(`${seen.orphanCities} people in a city no lookup has`);
+        return { strm: { cidades_orfas: seen.orphanCities } };
+      },
+    };
+  });
+}
+
+/** The declaration of the test's source: the families (the first leads), the cities as a lookup, the run's hooks. */
+function declared(name: string, families: StreamedRelation[], begin: (step: StreamStep) => StreamRun) {
+  return shapedPipeline({
+    name,
+    relation: families[0],
+    fetch: fetchZips,
+    stream: { families, lead: families[0], lookups: [CIDADES], progressMs: () => 100, begin },
   });
 }
 
@@ -263,3 +264,76 @@ describe('a streamed source declared on the shape', () => {
     expect((await db.pool.query(`SELECT snapshot_id::int AS id FROM etl.current WHERE dataset = 'strm-test'`)).rows[0].id).toBe(before);
   });
 });
+
+/** The same source with only a line builder and a facts hook on the lookup. */
+function plainSource(name: string, o: { families?: StreamedRelation[]; lookupFacts?: (c: pg.ClientBase) => Promise<void> } = {}) {
+  return declared(name, o.families ?? [PESSOAS, CONTAS], ({ target }: StreamStep) => ({
+    lines: (rel) => (fields) => {
+      const v = fields.map((f) => (f.trim() === '' ? null : f.trim()));
+      if (rel === CONTAS) v[2] = v[2] && v[2].replace(',', '.');
+      if (rel.name === PESSOAS.name) v.push(v[1] && v[1].toUpperCase());
+      return copyLine([...v, null, target.snapshotId]);
+    },
+    tableFacts: o.lookupFacts ? { strm_cidades: (c) => o.lookupFacts!(c) } : {},
+    facts: async () => {},
+    report: () => ({}),
+  }));
+}
+
+/** Settles with the run's outcome, or says the run still waits after `ms`. */
+const within = <T>(p: Promise<T>, ms: number): Promise<T | 'still waiting'> => {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<'still waiting'>((r) => (timer = setTimeout(() => r('still waiting'), ms)))]).finally(() => clearTimeout(timer));
+};
+
+test('the lead family failing to get its connection fails the load: the other families do not wait for its COPY forever', async () => {
+  const dir = path.join(work, 'lead-connect');
+  await writeSource(dir);
+  // A real pool of five connections that gives up on a checkout after a second.
+  const pool = new pg.Pool({ connectionString: db.url, max: 5, connectionTimeoutMillis: 1000 });
+  pool.on('error', () => {});
+  pool.on('connect', (c) => c.on('error', () => {}));
+  const held: pg.PoolClient[] = [];
+  // Once the lookup is loaded, every other connection is taken (and the lookup's own, as soon as
+  // it is released): the lead's checkout times out. They are all given back 1.5 s later.
+  const exhaust = async () => {
+    while (pool.totalCount < 5 || pool.idleCount > 0) held.push(await pool.connect());
+    void pool.connect().then((c) => held.push(c));
+    setTimeout(() => { for (const c of held.splice(0)) c.release(); }, 1500);
+  };
+  try {
+    const out = await within(runPipeline({ cfg: db.cfg, pool, log: db.log }, plainSource('strm-lead', { lookupFacts: exhaust }), { source: dir }), 30_000);
+    expect(out).not.toBe('still waiting');
+    if (out === 'still waiting') return;
+    expect(out.status).toBe('failed');
+    expect(out.error?.message).toMatch(/timeout exceeded when trying to connect/);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.current WHERE dataset = 'strm-lead'`)).rows[0].n).toBe(0);
+  } finally {
+    for (const c of held.splice(0)) c.release();
+    await within(pool.end(), 5_000);
+  }
+}, 60_000);
+
+test('an index that fails leaves no statement of the load running: its table\'s other index builds end before their connections go back', async () => {
+  const dir = path.join(work, 'index-fails');
+  await writeSource(dir);
+  // An index build that takes a few seconds (an immutable function that sleeps per row), beside a
+  // primary key that fails at once (people share cities).
+  await db.pool.query(`CREATE OR REPLACE FUNCTION strm_slow(t text) RETURNS text IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.02); RETURN t; END $$`);
+  const people = streamedRelation(defineRelation({ ...PESSOAS, indexes: { primaryKey: ['cidade'], trigram: [{ name: 'slow', on: 'strm_slow(nome)' }] } }), { zips: PESSOAS.zips, member: PESSOAS.member });
+  const source = plainSource('strm-index', { families: [people] });
+  let running: string[] | null = null;
+  const watched = {
+    ...source,
+    // What the database still runs for this load when the load fails.
+    load: (...a: Parameters<typeof source.load>) => source.load(...a).catch(async (e) => {
+      running = (await db.pool.query(`SELECT query FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid() AND query LIKE '%strm_slow%'`)).rows.map((r) => r.query);
+      throw e;
+    }),
+  };
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, watched, { source: dir });
+  expect(out.status).toBe('failed');
+  expect(out.error?.message).toMatch(/could not create unique index/);
+  expect(running).toEqual([]);
+  expect(db.pool.idleCount).toBe(db.pool.totalCount);
+}, 60_000);

@@ -27,7 +27,7 @@ import { stageByContent, type ContentStaged, type CsvRead } from './shape-csv.ts
 import { commonFacts, readDetail, singleReadDetail, timeline } from './shape-facts.ts';
 import { stageLayers } from './stage-vector.ts';
 import { stepTimer, type StepTimer } from './steps.ts';
-import { dropRepairColumn, tableBytes, type CheckCounts, type ShapeTables } from './sql/shape.ts';
+import { createFromTemplate, dropRepairColumn, dropStagedTable, tableBytes, type CheckCounts, type ShapeTables } from './sql/shape.ts';
 import { indexSnapshotTables, indexTasks, onTwoConnections, overlapOn, settledLater, type Overlap, type Task } from './two-connections.ts';
 import type { VectorLayer } from './vector-reader.ts';
 import { AgroError } from '../errors.ts';
@@ -108,7 +108,7 @@ export interface PassStep<S = unknown> extends LoadStep {
   steps: StepTimer;
   /** Throws once another pass has failed: a pass of several statements calls it between them. */
   live(): void;
-  /** Settles when another input's pass is done (it fails with it): e.g. themes linked to the typed properties. */
+  /** Settles when another input's pass is done; fails with it, or with the load when that pass never runs (e.g. its read failed). */
   passed(input: string): Promise<void>;
   /** The inputs read so far. */
   inputs(name: string): InputDone | undefined;
@@ -164,6 +164,7 @@ export interface Plan {
   /** In build order; the main relation's rows are the snapshot's. */
   outputs: PlanOutput[];
   mainRelation: string;
+  /** work_mem of the load's own connection (one input, classified on it: a large deduplication sort). */
   workMem?: string;
   /** Each input's pass overlaps the read on a second connection. */
   overlap: boolean;
@@ -188,6 +189,7 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
   const client = await ctx.pool.connect();
   // The passes that overlap the read (a second connection): abandoned on any failure.
   let ov: Overlap<InputDone, PassResult> | null = null;
+  let unsettle: (e: unknown) => void = () => {};
   try {
     if (plan.workMem) await client.query(`SELECT set_config('work_mem', $1, false)`, [plan.workMem]);
     const present = plan.inputs.map((input) => ({ input, files: input.files(files) })).filter((p) => {
@@ -203,6 +205,10 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
       inputs: done, input: byName, built: {},
     };
     const passes = new Map(present.map((p) => [p.input.name, settledLater()]));
+    // Once a pass fails or the load does, the passes not run yet never will: a pass waiting for one fails too.
+    unsettle = (e) => {
+      for (const p of passes.values()) p.reject(e);
+    };
     const planOf = new Map<InputDone, PlanInput>();
     const pass = async (c: pg.ClientBase, d: InputDone, live: () => void): Promise<PassResult> => {
       const input = planOf.get(d)!;
@@ -216,7 +222,7 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
         settle.resolve();
         return r;
       } catch (e) {
-        settle.reject(e);
+        unsettle(e);
         throw e;
       }
     };
@@ -279,6 +285,9 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
       facts: { ...facts, ...own },
       fingerprint: main.staged.fingerprint,
     };
+  } catch (e) {
+    unsettle(e);
+    throw e;
   } finally {
     await (ov as Overlap<InputDone, PassResult> | null)?.abandon();
     if (plan.workMem) await client.query('RESET work_mem').catch(() => {});
@@ -326,7 +335,7 @@ async function runPass(
   const verdicts = await countVerdicts(c, t.classified, input.examples.stage ? t.stage : undefined, input.examples.shown);
   const counted = await input.counted?.(step);
   // Staged rows read no more are dropped here, while the other connection works, rather than with the run's cleanup.
-  if (input.dropStaged) await c.query(`DROP TABLE ${t.stage}`);
+  if (input.dropStaged) await dropStagedTable(c, t.stage);
   return { verdicts, repair, counted };
 }
 
@@ -341,7 +350,7 @@ async function buildAll(run: RunStep, plan: Plan, target: SnapshotTarget): Promi
     const name = o.rel.name;
     const table = tableName(await target.table(name));
     const b = await o.prepare(run, table);
-    if (!b) await client.query(`CREATE TABLE ${table} (LIKE snap.${name}__template INCLUDING ALL)`);
+    if (!b) await createFromTemplate(client, table, name);
     const [first, ...rest] = indexes;
     const tasks: Task<unknown>[] = [
       ...(first ? [first] : []),

@@ -209,8 +209,12 @@ async function indexRelation(client: pg.ClientBase, rel: StreamedRelation, table
       borrowed.push(c);
       conns.push(c);
     }
-    await Promise.all(conns.map(async (c, k) => {
-      for (let i = k; i < statements.length; i += conns.length) {
+    // Every connection's statements end before any goes back (a failed one stops the others
+    // after their current statement): a connection handed back mid-statement would run the
+    // next user's queries inside this build's transaction.
+    let stop = false;
+    const settled = await Promise.allSettled(conns.map(async (c, k) => {
+      for (let i = k; i < statements.length && !stop; i += conns.length) {
         const ix = statements[i];
         const t1 = Date.now();
         await c.query('BEGIN');
@@ -219,6 +223,7 @@ async function indexRelation(client: pg.ClientBase, rel: StreamedRelation, table
           await c.query(ix.sql);
           await c.query('COMMIT');
         } catch (e) {
+          stop = true;
           await c.query('ROLLBACK').catch(() => {});
           throw e;
         }
@@ -226,6 +231,8 @@ async function indexRelation(client: pg.ClientBase, rel: StreamedRelation, table
         ctx.log.debug({ table, index: ix.name, ms: Date.now() - t1 }, `${pipeline}: index built`);
       }
     }));
+    const failure = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failure) throw failure.reason;
   } finally {
     for (const c of borrowed) c.release();
   }
@@ -317,8 +324,10 @@ async function load(ctx: RunContext, spec: StreamedShapeSpec, files: FetchedFile
       await mapLimited(order, familySlots(ctx.pool, s.families.length), async (rel) => {
         if (rel !== s.lead) await leadReady;
         if (failed) throw failed;
-        const c = await ctx.pool.connect();
+        // Taken inside the try: a lead that gets no connection still lets the others go (they see `failed`).
+        let c: pg.PoolClient | undefined;
         try {
+          c = await ctx.pool.connect();
           const table = await tableOf(rel);
           const build = run.lines(rel);
           await copyRelation(c, table, rel, async (out) => {
@@ -339,7 +348,7 @@ async function load(ctx: RunContext, spec: StreamedShapeSpec, files: FetchedFile
           }
           throw e;
         } finally {
-          c.release();
+          c?.release();
           if (rel === s.lead) leadCopied(); // also when the lead failed before its COPY: the others see `failed`
         }
       }).catch((e) => {

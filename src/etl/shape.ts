@@ -154,7 +154,6 @@ export interface InputsSpec<S = unknown> {
   sourceInfo?(files: FetchedFile[]): Promise<Record<string, unknown>>;
   /** Verdicts that drop a row by design (reported, not rejected). */
   dropped?: string[];
-  workMem?: string;
   /** The pipeline's state of one load (tables it names, what its steps hand each other). */
   state(): S;
   /** After the typed passes, their verdicts in the facts, before the builds (e.g. which themes are built). */
@@ -274,7 +273,6 @@ function planOfInputs<S>(spec: InputsSpec<S>): Plan {
       },
     })),
     mainRelation: spec.mainRelation,
-    workMem: spec.workMem,
     overlap: true,
     dropped: spec.dropped,
     state: spec.state,
@@ -295,7 +293,8 @@ export function shapedPipeline<S>(spec: InputsSpec<S>): Pipeline & { key: string
 export function shapedPipeline<S>(spec: ShapeSpec | InputsSpec<S> | StreamedShapeSpec): StreamedPipeline | (Pipeline & { key: string; spec: ShapeSpec | InputsSpec<S> }) {
   if ('stream' in spec) return streamedPipeline(spec);
   if ('inputs' in spec) {
-    const main = spec.relations.find((o) => o.relation.name === spec.mainRelation)!.relation;
+    const main = spec.relations.find((o) => o.relation.name === spec.mainRelation)?.relation;
+    if (!main) throw new Error(`${spec.name}: the main relation ${spec.mainRelation} is none of relations'`);
     return {
       name: spec.name,
       scopedByUf: spec.scopedByUf ?? false,

@@ -1,7 +1,7 @@
 // A load on both cores: independent statements run on the load's own connection and one
 // more from the pool, each taking the next task when it is free (the machine has two cores;
 // the statements are serial or split in two by the caller). The shape's skeleton
-// (src/etl/shape.ts) types each input on a second connection while the next one is read
+// (src/etl/shape-run.ts) types each input on a second connection while the next one is read
 // (`overlapOn`), and spreads the builds and the declared indexes over two connections.
 import type pg from 'pg';
 import { indexStatements, type SnapshotIndexes } from './load-steps.ts';

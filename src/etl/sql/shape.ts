@@ -105,6 +105,16 @@ export async function dropRepairColumn(client: pg.ClientBase, stage: Sql): Promi
   await client.query(`ALTER TABLE ${stage} DROP COLUMN repair`);
 }
 
+/** Drops a staged table read no more (during the load, rather than with the run's cleanup). */
+export async function dropStagedTable(client: pg.ClientBase, stage: Sql): Promise<void> {
+  await client.query(`DROP TABLE ${stage}`);
+}
+
+/** A relation's snapshot table with no rows: its template's columns and whatever the template declares. */
+export async function createFromTemplate(client: pg.ClientBase, table: Sql, relation: string): Promise<void> {
+  await client.query(`CREATE TABLE ${table} (LIKE snap.${ident(`${relation}__template`)} INCLUDING ALL)`);
+}
+
 /** The default kept rows: the classified rows whose verdict is 'ok'. */
 export const okRows = (classified: Sql): Sql => `(SELECT * FROM ${classified} WHERE verdict = 'ok')` as Sql;
 
