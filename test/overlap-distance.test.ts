@@ -120,3 +120,57 @@ describe('road distance: the minimum of ST_Distance(geography) over every piece'
     }
   });
 });
+
+// Why each piece is measured on its own: ST_Distance(geography) takes the pair of points
+// nearest on the sphere and returns their spheroid distance, so one call on a line (or a
+// collection) of several pieces is not the minimum over its pieces. An L-shaped road
+// around a property at 33°S: its northern run is 0.2 % farther on the sphere than its
+// eastern run and 25 m nearer on the ellipsoid (a degree of latitude is shorter there
+// than one of longitude scaled to the same sphere angle). Measured together with its
+// same-line neighbour, the KNN piece would report the eastern run's distance.
+describe('road distance: a piece and its same-line neighbour are measured apart', () => {
+  const LCAR = 'public.ov_l_car';
+  const LROADS = 'public.ov_l_roads';
+  const LPIECES = 'public.ov_l_sub';
+  const LOUT = 'public.ov_l_out';
+
+  beforeAll(async () => {
+    await db.pool.query(`
+      CREATE TABLE ${LCAR} (car text PRIMARY KEY, uf text NOT NULL, geom geometry(MultiPolygon, 4326) NOT NULL);
+      CREATE TABLE ${LROADS} (codigo text PRIMARY KEY, geom geometry(MultiLineString, 4326) NOT NULL);
+      INSERT INTO ${LCAR} VALUES ('L', 'RS', ST_Multi(ST_MakeEnvelope(-52.005, -33.005, -51.995, -32.995, 4326)));
+      -- 7 edges east along latitude -32.91096 (one piece), then 7 edges south along longitude -51.895 (the next)
+      INSERT INTO ${LROADS}
+      SELECT 'L', ST_Multi(ST_MakeLine(array_agg(p ORDER BY k))) FROM (
+        SELECT i AS k, ST_Point(-52.2 + i * 0.305 / 7, -32.91096, 4326) AS p FROM generate_series(0, 7) i
+        UNION ALL
+        SELECT 7 + i, ST_Point(-51.895, -32.91096 - i * 0.29 / 7, 4326) FROM generate_series(1, 7) i
+      ) v;`);
+    const c = await db.pool.connect();
+    try {
+      await createLinePieces(c, { pieces: tableName(LPIECES), layer: tableName(LROADS), id: sqlText('codigo'), filter: sqlText('true') });
+      await c.query(`CREATE INDEX ON ${LPIECES} USING gist (geom); ANALYZE ${LPIECES}`);
+      await distancePair(c, { out: tableName(LOUT), car: tableName(LCAR), pieces: tableName(LPIECES), part: sqlText('true') });
+    } finally {
+      c.release();
+    }
+  }, 60_000);
+
+  test('the whole line measures farther than its nearest piece; the statement returns the piece minimum', async () => {
+    const r = await db.pool.query(`
+      SELECT (SELECT count(*) FROM ${LPIECES})::int AS pieces,
+             (SELECT ST_Distance(c.geom::geography, l.geom::geography) FROM ${LROADS} l) AS whole,
+             (SELECT ST_Distance(c.geom::geography, ST_Collect(s.geom)::geography) FROM ${LPIECES} s) AS collected,
+             (SELECT min(ST_Distance(c.geom::geography, s.geom::geography)) FROM ${LPIECES} s) AS per_piece,
+             (SELECT distancia_km FROM ${LOUT} o WHERE o.car = c.car) AS km
+      FROM ${LCAR} c`);
+    const x = r.rows[0];
+    expect(x.pieces).toBe(2); // the two runs, neighbours sharing the corner vertex
+    // the premise: measured together, the pieces report the run nearest on the sphere
+    expect(x.whole - x.per_piece).toBeGreaterThan(20);
+    expect(x.collected - x.per_piece).toBeGreaterThan(20);
+    expect(x.per_piece).toBeGreaterThan(9300);
+    expect(x.per_piece).toBeLessThan(9330);
+    expect(Math.abs(x.km - x.per_piece / 1000)).toBeLessThan(1e-9);
+  });
+});
