@@ -19,7 +19,10 @@
 // Two forms of one declaration: `ShapeSpec`, one file and one relation (most sources), and
 // `InputsSpec`, several inputs (each a file of its own, required or optional, staged into
 // its own table and typed there; SICAR's four zips or its WFS pages) and several relations
-// built from their typed rows. Both compile to one Plan that one loop runs (runPlan).
+// built from their typed rows. Both compile to one Plan that one loop runs (runPlan). A third,
+// `StreamedShapeSpec` (shape-stream.ts), streams relations from zips of header-less records
+// straight into their snapshot tables, with no staging table (Receita's 60 M establishments
+// are not written twice); `shapedPipeline` takes all three.
 import type { FetchedFile } from './download.ts';
 import type { Overlay } from './overlaps.ts';
 import type { Pipeline, RunContext } from './pipeline.ts';
