@@ -291,5 +291,13 @@ test('an input whose read fails while another input\'s pass waits for it fails t
 }, 60_000);
 
 test('a declaration whose main relation is none of its relations is refused, naming it', () => {
-  expect(() => shapedPipeline<DemoLoad>({ ...demo.spec, name: 'demo-nomain', mainRelation: 'demo_parcelas' })).toThrow(/demo-nomain: the main relation demo_parcelas is none of relations'/);
+  expect(() => shapedPipeline<DemoLoad>({ ...demo.spec, name: 'demo-nomain', mainRelation: 'demo_parcelas' })).toThrow(/demo-nomain: the main relation demo_parcelas is none of its relations \(demo_/);
+});
+
+test('a declaration with two inputs of one name is refused, naming it', () => {
+  const [first, ...rest] = demo.spec.inputs;
+  expect(() => shapedPipeline<DemoLoad>({ ...demo.spec, name: 'demo-twice', inputs: [first, ...rest, { ...rest[0] }] })).toThrow(
+    new RegExp(`demo-twice: input names must be unique; declared twice: ${rest[0].name}$`),
+  );
+  expect(() => shapedPipeline<DemoLoad>({ ...demo.spec, name: 'demo-once' })).not.toThrow();
 });

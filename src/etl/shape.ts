@@ -297,7 +297,11 @@ export function shapedPipeline<S>(spec: ShapeSpec | InputsSpec<S> | StreamedShap
   if ('stream' in spec) return streamedPipeline(spec);
   if ('inputs' in spec) {
     const main = spec.relations.find((o) => o.relation.name === spec.mainRelation)?.relation;
-    if (!main) throw new Error(`${spec.name}: the main relation ${spec.mainRelation} is none of relations'`);
+    if (!main) throw new Error(`${spec.name}: the main relation ${spec.mainRelation} is none of its relations (${spec.relations.map((o) => o.relation.name).join(', ')})`);
+    // Inputs are found by name (passed(), inputs(), input()): two of one name would answer for each other.
+    const names = spec.inputs.map((i) => i.name);
+    const twice = names.filter((n, k) => names.indexOf(n) !== k);
+    if (twice.length) throw new Error(`${spec.name}: input names must be unique; declared twice: ${[...new Set(twice)].join(', ')}`);
     return {
       name: spec.name,
       scopedByUf: spec.scopedByUf ?? false,
