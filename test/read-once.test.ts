@@ -13,7 +13,6 @@ import { buildSicarState } from '../fixtures/sicar.ts';
 import { ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { buildReceitaMonth } from '../fixtures/receita-cnpj.ts';
 import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
-import { sicar } from '../pipelines/sicar/index.ts';
 import { DEFAULT_ZIP_LIMITS } from '../src/etl/archive.ts';
 import { fetchSource } from '../src/etl/download.ts';
 import { emptySinkStats, readZipCsv } from '../src/etl/zip-csv-stream.ts';
@@ -22,14 +21,15 @@ import { runPipeline } from '../src/etl/run.ts';
 import { stageLayers } from '../src/etl/stage-vector.ts';
 import { openLayer } from '../src/etl/vector-reader.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { currentSicarGo, expectDamagedAreaImovelRefused, runSicarGo } from './helpers/damaged-sicar.ts';
 import { countInflations } from './helpers/inflations.ts';
 
 let db: TestDb;
 let work: string;
 let goDir: string;
 
-const run = (source: string) => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source });
-const currentId = async () => (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'sicar' AND scope = 'GO'`)).rows[0]?.snapshot_id ?? null;
+const run = (source: string) => runSicarGo(db, source);
+const currentId = () => currentSicarGo(db);
 
 /** Flips a byte in the middle of `member`'s stored data (local header walked, not guessed). */
 function damageMember(zip: Buffer, member: string): Buffer {
@@ -87,24 +87,8 @@ describe('each zip inflated once', () => {
     });
     expect([...fetched.keys()]).toEqual([]);
 
-    const o = await run(bad);
-    expect(o.status).toBe('failed');
-    expect(o.error?.code).toBe('corrupt_archive');
-    expect(o.error?.message).toMatch(/GO_AREA_IMOVEL(_1\.shp|\.zip)/);
-    expect(await currentId()).toBe(before);
-    const staged = await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage'`);
-    expect(staged.rows[0].n).toBe(0);
-    // The damaged file is distrusted: its meta is gone, so the next fetch brings the whole file again.
-    const rawDir = path.join(db.dataDir, 'raw', 'sicar', 'GO');
-    const stored = fs.readdirSync(rawDir, { recursive: true }).map(String);
-    expect(stored.filter((n) => n.endsWith('GO_AREA_IMOVEL.zip.meta.json'))).toEqual([]);
-    expect(stored.filter((n) => n.endsWith('GO_APPS.zip.meta.json')).length).toBe(1);
-
-    // The next run with good bytes recovers: the same source as the snapshot still serving.
-    const again = await run(goDir);
-    expect(again.status).toBe('unchanged');
-    expect(again.error).toBeFalsy();
-    expect(await currentId()).toBe(before);
+    // The damaged file is distrusted; the next run with good bytes recovers (the same source as the snapshot still serving).
+    await expectDamagedAreaImovelRefused(db, { bad, good: goDir, before, message: /GO_AREA_IMOVEL(_1\.shp|\.zip)/ });
   });
 });
 

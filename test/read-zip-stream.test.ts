@@ -11,15 +11,14 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { PRJ_GEOSERVER_SIRGAS2000, PRJ_SIRGAS2000_UTM23S } from '../fixtures/readers.ts';
 import { buildSicarState } from '../fixtures/sicar.ts';
 import { PRJ_SIRGAS2000, PRJ_WGS84, ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
-import { sicar } from '../pipelines/sicar/index.ts';
 import { DEFAULT_ZIP_LIMITS, extractZip } from '../src/etl/archive.ts';
 import { fetchSource } from '../src/etl/download.ts';
 import { isAgroError } from '../src/errors.ts';
 import { layersFromZip } from '../src/etl/layers.ts';
-import { runPipeline } from '../src/etl/run.ts';
 import { stageLayers, type FieldSpec } from '../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../src/etl/vector-reader.ts';
 import type { TestDb } from './helpers/db.ts';
+import { currentSicarGo, expectDamagedAreaImovelRefused, runSicarGo } from './helpers/damaged-sicar.ts';
 import { countInflations } from './helpers/inflations.ts';
 import { closeReaderContext, openReaderContext, rowDifferences, stageWithBothReaders } from './helpers/readers.ts';
 
@@ -263,10 +262,8 @@ describe('a damaged or hostile .shp member, found while it streams', () => {
   test('SICAR: a .shp that breaks mid-stream fails the run with corrupt_archive, the previous snapshot stays served, the next good run recovers', async () => {
     const good = path.join(tmp, 'GO');
     await buildSicarState('GO', good);
-    const run = (source: string) => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source });
-    const current = async () => (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'sicar' AND scope = 'GO'`)).rows[0]?.snapshot_id ?? null;
-    expect((await run(good)).status).toBe('published');
-    const before = await current();
+    expect((await runSicarGo(db, good)).status).toBe('published');
+    const before = await currentSicarGo(db);
 
     // The same state with AREA_IMOVEL's zip rebuilt stored (no compression) and a record header of its first layer damaged.
     const bad = path.join(tmp, 'GO-bad');
@@ -281,20 +278,6 @@ describe('a damaged or hostile .shp member, found while it streams', () => {
     bytes[data + 100 + 3] ^= 0x40;
     fs.writeFileSync(zip, bytes);
 
-    const o = await run(bad);
-    expect(o.status).toBe('failed');
-    expect(o.error?.code).toBe('corrupt_archive');
-    expect(o.error?.message).toMatch(/GO_AREA_IMOVEL_1\.shp/);
-    expect(await current()).toBe(before);
-    const staged = await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage'`);
-    expect(staged.rows[0].n).toBe(0);
-    const rawDir = path.join(db.dataDir, 'raw', 'sicar', 'GO');
-    const stores = fs.readdirSync(rawDir, { recursive: true }).map(String);
-    expect(stores.filter((f) => f.endsWith('GO_AREA_IMOVEL.zip.meta.json'))).toEqual([]);
-    expect(stores.filter((f) => f.endsWith('GO_APPS.zip.meta.json')).length).toBe(1);
-
-    const again = await run(good);
-    expect(again.status).toBe('unchanged');
-    expect(await current()).toBe(before);
+    await expectDamagedAreaImovelRefused(db, { bad, good, before, message: /GO_AREA_IMOVEL_1\.shp/ });
   }, 120_000);
 });
