@@ -668,8 +668,10 @@ function stamp(): string {
  */
 function deriveRate(): { ms: number; from: string } {
   const dir = BENCH_OUT_DIR;
-  const runs = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^overlaps-.*\.json$/.test(f)) : [];
-  for (const f of runs.sort((a, b) => fs.statSync(path.join(dir, b)).mtimeMs - fs.statSync(path.join(dir, a)).mtimeMs)) {
+  const runs = (fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => /^overlaps-.*\.json$/.test(f)) : [])
+    .map((f) => ({ f, at: fs.statSync(path.join(dir, f)).mtimeMs }))
+    .sort((a, b) => b.at - a.at);
+  for (const { f } of runs) {
     const r = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
     if (r.flags?.only === 'both' && r.counts?.properties >= 200000 && r.projection?.per_property_ms > 0) return { ms: r.projection.per_property_ms, from: `bench/out/${f}` };
   }
