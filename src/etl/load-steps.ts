@@ -67,12 +67,6 @@ export function indexStatements(table: string, ix: SnapshotIndexes): { name: str
   return out;
 }
 
-/** Creates the declared indexes of a loaded snapshot table (indexStatements, in order), then ANALYZE. */
-export async function indexSnapshotTable(client: pg.ClientBase, table: string, ix: SnapshotIndexes): Promise<void> {
-  for (const st of indexStatements(table, ix)) await client.query(st.sql);
-  await client.query(`ANALYZE ${table}`);
-}
-
 /**
  * The release date of the snapshot being loaded (its as_of: the publisher's date when the
  * files carry one), as a SQL date literal. Dates after it are implausible (contract §3).
