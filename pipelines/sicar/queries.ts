@@ -117,9 +117,3 @@ export async function propertyFacts(client: pg.ClientBase, typed: Sql): Promise<
 export async function orphanThemePolygons(client: pg.ClientBase, a: { car_tema: Sql; car_imovel: Sql }): Promise<number> {
   return (await client.query(`SELECT count(*)::int AS n FROM ${a.car_tema} m WHERE NOT EXISTS (SELECT 1 FROM ${a.car_imovel} c WHERE c.car = m.car)`)).rows[0].n;
 }
-
-/** Verdict counts of a typed table per theme (verdict → rows). */
-export async function verdictsByTheme(client: pg.ClientBase, typed: Sql): Promise<Record<string, number>> {
-  const r = await client.query(`SELECT verdict, count(*)::int AS n FROM ${typed} GROUP BY verdict`);
-  return Object.fromEntries(r.rows.map((x) => [x.verdict, x.n]));
-}

@@ -2,7 +2,6 @@
 // values, checking a freshly built snapshot table against its template, indexing it.
 import type pg from 'pg';
 import { ident } from '../db/pool.ts';
-import { getSnapshot } from './catalog.ts';
 import { assertSameShape } from './repair.ts';
 import { VERDICT_EXAMPLES } from './quality.ts';
 import { verdictExamples } from './verdict-examples.ts';
@@ -65,14 +64,4 @@ export function indexStatements(table: string, ix: SnapshotIndexes): { name: str
   }
   for (const t of ix.trigram ?? []) out.push({ name: t.name, sql: `CREATE INDEX ${name(t.name)} ON ${table} USING gin (${t.on} gin_trgm_ops)` });
   return out;
-}
-
-/**
- * The release date of the snapshot being loaded (its as_of: the publisher's date when the
- * files carry one), as a SQL date literal. Dates after it are implausible (contract §3).
- */
-export async function releaseDateLiteral(client: pg.ClientBase, snapshotId: number): Promise<string> {
-  const asOf = (await getSnapshot(client, snapshotId))?.as_of;
-  if (!asOf || !/^\d{4}-\d{2}-\d{2}$/.test(asOf)) throw new Error(`snapshot ${snapshotId} has no as_of date`);
-  return `'${asOf}'::date`;
 }
