@@ -14,6 +14,7 @@ import { sqlText, tableName } from '../sql.ts';
 import { areaHits, areaPair, areaPieces, createLinePieces, distancePair, type AreaPairTables } from './sql/overlaps.ts';
 import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
+import { settledLater } from './two-connections.ts';
 import { PIPELINES } from '../../pipelines/registry.ts';
 
 export interface Overlay {
@@ -210,16 +211,13 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
       const [task] = queue.splice(i, 1);
       if ('prep' in task) {
         const entry = prep.get(task.prep)!;
-        let resolve!: () => void;
-        let reject!: (e: unknown) => void;
-        const gate = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
-        gate.catch(() => {});
-        entry.ready = gate;
+        const gate = settledLater();
+        entry.ready = gate.promise;
         try {
           await withTransaction(pool, (c) => linePieces(c, entry.overlay, task.prep));
-          resolve();
+          gate.resolve();
         } catch (e) {
-          reject(e);
+          gate.reject(e);
           throw e;
         }
         continue;
