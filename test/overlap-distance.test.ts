@@ -5,7 +5,8 @@
 // geodesically nearest (so the window search, not the KNN probe, finds the answer), a tie
 // at two segments' shared end vertex, and seeded random properties and roads.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { createLinePieces, distancePair } from '../src/etl/sql/overlaps.ts';
+import { createLinePieces } from '../src/etl/sql/overlaps.ts';
+import { distancePair } from '../src/etl/road-distance/pair.ts';
 import { sqlText, tableName } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 

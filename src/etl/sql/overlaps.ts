@@ -8,9 +8,24 @@ export async function createLinePieces(client: pg.ClientBase, v: { pieces: Sql; 
   await client.query(fillSql('queries/overlap_line_pieces', v));
 }
 
-/** One part of a (CAR snapshot, road snapshot) pair: each property's exact geodesic distance to the nearest road, into `out`. */
-export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sql; pieces: Sql; part: Sql }): Promise<void> {
-  await client.query(fillSql('queries/overlap_distance_pair', v));
+/** A road layer's pieces with their code's rank in the database's collation (ties go to the smallest code). */
+export async function linePiecesRows(client: pg.ClientBase, v: { pieces: Sql }): Promise<{ fid: string; rank: number; wkb: Buffer }[]> {
+  const r = await client.query(`SELECT fid, dense_rank() OVER (ORDER BY fid)::int AS rank, ST_AsBinary(geom) AS wkb FROM ${v.pieces} WHERE geom IS NOT NULL`);
+  return r.rows;
+}
+
+/** The (empty) table one part of a distance pair fills: the columns every overlap part has. */
+export async function createDistanceOut(client: pg.ClientBase, v: { out: Sql; car: Sql }): Promise<void> {
+  await client.query(`CREATE UNLOGGED TABLE ${v.out} AS
+    SELECT c.car, c.uf, NULL::text AS fid, NULL::double precision AS area_sobreposta_ha, NULL::double precision AS percentual,
+           NULL::boolean AS ativo, NULL::double precision AS distancia_km
+    FROM ${v.car} c WITH NO DATA`);
+}
+
+/** COPY … TO STDOUT of one part of a CAR snapshot's non-empty geometries: car, uf, hex WKB. */
+export function propertyGeometriesCopy(v: { car: Sql; part: Sql }): Sql {
+  return `COPY (SELECT c.car, c.uf, encode(ST_AsBinary(c.geom), 'hex') FROM ${v.car} c
+                WHERE ${v.part} AND c.geom IS NOT NULL AND NOT ST_IsEmpty(c.geom)) TO STDOUT` as Sql;
 }
 
 /** What the three statements of an area pair read and write. */
