@@ -1,4 +1,4 @@
-// The road distance of the derive stage (overlap_line_pieces + overlap_distance_pair) against
+// The road distance of the derive stage (overlap_line_pieces + road-distance/pair.ts) against
 // a brute force over every piece, on a real PostGIS: the minimum of ST_Distance(geography)
 // over all ~1 km pieces, ties to the smallest code. The cases are the ones the statement's
 // exactness argument is about: a property whose nearest piece in plain lon/lat is not its

@@ -76,6 +76,13 @@ export async function missingPairs(db: pg.ClientBase | pg.Pool, prospective?: Pr
 /** How many statements a pair is split into: the machine has two cores. */
 export const DERIVE_PARTS = 2;
 
+/**
+ * The road distance is computed in this process (one thread): split in two, both halves
+ * would share one core while the database sat idle. Whole, it runs beside the area pairs,
+ * which keep the other connection (and core) busy.
+ */
+const partsOf = (pair: Pair) => (pair.overlay.kind === 'distance' ? 1 : DERIVE_PARTS);
+
 const partTable = (pair: Pair, part: number, step = '') => `stage.${ident(`ov_${pair.carSnapshotId}_${pair.layerSnapshotId}_${part}${step && '_' + step}`)}`;
 
 /**
@@ -195,17 +202,21 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
   type Task = { prep: number } | { pair: Pair; part: number };
   const queue: Task[] = [
     ...[...prep.keys()].map((id) => ({ prep: id })),
-    ...[...pairs].sort((a, b) => weight(b.overlay) - weight(a.overlay)).flatMap((pair) => Array.from({ length: parts }, (_, part) => ({ pair, part }))),
+    ...[...pairs].sort((a, b) => weight(b.overlay) - weight(a.overlay)).flatMap((pair) => Array.from({ length: partsOf(pair) }, (_, part) => ({ pair, part }))),
   ];
-  const state = new Map<Pair, { left: number; ms: number; t0: number }>(pairs.map((p) => [p, { left: parts, ms: 0, t0: Date.now() }]));
+  const state = new Map<Pair, { left: number; ms: number; t0: number }>(pairs.map((p) => [p, { left: partsOf(p), ms: 0, t0: Date.now() }]));
   let rows = 0;
-  const ready = (t: Task) => 'prep' in t || t.pair.overlay.kind !== 'distance' || prep.get(t.pair.layerSnapshotId)!.ready !== undefined;
+  // one road distance at a time: it runs in this process, on its one thread
+  let inProcess: Promise<void> | undefined;
+  const ready = (t: Task) =>
+    'prep' in t || t.pair.overlay.kind !== 'distance' || (prep.get(t.pair.layerSnapshotId)!.ready !== undefined && inProcess === undefined);
   const worker = async () => {
     for (;;) {
       const i = queue.findIndex(ready);
       if (i < 0) {
         if (queue.length === 0) return;
         await Promise.all([...prep.values()].map((x) => x.ready)); // the other worker is building pieces
+        await inProcess; // or computing a road distance
         await new Promise((r) => setImmediate(r));
         continue;
       }
@@ -224,18 +235,29 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
         continue;
       }
       const { pair, part } = task;
-      await prep.get(pair.layerSnapshotId)?.ready;
+      // claimed before the first await, so the other worker sees it taken
+      const done = pair.overlay.kind === 'distance' ? settledLater() : undefined;
+      if (done) inProcess = done.promise;
       const st = state.get(pair)!;
-      const t0 = Date.now();
-      const c = await pool.connect();
+      let t0 = Date.now();
       try {
-        await computePart(c, pair, part, parts);
+        await prep.get(pair.layerSnapshotId)?.ready;
+        t0 = Date.now();
+        const c = await pool.connect();
+        try {
+          await computePart(c, pair, part, partsOf(pair));
+        } finally {
+          c.release();
+        }
       } finally {
-        c.release();
+        if (done) {
+          inProcess = undefined;
+          done.resolve();
+        }
       }
       st.ms += Date.now() - t0;
       if (--st.left === 0) {
-        const n = await withTransaction(pool, (tx) => finishPair(tx, pair, parts, st.ms));
+        const n = await withTransaction(pool, (tx) => finishPair(tx, pair, partsOf(pair), st.ms));
         rows += n;
         log.info({ camada: pair.overlay.camada, car_snapshot_id: pair.carSnapshotId, layer_snapshot_id: pair.layerSnapshotId, rows: n, ms: Date.now() - st.t0, statement_ms: st.ms }, 'overlaps computed');
       }

@@ -20,7 +20,7 @@ const FLUSH_BYTES = 1 << 20;
 
 export async function loadRoadPieces(client: pg.ClientBase, pieces: Sql): Promise<RoadPieces> {
   const rows = await linePiecesRows(client, { pieces });
-  return new RoadPieces(rows.map((r) => ({ fid: r.fid, rank: r.rank, coords: lineStringCoords(r.wkb) })));
+  return new RoadPieces(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, coords: lineStringCoords(r.wkb) })));
 }
 
 /** Fills `out` (created here) with car, uf, fid and distancia_km for each property of the part. */
@@ -28,7 +28,7 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
   const roads = await loadRoadPieces(client, v.pieces);
   await createDistanceOut(client, { out: v.out, car: v.car });
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'agro-road-')), 'rows.tsv');
-  const fd = fs.openSync(file, 'w');
+  let fd: number | undefined = fs.openSync(file, 'w');
   let rows = 0;
   try {
     let buf = '';
@@ -36,7 +36,7 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
       buf += line;
       rows++;
       if (buf.length >= FLUSH_BYTES) {
-        fs.writeSync(fd, buf);
+        fs.writeSync(fd!, buf);
         buf = '';
       }
     };
@@ -49,7 +49,7 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
         const t1 = line.indexOf('\t');
         const t2 = line.indexOf('\t', t1 + 1);
         if (t1 < 0 || t2 < 0) throw new Error(`road distance: unexpected COPY line: ${line.slice(0, 80)}`);
-        const poly = new Polygon(polygonRings(Buffer.from(line.slice(t2 + 1), 'hex')));
+        const poly = Polygon.reused.set(polygonRings(Buffer.from(line.slice(t2 + 1), 'hex')));
         const hit = roads.nearest(poly);
         if (!hit) return;
         // car and uf arrive as COPY text and leave as COPY text: no unescaping needed
@@ -75,13 +75,10 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
     if (failure !== undefined) throw failure;
     if (buf) fs.writeSync(fd, buf);
     fs.closeSync(fd);
+    fd = undefined; // closed once: the number may belong to another part's file by the end
     await pipeline(fs.createReadStream(file), client.query(pgCopy.from(`COPY ${v.out} (car, uf, fid, area_sobreposta_ha, percentual, ativo, distancia_km) FROM STDIN`)));
   } finally {
-    try {
-      fs.closeSync(fd);
-    } catch {
-      // already closed
-    }
+    if (fd !== undefined) fs.closeSync(fd);
     fs.rmSync(path.dirname(file), { recursive: true, force: true });
   }
   return { rows };

@@ -9,8 +9,10 @@ export async function createLinePieces(client: pg.ClientBase, v: { pieces: Sql; 
 }
 
 /** A road layer's pieces with their code's rank in the database's collation (ties go to the smallest code). */
-export async function linePiecesRows(client: pg.ClientBase, v: { pieces: Sql }): Promise<{ fid: string; rank: number; wkb: Buffer }[]> {
-  const r = await client.query(`SELECT fid, dense_rank() OVER (ORDER BY fid)::int AS rank, ST_AsBinary(geom) AS wkb FROM ${v.pieces} WHERE geom IS NOT NULL`);
+export async function linePiecesRows(client: pg.ClientBase, v: { pieces: Sql }): Promise<{ pid: number; fid: string; rank: number; wkb: Buffer }[]> {
+  const r = await client.query(
+    `SELECT pid::float8 AS pid, fid, dense_rank() OVER (ORDER BY fid)::int AS rank, ST_AsBinary(geom) AS wkb FROM ${v.pieces} WHERE geom IS NOT NULL ORDER BY pid`,
+  );
   return r.rows;
 }
 

@@ -1,0 +1,201 @@
+// The road distance computed in Node (src/etl/road-distance) against PostGIS itself, on a
+// real database: every (property, piece) pair of a seeded set measured both ways, the
+// nearest piece against a brute force, and the COPY round trip of distancePair. The set
+// holds what the port has to get right: roads crossing a property (0), a piece wholly
+// inside one (PostGIS's point-in-polygon short cut), a piece inside a hole (not 0),
+// multipolygons, a piece of repeated points (PostGIS measures it as a point), properties
+// from 33°S to 4°N, and distances from metres to hundreds of kilometres.
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { distancePair, loadRoadPieces } from '../src/etl/road-distance/pair.ts';
+import { Polygon } from '../src/etl/road-distance/nearest.ts';
+import { lineStringCoords, polygonRings } from '../src/etl/road-distance/wkb.ts';
+import { sqlText, tableName } from '../src/sql.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+let db: TestDb;
+
+beforeAll(async () => {
+  db = await testDatabase();
+  await db.pool.query(`
+    CREATE TABLE public.rd_car (car text PRIMARY KEY, uf text NOT NULL, geom geometry(MultiPolygon, 4326));
+    CREATE TABLE public.rd_sub (pid bigint PRIMARY KEY, fid text NOT NULL, geom geometry(LineString, 4326) NOT NULL);
+    -- 60 seeded star-shaped properties, 0.5 to 8 km across, over 33°S–4°N and 70°W–36°W;
+    -- every fifth one with a hole, every seventh one with a second polygon 2 km east
+    INSERT INTO public.rd_car
+    SELECT 'P' || lpad(i::text, 2, '0'), 'XX',
+           CASE WHEN i % 7 = 0 THEN ST_Multi(ST_Union(g, ST_Translate(g, 0.02 + 2 * r, 0))) ELSE ST_Multi(g) END
+    FROM (
+      SELECT i, r, CASE WHEN i % 5 = 0 THEN ST_MakePolygon(ST_ExteriorRing(p), ARRAY[ST_ExteriorRing(ST_Buffer(ST_Centroid(p), r * 0.4, 8))]) ELSE p END AS g
+      FROM (
+        SELECT i, r, ST_MakePolygon(ST_MakeLine(array_append(pts, pts[1]))) AS p
+        FROM (
+          SELECT i, r, array_agg(ST_Point(cx + r * (0.75 + 0.25 * ((hashint4(i * 100 + k) & 1023) / 1023.0)) * cos(2 * pi() * k / n),
+                                          cy + r * (0.75 + 0.25 * ((hashint4(i * 100 + k + 50) & 1023) / 1023.0)) * sin(2 * pi() * k / n), 4326) ORDER BY k) AS pts
+          FROM (SELECT i, -70 + 34 * ((hashint4(i) & 65535) / 65535.0) AS cx, -33 + 37 * ((hashint4(i + 7777) & 65535) / 65535.0) AS cy,
+                       0.0025 + 0.035 * ((hashint4(i + 999) & 1023) / 1023.0) AS r, 8 + (hashint4(i + 31) & 31) AS n
+                FROM generate_series(1, 60) i) c
+          CROSS JOIN LATERAL generate_series(0, c.n - 1) k
+          GROUP BY i, r
+        ) s
+      ) t
+    ) u;
+    -- pieces of 2 to 8 vertices: 150 near the properties (within ±0.2°, some through them),
+    -- 60 anywhere in the range
+    INSERT INTO public.rd_sub
+    SELECT j, 'R' || lpad((j % 37)::text, 2, '0'), ST_MakeLine(array_agg(ST_Point(x, y, 4326) ORDER BY s))
+    FROM (
+      SELECT j, s, x0 + 0.004 * sum(cos(h)) OVER w AS x, y0 + 0.004 * sum(sin(h)) OVER w AS y
+      FROM (
+        SELECT j, s, x0, y0, 2 * pi() * ((hashint4(j) & 255) / 255.0) + 0.5 * sin(s + j) AS h
+        FROM (
+          SELECT j, CASE WHEN j <= 150 THEN ST_X(ST_Centroid(c.geom)) + 0.4 * ((hashint4(j + 11) & 1023) / 1023.0 - 0.5)
+                         ELSE -70 + 34 * ((hashint4(j + 3) & 65535) / 65535.0) END AS x0,
+                    CASE WHEN j <= 150 THEN ST_Y(ST_Centroid(c.geom)) + 0.4 * ((hashint4(j + 13) & 1023) / 1023.0 - 0.5)
+                         ELSE -33 + 37 * ((hashint4(j + 5) & 65535) / 65535.0) END AS y0,
+                    1 + (hashint4(j + 17) & 7) AS n
+          FROM generate_series(1, 210) j
+          JOIN public.rd_car c ON c.car = 'P' || lpad((1 + j % 60)::text, 2, '0')
+        ) a
+        CROSS JOIN LATERAL generate_series(0, a.n) s
+      ) b
+      WINDOW w AS (PARTITION BY j ORDER BY s)
+    ) d
+    GROUP BY j;
+    -- the edge cases, each next to a property of its own
+    INSERT INTO public.rd_car VALUES
+      ('INSIDE', 'XX', ST_Multi(ST_MakeEnvelope(-50.02, -15.02, -49.98, -14.98, 4326))),
+      ('HOLE', 'XX', ST_Multi(ST_MakePolygon(ST_ExteriorRing(ST_MakeEnvelope(-48.03, -16.03, -47.97, -15.97, 4326)),
+                                             ARRAY[ST_ExteriorRing(ST_MakeEnvelope(-48.01, -16.01, -47.99, -15.99, 4326))]))),
+      ('CROSSED', 'XX', ST_Multi(ST_MakeEnvelope(-46.01, -17.01, -45.99, -16.99, 4326))),
+      ('EMPTY', 'XX', 'MULTIPOLYGON EMPTY'::geometry),
+      ('NOGEOM', 'XX', NULL),
+      ('BACK\\SLASH', 'XX', ST_Multi(ST_MakeEnvelope(-44.01, -18.01, -43.99, -17.99, 4326)));
+    INSERT INTO public.rd_sub VALUES
+      (1001, 'EDGE', ST_MakeLine(ST_Point(-50.005, -15.005, 4326), ST_Point(-49.995, -14.995, 4326))),   -- inside INSIDE
+      (1002, 'EDGE', ST_MakeLine(ST_Point(-48.005, -16.005, 4326), ST_Point(-47.995, -15.995, 4326))),   -- in HOLE's hole
+      (1003, 'EDGE', ST_MakeLine(ST_Point(-46.1, -17.0, 4326), ST_Point(-45.9, -17.0, 4326))),           -- through CROSSED
+      (1004, 'POINT', ST_MakeLine(ARRAY[ST_Point(-44.2, -18.1, 4326), ST_Point(-44.2, -18.1, 4326), ST_Point(-44.2, -18.1, 4326)]));
+  `);
+}, 120_000);
+
+afterAll(async () => {
+  await db.drop();
+});
+
+async function properties(): Promise<{ car: string; rings: Float64Array[] }[]> {
+  const r = await db.pool.query(`SELECT car, ST_AsBinary(geom) AS wkb FROM public.rd_car WHERE geom IS NOT NULL AND NOT ST_IsEmpty(geom) ORDER BY car`);
+  return r.rows.map((x) => ({ car: x.car, rings: polygonRings(x.wkb) }));
+}
+
+describe('road distance in Node against ST_Distance(geography)', () => {
+  test('every (property, piece) pair measures what PostGIS measures', async () => {
+    const c = await db.pool.connect();
+    try {
+      const roads = await loadRoadPieces(c, tableName('public.rd_sub'));
+      const order = Array.from(roads.pid);
+      expect(order.length).toBe(214);
+      const want = await c.query(`
+        SELECT c.car, s.pid, ST_Distance(c.geom::geography, s.geom::geography) AS m
+        FROM public.rd_car c CROSS JOIN public.rd_sub s WHERE c.geom IS NOT NULL AND NOT ST_IsEmpty(c.geom)`);
+      const expected = new Map(want.rows.map((x) => [`${x.car}|${x.pid}`, x.m as number]));
+      let pairs = 0;
+      let zeros = 0;
+      let far = 0;
+      let worst = 0;
+      for (const p of await properties()) {
+        const poly = Polygon.reused.set(p.rings);
+        order.forEach((pid, i) => {
+          const m = expected.get(`${p.car}|${pid}`)!;
+          const got = roads.pieceDistance(i, poly);
+          worst = Math.max(worst, Math.abs(got - m));
+          if (Math.abs(got - m) > 1e-6) expect.fail(`${p.car} × piece ${pid}: ours ${got} m, PostGIS ${m} m`);
+          pairs++;
+          if (m === 0) {
+            zeros++;
+            expect(got, `${p.car} × ${pid}`).toBe(0);
+          }
+          if (m > 100_000) far++;
+        });
+      }
+      expect(pairs).toBe(64 * 214); // 60 seeded + 6 edge-case properties less EMPTY and NOGEOM; 210 + 4 pieces
+      expect(zeros).toBeGreaterThanOrEqual(3); // INSIDE (contained), CROSSED, and some seeded crossings
+      expect(far).toBeGreaterThan(1000); // and hundreds of kilometres
+      expect(worst).toBeLessThan(1e-6);
+    } finally {
+      c.release();
+    }
+  }, 120_000);
+
+  test('the edge cases: contained, in a hole, crossed, a piece of repeated points', async () => {
+    const r = await db.pool.query(`
+      SELECT c.car, s.pid, ST_Distance(c.geom::geography, s.geom::geography) AS m
+      FROM public.rd_car c JOIN public.rd_sub s ON (c.car, s.pid) IN (('INSIDE', 1001), ('HOLE', 1002), ('CROSSED', 1003), ('BACK\\SLASH', 1004))`);
+    const m = new Map(r.rows.map((x) => [x.car as string, x.m as number]));
+    // the premises, on PostGIS: contained and crossed are 0, the hole's piece is not, the point piece is ~21 km away
+    expect(m.get('INSIDE')).toBe(0);
+    expect(m.get('CROSSED')).toBe(0);
+    expect(m.get('HOLE')).toBeGreaterThan(500);
+    expect(m.get('BACK\\SLASH')).toBeGreaterThan(15_000);
+  });
+
+  test('the nearest piece of each property is the brute force minimum, ties to the smallest code', async () => {
+    const want = await db.pool.query(`
+      SELECT DISTINCT ON (c.car) c.car, s.fid, ST_Distance(c.geom::geography, s.geom::geography) AS m
+      FROM public.rd_car c CROSS JOIN public.rd_sub s WHERE c.geom IS NOT NULL AND NOT ST_IsEmpty(c.geom)
+      ORDER BY c.car, m, s.fid`);
+    const c = await db.pool.connect();
+    try {
+      const roads = await loadRoadPieces(c, tableName('public.rd_sub'));
+      const byCar = new Map((await properties()).map((p) => [p.car, p.rings]));
+      for (const w of want.rows) {
+        const hit = roads.nearest(Polygon.reused.set(byCar.get(w.car)!))!;
+        expect(roads.fid[hit.piece], w.car).toBe(w.fid);
+        expect(Math.abs(hit.metres - w.m), w.car).toBeLessThan(1e-6);
+      }
+      expect(want.rows.length).toBe(64);
+    } finally {
+      c.release();
+    }
+  }, 60_000);
+
+  test('distancePair: one row a property with a geometry, car and uf through COPY unchanged', async () => {
+    const c = await db.pool.connect();
+    try {
+      const res = await distancePair(c, { out: tableName('public.rd_out'), car: tableName('public.rd_car'), pieces: tableName('public.rd_sub'), part: sqlText('true') });
+      expect(res.rows).toBe(64);
+      const r = await c.query(`SELECT car, uf, fid, distancia_km, area_sobreposta_ha, percentual, ativo FROM public.rd_out`);
+      const byCar = new Map(r.rows.map((x) => [x.car as string, x]));
+      expect(byCar.size).toBe(64);
+      expect(byCar.has('EMPTY')).toBe(false);
+      expect(byCar.has('NOGEOM')).toBe(false);
+      const odd = byCar.get('BACK\\SLASH')!;
+      expect(odd.uf).toBe('XX');
+      expect(odd.fid).toBe('POINT');
+      expect(odd.area_sobreposta_ha).toBeNull();
+      expect(odd.percentual).toBeNull();
+      expect(odd.ativo).toBeNull();
+      const brute = await c.query(`SELECT min(ST_Distance(c.geom::geography, s.geom::geography)) / 1000 AS km FROM public.rd_car c, public.rd_sub s WHERE c.car = 'BACK\\SLASH'`);
+      expect(Math.abs(odd.distancia_km - brute.rows[0].km)).toBeLessThan(1e-9);
+      expect(byCar.get('INSIDE')!.distancia_km).toBe(0);
+    } finally {
+      c.release();
+    }
+  });
+});
+
+describe('WKB as the road distance reads it', () => {
+  test('big-endian and 3-D input read as the same lon/lat', async () => {
+    const r = await db.pool.query(`
+      SELECT ST_AsBinary(g, 'NDR') AS le, ST_AsBinary(g, 'XDR') AS be, ST_AsBinary(ST_Force3DZ(g), 'XDR') AS z,
+             ST_AsBinary(l, 'XDR') AS lbe, ST_AsBinary(ST_Force4D(l)) AS lzm
+      FROM (SELECT geom AS g FROM public.rd_car WHERE car = 'P07') c, (SELECT geom AS l FROM public.rd_sub WHERE pid = 1) s`);
+    const x = r.rows[0];
+    const le = polygonRings(x.le);
+    expect(le.length).toBeGreaterThan(1); // P07 is a multipolygon of two
+    expect(polygonRings(x.be)).toEqual(le);
+    expect(polygonRings(x.z)).toEqual(le);
+    expect(lineStringCoords(x.lzm)).toEqual(lineStringCoords(x.lbe));
+    expect(() => polygonRings(x.lbe)).toThrow(/expected a polygon/);
+    expect(() => polygonRings(x.le.subarray(0, 20))).toThrow(/truncated/);
+  });
+});
