@@ -101,6 +101,25 @@ export class Chords {
     }
   }
 
+  /** A ball holding every arc: centre x, y, z and radius, into `out`. */
+  ball(out: number[]): void {
+    const v = this.v;
+    let cx = 0, cy = 0, cz = 0;
+    for (let i = 0; i < this.count; i++) {
+      cx += v[i * STRIDE + 11];
+      cy += v[i * STRIDE + 12];
+      cz += v[i * STRIDE + 13];
+    }
+    cx /= this.count; cy /= this.count; cz /= this.count;
+    let r = 0;
+    for (let i = 0; i < this.count; i++) {
+      const o = i * STRIDE;
+      const x = v[o + 11] - cx, y = v[o + 12] - cy, z = v[o + 13] - cz;
+      r = Math.max(r, Math.sqrt(x * x + y * y + z * z) + v[o + 14]);
+    }
+    out[0] = cx; out[1] = cy; out[2] = cz; out[3] = r * (1 + 1e-9) + 1e-15;
+  }
+
   /** Chord i's geodetic edge (geodetic.ts), made once. */
   edge(i: number): Edge {
     let e = this.edges[i];

@@ -43,6 +43,17 @@ function edgeBulge(lon1: number, lat1: number, lon2: number, lat2: number): numb
   return ((l * l) / 8) * (Math.abs(Math.tan(far)) + 1) / RAD + 1e-12;
 }
 
+/** What RoadPieces is built from: per piece its pid, code and the code's rank, and its points. */
+export interface RoadPiecesFlat {
+  pid: Float64Array;
+  fid: string[];
+  rank: Int32Array;
+  /** vertex offsets into coords (pairs), one more than the pieces */
+  start: Int32Array;
+  /** lon/lat pairs (degrees) of every piece, one after the other */
+  coords: Float64Array;
+}
+
 /** The road pieces of one layer snapshot, in memory. */
 export class RoadPieces {
   readonly count: number;
@@ -65,42 +76,44 @@ export class RoadPieces {
   private readonly seen: Int32Array;
   private stamp = 0;
 
-  constructor(pieces: { pid: number; fid: string; rank: number; coords: Float64Array }[]) {
-    this.count = pieces.length;
-    this.start = new Int32Array(this.count + 1);
-    let n = 0;
-    pieces.forEach((p, i) => {
-      this.start[i] = n;
-      n += p.coords.length / 2;
-    });
-    this.start[this.count] = n;
-    this.coords = new Float64Array(2 * n);
+  /**
+   * The flat arrays from one row a piece (pid, code, the code's rank, lon/lat pairs). The
+   * numbers sit in shared memory: every worker thread reads the same copy.
+   */
+  static flatten(pieces: { pid: number; fid: string; rank: number; coords: Float64Array }[]): RoadPiecesFlat {
+    const shared = <T extends Float64Array | Int32Array>(make: new (b: SharedArrayBuffer) => T, bytes: number, n: number) =>
+      new make(new SharedArrayBuffer(Math.max(1, n) * bytes));
+    const start = shared(Int32Array, 4, pieces.length + 1);
+    pieces.forEach((p, i) => (start[i + 1] = start[i] + p.coords.length / 2));
+    const coords = shared(Float64Array, 8, 2 * start[pieces.length]);
+    pieces.forEach((p, i) => coords.set(p.coords, 2 * start[i]));
+    const pid = shared(Float64Array, 8, pieces.length);
+    const rank = shared(Int32Array, 4, pieces.length);
+    pieces.forEach((p, i) => ((pid[i] = p.pid), (rank[i] = p.rank)));
+    return { pid: pid.subarray(0, pieces.length), fid: pieces.map((p) => p.fid), rank: rank.subarray(0, pieces.length), start, coords: coords.subarray(0, 2 * start[pieces.length]) };
+  }
+
+  constructor(flat: RoadPiecesFlat) {
+    ({ pid: this.pid, fid: this.fid, rank: this.rank, start: this.start, coords: this.coords } = flat);
+    this.count = this.pid.length;
     this.box = new Float64Array(this.count * 4);
     this.ball = new Float64Array(this.count * 4);
-    this.rank = new Int32Array(this.count);
-    this.fid = new Array(this.count);
-    this.pid = new Float64Array(this.count);
     this.seen = new Int32Array(this.count);
-    pieces.forEach((p, i) => {
-      this.rank[i] = p.rank;
-      this.fid[i] = p.fid;
-      this.pid[i] = p.pid;
-      const s = this.start[i];
+    for (let i = 0; i < this.count; i++) {
+      const piece = this.coords.subarray(2 * this.start[i], 2 * this.start[i + 1]);
       let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-      for (let k = 0; k < p.coords.length / 2; k++) {
-        const x = p.coords[2 * k], y = p.coords[2 * k + 1];
-        this.coords[2 * (s + k)] = x;
-        this.coords[2 * (s + k) + 1] = y;
+      for (let k = 0; k < piece.length / 2; k++) {
+        const x = piece[2 * k], y = piece[2 * k + 1];
         x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
         if (k > 0) {
-          const b = edgeBulge(p.coords[2 * k - 2], p.coords[2 * k - 1], x, y);
-          y0 = Math.min(y0, Math.min(y, p.coords[2 * k - 1]) - b);
-          y1 = Math.max(y1, Math.max(y, p.coords[2 * k - 1]) + b);
+          const b = edgeBulge(piece[2 * k - 2], piece[2 * k - 1], x, y);
+          y0 = Math.min(y0, Math.min(y, piece[2 * k - 1]) - b);
+          y1 = Math.max(y1, Math.max(y, piece[2 * k - 1]) + b);
         }
       }
       this.box.set([x0, x1, y0, y1], i * 4);
-      this.ball.set(ballOf([p.coords]), i * 4);
-    });
+      this.ball.set(ballOf([piece]), i * 4);
+    }
     this.tree = new BoxTree(this.box);
   }
 
@@ -253,8 +266,7 @@ export class Polygon {
     }
     this.chords.closeBlocks();
     this.box[0] = x0; this.box[1] = x1; this.box[2] = y0; this.box[3] = y1;
-    const ball = ballOf(rings);
-    for (let i = 0; i < 4; i++) this.ball[i] = ball[i];
+    this.chords.ball(this.ball);
     return this;
   }
 
@@ -317,6 +329,9 @@ export class Polygon {
         }
       }
     }
+    // the spheroid distance is at least 6 335 439 m a radian of the sphere's: no need to
+    // compute it for a piece that cannot reach the cut-off
+    if (best.d * MERIDIONAL_RADIUS_MIN > cutoff * (1 + 1e-9)) return Infinity;
     return roundDistance(spheroidDistance(best.c1, best.c2));
   }
 

@@ -1,8 +1,8 @@
 // One part of a (CAR snapshot, road snapshot) pair: every property's distance to the
-// nearest road piece (nearest.ts), into `out`. The pieces are read once into memory; the
-// properties stream out of PostgreSQL (COPY TO), and their rows go to a temporary file
-// that is copied into `out` at the end: one connection (it may be a publish transaction's),
-// memory flat however many properties the state has.
+// nearest road piece (nearest.ts), into `out`. The pieces are read once; the properties
+// stream out of PostgreSQL (COPY TO) in batches to worker threads (threads.ts), and the
+// rows they return go to a temporary file that is copied into `out` at the end: one
+// connection (it may be a publish transaction's), memory flat however large the state.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,76 +10,83 @@ import { StringDecoder } from 'node:string_decoder';
 import { pipeline } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
-import { copyField } from '../copy.ts';
 import { createDistanceOut, linePiecesRows, propertyGeometriesCopy } from '../sql/overlaps.ts';
 import type { Sql } from '../../sql.ts';
-import { Polygon, RoadPieces } from './nearest.ts';
-import { lineStringCoords, polygonRings } from './wkb.ts';
+import { RoadPieces, type RoadPiecesFlat } from './nearest.ts';
+import { NearestThreads } from './threads.ts';
+import { lineStringCoords } from './wkb.ts';
 
-const FLUSH_BYTES = 1 << 20;
+/** About 150 properties of 50 vertices: big enough to keep the message overhead small. */
+const BATCH_CHARS = 256 * 1024;
 
-export async function loadRoadPieces(client: pg.ClientBase, pieces: Sql): Promise<RoadPieces> {
+/** A road layer's pieces as the worker threads receive them. */
+export async function loadRoadFlat(client: pg.ClientBase, pieces: Sql): Promise<RoadPiecesFlat> {
   const rows = await linePiecesRows(client, { pieces });
-  return new RoadPieces(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, coords: lineStringCoords(r.wkb) })));
+  return RoadPieces.flatten(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, coords: lineStringCoords(r.wkb) })));
+}
+
+/** A road layer's pieces, searchable in this thread. */
+export async function loadRoadPieces(client: pg.ClientBase, pieces: Sql): Promise<RoadPieces> {
+  return new RoadPieces(await loadRoadFlat(client, pieces));
 }
 
 /** Fills `out` (created here) with car, uf, fid and distancia_km for each property of the part. */
 export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sql; pieces: Sql; part: Sql }): Promise<{ rows: number }> {
-  const roads = await loadRoadPieces(client, v.pieces);
+  const roads = await loadRoadFlat(client, v.pieces);
   await createDistanceOut(client, { out: v.out, car: v.car });
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'agro-road-')), 'rows.tsv');
+  if (roads.pid.length === 0) return { rows: 0 };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-road-'));
+  const file = path.join(dir, 'rows.tsv');
   let fd: number | undefined = fs.openSync(file, 'w');
+  const threads = new NearestThreads(roads);
   let rows = 0;
+  // A failure stops the work but not the reading: the COPY is drained, so the connection
+  // comes back usable, and the first error is thrown once it has.
+  let failure: unknown;
+  const inFlight = new Set<Promise<void>>();
+  const send = async (batch: string) => {
+    if (failure !== undefined) return;
+    try {
+      await threads.room();
+    } catch (e) {
+      failure ??= e;
+      return;
+    }
+    const job = threads.measure(batch).then(
+      (r) => {
+        if (r.out && fd !== undefined) fs.writeSync(fd, r.out);
+        rows += r.rows;
+      },
+      (e) => {
+        failure ??= e;
+      },
+    );
+    inFlight.add(job);
+    void job.finally(() => inFlight.delete(job));
+  };
   try {
-    let buf = '';
-    const emit = (line: string) => {
-      buf += line;
-      rows++;
-      if (buf.length >= FLUSH_BYTES) {
-        fs.writeSync(fd!, buf);
-        buf = '';
-      }
-    };
-    // A failure on one line stops the work but not the reading: the COPY is drained, so the
-    // connection comes back usable, and the error is thrown once it has.
-    let failure: unknown;
-    const onLine = (line: string) => {
-      if (failure !== undefined) return;
-      try {
-        const t1 = line.indexOf('\t');
-        const t2 = line.indexOf('\t', t1 + 1);
-        if (t1 < 0 || t2 < 0) throw new Error(`road distance: unexpected COPY line: ${line.slice(0, 80)}`);
-        const poly = Polygon.reused.set(polygonRings(Buffer.from(line.slice(t2 + 1), 'hex')));
-        const hit = roads.nearest(poly);
-        if (!hit) return;
-        // car and uf arrive as COPY text and leave as COPY text: no unescaping needed
-        emit(`${line.slice(0, t1)}\t${line.slice(t1 + 1, t2)}\t${copyField(roads.fid[hit.piece])}\t\\N\t\\N\t\\N\t${hit.metres / 1000}\n`);
-      } catch (e) {
-        failure = e;
-      }
-    };
     const decoder = new StringDecoder('utf8');
     let rest = '';
     const source = client.query(pgCopy.to(propertyGeometriesCopy({ car: v.car, part: v.part })));
     for await (const chunk of source as AsyncIterable<Buffer>) {
-      const text = rest + decoder.write(chunk);
-      let from = 0;
-      for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', from)) {
-        onLine(text.slice(from, nl));
-        from = nl + 1;
-      }
-      rest = text.slice(from);
+      rest += decoder.write(chunk);
+      if (rest.length < BATCH_CHARS) continue;
+      const cut = rest.lastIndexOf('\n') + 1;
+      if (cut === 0) continue;
+      await send(rest.slice(0, cut));
+      rest = rest.slice(cut);
     }
     rest += decoder.end();
-    if (rest) onLine(rest);
+    if (rest) await send(rest);
+    await Promise.all(inFlight);
     if (failure !== undefined) throw failure;
-    if (buf) fs.writeSync(fd, buf);
     fs.closeSync(fd);
-    fd = undefined; // closed once: the number may belong to another part's file by the end
+    fd = undefined; // closed once: the number may belong to another file by the end
     await pipeline(fs.createReadStream(file), client.query(pgCopy.from(`COPY ${v.out} (car, uf, fid, area_sobreposta_ha, percentual, ativo, distancia_km) FROM STDIN`)));
   } finally {
+    await threads.close();
     if (fd !== undefined) fs.closeSync(fd);
-    fs.rmSync(path.dirname(file), { recursive: true, force: true });
+    fs.rmSync(dir, { recursive: true, force: true });
   }
   return { rows };
 }

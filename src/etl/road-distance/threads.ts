@@ -1,0 +1,84 @@
+// Worker threads for the road distance: the machine's cores measure batches of properties
+// while the main thread streams them out of PostgreSQL and their rows back in. Each thread
+// builds its own search structures over one shared copy of the pieces' points.
+import os from 'node:os';
+import { Worker } from 'node:worker_threads';
+import type { RoadPiecesFlat } from './nearest.ts';
+
+const WORKER = new URL('./worker-entry.mjs', import.meta.url);
+
+interface Pending {
+  resolve: (r: { out: string; rows: number }) => void;
+  reject: (e: Error) => void;
+}
+
+export class NearestThreads {
+  private readonly workers: Worker[];
+  private readonly load: number[];
+  private readonly pending = new Map<number, Pending & { worker: number }>();
+  private nextId = 0;
+  private failure: Error | undefined;
+  private waiters: (() => void)[] = [];
+  private closing = false;
+
+  constructor(roads: RoadPiecesFlat, threads = Math.max(1, Math.min(4, os.availableParallelism()))) {
+    this.workers = Array.from({ length: threads }, () => new Worker(WORKER, { workerData: roads }));
+    this.load = this.workers.map(() => 0);
+    this.workers.forEach((w, i) => {
+      w.on('message', (m: { id: number; out?: string; rows?: number; error?: string }) => {
+        const p = this.pending.get(m.id);
+        if (!p) return;
+        this.pending.delete(m.id);
+        this.load[i]--;
+        if (m.error !== undefined) p.reject(new Error(m.error));
+        else p.resolve({ out: m.out!, rows: m.rows! });
+        this.wake();
+      });
+      w.on('error', (e) => this.fail(e));
+      w.on('exit', (code) => {
+        if (code !== 0 && !this.closing) this.fail(new Error(`road distance: a worker thread exited with code ${code}`));
+      });
+    });
+  }
+
+  /** Batches in flight, all threads together. */
+  get inFlight(): number {
+    return this.pending.size;
+  }
+
+  /** Resolves once fewer than two batches a thread are in flight (backpressure for the reader). */
+  async room(): Promise<void> {
+    while (this.pending.size >= 2 * this.workers.length && !this.failure) await new Promise<void>((r) => this.waiters.push(r));
+    if (this.failure) throw this.failure;
+  }
+
+  /** Sends a batch of COPY lines to the least busy thread. */
+  measure(batch: string): Promise<{ out: string; rows: number }> {
+    if (this.failure) return Promise.reject(this.failure);
+    const worker = this.load.indexOf(Math.min(...this.load));
+    const id = this.nextId++;
+    this.load[worker]++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, worker });
+      this.workers[worker].postMessage({ id, batch });
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    await Promise.all(this.workers.map((w) => w.terminate()));
+  }
+
+  private fail(e: Error): void {
+    this.failure ??= e;
+    for (const p of this.pending.values()) p.reject(e);
+    this.pending.clear();
+    this.wake();
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const r of w) r();
+  }
+}
