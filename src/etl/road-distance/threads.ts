@@ -22,7 +22,8 @@ export class NearestThreads {
   private closing = false;
 
   constructor(roads: RoadPiecesFlat, threads = Math.max(1, Math.min(4, os.availableParallelism()))) {
-    this.workers = Array.from({ length: threads }, () => new Worker(WORKER, { workerData: roads }));
+    // a bounded heap: V8 would otherwise let each thread's garbage grow with the state
+    this.workers = Array.from({ length: threads }, () => new Worker(WORKER, { workerData: roads, resourceLimits: { maxOldGenerationSizeMb: 192 } }));
     this.load = this.workers.map(() => 0);
     this.workers.forEach((w, i) => {
       w.on('message', (m: { id: number; out?: string; rows?: number; error?: string }) => {
