@@ -1,8 +1,10 @@
 -- Pieces of a line layer snapshot (roads) for the nearest-feature search: every line cut
 -- into runs of at most 8 vertices (7 edges, ~1 km of SNV road) that share their end
--- vertices, numbered (pid); the caller builds the GiST index. Short pieces keep each
--- exact geodesic distance cheap (PostGIS compares every pair of edges) and the index
--- boxes tight. Built once per layer snapshot and registered with it (retention drops it).
+-- vertices, numbered (pid). The road distance is the minimum of ST_Distance(geography)
+-- over these pieces (src/etl/road-distance, which reads them into memory): short pieces
+-- keep its boxes tight and the pair PostGIS finds nearest on the sphere close to the
+-- nearest on the ellipsoid. Built once per layer snapshot and registered with it
+-- (retention drops it).
 CREATE TABLE {{pieces}} AS
 WITH v AS (
   SELECT {{id}}::text AS fid, (d).path[1] AS line, (d).path[2] AS n, (d).geom AS pt

@@ -6,7 +6,7 @@
 // publish transaction, each split over two connections (both cores); the publish
 // transaction fills any pair a concurrent publish made necessary, so the serving views
 // never show a current pair without its rows. How each kind of pair is computed, and
-// why, is in sql/queries/overlap_*.sql and bench/README.md (overlaps).
+// why, is in sql/queries/overlap_*.sql, src/etl/road-distance/ and bench/README.md (overlaps).
 import type pg from 'pg';
 import { ident, withTransaction } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
@@ -77,17 +77,18 @@ export async function missingPairs(db: pg.ClientBase | pg.Pool, prospective?: Pr
 export const DERIVE_PARTS = 2;
 
 /**
- * The road distance is computed in this process (one thread): split in two, both halves
- * would share one core while the database sat idle. Whole, it runs beside the area pairs,
- * which keep the other connection (and core) busy.
+ * The road distance is computed in this process, on worker threads that already use every
+ * core (src/etl/road-distance): one part, one road pair at a time, while the other
+ * connection keeps the database busy with area pairs.
  */
 const partsOf = (pair: Pair) => (pair.overlay.kind === 'distance' ? 1 : DERIVE_PARTS);
 
 const partTable = (pair: Pair, part: number, step = '') => `stage.${ident(`ov_${pair.carSnapshotId}_${pair.layerSnapshotId}_${part}${step && '_' + step}`)}`;
 
 /**
- * The pieces of a line layer snapshot (roads) with their GiST index, built once and
- * registered with the snapshot (so retention drops them). Area layers have no copy:
+ * The pieces of a line layer snapshot (roads), built once and registered with the snapshot
+ * (so retention drops them); the road distance reads them into memory, so no index. Area
+ * layers have no copy:
  * their pair statement cuts the large features it needs.
  */
 async function linePieces(client: pg.ClientBase, overlay: Overlay, layerSnapshotId: number): Promise<string> {
@@ -101,8 +102,6 @@ async function linePieces(client: pg.ClientBase, overlay: Overlay, layerSnapshot
     id: sqlText(ident(overlay.idColumn)),
     filter: sqlText(overlay.filter ? `l.${ident(overlay.filter)}` : 'true'),
   });
-  await client.query(`CREATE INDEX ON ${pieces} USING gist (geom)`);
-  await client.query(`ANALYZE ${pieces}`);
   return pieces;
 }
 
@@ -113,7 +112,7 @@ const share = (expr: string, part: number, parts: number) =>
 /**
  * One part of a pair into its own unlogged table (autocommitted: parts run on separate
  * connections; finishPair moves their rows into derived.car_overlaps in one transaction).
- * Area layers are split by feature, the road distance by property.
+ * Area layers are split by feature; the road distance is one part.
  */
 async function computePart(client: pg.ClientBase, pair: Pair, part: number, parts: number): Promise<void> {
   const out = partTable(pair, part);
@@ -206,7 +205,7 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
   ];
   const state = new Map<Pair, { left: number; ms: number; t0: number }>(pairs.map((p) => [p, { left: partsOf(p), ms: 0, t0: Date.now() }]));
   let rows = 0;
-  // one road distance at a time: it runs in this process, on its one thread
+  // one road distance at a time: its threads already use every core
   let inProcess: Promise<void> | undefined;
   const ready = (t: Task) =>
     'prep' in t || t.pair.overlay.kind !== 'distance' || (prep.get(t.pair.layerSnapshotId)!.ready !== undefined && inProcess === undefined);
