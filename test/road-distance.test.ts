@@ -5,6 +5,8 @@
 // inside one (PostGIS's point-in-polygon short cut), a piece inside a hole (not 0),
 // multipolygons, a piece of repeated points (PostGIS measures it as a point), properties
 // from 33°S to 4°N, and distances from metres to hundreds of kilometres.
+import fs from 'node:fs';
+import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { distancePair, loadRoadPieces } from '../src/etl/road-distance/pair.ts';
 import { Polygon } from '../src/etl/road-distance/nearest.ts';
@@ -180,6 +182,94 @@ describe('road distance in Node against ST_Distance(geography)', () => {
     } finally {
       c.release();
     }
+  });
+});
+
+describe('distancePair in batches over worker threads', () => {
+  test('3,000 properties in many batches: each once, each with what one thread computes', async () => {
+    await db.pool.query(`
+      CREATE TABLE public.rd_many (car text PRIMARY KEY, uf text NOT NULL, geom geometry(MultiPolygon, 4326));
+      INSERT INTO public.rd_many
+      SELECT 'M' || i, CASE WHEN i % 2 = 0 THEN 'GO' ELSE 'MT' END,
+             ST_Multi(ST_Buffer(ST_Point(-70 + 34 * ((hashint4(i) & 65535) / 65535.0), -33 + 37 * ((hashint4(i + 1) & 65535) / 65535.0), 4326),
+                                0.002 + 0.01 * ((hashint4(i + 2) & 1023) / 1023.0), 24))
+      FROM generate_series(1, 3000) i`);
+    const c = await db.pool.connect();
+    try {
+      // 3,000 polygons of 97 vertices: ~4.7 MB of WKB, about 18 batches of 256 kB
+      const res = await distancePair(c, { out: tableName('public.rd_many_out'), car: tableName('public.rd_many'), pieces: tableName('public.rd_sub'), part: sqlText('true') });
+      expect(res.rows).toBe(3000);
+      const got = await c.query(`SELECT car, uf, fid, distancia_km FROM public.rd_many_out`);
+      expect(got.rows.length).toBe(3000);
+      expect(new Set(got.rows.map((r) => r.car)).size).toBe(3000);
+      const roads = await loadRoadPieces(c, tableName('public.rd_sub'));
+      const src = new Map((await c.query(`SELECT car, uf, ST_AsBinary(geom) AS wkb FROM public.rd_many`)).rows.map((r) => [r.car as string, r]));
+      for (const g of got.rows) {
+        const s = src.get(g.car)!;
+        expect(g.uf).toBe(s.uf);
+        const hit = roads.nearest(Polygon.reused.set(polygonRings(s.wkb)))!;
+        expect(g.fid, g.car).toBe(roads.fid[hit.piece]);
+        expect(g.distancia_km, g.car).toBe(hit.metres / 1000);
+      }
+    } finally {
+      c.release();
+    }
+  }, 120_000);
+
+  test('a failure (a row a thread cannot read, a failing query) is thrown, the connection stays usable, no file is left', async () => {
+    const tmp = () => fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('agro-road-')).length;
+    const before = tmp();
+    await db.pool.query(`
+      CREATE TABLE public.rd_bad (car text, uf text, geom geometry(Geometry, 4326));
+      INSERT INTO public.rd_bad SELECT car, uf, geom FROM public.rd_many;
+      INSERT INTO public.rd_bad VALUES ('LINE', 'GO', ST_MakeLine(ST_Point(-50, -15, 4326), ST_Point(-49, -15, 4326)))`);
+    const c = await db.pool.connect();
+    try {
+      await expect(distancePair(c, { out: tableName('public.rd_bad_out'), car: tableName('public.rd_bad'), pieces: tableName('public.rd_sub'), part: sqlText('true') })).rejects.toThrow(/expected a polygon/);
+      expect((await c.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+      await expect(distancePair(c, { out: tableName('public.rd_bad_out2'), car: tableName('public.rd_many'), pieces: tableName('public.rd_sub'), part: sqlText('1 / (length(c.car) - 5) > 0') })).rejects.toThrow(/division by zero/);
+      expect((await c.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+      expect(tmp()).toBe(before);
+    } finally {
+      c.release();
+    }
+  }, 120_000);
+
+  test('the binary COPY framing: rows are cut only at their ends, the trailer is seen', async () => {
+    const { completeRows, copyHeaderLength } = await import('../src/etl/road-distance/lines.ts');
+    const c = await db.pool.connect();
+    let all: Buffer;
+    try {
+      const { default: pgCopy } = await import('pg-copy-streams');
+      const parts: Buffer[] = [];
+      for await (const chunk of c.query(pgCopy.to(`COPY (SELECT car, uf, ST_AsBinary(geom) FROM public.rd_car WHERE geom IS NOT NULL AND NOT ST_IsEmpty(geom) ORDER BY car) TO STDOUT (FORMAT binary)`)) as AsyncIterable<Buffer>)
+        parts.push(chunk);
+      all = Buffer.concat(parts);
+    } finally {
+      c.release();
+    }
+    const h = copyHeaderLength(all);
+    expect(h).toBe(19);
+    expect(copyHeaderLength(all.subarray(0, 10))).toBe(-1);
+    // every row boundary, found from every cut point
+    const whole = completeRows(all, h);
+    expect(whole.trailer).toBe(true);
+    let rows = 0;
+    for (let at = h; at < whole.end; ) {
+      let p = at + 2;
+      for (let f = 0; f < 3; f++) p += 4 + Math.max(0, all.readInt32BE(p));
+      at = p;
+      rows++;
+    }
+    expect(rows).toBe(64);
+    for (let cut = h; cut <= all.length; cut += 97) {
+      const r = completeRows(all.subarray(0, cut), h);
+      expect(r.end).toBeLessThanOrEqual(cut);
+      expect(r.trailer).toBe(cut === all.length || (r.end === whole.end && cut >= whole.end + 2));
+      // what is left starts a row: continuing from it reaches the same end
+      expect(completeRows(all, r.end).end).toBe(whole.end);
+    }
+    expect(() => copyHeaderLength(Buffer.from('car\tuf\tgeom\n'.repeat(4)))).toThrow(/not a binary COPY/);
   });
 });
 

@@ -1,23 +1,23 @@
 // One part of a (CAR snapshot, road snapshot) pair: every property's distance to the
 // nearest road piece (nearest.ts), into `out`. The pieces are read once; the properties
-// stream out of PostgreSQL (COPY TO) in batches to worker threads (threads.ts), and the
+// stream out of PostgreSQL (binary COPY TO) in batches to worker threads (threads.ts), and the
 // rows they return go to a temporary file that is copied into `out` at the end: one
 // connection (it may be a publish transaction's), memory flat however large the state.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { StringDecoder } from 'node:string_decoder';
 import { pipeline } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
 import { createDistanceOut, linePiecesRows, propertyGeometriesCopy } from '../sql/overlaps.ts';
 import type { Sql } from '../../sql.ts';
 import { RoadPieces, type RoadPiecesFlat } from './nearest.ts';
+import { completeRows, copyHeaderLength } from './lines.ts';
 import { NearestThreads } from './threads.ts';
 import { lineStringCoords } from './wkb.ts';
 
-/** About 150 properties of 50 vertices: big enough to keep the message overhead small. */
-const BATCH_CHARS = 256 * 1024;
+/** About 250 properties of 50 vertices: big enough to keep the message overhead small. */
+const BATCH_BYTES = 256 * 1024;
 
 /** A road layer's pieces as the worker threads receive them. */
 export async function loadRoadFlat(client: pg.ClientBase, pieces: Sql): Promise<RoadPiecesFlat> {
@@ -39,12 +39,12 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
   const file = path.join(dir, 'rows.tsv');
   let fd: number | undefined = fs.openSync(file, 'w');
   const threads = new NearestThreads(roads);
-  let rows = 0;
+  let done = 0;
   // A failure stops the work but not the reading: the COPY is drained, so the connection
   // comes back usable, and the first error is thrown once it has.
   let failure: unknown;
   const inFlight = new Set<Promise<void>>();
-  const send = async (batch: string) => {
+  const send = async (rows: Buffer) => {
     if (failure !== undefined) return;
     try {
       await threads.room();
@@ -52,10 +52,12 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
       failure ??= e;
       return;
     }
+    // a copy of its own, so its memory can move to the thread
+    const batch = new Uint8Array(rows).buffer;
     const job = threads.measure(batch).then(
       (r) => {
         if (r.out && fd !== undefined) fs.writeSync(fd, r.out);
-        rows += r.rows;
+        done += r.rows;
       },
       (e) => {
         failure ??= e;
@@ -65,19 +67,29 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
     void job.finally(() => inFlight.delete(job));
   };
   try {
-    const decoder = new StringDecoder('utf8');
-    let rest = '';
+    // binary COPY: no hex to write or read; batches are cut at row boundaries
+    let buf: Buffer = Buffer.alloc(0);
+    let start = -1; // where the rows begin (after the header), once it has been read
+    let trailer = false;
     const source = client.query(pgCopy.to(propertyGeometriesCopy({ car: v.car, part: v.part })));
     for await (const chunk of source as AsyncIterable<Buffer>) {
-      rest += decoder.write(chunk);
-      if (rest.length < BATCH_CHARS) continue;
-      const cut = rest.lastIndexOf('\n') + 1;
-      if (cut === 0) continue;
-      await send(rest.slice(0, cut));
-      rest = rest.slice(cut);
+      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      if (start < 0) {
+        start = copyHeaderLength(buf);
+        if (start < 0) continue;
+      }
+      if (buf.length - start < BATCH_BYTES || trailer) continue;
+      const r = completeRows(buf, start);
+      trailer = r.trailer;
+      if (r.end > start) await send(buf.subarray(start, r.end));
+      buf = buf.subarray(r.end);
+      start = 0;
     }
-    rest += decoder.end();
-    if (rest) await send(rest);
+    if (start >= 0 && !trailer) {
+      const r = completeRows(buf, start);
+      if (!r.trailer) failure ??= new Error('road distance: the COPY stream ended inside a row');
+      if (r.end > start) await send(buf.subarray(start, r.end));
+    }
     await Promise.all(inFlight);
     if (failure !== undefined) throw failure;
     fs.closeSync(fd);
@@ -88,5 +100,5 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
     if (fd !== undefined) fs.closeSync(fd);
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  return { rows };
+  return { rows: done };
 }

@@ -53,15 +53,15 @@ export class NearestThreads {
     if (this.failure) throw this.failure;
   }
 
-  /** Sends a batch of COPY lines to the least busy thread. */
-  measure(batch: string): Promise<{ out: string; rows: number }> {
+  /** Hands a batch of binary COPY rows (its memory moves, not copied) to the least busy thread. */
+  measure(batch: ArrayBuffer): Promise<{ out: string; rows: number }> {
     if (this.failure) return Promise.reject(this.failure);
     const worker = this.load.indexOf(Math.min(...this.load));
     const id = this.nextId++;
     this.load[worker]++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject, worker });
-      this.workers[worker].postMessage({ id, batch });
+      this.workers[worker].postMessage({ id, batch }, [batch]);
     });
   }
 

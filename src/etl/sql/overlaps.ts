@@ -24,10 +24,10 @@ export async function createDistanceOut(client: pg.ClientBase, v: { out: Sql; ca
     FROM ${v.car} c WITH NO DATA`);
 }
 
-/** COPY … TO STDOUT of one part of a CAR snapshot's non-empty geometries: car, uf, hex WKB. */
+/** COPY … TO STDOUT (binary) of one part of a CAR snapshot's non-empty geometries: car, uf, WKB. */
 export function propertyGeometriesCopy(v: { car: Sql; part: Sql }): Sql {
-  return `COPY (SELECT c.car, c.uf, encode(ST_AsBinary(c.geom), 'hex') FROM ${v.car} c
-                WHERE ${v.part} AND c.geom IS NOT NULL AND NOT ST_IsEmpty(c.geom)) TO STDOUT` as Sql;
+  return `COPY (SELECT c.car, c.uf, ST_AsBinary(c.geom) FROM ${v.car} c
+                WHERE ${v.part} AND c.geom IS NOT NULL AND NOT ST_IsEmpty(c.geom)) TO STDOUT (FORMAT binary)` as Sql;
 }
 
 /** What the three statements of an area pair read and write. */
