@@ -7,10 +7,11 @@
 // from 33°S to 4°N, and distances from metres to hundreds of kilometres.
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { distancePair, loadRoadPieces } from '../src/etl/road-distance/pair.ts';
 import { Polygon } from '../src/etl/road-distance/nearest.ts';
-import { lineStringCoords, polygonRings } from '../src/etl/road-distance/wkb.ts';
+import { lineStringCoords, polygonParts } from '../src/etl/road-distance/wkb.ts';
 import { sqlText, tableName } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -84,9 +85,9 @@ afterAll(async () => {
   await db.drop();
 });
 
-async function properties(): Promise<{ car: string; rings: Float64Array[] }[]> {
+async function properties(): Promise<{ car: string; parts: Float64Array[][] }[]> {
   const r = await db.pool.query(`SELECT car, ST_AsBinary(geom) AS wkb FROM public.rd_car WHERE geom IS NOT NULL AND NOT ST_IsEmpty(geom) ORDER BY car`);
-  return r.rows.map((x) => ({ car: x.car, rings: polygonRings(x.wkb) }));
+  return r.rows.map((x) => ({ car: x.car, parts: polygonParts(x.wkb) }));
 }
 
 describe('road distance in Node against ST_Distance(geography)', () => {
@@ -105,7 +106,7 @@ describe('road distance in Node against ST_Distance(geography)', () => {
       let far = 0;
       let worst = 0;
       for (const p of await properties()) {
-        const poly = Polygon.reused.set(p.rings);
+        const poly = Polygon.reused.set(p.parts);
         order.forEach((pid, i) => {
           const m = expected.get(`${p.car}|${pid}`)!;
           const got = roads.pieceDistance(i, poly);
@@ -148,7 +149,7 @@ describe('road distance in Node against ST_Distance(geography)', () => {
     const c = await db.pool.connect();
     try {
       const roads = await loadRoadPieces(c, tableName('public.rd_sub'));
-      const byCar = new Map((await properties()).map((p) => [p.car, p.rings]));
+      const byCar = new Map((await properties()).map((p) => [p.car, p.parts]));
       for (const w of want.rows) {
         const hit = roads.nearest(Polygon.reused.set(byCar.get(w.car)!))!;
         expect(roads.fid[hit.piece], w.car).toBe(w.fid);
@@ -185,6 +186,60 @@ describe('road distance in Node against ST_Distance(geography)', () => {
   });
 });
 
+// Where PostGIS 3.3.2 says 0 although the lines do not meet (found by a review of the port):
+// it counts edges whose great circles are the same within 5e-14 (normals within ~3.2e-7 rad,
+// ~2 m) and whose ranges overlap as touching; it tests a piece's first point against the
+// polygon on the sphere, where a long edge bulges past its straight lon/lat line; and it tests
+// each polygon of a multipolygon on its own.
+describe('road distance: where PostGIS says 0 and the plane would not', () => {
+  const cases: [string, string, string, string][] = [
+    // [property, piece, fid, what]
+    ['MULTIPOLYGON(((-50 -10,-49.99 -10,-49.99 -9.99,-50 -9.99,-50 -10)))', 'LINESTRING(-50.001 -10.000005,-49.989 -10.000005)', 'A', 'a road 0.55 m off an edge, on its great circle within 5e-14'],
+    ['MULTIPOLYGON(((-50 -10,-49.99 -10,-49.99 -9.99,-50 -9.99,-50 -10)))', 'LINESTRING(-50.001 -10.00001,-49.989 -10.00001)', 'A', 'the same 1.1 m off'],
+    ['MULTIPOLYGON(((-50 -10,-49.99 -10,-49.99 -9.99,-50 -9.99,-50 -10)))', 'LINESTRING(-50.001 -10.00003,-49.989 -10.00003)', 'A', '3.3 m off: a real distance'],
+    ['MULTIPOLYGON(((-55 -12,-54.8 -12,-54.8 -11.9,-55 -11.9,-55 -12)))', 'LINESTRING(-54.92 -12.00001,-54.88 -12.00001)', 'A', 'inside the southern edge\'s bulge'],
+    ['MULTIPOLYGON(((-55 -12,-54.8 -12,-54.8 -11.9,-55 -11.9,-55 -12)))', 'LINESTRING(-54.92 -11.89999,-54.88 -11.89999)', 'A', 'inside the lon/lat square, outside on the sphere'],
+    ['MULTIPOLYGON(((-50.02 -15.02,-49.98 -15.02,-49.98 -14.98,-50.02 -14.98,-50.02 -15.02)),((-50.02 -15.02,-49.98 -15.02,-49.98 -14.98,-50.02 -14.98,-50.02 -15.02)))', 'LINESTRING(-50.005 -15.005,-49.995 -14.995)', 'A', 'inside two overlapping parts'],
+  ];
+
+  test('each case measures what PostGIS measures', async () => {
+    const c = await db.pool.connect();
+    try {
+      for (const [i, [poly, line, , what]] of cases.entries()) {
+        await c.query('DROP TABLE IF EXISTS public.rd_one; CREATE TABLE public.rd_one (pid bigint, fid text, geom geometry(LineString, 4326))');
+        await c.query('INSERT INTO public.rd_one VALUES (1, $1, ST_GeomFromText($2, 4326))', ['A', line]);
+        const want = (await c.query('SELECT ST_Distance(ST_GeomFromText($1, 4326)::geography, ST_GeomFromText($2, 4326)::geography) AS m, ST_AsBinary(ST_GeomFromText($1, 4326)) AS wkb', [poly, line])).rows[0];
+        const roads = await loadRoadPieces(c, tableName('public.rd_one'));
+        const got = roads.pieceDistance(0, Polygon.reused.set(polygonParts(want.wkb)));
+        expect(Math.abs(got - want.m), `case ${i}: ${what} (PostGIS ${want.m}, ours ${got})`).toBeLessThan(1e-6);
+      }
+    } finally {
+      c.release();
+    }
+  });
+
+  test('a piece PostGIS puts at 0 by its tolerance still wins the tie with its smaller code', async () => {
+    const c = await db.pool.connect();
+    try {
+      await c.query(`DROP TABLE IF EXISTS public.rd_tie; CREATE TABLE public.rd_tie (pid bigint, fid text, geom geometry(LineString, 4326));
+        INSERT INTO public.rd_tie VALUES
+          (1, 'B', ST_GeomFromText('LINESTRING(-49.995 -10.001,-49.995 -9.98)', 4326)),             -- crosses the property
+          (2, 'A', ST_GeomFromText('LINESTRING(-50.001 -9.995,-50.000000000002 -9.995)', 4326))`); // stops 0.2 µm short of it
+      const poly = 'MULTIPOLYGON(((-50 -10,-49.99 -10,-49.99 -9.99,-50 -9.99,-50 -10)))';
+      const want = await c.query(`SELECT fid, ST_Distance(ST_GeomFromText($1, 4326)::geography, geom::geography) AS m FROM public.rd_tie ORDER BY m, fid`, [poly]);
+      expect(want.rows.map((r) => r.m)).toEqual([0, 0]); // the premise
+      const wkb = (await c.query('SELECT ST_AsBinary(ST_GeomFromText($1, 4326)) AS wkb', [poly])).rows[0].wkb;
+      const roads = await loadRoadPieces(c, tableName('public.rd_tie'));
+      const hit = roads.nearest(Polygon.reused.set(polygonParts(wkb)))!;
+      expect(roads.fid[hit.piece]).toBe(want.rows[0].fid);
+      expect(roads.fid[hit.piece]).toBe('A');
+      expect(hit.metres).toBe(0);
+    } finally {
+      c.release();
+    }
+  });
+});
+
 describe('distancePair in batches over worker threads', () => {
   test('3,000 properties in many batches: each once, each with what one thread computes', async () => {
     await db.pool.query(`
@@ -207,7 +262,7 @@ describe('distancePair in batches over worker threads', () => {
       for (const g of got.rows) {
         const s = src.get(g.car)!;
         expect(g.uf).toBe(s.uf);
-        const hit = roads.nearest(Polygon.reused.set(polygonRings(s.wkb)))!;
+        const hit = roads.nearest(Polygon.reused.set(polygonParts(s.wkb)))!;
         expect(g.fid, g.car).toBe(roads.fid[hit.piece]);
         expect(g.distancia_km, g.car).toBe(hit.metres / 1000);
       }
@@ -217,7 +272,12 @@ describe('distancePair in batches over worker threads', () => {
   }, 120_000);
 
   test('a failure (a row a thread cannot read, a failing query) is thrown, the connection stays usable, no file is left', async () => {
-    const tmp = () => fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('agro-road-')).length;
+    // a temporary directory of this test's own (other test files run distancePair meanwhile)
+    const own = fs.mkdtempSync(path.join(os.tmpdir(), 'rd-test-'));
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = own;
+    expect(os.tmpdir()).toBe(own);
+    const tmp = () => fs.readdirSync(own).filter((f) => f.startsWith('agro-road-')).length; // tsx keeps its cache here too
     const before = tmp();
     await db.pool.query(`
       CREATE TABLE public.rd_bad (car text, uf text, geom geometry(Geometry, 4326));
@@ -232,6 +292,9 @@ describe('distancePair in batches over worker threads', () => {
       expect(tmp()).toBe(before);
     } finally {
       c.release();
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+      fs.rmSync(own, { recursive: true, force: true });
     }
   }, 120_000);
 
@@ -280,12 +343,12 @@ describe('WKB as the road distance reads it', () => {
              ST_AsBinary(l, 'XDR') AS lbe, ST_AsBinary(ST_Force4D(l)) AS lzm
       FROM (SELECT geom AS g FROM public.rd_car WHERE car = 'P07') c, (SELECT geom AS l FROM public.rd_sub WHERE pid = 1) s`);
     const x = r.rows[0];
-    const le = polygonRings(x.le);
-    expect(le.length).toBeGreaterThan(1); // P07 is a multipolygon of two
-    expect(polygonRings(x.be)).toEqual(le);
-    expect(polygonRings(x.z)).toEqual(le);
+    const le = polygonParts(x.le);
+    expect(le.length).toBe(2); // P07 is a multipolygon of two
+    expect(polygonParts(x.be)).toEqual(le);
+    expect(polygonParts(x.z)).toEqual(le);
     expect(lineStringCoords(x.lzm)).toEqual(lineStringCoords(x.lbe));
-    expect(() => polygonRings(x.lbe)).toThrow(/expected a polygon/);
-    expect(() => polygonRings(x.le.subarray(0, 20))).toThrow(/truncated/);
+    expect(() => polygonParts(x.lbe)).toThrow(/expected a polygon/);
+    expect(() => polygonParts(x.le.subarray(0, 20))).toThrow(/truncated/);
   });
 });

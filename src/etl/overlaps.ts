@@ -3,7 +3,8 @@
 // Rows are kept per (CAR state snapshot, layer snapshot) pair in derived.car_overlaps.
 // Only missing pairs are computed: publishing CAR GO computes GO × each current layer;
 // publishing a layer computes it × each current state. Pairs are computed before the
-// publish transaction, each split over two connections (both cores); the publish
+// publish transaction on two connections (both cores: an area pair split in two, a road
+// pair on worker threads of this process beside the other connection's work); the publish
 // transaction fills any pair a concurrent publish made necessary, so the serving views
 // never show a current pair without its rows. How each kind of pair is computed, and
 // why, is in sql/queries/overlap_*.sql, src/etl/road-distance/ and bench/README.md (overlaps).

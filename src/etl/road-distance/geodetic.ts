@@ -1,9 +1,14 @@
-// ST_Distance(geography, geography) between a polygon and a line, as PostGIS computes it:
-// the pair of points nearest on the sphere (edge against edge, liblwgeom/lwgeodetic.c),
-// then the WGS 84 spheroid distance between those two points (geod_inverse, Karney 2013).
-// The sphere functions are ported line by line, in the same order of operations, so the
-// chosen pair and its distance match PostGIS to rounding (test/road-distance.test.ts holds
-// them to 1e-9 km against PostGIS itself). Points are radians, vectors unit cartesian.
+// ST_Distance(geography, geography) between a polygon and a line, as PostGIS 3.3.2 computes
+// it (the version Debian 12 ships, which the SQL this replaces ran on): the pair of points
+// nearest on the sphere (edge against edge, liblwgeom/lwgeodetic.c), then the WGS 84
+// spheroid distance between those two points (geod_inverse, Karney 2013). The sphere
+// functions are ported line by line, in the same order of operations, so the chosen pair
+// and its distance match PostGIS to rounding (test/road-distance.test.ts holds them to
+// 1e-6 m against PostGIS itself). Not ported: circ_tree_distance_tree's node pruning and
+// threshold exit (~7e-21 rad), since the search here finds the exact sphere minimum by
+// its own bounds; where two pairs tie exactly on the sphere, the first PostGIS reaches in
+// its tree order and the first reached here may differ (a shared vertex, the usual tie,
+// gives the same points either way). Points are radians, vectors unit cartesian.
 import { createRequire } from 'node:module';
 
 // a UMD bundle: Node's ESM loader finds no named exports in it
@@ -205,27 +210,45 @@ function dotProductSide(p: Vec3, q: Vec3): number {
   return dp < 0.0 ? -1 : 1;
 }
 
-/** edge_intersects: do the two edges touch or cross (then their distance is 0)? */
-export function edgesIntersect(a1: Vec3, a2: Vec3, b1: Vec3, b2: Vec3): boolean {
+/** edge_intersects' answer: PIR_* flags of lwgeodetic.h (0: no interaction). */
+export const PIR_INTERSECTS = 0x01;
+export const PIR_COLINEAR = 0x02;
+const PIR_A_TOUCH_RIGHT = 0x04;
+const PIR_A_TOUCH_LEFT = 0x08;
+export const PIR_B_TOUCH_RIGHT = 0x10;
+const PIR_B_TOUCH_LEFT = 0x20;
+
+/**
+ * edge_intersects as PostGIS 3.3.2 has it (the version the SQL this replaces ran on): edges
+ * whose planes are the same within FP_TOLERANCE (normals within ~3.2e-7 rad, ~2 m) and whose
+ * ranges overlap count as co-linear and touching. (PostGIS 3.3.7 / 3.4.3 narrowed that to
+ * 1e-15, ticket #5765.)
+ */
+export function edgesIntersect(a1: Vec3, a2: Vec3, b1: Vec3, b2: Vec3): number {
   const an = unitNormal(a1, a2);
   const bn = unitNormal(b1, b2);
   const abDot = dot(an, bn);
-  if (1.0 - Math.abs(abDot) <= 10e-16) {
-    return pointInCone(a1, a2, b1) || pointInCone(a1, a2, b2) || pointInCone(b1, b2, a1) || pointInCone(b1, b2, a2);
+  if (fpEquals(Math.abs(abDot), 1.0)) {
+    return pointInCone(a1, a2, b1) || pointInCone(a1, a2, b2) || pointInCone(b1, b2, a1) || pointInCone(b1, b2, a2) ? PIR_INTERSECTS | PIR_COLINEAR : 0;
   }
   const a1Side = dotProductSide(bn, a1);
   const a2Side = dotProductSide(bn, a2);
   const b1Side = dotProductSide(an, b1);
   const b2Side = dotProductSide(an, b2);
-  if (a1Side === a2Side && a1Side !== 0) return false;
-  if (b1Side === b2Side && b1Side !== 0) return false;
+  if (a1Side === a2Side && a1Side !== 0) return 0;
+  if (b1Side === b2Side && b1Side !== 0) return 0;
   if (a1Side !== a2Side && a1Side + a2Side === 0 && b1Side !== b2Side && b1Side + b2Side === 0) {
     const vn = unitNormal(an, bn);
-    if (pointInCone(a1, a2, vn) && pointInCone(b1, b2, vn)) return true;
+    if (pointInCone(a1, a2, vn) && pointInCone(b1, b2, vn)) return PIR_INTERSECTS;
     const neg = { x: -vn.x, y: -vn.y, z: -vn.z };
-    return pointInCone(a1, a2, neg) && pointInCone(b1, b2, neg);
+    return pointInCone(a1, a2, neg) && pointInCone(b1, b2, neg) ? PIR_INTERSECTS : 0;
   }
-  return true;
+  let rv = PIR_INTERSECTS;
+  if (a1Side === 0) rv |= a2Side < 0 ? PIR_A_TOUCH_RIGHT : PIR_A_TOUCH_LEFT;
+  else if (a2Side === 0) rv |= a1Side < 0 ? PIR_A_TOUCH_RIGHT : PIR_A_TOUCH_LEFT;
+  if (b1Side === 0) rv |= b2Side < 0 ? PIR_B_TOUCH_RIGHT : PIR_B_TOUCH_LEFT;
+  else if (b2Side === 0) rv |= b1Side < 0 ? PIR_B_TOUCH_RIGHT : PIR_B_TOUCH_LEFT;
+  return rv;
 }
 
 const WGS84 = Geodesic.WGS84;

@@ -1,9 +1,10 @@
 // The nearest road piece of a property, and its distance as the SQL it replaces defined it:
 // the minimum over every piece of ST_Distance(property::geography, piece::geography), ties
 // to the smallest feature code. PostGIS computes each of those calls from scratch (about
-// 90 µs for a 50-vertex property); here the pieces sit in a grid in memory, every property
-// is streamed past them once, and only the pieces and edge pairs whose lower bound does
-// not exceed the best distance so far get the exact computation of geodetic.ts.
+// 90 µs for a 50-vertex property); here the pieces sit in a packed R-tree in memory
+// (box-tree.ts), every property is streamed past them once, and only the pieces and edge
+// pairs whose lower bound does not exceed the best distance so far (plus TOUCH_M / TOUCH_RAD,
+// below) get the exact computation of geodetic.ts.
 //
 // Lower bounds (why no piece left out can be nearer):
 //  - between pieces (metres): a geodesic of length g from the property stays within
@@ -11,7 +12,9 @@
 //    equator); over that band kx, ky bound the metres per degree of longitude and latitude
 //    from below, so a piece whose box lies dx degrees of longitude and dy of latitude away is
 //    at least hypot(kx·dx, ky·dy) away. The boxes hold the great-circle edges: an edge
-//    bulges poleward of its end points by under L²/8·(|tan φ| + 1) radians for an edge of L;
+//    bulges poleward of its end points by under L²/8·(|tan φ| + 1) radians, L its length in
+//    the lon/lat plane in radians (the arc's curvature there stays far below |tan φ| + 1,
+//    which covers the higher-order terms for edges of any length a road or property has);
 //  - between edges (the sphere PostGIS picks the pair on): the straight 3-D segment between
 //    an edge's end points (unit vectors) lies within the sagitta 1 − cos(L/2) of its arc, and
 //    an arc of angle θ is longer than its chord, so the distance of the two chords less both
@@ -21,7 +24,7 @@
 //    longitude, so a spheroid distance is at least 6 335 439 times the sphere angle.
 import { BoxTree } from './box-tree.ts';
 import { BLOCK, Chords, sagitta } from './chords.ts';
-import { deg2rad, edgeDistanceToEdge, edgeDistanceToPoint, edgesIntersect, geog2cart, roundDistance, spheroidDistance, type GeoPoint } from './geodetic.ts';
+import { deg2rad, edgeDistanceToEdge, edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, roundDistance, spheroidDistance, type GeoPoint } from './geodetic.ts';
 
 const A = 6378137;
 const E2 = 0.00669437999014;
@@ -30,6 +33,14 @@ const RAD = Math.PI / 180;
 const MERIDIONAL_MIN = 110574;
 /** the smallest radius of curvature of WGS 84 (meridional, at the equator), metres */
 const MERIDIONAL_RADIUS_MIN = 6335439;
+/**
+ * How far apart two edges PostGIS 3.3.2 calls touching can be: co-linear within FP_TOLERANCE
+ * (normals within acos(1 − 5e-14) ≈ 3.17e-7 rad) with overlapping ranges gives distance 0 to
+ * edges up to that angle (~2 m) apart. Every bound is compared with this much room, in
+ * radians and in metres, so no piece or pair PostGIS would put at 0 is ruled out.
+ */
+const TOUCH_RAD = 3.2e-7;
+const TOUCH_M = TOUCH_RAD * 6378137 * 1.01;
 
 /** metres per degree of longitude at latitude `far` (the largest |φ| of a band): a lower bound over it */
 const kxMin = (far: number) => (A * Math.cos(far * RAD)) / Math.sqrt(1 - E2 * Math.sin(far * RAD) ** 2) * RAD;
@@ -148,7 +159,7 @@ export class RoadPieces {
       },
     );
     // 2. every piece whose box is not provably farther than the best answer so far (squared metres)
-    const cut = () => (best * (1 + 1e-9)) ** 2;
+    const cut = () => (best * (1 + 1e-9) + TOUCH_M) ** 2;
     this.tree.walk(
       (x0, x1, y0, y1) => {
         const gx = k.kx * gap(x0, x1, px0, px1), gy = k.ky * gap(y0, y1, py0, py1);
@@ -174,7 +185,7 @@ export class RoadPieces {
     if (Number.isFinite(cutoff)) {
       const b = this.ball, o = 4 * p, q = poly.ball;
       const x = b[o] - q[0], y = b[o + 1] - q[1], z = b[o + 2] - q[2];
-      if ((Math.sqrt(x * x + y * y + z * z) - b[o + 3] - q[3]) * MERIDIONAL_RADIUS_MIN > cutoff * (1 + 1e-9)) return Infinity;
+      if ((Math.sqrt(x * x + y * y + z * z) - b[o + 3] - q[3]) * MERIDIONAL_RADIUS_MIN > cutoff * (1 + 1e-9) + TOUCH_M) return Infinity;
     }
     const road = this.scratch;
     road.clear();
@@ -234,7 +245,10 @@ export class Polygon {
   /** a ball (centre x, y, z and radius) holding every edge */
   readonly ball: [number, number, number, number] = [0, 0, 0, 0];
   private readonly chords = new Chords();
-  private rings: Float64Array[] = [];
+  /** per polygon of the property: where its chords end (they start where the previous one's end) */
+  private partEnds: number[] = [];
+  /** a one-chord stab line for the point-in-polygon test */
+  private readonly stab = new Chords();
 
   get edgeCount(): number {
     return this.chords.count;
@@ -243,26 +257,33 @@ export class Polygon {
   /** One polygon reused for every property of a stream (one thread). */
   static reused = new Polygon();
 
-  /** `rings`: each ring closed (first vertex repeated last), as lon/lat pairs in degrees. */
-  set(rings: Float64Array[]): this {
-    this.rings = rings;
+  /**
+   * `parts`: the polygons, each its rings closed (first vertex repeated last), as lon/lat
+   * pairs in degrees. A valid (Multi)Polygon, as the loaders keep them: a ring collapsed to
+   * one point would be a point to PostGIS and is left out here.
+   */
+  set(parts: Float64Array[][]): this {
     this.chords.clear();
+    this.partEnds = [];
     let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-    for (const r of rings) {
-      const n = r.length / 2;
-      for (let k = 0; k < n; k++) {
-        const x = r[2 * k], y = r[2 * k + 1];
-        if (x < x0) x0 = x;
-        if (x > x1) x1 = x;
-        if (y < y0) y0 = y;
-        if (y > y1) y1 = y;
-        if (k > 0) {
-          const b = edgeBulge(r[2 * k - 2], r[2 * k - 1], x, y);
-          y0 = Math.min(y0, Math.min(y, r[2 * k - 1]) - b);
-          y1 = Math.max(y1, Math.max(y, r[2 * k - 1]) + b);
+    for (const rings of parts) {
+      for (const r of rings) {
+        const n = r.length / 2;
+        for (let k = 0; k < n; k++) {
+          const x = r[2 * k], y = r[2 * k + 1];
+          if (x < x0) x0 = x;
+          if (x > x1) x1 = x;
+          if (y < y0) y0 = y;
+          if (y > y1) y1 = y;
+          if (k > 0) {
+            const b = edgeBulge(r[2 * k - 2], r[2 * k - 1], x, y);
+            y0 = Math.min(y0, Math.min(y, r[2 * k - 1]) - b);
+            y1 = Math.max(y1, Math.max(y, r[2 * k - 1]) + b);
+          }
         }
+        this.chords.addPath(r, 0, n);
       }
-      this.chords.addPath(r, 0, n);
+      this.partEnds.push(this.chords.count);
     }
     this.chords.closeBlocks();
     this.box[0] = x0; this.box[1] = x1; this.box[2] = y0; this.box[3] = y1;
@@ -270,18 +291,34 @@ export class Polygon {
     return this;
   }
 
-  /** Even-odd over every ring: inside a polygon and outside its holes. */
+  /**
+   * Is the point inside one of the polygons (and outside its holes), on the sphere? PostGIS's
+   * circ_tree_contains_point, per polygon: the crossings of a great-circle stab line to a
+   * point outside with the edges, those where an edge only grazes the line from the right or
+   * runs along it not counted. Our outside point is south-west of the box (PostGIS takes a
+   * corner of its geocentric box): for a point not on the boundary, any outside point gives
+   * the same parity, and a point on the boundary is at distance 0 either way.
+   */
   contains(x: number, y: number): boolean {
     if (x < this.box[0] || x > this.box[1] || y < this.box[2] || y > this.box[3]) return false;
-    let inside = false;
-    for (const r of this.rings) {
-      const n = r.length / 2;
-      for (let i = 0, j = n - 1; i < n; j = i++) {
-        const yi = r[2 * i + 1], yj = r[2 * j + 1];
-        if (yi > y !== yj > y && x < ((r[2 * j] - r[2 * i]) * (y - yi)) / (yj - yi) + r[2 * i]) inside = !inside;
+    const stab = this.stab;
+    stab.clear();
+    stab.addPath(Float64Array.of(x, y, this.box[0] - 0.05, this.box[2] - 0.05), 0, 2);
+    const s = stab.edge(0);
+    let from = 0;
+    for (const end of this.partEnds) {
+      let crossings = 0;
+      for (let i = from; i < end; i++) {
+        // a chord whose arc cannot reach the stab line's cannot cross it
+        if (this.chords.chordBound(i, stab, 0) > 1e-12) continue;
+        const e = this.chords.edge(i);
+        const inter = edgesIntersect(s.vs, s.ve, e.vs, e.ve);
+        if (inter & PIR_INTERSECTS && !(inter & (PIR_B_TOUCH_RIGHT | PIR_COLINEAR))) crossings++;
       }
+      if (crossings % 2 === 1) return true;
+      from = end;
     }
-    return inside;
+    return false;
   }
 
   /**
@@ -294,7 +331,7 @@ export class Polygon {
     const blocks = this.chords.blockCount;
     // bounds per (block of this polygon's edges, road edge): the cheapest, loosest
     const lbs = scratch(blocks * road.count);
-    const limit = Number.isFinite(cutoff) ? (cutoff * (1 + 1e-9)) / MERIDIONAL_RADIUS_MIN : Infinity;
+    const limit = Number.isFinite(cutoff) ? (cutoff * (1 + 1e-9) + TOUCH_M) / MERIDIONAL_RADIUS_MIN : Infinity;
     let first = -1;
     for (let j = 0; j < road.count; j++)
       for (let b = 0; b < blocks; b++) {
@@ -313,15 +350,16 @@ export class Polygon {
     let best = this.pair(firstI, road, firstJ);
     if (best.d === 0) return 0;
     // then every pair whose bounds (block, ball, chord) do not exceed the best pair so far
+    // (with the room PostGIS's touching rule needs)
     for (let k = 0; k < blocks * road.count; k++) {
-      if (lbs[k] > best.d) continue;
+      if (lbs[k] > best.d + TOUCH_RAD) continue;
       const j = (k / blocks) | 0, b = k % blocks;
       for (let i = b * BLOCK; i < Math.min(m, b * BLOCK + BLOCK); i++) {
         if (i === firstI && j === firstJ) continue;
-        if (this.chords.ballBound(i, road, j) > best.d) continue;
+        if (this.chords.ballBound(i, road, j) > best.d + TOUCH_RAD) continue;
         // the chords' distance L bounds the points' chord; their angle is 2·asin(chord / 2) > L
         const lb = this.chords.chordBound(i, road, j);
-        if (lb > best.d || 2 * Math.asin(Math.max(0, lb) / 2) > best.d) continue;
+        if (lb > best.d + TOUCH_RAD || 2 * Math.asin(Math.max(0, lb) / 2) > best.d + TOUCH_RAD) continue;
         const p = this.pair(i, road, j);
         if (p.d < best.d) {
           best = p;
@@ -350,7 +388,7 @@ export class Polygon {
   private pair(i: number, road: Chords, j: number): { d: number; c1: GeoPoint; c2: GeoPoint } {
     const e = this.chords.edge(i);
     const r = road.edge(j);
-    if (edgesIntersect(e.vs, e.ve, r.vs, r.ve)) return { d: 0, c1: e.start, c2: e.start };
+    if (edgesIntersect(e.vs, e.ve, r.vs, r.ve) !== 0) return { d: 0, c1: e.start, c2: e.start };
     return edgeDistanceToEdge(e, r);
   }
 }

@@ -35,26 +35,26 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
   const roads = await loadRoadFlat(client, v.pieces);
   await createDistanceOut(client, { out: v.out, car: v.car });
   if (roads.pid.length === 0) return { rows: 0 };
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-road-'));
-  const file = path.join(dir, 'rows.tsv');
-  let fd: number | undefined = fs.openSync(file, 'w');
-  const threads = new NearestThreads(roads);
+  let dir: string | undefined;
+  let fd: number | undefined;
+  let threads: NearestThreads | undefined;
   let done = 0;
-  // A failure stops the work but not the reading: the COPY is drained, so the connection
-  // comes back usable, and the first error is thrown once it has.
+  // A failure stops the work but not the reading: the COPY is drained (reading without
+  // measuring is quick), so the connection comes back usable, and the first error is
+  // thrown once it has.
   let failure: unknown;
   const inFlight = new Set<Promise<void>>();
   const send = async (rows: Buffer) => {
     if (failure !== undefined) return;
     try {
-      await threads.room();
+      await threads!.room();
     } catch (e) {
       failure ??= e;
       return;
     }
     // a copy of its own, so its memory can move to the thread
     const batch = new Uint8Array(rows).buffer;
-    const job = threads.measure(batch).then(
+    const job = threads!.measure(batch).then(
       (r) => {
         if (r.out && fd !== undefined) fs.writeSync(fd, r.out);
         done += r.rows;
@@ -67,6 +67,10 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
     void job.finally(() => inFlight.delete(job));
   };
   try {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-road-'));
+    const file = path.join(dir, 'rows.tsv');
+    fd = fs.openSync(file, 'w');
+    threads = new NearestThreads(roads);
     // binary COPY: no hex to write or read; batches are cut at row boundaries
     let buf: Buffer = Buffer.alloc(0);
     let start = -1; // where the rows begin (after the header), once it has been read
@@ -92,13 +96,18 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
     }
     await Promise.all(inFlight);
     if (failure !== undefined) throw failure;
-    fs.closeSync(fd);
-    fd = undefined; // closed once: the number may belong to another file by the end
+    closeFile();
     await pipeline(fs.createReadStream(file), client.query(pgCopy.from(`COPY ${v.out} (car, uf, fid, area_sobreposta_ha, percentual, ativo, distancia_km) FROM STDIN`)));
   } finally {
-    await threads.close();
-    if (fd !== undefined) fs.closeSync(fd);
-    fs.rmSync(dir, { recursive: true, force: true });
+    await threads?.close();
+    closeFile();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  }
+  // closed once: by the end its number may belong to another file
+  function closeFile(): void {
+    const f = fd;
+    fd = undefined;
+    if (f !== undefined) fs.closeSync(f);
   }
   return { rows: done };
 }

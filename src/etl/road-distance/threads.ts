@@ -36,15 +36,12 @@ export class NearestThreads {
         this.wake();
       });
       w.on('error', (e) => this.fail(e));
+      w.on('messageerror', (e) => this.fail(e));
+      // a thread only ends when closed: any other exit leaves its batches unanswered
       w.on('exit', (code) => {
-        if (code !== 0 && !this.closing) this.fail(new Error(`road distance: a worker thread exited with code ${code}`));
+        if (!this.closing) this.fail(new Error(`road distance: a worker thread exited (code ${code})`));
       });
     });
-  }
-
-  /** Batches in flight, all threads together. */
-  get inFlight(): number {
-    return this.pending.size;
   }
 
   /** Resolves once fewer than two batches a thread are in flight (backpressure for the reader). */

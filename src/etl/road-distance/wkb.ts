@@ -38,26 +38,27 @@ class Cursor {
   }
 }
 
-function polygonBody(c: Cursor, dims: number, rings: Float64Array[]): void {
+function polygonBody(c: Cursor, dims: number): Float64Array[] {
   const n = c.u32();
+  const rings: Float64Array[] = [];
   for (let r = 0; r < n; r++) rings.push(c.points(c.u32(), dims));
+  return rings;
 }
 
-/** Every ring of a Polygon or MultiPolygon, outer and inner alike (lon/lat pairs). */
-export function polygonRings(wkb: Buffer): Float64Array[] {
+/** The polygons of a Polygon or MultiPolygon, each as its rings (outer first; lon/lat pairs). */
+export function polygonParts(wkb: Buffer): Float64Array[][] {
   const c = new Cursor(wkb);
   const { base, dims } = c.header();
-  const rings: Float64Array[] = [];
-  if (base === 3) polygonBody(c, dims, rings);
-  else if (base === 6) {
-    const n = c.u32();
-    for (let p = 0; p < n; p++) {
-      const h = c.header();
-      if (h.base !== 3) throw new Error(`WKB: a MultiPolygon member of type ${h.base}`);
-      polygonBody(c, h.dims, rings);
-    }
-  } else throw new Error(`WKB: expected a polygon, got type ${base}`);
-  return rings;
+  if (base === 3) return [polygonBody(c, dims)];
+  if (base !== 6) throw new Error(`WKB: expected a polygon, got type ${base}`);
+  const parts: Float64Array[][] = [];
+  const n = c.u32();
+  for (let p = 0; p < n; p++) {
+    const h = c.header();
+    if (h.base !== 3) throw new Error(`WKB: a MultiPolygon member of type ${h.base}`);
+    parts.push(polygonBody(c, h.dims));
+  }
+  return parts;
 }
 
 /** The points of a LineString (lon/lat pairs). */
