@@ -70,20 +70,20 @@ async function fetchState(ctx: RunContext): Promise<FetchedFile[]> {
 }
 
 /**
- * A theme layer with cod_imovel must have cod_tema (the current layout); one without
- * cod_imovel is the older per-municipality layout, linked spatially. Returns those layers.
+ * Refuses, before staging, a theme layer with cod_imovel but no cod_tema: the current layout
+ * has both. (A layer without cod_imovel is the older per-municipality layout: unkeyedLayers.)
  */
-export function checkThemeLayers(theme: string, layers: VectorLayer[]): string[] {
-  const unkeyed: string[] = [];
+export function checkThemeLayers(theme: string, layers: VectorLayer[]): void {
   for (const l of layers) {
     const names = new Set(l.fields.map((f) => f.name));
-    if (!names.has('cod_imovel')) unkeyed.push(l.name);
-    else if (!names.has('cod_tema')) {
+    if (names.has('cod_imovel') && !names.has('cod_tema')) {
       throw new AgroError('required_field_missing', `${l.name} (${theme}) has cod_imovel but no cod_tema`, { layer: l.name, field: 'cod_tema' });
     }
   }
-  return unkeyed;
 }
+
+/** A theme's layers without cod_imovel (the older per-municipality layout): linked spatially. */
+const unkeyedLayers = (layers: VectorLayer[]): string[] => layers.filter((l) => !l.fields.some((f) => f.name === 'cod_imovel')).map((l) => l.name);
 
 /** Other-state rows and theme polygons that could not be linked to one property are dropped by design (counted); the rest of what is not kept is rejected. */
 const DROPPED_VERDICTS = ['other_state', 'not_linked_no_property', 'not_linked_ambiguous'];
@@ -135,11 +135,11 @@ const theme = (name: Theme): ShapeInput<SicarLoad> => ({
   relation: CAR_TEMA,
   file: (f) => themeOf(f) === name,
   // Checked before staging: a theme layer without cod_imovel (older layout) is linked spatially later.
-  read: { srid: DEFAULT_SRID, refuse: (layers) => void checkThemeLayers(name, layers) },
+  read: { srid: DEFAULT_SRID, refuse: (layers) => checkThemeLayers(name, layers) },
   // A theme's staged rows are read no more after its pass (about 1 s a dropped table at 200,000 properties).
   dropStaged: true,
   async typed({ client: c, ctx, t, staged, state, steps, live, passed, inputs }) {
-    const unkeyed = checkThemeLayers(name, staged.layers);
+    const unkeyed = unkeyedLayers(staged.layers);
     let link: ThemeLink = NO_LINK;
     if (unkeyed.length) {
       // Linked to the typed properties: waits for AREA_IMOVEL's pass (read first, taken first) and fails with it.
