@@ -218,6 +218,32 @@ describe('road distance: where PostGIS says 0 and the plane would not', () => {
     }
   });
 
+  test('a property farther than 600 km from every road: the search widens its bounds and still finds the minimum', async () => {
+    // N lies due south; W far to the south-west, at latitudes where a degree of longitude is
+    // short: bounds assuming paths within 600 km of the property's latitudes (where a degree
+    // of longitude is ~110 km) would put W beyond N and leave it out
+    const c = await db.pool.connect();
+    try {
+      await c.query(`DROP TABLE IF EXISTS public.rd_far; CREATE TABLE public.rd_far (pid bigint, fid text, geom geometry(LineString, 4326));
+        INSERT INTO public.rd_far VALUES
+          (1, 'N', ST_GeomFromText('LINESTRING(-35.1 -78,-35 -78)', 4326)),
+          (2, 'W', ST_GeomFromText('LINESTRING(-100 -60,-99.9 -60)', 4326))`);
+      const poly = 'MULTIPOLYGON(((-35.2 4,-35 4,-35 4.2,-35.2 4.2,-35.2 4)))';
+      const want = (await c.query(`SELECT fid, ST_Distance(ST_GeomFromText($1, 4326)::geography, geom::geography) AS m FROM public.rd_far ORDER BY m, fid`, [poly])).rows;
+      // the premises: W is the nearer, by less than the bounds' error there, and both are far
+      expect(want.map((r) => r.fid)).toEqual(['W', 'N']);
+      expect(want[0].m).toBeGreaterThan(9_000_000);
+      expect(want[1].m - want[0].m).toBeLessThan(100_000);
+      const wkb = (await c.query('SELECT ST_AsBinary(ST_GeomFromText($1, 4326)) AS wkb', [poly])).rows[0].wkb;
+      const roads = await loadRoadPieces(c, tableName('public.rd_far'));
+      const hit = roads.nearest(Polygon.reused.set(polygonParts(wkb)))!;
+      expect(roads.fid[hit.piece]).toBe('W');
+      expect(Math.abs(hit.metres - want[0].m)).toBeLessThan(1e-6);
+    } finally {
+      c.release();
+    }
+  });
+
   test('a piece PostGIS puts at 0 by its tolerance still wins the tie with its smaller code', async () => {
     const c = await db.pool.connect();
     try {

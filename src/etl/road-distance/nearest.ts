@@ -11,7 +11,9 @@
 //    g / 110 574 degrees of latitude of its box (the meridional radius is smallest at the
 //    equator); over that band kx, ky bound the metres per degree of longitude and latitude
 //    from below, so a piece whose box lies dx degrees of longitude and dy of latitude away is
-//    at least hypot(kx·dx, ky·dy) away. The boxes hold the great-circle edges: an edge
+//    at least hypot(kx·dx, ky·dy) away (the walk starts with the band of a 600 km geodesic,
+//    valid for every piece that near, and walks again with the wider band when the answer
+//    is farther). The boxes hold the great-circle edges: an edge
 //    bulges poleward of its end points by under L²/8·(|tan φ| + 1) radians, L its length in
 //    the lon/lat plane in radians (the arc's curvature there stays far below |tan φ| + 1,
 //    which covers the higher-order terms for edges of any length a road or property has);
@@ -41,6 +43,8 @@ const MERIDIONAL_RADIUS_MIN = 6335439;
  */
 const TOUCH_RAD = 3.2e-7;
 const TOUCH_M = TOUCH_RAD * 6378137 * 1.01;
+/** The nearest road is almost always nearer than this: the search's first bounds assume it, and check. */
+const REACH_M = 600_000;
 
 /** metres per degree of longitude at latitude `far` (the largest |φ| of a band): a lower bound over it */
 const kxMin = (far: number) => (A * Math.cos(far * RAD)) / Math.sqrt(1 - E2 * Math.sin(far * RAD) ** 2) * RAD;
@@ -131,46 +135,44 @@ export class RoadPieces {
   /** The nearest piece of `poly` and its distance in metres; null without pieces or an empty polygon. */
   nearest(poly: Polygon): { piece: number; metres: number } | null {
     if (this.count === 0 || poly.edgeCount === 0) return null;
-    const stamp = ++this.stamp;
     const [px0, px1, py0, py1] = poly.box;
+    let stamp = 0;
     let best = Infinity;
     let bestPiece = -1;
-    let k = boundsOver(py0, py1, best);
+    // The bounds below hold for the pieces a geodesic of `reach` metres can reach: the first
+    // walk takes reach = REACH_M, right whenever its answer is within REACH_M (checked after).
+    let cap = REACH_M;
+    let k = boundsOver(py0, py1, cap);
     const measure = (p: number) => {
       if (this.seen[p] === stamp) return;
       this.seen[p] = stamp;
       const d = this.pieceDistance(p, poly, best);
       if (d < best || (d === best && this.rank[p] < this.rank[bestPiece])) {
-        if (d < best) k = boundsOver(py0, py1, d);
+        if (d < best && d < cap) k = boundsOver(py0, py1, d);
         best = d;
         bestPiece = p;
       }
     };
-    // 1. a first answer: the piece nearest by box in plain degrees (longitude scaled by cos φ)
-    const cosY = Math.cos(Math.max(Math.abs(py0), Math.abs(py1)) * RAD);
-    this.tree.walk(
-      (x0, x1, y0, y1) => {
-        const gx = gap(x0, x1, px0, px1) * cosY, gy = gap(y0, y1, py0, py1);
-        return gx * gx + gy * gy;
-      },
-      (p) => {
-        measure(p);
-        return -Infinity;
-      },
-    );
-    // 2. every piece whose box is not provably farther than the best answer so far (squared metres)
+    // every piece whose box is not provably farther than the best answer so far (squared
+    // metres), the nearest bound first: the first piece measured sets the cut
     const cut = () => (best * (1 + 1e-9) + TOUCH_M) ** 2;
-    this.tree.walk(
-      (x0, x1, y0, y1) => {
-        const gx = k.kx * gap(x0, x1, px0, px1), gy = k.ky * gap(y0, y1, py0, py1);
-        return gx * gx + gy * gy;
-      },
-      (p) => {
-        measure(p);
-        return cut();
-      },
-      cut(),
-    );
+    const bound = (x0: number, x1: number, y0: number, y1: number) => {
+      const gx = k.kx * gap(x0, x1, px0, px1), gy = k.ky * gap(y0, y1, py0, py1);
+      return gx * gx + gy * gy;
+    };
+    const search = () => {
+      stamp = ++this.stamp;
+      best = Infinity;
+      bestPiece = -1;
+      this.tree.walk(bound, (p) => (measure(p), cut()));
+    };
+    search();
+    if (best > REACH_M) {
+      // farther than that from every road: again, over the latitudes that answer can reach
+      cap = Infinity;
+      k = boundsOver(py0, py1, best);
+      search();
+    }
     return bestPiece < 0 ? null : { piece: bestPiece, metres: best };
   }
 
