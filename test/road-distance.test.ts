@@ -218,51 +218,47 @@ describe('road distance: where PostGIS says 0 and the plane would not', () => {
     }
   });
 
+  /** `pieces` (pid, code, WKT) in a table of their own; PostGIS's distances to `poly` (nearest first, then code) and our nearest. */
+  async function againstPostgis(table: string, pieces: [number, string, string][], poly: string) {
+    const c = await db.pool.connect();
+    try {
+      await c.query(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} (pid bigint, fid text, geom geometry(LineString, 4326))`);
+      for (const [pid, fid, wkt] of pieces) await c.query(`INSERT INTO ${table} VALUES ($1, $2, ST_GeomFromText($3, 4326))`, [pid, fid, wkt]);
+      const want = (await c.query(`SELECT fid, ST_Distance(ST_GeomFromText($1, 4326)::geography, geom::geography) AS m FROM ${table} ORDER BY m, fid`, [poly])).rows as { fid: string; m: number }[];
+      const wkb = (await c.query('SELECT ST_AsBinary(ST_GeomFromText($1, 4326)) AS wkb', [poly])).rows[0].wkb;
+      const roads = await loadRoadPieces(c, tableName(table));
+      const hit = roads.nearest(Polygon.reused.set(polygonParts(wkb)))!;
+      return { want, fid: roads.fid[hit.piece], metres: hit.metres };
+    } finally {
+      c.release();
+    }
+  }
+
   test('a property farther than 600 km from every road: the search widens its bounds and still finds the minimum', async () => {
     // N lies due south; W far to the south-west, at latitudes where a degree of longitude is
     // short: bounds assuming paths within 600 km of the property's latitudes (where a degree
     // of longitude is ~110 km) would put W beyond N and leave it out
-    const c = await db.pool.connect();
-    try {
-      await c.query(`DROP TABLE IF EXISTS public.rd_far; CREATE TABLE public.rd_far (pid bigint, fid text, geom geometry(LineString, 4326));
-        INSERT INTO public.rd_far VALUES
-          (1, 'N', ST_GeomFromText('LINESTRING(-35.1 -78,-35 -78)', 4326)),
-          (2, 'W', ST_GeomFromText('LINESTRING(-100 -60,-99.9 -60)', 4326))`);
-      const poly = 'MULTIPOLYGON(((-35.2 4,-35 4,-35 4.2,-35.2 4.2,-35.2 4)))';
-      const want = (await c.query(`SELECT fid, ST_Distance(ST_GeomFromText($1, 4326)::geography, geom::geography) AS m FROM public.rd_far ORDER BY m, fid`, [poly])).rows;
-      // the premises: W is the nearer, by less than the bounds' error there, and both are far
-      expect(want.map((r) => r.fid)).toEqual(['W', 'N']);
-      expect(want[0].m).toBeGreaterThan(9_000_000);
-      expect(want[1].m - want[0].m).toBeLessThan(100_000);
-      const wkb = (await c.query('SELECT ST_AsBinary(ST_GeomFromText($1, 4326)) AS wkb', [poly])).rows[0].wkb;
-      const roads = await loadRoadPieces(c, tableName('public.rd_far'));
-      const hit = roads.nearest(Polygon.reused.set(polygonParts(wkb)))!;
-      expect(roads.fid[hit.piece]).toBe('W');
-      expect(Math.abs(hit.metres - want[0].m)).toBeLessThan(1e-6);
-    } finally {
-      c.release();
-    }
+    const { want, fid, metres } = await againstPostgis('public.rd_far', [
+      [1, 'N', 'LINESTRING(-35.1 -78,-35 -78)'],
+      [2, 'W', 'LINESTRING(-100 -60,-99.9 -60)'],
+    ], 'MULTIPOLYGON(((-35.2 4,-35 4,-35 4.2,-35.2 4.2,-35.2 4)))');
+    // the premises: W is the nearer, by less than the bounds' error there, and both are far
+    expect(want.map((r) => r.fid)).toEqual(['W', 'N']);
+    expect(want[0].m).toBeGreaterThan(9_000_000);
+    expect(want[1].m - want[0].m).toBeLessThan(100_000);
+    expect(fid).toBe('W');
+    expect(Math.abs(metres - want[0].m)).toBeLessThan(1e-6);
   });
 
   test('a piece PostGIS puts at 0 by its tolerance still wins the tie with its smaller code', async () => {
-    const c = await db.pool.connect();
-    try {
-      await c.query(`DROP TABLE IF EXISTS public.rd_tie; CREATE TABLE public.rd_tie (pid bigint, fid text, geom geometry(LineString, 4326));
-        INSERT INTO public.rd_tie VALUES
-          (1, 'B', ST_GeomFromText('LINESTRING(-49.995 -10.001,-49.995 -9.98)', 4326)),             -- crosses the property
-          (2, 'A', ST_GeomFromText('LINESTRING(-50.001 -9.995,-50.000000000002 -9.995)', 4326))`); // stops 0.2 µm short of it
-      const poly = 'MULTIPOLYGON(((-50 -10,-49.99 -10,-49.99 -9.99,-50 -9.99,-50 -10)))';
-      const want = await c.query(`SELECT fid, ST_Distance(ST_GeomFromText($1, 4326)::geography, geom::geography) AS m FROM public.rd_tie ORDER BY m, fid`, [poly]);
-      expect(want.rows.map((r) => r.m)).toEqual([0, 0]); // the premise
-      const wkb = (await c.query('SELECT ST_AsBinary(ST_GeomFromText($1, 4326)) AS wkb', [poly])).rows[0].wkb;
-      const roads = await loadRoadPieces(c, tableName('public.rd_tie'));
-      const hit = roads.nearest(Polygon.reused.set(polygonParts(wkb)))!;
-      expect(roads.fid[hit.piece]).toBe(want.rows[0].fid);
-      expect(roads.fid[hit.piece]).toBe('A');
-      expect(hit.metres).toBe(0);
-    } finally {
-      c.release();
-    }
+    const { want, fid, metres } = await againstPostgis('public.rd_tie', [
+      [1, 'B', 'LINESTRING(-49.995 -10.001,-49.995 -9.98)'], // crosses the property
+      [2, 'A', 'LINESTRING(-50.001 -9.995,-50.000000000002 -9.995)'], // stops 0.2 µm short of it
+    ], 'MULTIPOLYGON(((-50 -10,-49.99 -10,-49.99 -9.99,-50 -9.99,-50 -10)))');
+    expect(want.map((r) => r.m)).toEqual([0, 0]); // the premise
+    expect(fid).toBe(want[0].fid);
+    expect(fid).toBe('A');
+    expect(metres).toBe(0);
   });
 });
 
