@@ -13,10 +13,10 @@
 //    from below, so a piece whose box lies dx degrees of longitude and dy of latitude away is
 //    at least hypot(kx·dx, ky·dy) away (the walk starts with the band of a 600 km geodesic,
 //    valid for every piece that near, and walks again with the wider band when the answer
-//    is farther). The boxes hold the great-circle edges: an edge
-//    bulges poleward of its end points by under L²/8·(|tan φ| + 1) radians, L its length in
-//    the lon/lat plane in radians (the arc's curvature there stays far below |tan φ| + 1,
-//    which covers the higher-order terms for edges of any length a road or property has);
+//    is farther). The boxes hold the great-circle edges: an edge bulges poleward of its end
+//    points by under L²/8·(|tan φ| + 1) radians, L its length in the lon/lat plane in
+//    radians (the arc's curvature there stays far below |tan φ| + 1, which covers the
+//    higher-order terms for edges of any length a road or property has);
 //  - between edges (the sphere PostGIS picks the pair on): the straight 3-D segment between
 //    an edge's end points (unit vectors) lies within the sagitta 1 − cos(L/2) of its arc, and
 //    an arc of angle θ is longer than its chord, so the distance of the two chords less both
@@ -72,7 +72,7 @@ export interface RoadPiecesFlat {
 /** The road pieces of one layer snapshot, in memory. */
 export class RoadPieces {
   readonly count: number;
-  /** vertex offsets into lon/lat, count + 1 of them */
+  /** vertex offsets into coords (pairs), count + 1 of them */
   private readonly start: Int32Array;
   /** lon/lat pairs (degrees) of every piece, one after the other */
   private readonly coords: Float64Array;
@@ -87,7 +87,7 @@ export class RoadPieces {
   readonly fid: string[];
   /** the piece's number in its table */
   readonly pid: Float64Array;
-  /** per piece, the last property (stamp) that measured it */
+  /** per piece, the last search (stamp) that measured it */
   private readonly seen: Int32Array;
   private stamp = 0;
 
