@@ -4,7 +4,7 @@
 // sagittas) bounds the sphere angle between any points of two arcs from below. A ball
 // (the chord's middle, half its length plus the sagitta) gives a cheaper, looser bound.
 // Stored in typed arrays and reused from property to property: no garbage per edge.
-import { makeEdge, sphereDistance, type Edge, type GeoPoint } from './geodetic.ts';
+import { geoPoint as point, makeEdge, sphereDistance, type Edge } from './geodetic.ts';
 
 const RAD = Math.PI / 180;
 /** per chord: lon0, lat0, lon1, lat1 (degrees), ax, ay, az, bx, by, bz, sag, mx, my, mz, r */
@@ -12,8 +12,6 @@ const STRIDE = 15;
 
 /** How far an arc lies outside its chord of length `len` (unit sphere), short chords losing no digits. */
 export const sagitta = (len: number) => ((len * len) / 4 / (1 + Math.sqrt(Math.max(0, 1 - (len * len) / 4)))) * (1 + 1e-6) + 1e-15;
-
-const point = (lonDeg: number, latDeg: number): GeoPoint => ({ lon: (Math.PI * lonDeg) / 180.0, lat: (Math.PI * latDeg) / 180.0 });
 
 /** chords per block: a block's ball rules out its chords together */
 export const BLOCK = 8;

@@ -33,6 +33,9 @@ const fpIsZero = (a: number) => Math.abs(a) <= FP_TOLERANCE;
 /** geographic_point_init: degrees to radians, as deg2rad writes it (data in range needs no wrap). */
 export const deg2rad = (d: number) => (Math.PI * d) / 180.0;
 
+/** geographic_point_init: a point from lon/lat in degrees. */
+export const geoPoint = (lonDeg: number, latDeg: number): GeoPoint => ({ lon: deg2rad(lonDeg), lat: deg2rad(latDeg) });
+
 export function geographicPointEquals(a: GeoPoint, b: GeoPoint): boolean {
   return fpEquals(a.lat, b.lat) && fpEquals(a.lon, b.lon);
 }

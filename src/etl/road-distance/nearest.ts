@@ -26,7 +26,7 @@
 //    longitude, so a spheroid distance is at least 6 335 439 times the sphere angle.
 import { BoxTree } from './box-tree.ts';
 import { BLOCK, Chords, sagitta } from './chords.ts';
-import { deg2rad, edgeDistanceToEdge, edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, roundDistance, spheroidDistance, type GeoPoint } from './geodetic.ts';
+import { edgeDistanceToEdge, edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type GeoPoint } from './geodetic.ts';
 
 const A = 6378137;
 const E2 = 0.00669437999014;
@@ -237,8 +237,6 @@ function ballOf(paths: Float64Array[]): [number, number, number, number] {
   }
   return [cx, cy, cz, Math.sqrt(r2) * (1 + 1e-9) + sag + 1e-12];
 }
-
-const point = (lonDeg: number, latDeg: number): GeoPoint => ({ lon: deg2rad(lonDeg), lat: deg2rad(latDeg) });
 
 /** A property's (multi)polygon in degrees, its edges as chords, its box and its ball. */
 export class Polygon {
