@@ -11,7 +11,7 @@ const RAD = Math.PI / 180;
 const STRIDE = 15;
 
 /** How far an arc lies outside its chord of length `len` (unit sphere), short chords losing no digits. */
-export const sagitta = (len: number) => ((len * len) / 4 / (1 + Math.sqrt(Math.max(0, 1 - (len * len) / 4)))) * (1 + 1e-6) + 1e-15;
+const sagitta = (len: number) => ((len * len) / 4 / (1 + Math.sqrt(Math.max(0, 1 - (len * len) / 4)))) * (1 + 1e-6) + 1e-15;
 
 /** chords per block: a block's ball rules out its chords together */
 export const BLOCK = 8;
@@ -99,8 +99,13 @@ export class Chords {
     }
   }
 
-  /** A ball holding every arc: centre x, y, z and radius, into `out`. */
+  /** A ball holding every arc: centre x, y, z and radius, into `out` (without arcs, one that rules nothing out). */
   ball(out: number[]): void {
+    if (this.count === 0) {
+      out[0] = out[1] = out[2] = 0;
+      out[3] = Infinity;
+      return;
+    }
     const v = this.v;
     let cx = 0, cy = 0, cz = 0;
     for (let i = 0; i < this.count; i++) {

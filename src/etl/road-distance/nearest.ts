@@ -25,7 +25,7 @@
 //    smallest radius of curvature) times the unit sphere's in the same latitude and
 //    longitude, so a spheroid distance is at least 6 335 439 times the sphere angle.
 import { BoxTree } from './box-tree.ts';
-import { BLOCK, Chords, sagitta } from './chords.ts';
+import { BLOCK, Chords } from './chords.ts';
 import { edgeDistanceToEdge, edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type GeoPoint } from './geodetic.ts';
 
 const A = 6378137;
@@ -56,6 +56,25 @@ function edgeBulge(lon1: number, lat1: number, lon2: number, lat2: number): numb
   const l = Math.hypot(lon2 - lon1, lat2 - lat1) * RAD;
   const far = Math.max(Math.abs(lat1), Math.abs(lat2)) * RAD;
   return ((l * l) / 8) * (Math.abs(Math.tan(far)) + 1) / RAD + 1e-12;
+}
+
+/**
+ * Widens `box` (min lon, max lon, min lat, max lat) to hold the great-circle edges between
+ * the points coords[from..to) (lon/lat pairs, degrees): their ends, and their bulge.
+ */
+function widenBox(box: number[], coords: Float64Array, from: number, to: number): void {
+  for (let k = from; k < to; k++) {
+    const x = coords[2 * k], y = coords[2 * k + 1];
+    if (x < box[0]) box[0] = x;
+    if (x > box[1]) box[1] = x;
+    if (y < box[2]) box[2] = y;
+    if (y > box[3]) box[3] = y;
+    if (k > from) {
+      const b = edgeBulge(coords[2 * k - 2], coords[2 * k - 1], x, y);
+      box[2] = Math.min(box[2], Math.min(y, coords[2 * k - 1]) - b);
+      box[3] = Math.max(box[3], Math.max(y, coords[2 * k - 1]) + b);
+    }
+  }
 }
 
 /** What RoadPieces is built from: per piece its pid, code and the code's rank, and its points. */
@@ -114,20 +133,17 @@ export class RoadPieces {
     this.box = new Float64Array(this.count * 4);
     this.ball = new Float64Array(this.count * 4);
     this.seen = new Int32Array(this.count);
+    const box = [0, 0, 0, 0];
+    const ball = [0, 0, 0, 0];
     for (let i = 0; i < this.count; i++) {
-      const piece = this.coords.subarray(2 * this.start[i], 2 * this.start[i + 1]);
-      let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-      for (let k = 0; k < piece.length / 2; k++) {
-        const x = piece[2 * k], y = piece[2 * k + 1];
-        x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
-        if (k > 0) {
-          const b = edgeBulge(piece[2 * k - 2], piece[2 * k - 1], x, y);
-          y0 = Math.min(y0, Math.min(y, piece[2 * k - 1]) - b);
-          y1 = Math.max(y1, Math.max(y, piece[2 * k - 1]) + b);
-        }
-      }
-      this.box.set([x0, x1, y0, y1], i * 4);
-      this.ball.set(ballOf([piece]), i * 4);
+      box[0] = box[2] = Infinity;
+      box[1] = box[3] = -Infinity;
+      widenBox(box, this.coords, this.start[i], this.start[i + 1]);
+      this.box.set(box, i * 4);
+      this.scratch.clear();
+      this.scratch.addPath(this.coords, this.start[i], this.start[i + 1]);
+      this.scratch.ball(ball);
+      this.ball.set(ball, i * 4);
     }
     this.tree = new BoxTree(this.box);
   }
@@ -213,31 +229,6 @@ function boundsOver(y0: number, y1: number, g: number): { kx: number; ky: number
   return { kx: Math.max(0, kxMin(far)), ky: kyMin(near) };
 }
 
-/** A ball (centre x, y, z and radius) holding the arcs between consecutive points of each path (lon/lat pairs). */
-function ballOf(paths: Float64Array[]): [number, number, number, number] {
-  let cx = 0, cy = 0, cz = 0, n = 0;
-  for (const c of paths)
-    for (let i = 0; i < c.length / 2; i++, n++) {
-      const k = Math.cos(c[2 * i + 1] * RAD);
-      cx += k * Math.cos(c[2 * i] * RAD);
-      cy += k * Math.sin(c[2 * i] * RAD);
-      cz += Math.sin(c[2 * i + 1] * RAD);
-    }
-  cx /= n; cy /= n; cz /= n;
-  let r2 = 0, sag = 0;
-  for (const c of paths) {
-    let px = 0, py = 0, pz = 0;
-    for (let i = 0; i < c.length / 2; i++) {
-      const k = Math.cos(c[2 * i + 1] * RAD);
-      const x = k * Math.cos(c[2 * i] * RAD), y = k * Math.sin(c[2 * i] * RAD), z = Math.sin(c[2 * i + 1] * RAD);
-      r2 = Math.max(r2, (x - cx) ** 2 + (y - cy) ** 2 + (z - cz) ** 2);
-      if (i > 0) sag = Math.max(sag, sagitta(Math.sqrt((x - px) ** 2 + (y - py) ** 2 + (z - pz) ** 2)));
-      px = x; py = y; pz = z;
-    }
-  }
-  return [cx, cy, cz, Math.sqrt(r2) * (1 + 1e-9) + sag + 1e-12];
-}
-
 /** A property's (multi)polygon in degrees, its edges as chords, its box and its ball. */
 export class Polygon {
   /** min lon, max lon, min lat, max lat, widened by the edges' bulge */
@@ -265,28 +256,16 @@ export class Polygon {
   set(parts: Float64Array[][]): this {
     this.chords.clear();
     this.partEnds = [];
-    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    this.box[0] = this.box[2] = Infinity;
+    this.box[1] = this.box[3] = -Infinity;
     for (const rings of parts) {
       for (const r of rings) {
-        const n = r.length / 2;
-        for (let k = 0; k < n; k++) {
-          const x = r[2 * k], y = r[2 * k + 1];
-          if (x < x0) x0 = x;
-          if (x > x1) x1 = x;
-          if (y < y0) y0 = y;
-          if (y > y1) y1 = y;
-          if (k > 0) {
-            const b = edgeBulge(r[2 * k - 2], r[2 * k - 1], x, y);
-            y0 = Math.min(y0, Math.min(y, r[2 * k - 1]) - b);
-            y1 = Math.max(y1, Math.max(y, r[2 * k - 1]) + b);
-          }
-        }
-        this.chords.addPath(r, 0, n);
+        widenBox(this.box, r, 0, r.length / 2);
+        this.chords.addPath(r, 0, r.length / 2);
       }
       this.partEnds.push(this.chords.count);
     }
     this.chords.closeBlocks();
-    this.box[0] = x0; this.box[1] = x1; this.box[2] = y0; this.box[3] = y1;
     this.chords.ball(this.ball);
     return this;
   }

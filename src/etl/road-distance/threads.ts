@@ -15,7 +15,7 @@ interface Pending {
 export class NearestThreads {
   private readonly workers: Worker[];
   private readonly load: number[];
-  private readonly pending = new Map<number, Pending & { worker: number }>();
+  private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   private failure: Error | undefined;
   private waiters: (() => void)[] = [];
@@ -57,7 +57,7 @@ export class NearestThreads {
     const id = this.nextId++;
     this.load[worker]++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, worker });
+      this.pending.set(id, { resolve, reject });
       this.workers[worker].postMessage({ id, batch }, [batch]);
     });
   }
