@@ -1,11 +1,11 @@
 // The theme hectares per property (sql/queries/sicar_theme_area.sql: a union only for the
-// polygons whose boxes chain together, the two halves on two connections) against the plain
+// polygons whose boxes chain together, one statement per theme on two connections) against the plain
 // definition — the area of ST_UnaryUnion of every detailed polygon of the property and theme,
 // the *_TOTAL polygons only without detailed ones — on a real PostGIS, case by case and on a
 // seeded random set. And etl.car_number_ok (migration 0080) against the pattern it replaces.
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { themeAreas } from '../pipelines/sicar/queries.ts';
-import { tableName } from '../src/sql.ts';
+import { indexThemeArea, themeAreaByProperty, themeAreas, themeAreaOf } from '../pipelines/sicar/queries.ts';
+import { sqlText, tableName } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 let db: TestDb;
@@ -40,6 +40,8 @@ async function add(car: string, tema: string, cod: string | null, geom: string) 
   );
 }
 
+const THEMES = ['APPS', 'RESERVA_LEGAL', 'AREA_CONSOLIDADA'];
+
 type Row = { car: string; app_ha: number | null; reserva_legal_ha: number | null; area_consolidada_ha: number | null };
 
 /** Ours (themeAreas, two connections) and the definition, per property of t.car_tema. */
@@ -47,9 +49,11 @@ async function compare(): Promise<{ ours: Map<string, Row>; plain: Map<string, R
   const client = await db.pool.connect();
   try {
     await client.query('DROP TABLE IF EXISTS t.theme_area');
-    await themeAreas(db.pool, client, { theme_area: tableName('t.theme_area'), polygons: tableName('t.car_tema') });
+    // one statement per theme, as the load runs them
+    const themes = THEMES.map((th) => sqlText(`(SELECT * FROM t.car_tema WHERE tema_base = '${th}') s`));
+    await themeAreas(db.pool, client, { theme_area: tableName('t.theme_area'), themes });
     const cars = (await client.query(`SELECT DISTINCT car FROM t.car_tema ORDER BY car`)).rows.map((r) => r.car as string);
-    const ours = new Map<string, Row>((await client.query(`SELECT * FROM t.theme_area`)).rows.map((r) => [r.car, r]));
+    const ours = new Map<string, Row>((await client.query(`SELECT * FROM ${themeAreaByProperty(tableName('t.theme_area'))} x`)).rows.map((r) => [r.car, r]));
     const plain = new Map<string, Row>((await client.query(PLAIN_UNION)).rows.map((r) => [r.car, r]));
     // Properties whose polygons count for no theme have no row of ours: NULL everywhere, as the definition's row.
     const none: Row = { car: '', app_ha: null, reserva_legal_ha: null, area_consolidada_ha: null };
@@ -147,6 +151,20 @@ test('theme hectares equal the plain union on 3,000 seeded random properties (ov
     ) r`);
   const { ours } = await compare();
   expect(ours.size).toBe(3000);
+});
+
+test('a theme whose hectares are computed twice fails at the index instead of counting twice', async () => {
+  const client = await db.pool.connect();
+  try {
+    await client.query('DROP TABLE IF EXISTS t.twice');
+    await client.query(`CREATE UNLOGGED TABLE t.twice (car text, tema_base text, ha double precision)`);
+    const apps = sqlText(`(SELECT * FROM t.car_tema WHERE tema_base = 'APPS') s`);
+    await themeAreaOf(client, { theme_area: tableName('t.twice'), polygons: apps });
+    await themeAreaOf(client, { theme_area: tableName('t.twice'), polygons: apps });
+    await expect(indexThemeArea(client, tableName('t.twice'))).rejects.toThrow(/could not create unique index/);
+  } finally {
+    client.release();
+  }
 });
 
 test('etl.car_number_ok (0080) answers as the pattern it replaces', async () => {

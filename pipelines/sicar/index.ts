@@ -31,7 +31,7 @@ import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
 import { tableName, type Sql } from '../../src/sql.ts';
 import {
-  NO_LINK, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, propertyFacts, themeAreaPart, themeLink,
+  NO_LINK, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, propertyFacts, themeAreaOf, themeLink,
   typeProperties, typeTheme, winningProperties, type PropertyFacts, type ThemeLink,
 } from './queries.ts';
 import { CAR_IMOVEL, CAR_TEMA } from './relations.ts';
@@ -180,18 +180,21 @@ export const sicar = shapedPipeline<SicarLoad>({
   },
   relations: [
     {
-      // The theme polygons of this snapshot (their kept typed rows) and, beside the build on the
-      // other connection, the hectares per property and theme from the same rows, in two parts.
+      // The theme polygons of this snapshot (their kept typed rows) and, beside the build, the
+      // hectares per property of each theme from the same rows: the two connections take the
+      // build and the themes (the most polygons first) as each comes free.
       relation: CAR_TEMA,
       async from({ client, ctx, inputs, state }) {
         const themes = builtThemes(inputs, state.loaded);
         if (!themes.length) return null;
-        const kept = keptThemeRows(themes.map((d) => d.t.classified));
         const themeArea = (state.themeArea = tableName(ctx.stagingTable('theme_area')));
         await createThemeArea(client, themeArea);
         return {
-          from: kept,
-          beside: ([0, 1] as const).map((part) => ({ label: `theme_area ${part + 1}/2`, task: (c) => themeAreaPart(c, { theme_area: themeArea, polygons: kept, part }) })),
+          from: keptThemeRows(themes.map((d) => d.t.classified)),
+          beside: [...themes].sort((a, b) => b.staged.rows - a.staged.rows).map((d) => ({
+            label: `theme_area ${d.name}`,
+            task: (c) => themeAreaOf(c, { theme_area: themeArea, polygons: keptThemeRows([d.t.classified]) }),
+          })),
           after: (c) => indexThemeArea(c, themeArea),
         };
       },

@@ -55,36 +55,43 @@ export function themeLink(links: Sql, layers: string[]): ThemeLink {
   };
 }
 
-/** The theme hectares' table (filled by `themeAreaPart`, then `indexThemeArea`). */
+/** The theme hectares' table (filled by `themeAreaOf`, one theme at a time, then `indexThemeArea`): one row per property and theme. */
 export async function createThemeArea(client: pg.ClientBase, theme_area: Sql): Promise<void> {
-  await client.query(`CREATE UNLOGGED TABLE ${theme_area} (car text, app_ha double precision, reserva_legal_ha double precision, area_consolidada_ha double precision)`);
+  await client.query(`CREATE UNLOGGED TABLE ${theme_area} (car text, tema_base text, ha double precision)`);
 }
 
 /**
- * Hectares per property and theme, without double counting (sql/queries/sicar_theme_area.sql),
- * of one of two parts of the properties (a hash of the CAR number), from `polygons`: car_tema or
- * the kept typed rows it is built from.
+ * Hectares per property of one theme, without double counting (sql/queries/sicar_theme_area.sql),
+ * from `polygons`: that theme's kept typed rows (or car_tema's rows of it). One call per theme:
+ * `indexThemeArea` refuses a theme given twice.
  */
-export async function themeAreaPart(c: pg.ClientBase, a: { theme_area: Sql; polygons: Sql; part: 0 | 1 }): Promise<void> {
-  await c.query(fillSql('queries/sicar_theme_area', { theme_area: a.theme_area, polygons: a.polygons, part: sqlLiteral(a.part) }));
+export async function themeAreaOf(c: pg.ClientBase, a: { theme_area: Sql; polygons: Sql }): Promise<void> {
+  await c.query(fillSql('queries/sicar_theme_area', { theme_area: a.theme_area, polygons: a.polygons }));
 }
 
+/** Unique per property and theme: a theme whose hectares were computed twice fails here rather than counting twice. */
 export async function indexThemeArea(client: pg.ClientBase, theme_area: Sql): Promise<void> {
-  await client.query(`CREATE INDEX ON ${theme_area} (car)`);
+  await client.query(`CREATE UNIQUE INDEX ON ${theme_area} (car, tema_base)`);
   await client.query(`ANALYZE ${theme_area}`);
 }
 
-/** The theme hectares: the two parts on two connections into one table, indexed by car. */
-export async function themeAreas(pool: pg.Pool, client: pg.ClientBase, a: { theme_area: Sql; polygons: Sql }): Promise<void> {
+/** The theme hectares of `themes` (each its polygons), the themes on two connections, into one table, indexed. */
+export async function themeAreas(pool: pg.Pool, client: pg.ClientBase, a: { theme_area: Sql; themes: Sql[] }): Promise<void> {
   await createThemeArea(client, a.theme_area);
-  await onTwoConnections(pool, client, ([0, 1] as const).map((part) => (c: pg.ClientBase) => themeAreaPart(c, { ...a, part })));
+  await onTwoConnections(pool, client, a.themes.map((polygons) => (c: pg.ClientBase) => themeAreaOf(c, { theme_area: a.theme_area, polygons })));
   await indexThemeArea(client, a.theme_area);
 }
 
-/** The car_imovel rows: one per CAR number, the most recently updated copy, then the last read. */
+/** A property's hectares per theme, one row per property (from `theme_area`'s rows per property and theme). */
+export const themeAreaByProperty = (themeArea: Sql): Sql =>
+  sqlText(`(SELECT car, max(ha) FILTER (WHERE tema_base = 'APPS') AS app_ha,
+          max(ha) FILTER (WHERE tema_base = 'RESERVA_LEGAL') AS reserva_legal_ha,
+          max(ha) FILTER (WHERE tema_base = 'AREA_CONSOLIDADA') AS area_consolidada_ha
+     FROM ${themeArea} GROUP BY car)`);
+
 export const winningProperties = (typed: Sql, themeArea: Sql | null, loaded: { apps: boolean; rl: boolean; ac: boolean }): Sql =>
   sqlText(`(SELECT DISTINCT ON (car) * FROM ${typed} WHERE verdict = 'ok' ORDER BY car, updated DESC NULLS LAST, src_seq DESC) s
-  ${themeArea ? `LEFT JOIN ${themeArea} ta ON ta.car = s.car` : 'CROSS JOIN (SELECT NULL::float8 AS app_ha, NULL::float8 AS reserva_legal_ha, NULL::float8 AS area_consolidada_ha) ta'}
+  ${themeArea ? `LEFT JOIN ${themeAreaByProperty(themeArea)} ta ON ta.car = s.car` : 'CROSS JOIN (SELECT NULL::float8 AS app_ha, NULL::float8 AS reserva_legal_ha, NULL::float8 AS area_consolidada_ha) ta'}
   CROSS JOIN (SELECT ${sqlLiteral(loaded.apps)} AS apps_loaded, ${sqlLiteral(loaded.rl)} AS rl_loaded, ${sqlLiteral(loaded.ac)} AS ac_loaded) v`);
 
 /** The kept rows of the themes' typed tables, together. */

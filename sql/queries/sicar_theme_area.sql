@@ -20,17 +20,18 @@
 -- nothing here depends on their order. Measured on one half of 1,000,368 APPS polygons
 -- (501,426 rows), load 4–5: 2.6–3.2 s → 2.3–3.2 s, the same hectares to the bit.
 --
--- One statement per part ({{part}} of 2, by a hash of the CAR number): the caller runs the two
--- parts on two connections into {{theme_area}} (created empty by the caller). The polygons are
--- car_tema's or the kept typed rows it is built from (the same columns and values), so that
--- the hectares and car_tema's build can run at once.
-INSERT INTO {{theme_area}} (car, app_ha, reserva_legal_ha, area_consolidada_ha)
+-- One statement per theme ({{polygons}}: that theme's kept typed rows, or car_tema's rows of it):
+-- the caller runs the themes on two connections, beside car_tema's build, into {{theme_area}}
+-- (created empty by the caller), one row per property and theme. Earlier the statement took
+-- every theme and half of the properties (a hash of the CAR number) on each connection: beside
+-- car_tema's build, the second half left one connection idle for its whole length; and each
+-- half re-read every theme's rows to keep half of them.
+INSERT INTO {{theme_area}} (car, tema_base, ha)
 WITH r AS (
   SELECT car COLLATE "C" AS car, tema_base COLLATE "C" AS tema_base, geom, area_calculada_ha AS ha,
          CASE WHEN cod_tema LIKE '%\_TOTAL' THEN 'total'
               WHEN tema_base <> 'APPS' OR cod_tema LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END COLLATE "C" AS role
     FROM {{polygons}}
-   WHERE (coalesce(hashtext(car), 0) & 1) = {{part}}
 ), clustered AS (
   SELECT car, tema_base, role, geom, ha,
          ST_ClusterDBSCAN(ST_Envelope(geom), 0, 1) OVER (PARTITION BY car, tema_base, role) AS cluster
@@ -44,12 +45,7 @@ WITH r AS (
 ), per_role AS (
   SELECT car, tema_base, role, sum(ha) AS ha FROM per_cluster GROUP BY car, tema_base, role
 )
-SELECT car,
-       coalesce(sum(ha) FILTER (WHERE tema_base = 'APPS' AND role = 'detail'),
-                sum(ha) FILTER (WHERE tema_base = 'APPS' AND role = 'total')) AS app_ha,
-       coalesce(sum(ha) FILTER (WHERE tema_base = 'RESERVA_LEGAL' AND role = 'detail'),
-                sum(ha) FILTER (WHERE tema_base = 'RESERVA_LEGAL' AND role = 'total')) AS reserva_legal_ha,
-       coalesce(sum(ha) FILTER (WHERE tema_base = 'AREA_CONSOLIDADA' AND role = 'detail'),
-                sum(ha) FILTER (WHERE tema_base = 'AREA_CONSOLIDADA' AND role = 'total')) AS area_consolidada_ha
+-- the detailed polygons' hectares; the *_TOTAL ones' only when there are no detailed ones
+SELECT car, tema_base, coalesce(sum(ha) FILTER (WHERE role = 'detail'), sum(ha) FILTER (WHERE role = 'total')) AS ha
   FROM per_role
- GROUP BY car
+ GROUP BY car, tema_base
