@@ -24,8 +24,9 @@
 //  - from that angle to metres: the spheroid's line element is at least 6 335 439 m (its
 //    smallest radius of curvature) times the unit sphere's in the same latitude and
 //    longitude, so a spheroid distance is at least 6 335 439 times the sphere angle.
-import { BoxTree } from './box-tree.ts';
+import { BoxTree, packBoxTree, type PackedBoxTree } from './box-tree.ts';
 import { BLOCK, Chords } from './chords.ts';
+import { sharedArray } from './shared.ts';
 import { edgeDistanceToEdge, edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type GeoPoint } from './geodetic.ts';
 
 const A = 6378137;
@@ -77,75 +78,83 @@ function widenBox(box: number[], coords: Float64Array, from: number, to: number)
   }
 }
 
-/** What RoadPieces is built from: per piece its pid, code and the code's rank, and its points. */
-export interface RoadPiecesFlat {
+/**
+ * The road pieces of one layer snapshot and their search structures, every number in shared
+ * memory: built once by the main thread (RoadPieces.share), wrapped by each thread without a
+ * copy (new RoadPieces).
+ */
+export interface RoadIndex {
+  /** the piece's number in its table */
   pid: Float64Array;
   fid: string[];
+  /** the piece's position in the codes' order (the database's collation), for ties */
   rank: Int32Array;
   /** vertex offsets into coords (pairs), one more than the pieces */
   start: Int32Array;
   /** lon/lat pairs (degrees) of every piece, one after the other */
   coords: Float64Array;
+  /** per piece: a ball (centre x, y, z and radius) holding its arcs */
+  ball: Float64Array;
+  /** the pieces' boxes (min lon, max lon, min lat, max lat, widened by the edges' bulge) in a packed R-tree */
+  tree: PackedBoxTree;
 }
 
-/** The road pieces of one layer snapshot, in memory. */
+/** The road pieces of one layer snapshot, searchable by one thread. */
 export class RoadPieces {
   readonly count: number;
-  /** vertex offsets into coords (pairs), count + 1 of them */
   private readonly start: Int32Array;
-  /** lon/lat pairs (degrees) of every piece, one after the other */
   private readonly coords: Float64Array;
-  private readonly scratch = new Chords();
-  /** per piece: min lon, max lon, min lat, max lat (widened by the edges' bulge) */
-  private readonly box: Float64Array;
-  /** per piece: a ball (centre x, y, z and radius) holding its arcs */
   private readonly ball: Float64Array;
   private readonly tree: BoxTree;
-  /** the piece's position in the codes' order (the database's collation), for ties */
   readonly rank: Int32Array;
   readonly fid: string[];
-  /** the piece's number in its table */
   readonly pid: Float64Array;
-  /** per piece, the last search (stamp) that measured it */
+  // this thread's own: the measured piece's chords, and per piece the last search (stamp)
+  // that measured it
+  private readonly scratch = new Chords();
   private readonly seen: Int32Array;
   private stamp = 0;
 
   /**
-   * The flat arrays from one row a piece (pid, code, the code's rank, lon/lat pairs). The
-   * numbers sit in shared memory: every worker thread reads the same copy.
+   * The pieces (one row a piece: pid, code, the code's rank, lon/lat pairs) and their search
+   * structures, built once into shared memory: every worker thread reads the same copy.
    */
-  static flatten(pieces: { pid: number; fid: string; rank: number; coords: Float64Array }[]): RoadPiecesFlat {
-    const shared = <T extends Float64Array | Int32Array>(make: new (b: SharedArrayBuffer) => T, bytes: number, n: number) =>
-      new make(new SharedArrayBuffer(Math.max(1, n) * bytes));
-    const start = shared(Int32Array, 4, pieces.length + 1);
+  static share(pieces: { pid: number; fid: string; rank: number; coords: Float64Array }[]): RoadIndex {
+    const n = pieces.length;
+    const start = sharedArray(Int32Array, n + 1);
     pieces.forEach((p, i) => (start[i + 1] = start[i] + p.coords.length / 2));
-    const coords = shared(Float64Array, 8, 2 * start[pieces.length]);
+    const coords = sharedArray(Float64Array, 2 * start[n]);
     pieces.forEach((p, i) => coords.set(p.coords, 2 * start[i]));
-    const pid = shared(Float64Array, 8, pieces.length);
-    const rank = shared(Int32Array, 4, pieces.length);
+    const pid = sharedArray(Float64Array, n);
+    const rank = sharedArray(Int32Array, n);
     pieces.forEach((p, i) => ((pid[i] = p.pid), (rank[i] = p.rank)));
-    return { pid: pid.subarray(0, pieces.length), fid: pieces.map((p) => p.fid), rank: rank.subarray(0, pieces.length), start, coords: coords.subarray(0, 2 * start[pieces.length]) };
-  }
-
-  constructor(flat: RoadPiecesFlat) {
-    ({ pid: this.pid, fid: this.fid, rank: this.rank, start: this.start, coords: this.coords } = flat);
-    this.count = this.pid.length;
-    this.box = new Float64Array(this.count * 4);
-    this.ball = new Float64Array(this.count * 4);
-    this.seen = new Int32Array(this.count);
+    const boxes = new Float64Array(4 * n);
+    const balls = sharedArray(Float64Array, 4 * n);
     const box = [0, 0, 0, 0];
     const ball = [0, 0, 0, 0];
-    for (let i = 0; i < this.count; i++) {
+    const chords = new Chords();
+    for (let i = 0; i < n; i++) {
       box[0] = box[2] = Infinity;
       box[1] = box[3] = -Infinity;
-      widenBox(box, this.coords, this.start[i], this.start[i + 1]);
-      this.box.set(box, i * 4);
-      this.scratch.clear();
-      this.scratch.addPath(this.coords, this.start[i], this.start[i + 1]);
-      this.scratch.ball(ball);
-      this.ball.set(ball, i * 4);
+      widenBox(box, coords, start[i], start[i + 1]);
+      boxes.set(box, i * 4);
+      chords.clear();
+      chords.addPath(coords, start[i], start[i + 1]);
+      chords.ball(ball);
+      balls.set(ball, i * 4);
     }
-    this.tree = new BoxTree(this.box);
+    return { pid, fid: pieces.map((p) => p.fid), rank, start, coords, ball: balls, tree: packBoxTree(boxes) };
+  }
+
+  /** Wraps the shared structures (nothing is rebuilt); a thread's scratch space is its own. */
+  constructor(index: RoadIndex) {
+    ({ pid: this.pid, fid: this.fid, rank: this.rank, start: this.start, coords: this.coords, ball: this.ball } = index);
+    this.count = this.pid.length;
+    const n = this.count;
+    if (this.fid.length !== n || this.rank.length !== n || this.start.length !== n + 1 || this.coords.length !== 2 * this.start[n] || this.ball.length !== 4 * n || index.tree.count !== n)
+      throw new Error('road distance: road pieces of inconsistent sizes');
+    this.tree = new BoxTree(index.tree);
+    this.seen = new Int32Array(n);
   }
 
   /** The nearest piece of `poly` and its distance in metres; null without pieces or an empty polygon. */
