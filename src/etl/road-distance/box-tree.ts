@@ -95,22 +95,8 @@ export class BoxTree {
    */
   walk(bound: BoxBound, visit: (item: number, key: number) => number, cutoff = Infinity): void {
     if (this.root < 0) return;
-    let size = 0;
-    const push = (node: number, key: number) => {
-      if (size === this.heapNodes.length) this.grow();
-      let i = size++;
-      while (i > 0) {
-        const parent = (i - 1) >> 1;
-        if (this.heapKeys[parent] <= key) break;
-        this.heapNodes[i] = this.heapNodes[parent];
-        this.heapKeys[i] = this.heapKeys[parent];
-        i = parent;
-      }
-      this.heapNodes[i] = node;
-      this.heapKeys[i] = key;
-    };
     const b = this.boxes;
-    push(this.root, bound(b[4 * this.root], b[4 * this.root + 1], b[4 * this.root + 2], b[4 * this.root + 3]));
+    let size = this.push(0, this.root, bound(b[4 * this.root], b[4 * this.root + 1], b[4 * this.root + 2], b[4 * this.root + 3]));
     while (size > 0) {
       const node = this.heapNodes[0];
       const key = this.heapKeys[0];
@@ -138,9 +124,25 @@ export class BoxTree {
       }
       for (let c = this.ref[node], end = c + this.children[node]; c < end; c++) {
         const k = bound(b[4 * c], b[4 * c + 1], b[4 * c + 2], b[4 * c + 3]);
-        if (k <= cutoff) push(c, k);
+        if (k <= cutoff) size = this.push(size, c, k);
       }
     }
+  }
+
+  /** Adds a node to the heap of `size` entries; the new size. */
+  private push(size: number, node: number, key: number): number {
+    if (size === this.heapNodes.length) this.grow();
+    let i = size;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (this.heapKeys[parent] <= key) break;
+      this.heapNodes[i] = this.heapNodes[parent];
+      this.heapKeys[i] = this.heapKeys[parent];
+      i = parent;
+    }
+    this.heapNodes[i] = node;
+    this.heapKeys[i] = key;
+    return size + 1;
   }
 
   private grow(): void {

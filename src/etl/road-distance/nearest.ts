@@ -24,7 +24,7 @@
 //  - from that angle to metres: the spheroid's line element is at least 6 335 439 m (its
 //    smallest radius of curvature) times the unit sphere's in the same latitude and
 //    longitude, so a spheroid distance is at least 6 335 439 times the sphere angle.
-import { BoxTree, packBoxTree, type PackedBoxTree } from './box-tree.ts';
+import { BoxTree, packBoxTree, type BoxBound, type PackedBoxTree } from './box-tree.ts';
 import { BLOCK, Chords } from './chords.ts';
 import { sharedArray } from './shared.ts';
 import { edgeDistanceToEdge, edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type GeoPoint } from './geodetic.ts';
@@ -157,48 +157,75 @@ export class RoadPieces {
     this.seen = new Int32Array(n);
   }
 
+  // The current search, for the walk's callbacks (made once, not a closure a property): the
+  // property, the best piece so far and its distance, the reach the bounds kx, ky hold for.
+  private poly = Polygon.reused;
+  private best = Infinity;
+  private bestPiece = -1;
+  private cap = REACH_M;
+  private kx = 0;
+  private ky = 0;
+  /** a piece's box against the property's: the metres between them, squared (a lower bound) */
+  private readonly bound: BoxBound = (x0, x1, y0, y1) => {
+    const q = this.poly.box;
+    const gx = this.kx * gap(x0, x1, q[0], q[1]), gy = this.ky * gap(y0, y1, q[2], q[3]);
+    return gx * gx + gy * gy;
+  };
+  /** measures a piece the walk reaches; the new cut: the best answer so far (squared metres) */
+  private readonly visit = (p: number): number => {
+    this.measure(p);
+    return (this.best * (1 + 1e-9) + TOUCH_M) ** 2;
+  };
+
   /** The nearest piece of `poly` and its distance in metres; null without pieces or an empty polygon. */
   nearest(poly: Polygon): { piece: number; metres: number } | null {
     if (this.count === 0 || poly.edgeCount === 0) return null;
-    const [px0, px1, py0, py1] = poly.box;
-    let stamp = 0;
-    let best = Infinity;
-    let bestPiece = -1;
-    // The bounds below hold for the pieces a geodesic of `reach` metres can reach: the first
-    // walk takes reach = REACH_M, right whenever its answer is within REACH_M (checked after).
-    let cap = REACH_M;
-    let k = boundsOver(py0, py1, cap);
-    const measure = (p: number) => {
-      if (this.seen[p] === stamp) return;
-      this.seen[p] = stamp;
-      const d = this.pieceDistance(p, poly, best);
-      if (d < best || (d === best && this.rank[p] < this.rank[bestPiece])) {
-        if (d < best && d < cap) k = boundsOver(py0, py1, d);
-        best = d;
-        bestPiece = p;
-      }
-    };
-    // every piece whose box is not provably farther than the best answer so far (squared
-    // metres), the nearest bound first: the first piece measured sets the cut
-    const cut = () => (best * (1 + 1e-9) + TOUCH_M) ** 2;
-    const bound = (x0: number, x1: number, y0: number, y1: number) => {
-      const gx = k.kx * gap(x0, x1, px0, px1), gy = k.ky * gap(y0, y1, py0, py1);
-      return gx * gx + gy * gy;
-    };
-    const search = () => {
-      stamp = ++this.stamp;
-      best = Infinity;
-      bestPiece = -1;
-      this.tree.walk(bound, (p) => (measure(p), cut()));
-    };
-    search();
-    if (best > REACH_M) {
+    this.poly = poly;
+    // The bounds hold for the pieces a geodesic of `cap` metres can reach: the first walk
+    // takes cap = REACH_M, right whenever its answer is within REACH_M (checked after).
+    this.cap = REACH_M;
+    this.boundsOver(this.cap);
+    this.search();
+    if (this.best > REACH_M) {
       // farther than that from every road: again, over the latitudes that answer can reach
-      cap = Infinity;
-      k = boundsOver(py0, py1, best);
-      search();
+      this.cap = Infinity;
+      this.boundsOver(this.best);
+      this.search();
     }
-    return bestPiece < 0 ? null : { piece: bestPiece, metres: best };
+    return this.bestPiece < 0 ? null : { piece: this.bestPiece, metres: this.best };
+  }
+
+  /**
+   * Every piece whose box is not provably farther than the best answer so far, the nearest
+   * bound first: the first piece measured sets the cut.
+   */
+  private search(): void {
+    this.stamp++;
+    this.best = Infinity;
+    this.bestPiece = -1;
+    this.tree.walk(this.bound, this.visit);
+  }
+
+  private measure(p: number): void {
+    if (this.seen[p] === this.stamp) return;
+    this.seen[p] = this.stamp;
+    const d = this.pieceDistance(p, this.poly, this.best);
+    if (d < this.best || (d === this.best && this.rank[p] < this.rank[this.bestPiece])) {
+      if (d < this.best && d < this.cap) this.boundsOver(d);
+      this.best = d;
+      this.bestPiece = p;
+    }
+  }
+
+  /** kx, ky over the latitudes a geodesic of length `g` metres from the property's can reach. */
+  private boundsOver(g: number): void {
+    const y0 = this.poly.box[2], y1 = this.poly.box[3];
+    const reach = Number.isFinite(g) ? (g / MERIDIONAL_MIN) * (1 + 1e-9) : 90;
+    const lo = Math.max(-90, y0 - reach), hi = Math.min(90, y1 + reach);
+    const far = Math.max(Math.abs(lo), Math.abs(hi));
+    const near = lo <= 0 && hi >= 0 ? 0 : Math.min(Math.abs(lo), Math.abs(hi));
+    this.kx = Math.max(0, kxMin(far));
+    this.ky = kyMin(near);
   }
 
   /**
@@ -227,15 +254,6 @@ export class RoadPieces {
 function gap(a0: number, a1: number, b0: number, b1: number): number {
   const g = a0 - b1 > b0 - a1 ? a0 - b1 : b0 - a1;
   return g > 0 ? g : 0;
-}
-
-/** kx, ky over the latitudes a geodesic of length `g` metres from [y0, y1] can reach. */
-function boundsOver(y0: number, y1: number, g: number): { kx: number; ky: number } {
-  const reach = Number.isFinite(g) ? (g / MERIDIONAL_MIN) * (1 + 1e-9) : 90;
-  const lo = Math.max(-90, y0 - reach), hi = Math.min(90, y1 + reach);
-  const far = Math.max(Math.abs(lo), Math.abs(hi));
-  const near = lo <= 0 && hi >= 0 ? 0 : Math.min(Math.abs(lo), Math.abs(hi));
-  return { kx: Math.max(0, kxMin(far)), ky: kyMin(near) };
 }
 
 /** A property's (multi)polygon in degrees, its edges as chords, its box and its ball. */
