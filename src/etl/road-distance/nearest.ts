@@ -355,21 +355,24 @@ export class Polygon {
     }
     let best = this.pair(firstI, road, firstJ);
     if (best.d === 0) return 0;
-    // then every pair whose bounds (block, ball, chord) do not exceed the best pair so far
-    // (with the room PostGIS's touching rule needs)
+    // then every pair whose bounds (block, ball, chord) exceed neither the best pair so far
+    // (with the room PostGIS's touching rule needs) nor the cut-off: a pair beyond the
+    // cut-off cannot make the piece near enough to count, whether it is the piece's nearest or not
+    let cap = Math.min(best.d + TOUCH_RAD, limit);
     for (let k = 0; k < blocks * road.count; k++) {
-      if (lbs[k] > best.d + TOUCH_RAD) continue;
+      if (lbs[k] > cap) continue;
       const j = (k / blocks) | 0, b = k % blocks;
       for (let i = b * BLOCK; i < Math.min(m, b * BLOCK + BLOCK); i++) {
         if (i === firstI && j === firstJ) continue;
-        if (this.chords.ballBound(i, road, j) > best.d + TOUCH_RAD) continue;
+        if (this.chords.ballBound(i, road, j) > cap) continue;
         // the chords' distance L bounds the points' chord; their angle is 2·asin(chord / 2) > L
         const lb = this.chords.chordBound(i, road, j);
-        if (lb > best.d + TOUCH_RAD || 2 * Math.asin(Math.max(0, lb) / 2) > best.d + TOUCH_RAD) continue;
+        if (lb > cap || 2 * Math.asin(Math.max(0, lb) / 2) > cap) continue;
         const p = this.pair(i, road, j);
         if (p.d < best.d) {
           best = p;
           if (p.d === 0) return 0;
+          cap = Math.min(best.d + TOUCH_RAD, limit);
         }
       }
     }
