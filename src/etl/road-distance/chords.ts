@@ -66,6 +66,20 @@ export class Chords {
     return Math.sqrt(x * x + y * y + z * z) - a[4 * b + 3] - w[q + 14];
   }
 
+  /** Lower bound of the sphere angle between any arc of block b and the ball at `ball[at..at+4)` (centre, radius). */
+  blockBoundTo(b: number, ball: ArrayLike<number>, at: number): number {
+    const a = this.blocks;
+    const x = a[4 * b] - ball[at], y = a[4 * b + 1] - ball[at + 1], z = a[4 * b + 2] - ball[at + 2];
+    return Math.sqrt(x * x + y * y + z * z) - a[4 * b + 3] - ball[at + 3];
+  }
+
+  /** Lower bound of the sphere angle between arc i and the ball at `ball[at..at+4)` (centre, radius). */
+  ballBoundTo(i: number, ball: ArrayLike<number>, at: number): number {
+    const v = this.v, o = i * STRIDE;
+    const x = v[o + 11] - ball[at], y = v[o + 12] - ball[at + 1], z = v[o + 13] - ball[at + 2];
+    return Math.sqrt(x * x + y * y + z * z) - v[o + 14] - ball[at + 3];
+  }
+
   /**
    * Adds the edges between consecutive points coords[from..to) (lon/lat pairs, degrees),
    * leaving out those of zero length (PostGIS's tree gives them no node).

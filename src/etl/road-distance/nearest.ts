@@ -246,7 +246,7 @@ export class RoadPieces {
     road.addPath(this.coords, s, e);
     // only zero-length edges: PostGIS makes the piece a point
     if (road.count === 0) return poly.distanceToPoint(point(this.coords[2 * s], this.coords[2 * s + 1]));
-    return poly.distanceToEdges(road, cutoff);
+    return poly.distanceToEdges(road, cutoff, this.ball, 4 * p);
   }
 }
 
@@ -332,19 +332,30 @@ export class Polygon {
    * distance (circ_tree_distance_tree); Infinity when that provably exceeds `cutoff` metres.
    * Only pairs whose lower bound does not exceed the best pair so far are measured exactly.
    */
-  distanceToEdges(road: Chords, cutoff: number): number {
+  distanceToEdges(road: Chords, cutoff: number, roadBall: Float64Array, at: number): number {
     const m = this.chords.count;
     const blocks = this.chords.blockCount;
     // bounds per (block of this polygon's edges, road edge): the cheapest, loosest
     const lbs = scratch(blocks * road.count);
     const limit = Number.isFinite(cutoff) ? (cutoff * (1 + 1e-9) + TOUCH_M) / MERIDIONAL_RADIUS_MIN : Infinity;
+    // with a cut-off, blocks beyond it from the whole piece (its ball) and road edges beyond
+    // it from the whole polygon are left out first (1e-12: the bounds' rounding)
+    const out = blockScratch(blocks);
+    for (let b = 0; b < blocks; b++) out[b] = limit < Infinity && this.chords.blockBoundTo(b, roadBall, at) > limit + 1e-12 ? 1 : 0;
     let first = -1;
-    for (let j = 0; j < road.count; j++)
+    for (let j = 0; j < road.count; j++) {
+      const edgeOut = limit < Infinity && road.ballBoundTo(j, this.ball, 0) > limit + 1e-12;
       for (let b = 0; b < blocks; b++) {
         const k = j * blocks + b;
+        if (edgeOut || out[b]) {
+          lbs[k] = Infinity;
+          continue;
+        }
         lbs[k] = this.chords.blockBound(b, road, j);
         if (first < 0 || lbs[k] < lbs[first]) first = k;
       }
+    }
+    if (first < 0) return Infinity;
     if (lbs[first] > limit) return Infinity;
     // a first pair: the tightest bound in the nearest block
     const firstJ = (first / blocks) | 0;
@@ -407,4 +418,9 @@ let lbScratch = new Float64Array(1024);
 function scratch(n: number): Float64Array {
   if (lbScratch.length < n) lbScratch = new Float64Array(Math.max(n, 2 * lbScratch.length));
   return lbScratch;
+}
+let outScratch = new Uint8Array(256);
+function blockScratch(n: number): Uint8Array {
+  if (outScratch.length < n) outScratch = new Uint8Array(Math.max(n, 2 * outScratch.length));
+  return outScratch;
 }
