@@ -4,7 +4,7 @@
 // sagittas) bounds the sphere angle between any points of two arcs from below. A ball
 // (the chord's middle, half its length plus the sagitta) gives a cheaper, looser bound.
 // Stored in typed arrays and reused from property to property: no garbage per edge.
-import { geoPoint as point, makeEdge, sphereDistance, type Edge } from './geodetic.ts';
+import { geoPoint as point, makeEdge, sphereDistance, type Edge, type Vec3 } from './geodetic.ts';
 
 const RAD = Math.PI / 180;
 /** per chord: lon0, lat0, lon1, lat1 (degrees), ax, ay, az, bx, by, bz, sag, mx, my, mz, r */
@@ -188,3 +188,17 @@ export class Chords {
 }
 
 const clamp01 = (v: number) => (v < 0 ? 0 : v > 1 ? 1 : v);
+
+/**
+ * Lower bound of the sphere angle between the point `p` (a unit vector) and edge `e`'s arc:
+ * the point's distance to the chord between the edge's ends, less the sagitta.
+ */
+export function pointArcBound(p: Vec3, e: Edge): number {
+  const ax = e.vs.x, ay = e.vs.y, az = e.vs.z;
+  const dx = e.ve.x - ax, dy = e.ve.y - ay, dz = e.ve.z - az;
+  const rx = p.x - ax, ry = p.y - ay, rz = p.z - az;
+  const len2 = dx * dx + dy * dy + dz * dz;
+  const t = len2 > 0 ? clamp01((rx * dx + ry * dy + rz * dz) / len2) : 0;
+  const x = rx - t * dx, y = ry - t * dy, z = rz - t * dz;
+  return Math.sqrt(x * x + y * y + z * z) - sagitta(Math.sqrt(len2));
+}

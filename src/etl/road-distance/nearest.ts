@@ -25,9 +25,9 @@
 //    smallest radius of curvature) times the unit sphere's in the same latitude and
 //    longitude, so a spheroid distance is at least 6 335 439 times the sphere angle.
 import { BoxTree, packBoxTree, type BoxBound, type PackedBoxTree } from './box-tree.ts';
-import { BLOCK, Chords } from './chords.ts';
+import { BLOCK, Chords, pointArcBound } from './chords.ts';
 import { sharedArray } from './shared.ts';
-import { edgeDistanceToEdge, edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type GeoPoint } from './geodetic.ts';
+import { edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type Edge, type GeoPoint } from './geodetic.ts';
 
 const A = 6378137;
 const E2 = 0.00669437999014;
@@ -409,8 +409,37 @@ export class Polygon {
     const e = this.chords.edge(i);
     const r = road.edge(j);
     if (edgesIntersect(e.vs, e.ve, r.vs, r.ve) !== 0) return { d: 0, c1: e.start, c2: e.start };
-    return edgeDistanceToEdge(e, r);
+    return edgeDistanceToEdgeBounded(e, r);
   }
+}
+
+/**
+ * edgeDistanceToEdge's answer (geodetic.ts), without the point-to-edge distances whose bound
+ * shows they exceed one already measured: of its four candidates (each end of one edge to
+ * the other edge) the one with the smallest bound is measured first, a candidate left out
+ * is larger than the smallest (1e-12 rad: room for rounding), and among those measured the
+ * first in edgeDistanceToEdge's order with the smallest distance wins, as there.
+ */
+export function edgeDistanceToEdgeBounded(e1: Edge, e2: Edge): { d: number; c1: GeoPoint; c2: GeoPoint } {
+  const la = pointArcBound(e2.vs, e1), lb = pointArcBound(e2.ve, e1), lc = pointArcBound(e1.vs, e2), lf = pointArcBound(e1.ve, e2);
+  const low = Math.min(la, lb, lc, lf);
+  let a, b, c, f;
+  let cap: number;
+  if (la === low) cap = (a = edgeDistanceToPoint(e1, e2.start, e2.vs)).d;
+  else if (lb === low) cap = (b = edgeDistanceToPoint(e1, e2.end, e2.ve)).d;
+  else if (lc === low) cap = (c = edgeDistanceToPoint(e2, e1.start, e1.vs)).d;
+  else cap = (f = edgeDistanceToPoint(e2, e1.end, e1.ve)).d;
+  if (!a && la <= cap + 1e-12) cap = Math.min(cap, (a = edgeDistanceToPoint(e1, e2.start, e2.vs)).d);
+  if (!b && lb <= cap + 1e-12) cap = Math.min(cap, (b = edgeDistanceToPoint(e1, e2.end, e2.ve)).d);
+  if (!c && lc <= cap + 1e-12) cap = Math.min(cap, (c = edgeDistanceToPoint(e2, e1.start, e1.vs)).d);
+  if (!f && lf <= cap + 1e-12) f = edgeDistanceToPoint(e2, e1.end, e1.ve);
+  let d = Infinity;
+  let c1 = e1.start, c2 = e2.start;
+  if (a && a.d < d) (d = a.d), (c1 = a.closest), (c2 = e2.start);
+  if (b && b.d < d) (d = b.d), (c1 = b.closest), (c2 = e2.end);
+  if (c && c.d < d) (d = c.d), (c1 = e1.start), (c2 = c.closest);
+  if (f && f.d < d) (d = f.d), (c1 = e1.end), (c2 = f.closest);
+  return { d, c1, c2 };
 }
 
 // scratch space for the pair bounds, reused from property to property (one thread)
