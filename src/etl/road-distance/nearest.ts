@@ -61,7 +61,9 @@ function edgeBulge(lon1: number, lat1: number, lon2: number, lat2: number): numb
 
 /**
  * Widens `box` (min lon, max lon, min lat, max lat) to hold the great-circle edges between
- * the points coords[from..to) (lon/lat pairs, degrees): their ends, and their bulge.
+ * the points coords[from..to) (lon/lat pairs, degrees): their ends, and their bulge. The
+ * bulge is computed only for the edges it could carry past the box (most edges are short and
+ * far from the box's latitudes: a cheap upper bound of their bulge shows they cannot).
  */
 function widenBox(box: number[], coords: Float64Array, from: number, to: number): void {
   for (let k = from; k < to; k++) {
@@ -70,11 +72,19 @@ function widenBox(box: number[], coords: Float64Array, from: number, to: number)
     if (x > box[1]) box[1] = x;
     if (y < box[2]) box[2] = y;
     if (y > box[3]) box[3] = y;
-    if (k > from) {
-      const b = edgeBulge(coords[2 * k - 2], coords[2 * k - 1], x, y);
-      box[2] = Math.min(box[2], Math.min(y, coords[2 * k - 1]) - b);
-      box[3] = Math.max(box[3], Math.max(y, coords[2 * k - 1]) + b);
-    }
+  }
+  // an edge of length l (degrees) bulges by at most l² · BULGE_MAX (degrees) + 1e-12, as
+  // edgeBulge computes it (with room for its rounding)
+  const far = Math.max(Math.abs(box[2]), Math.abs(box[3]));
+  const bulgeMax = far < 89 ? ((RAD / 8) * (Math.tan(far * RAD) + 1)) * (1 + 1e-6) : Infinity;
+  for (let k = from + 1; k < to; k++) {
+    const x = coords[2 * k], y = coords[2 * k + 1], px = coords[2 * k - 2], py = coords[2 * k - 1];
+    const lo = Math.min(y, py), hi = Math.max(y, py);
+    const most = ((x - px) * (x - px) + (y - py) * (y - py)) * bulgeMax + 1e-12;
+    if (lo - most >= box[2] && hi + most <= box[3]) continue;
+    const b = edgeBulge(px, py, x, y);
+    box[2] = Math.min(box[2], lo - b);
+    box[3] = Math.max(box[3], hi + b);
   }
 }
 
