@@ -19,13 +19,19 @@ export const BLOCK = 8;
 export class Chords {
   count = 0;
   private v = new Float64Array(64 * STRIDE);
-  private edges: (Edge | undefined)[] = [];
+  /** chord i's edge, made on demand: valid while made[i] is this generation (clear starts a new one) */
+  private edges: Edge[] = [];
+  private made = new Int32Array(64);
+  private generation = 1;
   /** per block of BLOCK consecutive chords: centre x, y, z and radius of a ball holding their arcs */
   private blocks = new Float64Array(32);
 
   clear(): void {
     this.count = 0;
-    this.edges.length = 0;
+    if (++this.generation === 0x7fffffff) {
+      this.made.fill(0);
+      this.generation = 1;
+    }
   }
 
   get blockCount(): number {
@@ -95,6 +101,9 @@ export class Chords {
           const grown = new Float64Array(this.v.length * 2);
           grown.set(this.v);
           this.v = grown;
+          const made = new Int32Array(this.made.length * 2);
+          made.set(this.made);
+          this.made = made;
         }
         const o = this.count * STRIDE;
         const dx = x - px, dy = y - py, dz = z - pz;
@@ -106,7 +115,6 @@ export class Chords {
         v[o + 10] = sag;
         v[o + 11] = (px + x) / 2; v[o + 12] = (py + y) / 2; v[o + 13] = (pz + z) / 2;
         v[o + 14] = len / 2 + sag;
-        this.edges[this.count] = undefined;
         this.count++;
       }
       px = x; py = y; pz = z; plon = lon; plat = lat;
@@ -139,12 +147,11 @@ export class Chords {
 
   /** Chord i's geodetic edge (geodetic.ts), made once. */
   edge(i: number): Edge {
-    let e = this.edges[i];
-    if (!e) {
-      const o = i * STRIDE;
-      e = makeEdge(point(this.v[o], this.v[o + 1]), point(this.v[o + 2], this.v[o + 3]));
-      this.edges[i] = e;
-    }
+    if (this.made[i] === this.generation) return this.edges[i];
+    const o = i * STRIDE;
+    const e = makeEdge(point(this.v[o], this.v[o + 1]), point(this.v[o + 2], this.v[o + 3]));
+    this.edges[i] = e;
+    this.made[i] = this.generation;
     return e;
   }
 
