@@ -31,12 +31,18 @@ export async function loadRoadPieces(client: pg.ClientBase, pieces: Sql): Promis
   return new RoadPieces(await loadRoadIndex(client, pieces));
 }
 
-/** Fills `out` (created here) with car, uf, fid and distancia_km for each property of the part. */
-export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sql; pieces: Sql; part: Sql }): Promise<{ rows: number }> {
+/**
+ * Fills `out` (created here) with car, uf, fid and distancia_km for each property of the
+ * part. `threads`: how many worker threads and each one's heap limit (NearestThreads' defaults).
+ */
+export async function distancePair(
+  client: pg.ClientBase,
+  v: { out: Sql; car: Sql; pieces: Sql; part: Sql; threads?: { count?: number; heapMb?: number } },
+): Promise<{ rows: number }> {
   let dir: string | undefined;
   let fd: number | undefined;
   // started first: each thread loads its modules while this one reads and indexes the pieces
-  const threads = new NearestThreads();
+  const threads = new NearestThreads(v.threads?.count, v.threads?.heapMb);
   let done = 0;
   // A failure stops the work but not the reading: the COPY is drained (reading without
   // measuring is quick), so the connection comes back usable, and the first error is
