@@ -14,7 +14,7 @@ import { Chords } from '../src/etl/road-distance/chords.ts';
 import { edgeDistanceToEdge } from '../src/etl/road-distance/geodetic.ts';
 import { completeRows, copyHeaderLength, measureRows } from '../src/etl/road-distance/lines.ts';
 import { distancePair, loadRoadIndex, loadRoadPieces } from '../src/etl/road-distance/pair.ts';
-import { edgeDistanceToEdgeBounded, Polygon, RoadPieces } from '../src/etl/road-distance/nearest.ts';
+import { edgeDistanceToEdgeBounded, flattenPieces, Polygon, RoadPieces } from '../src/etl/road-distance/nearest.ts';
 import { NearestThreads } from '../src/etl/road-distance/threads.ts';
 import { lineStringCoords, polygonParts } from '../src/etl/road-distance/wkb.ts';
 import { sqlText, tableName } from '../src/sql.ts';
@@ -435,13 +435,13 @@ describe('the search structures, built once in shared memory', () => {
   }, 60_000);
 
   test('pieces of inconsistent sizes are refused', async () => {
-    const index = RoadPieces.share([{ pid: 1, fid: 'A', rank: 1, coords: Float64Array.of(-50, -10, -49.9, -10) }]);
+    const index = RoadPieces.share(flattenPieces([{ pid: 1, fid: 'A', rank: 1, points: Float64Array.of(-50, -10, -49.9, -10) }]));
     expect(new RoadPieces(index).count).toBe(1);
     expect(() => new RoadPieces({ ...index, ball: new Float64Array(3) })).toThrow(/inconsistent sizes/);
     expect(() => new RoadPieces({ ...index, fid: [] })).toThrow(/inconsistent sizes/);
     expect(() => new BoxTree({ ...index.tree, children: new Uint8Array(0) })).toThrow(/inconsistent sizes/);
     // no pieces: a tree without a root, a search without an answer
-    const none = RoadPieces.share([]);
+    const none = RoadPieces.share(flattenPieces([]));
     expect(none.tree.root).toBe(-1);
     expect(new RoadPieces(none).nearest(Polygon.reused.set([[Float64Array.of(-50, -10, -49.9, -10, -49.9, -9.9, -50, -10)]]))).toBeNull();
   });
@@ -506,7 +506,7 @@ describe('the search structures, built once in shared memory', () => {
 
 describe('worker threads that cannot start', () => {
   test('a batch is rejected with the thread’s error, and close() still ends', async () => {
-    const index = RoadPieces.share([{ pid: 1, fid: 'A', rank: 1, coords: Float64Array.of(-50, -10, -49.9, -10) }]);
+    const index = RoadPieces.share(flattenPieces([{ pid: 1, fid: 'A', rank: 1, points: Float64Array.of(-50, -10, -49.9, -10) }]));
     // a heap too small to load the thread's modules
     const small = new NearestThreads(1, 4);
     small.share(index);

@@ -27,6 +27,7 @@
 import { BoxTree, packBoxTree, type BoxBound, type PackedBoxTree } from './box-tree.ts';
 import { BLOCK, Chords, pointArcBound } from './chords.ts';
 import { sharedArray } from './shared.ts';
+import { lineStringLength, readLineString } from './wkb.ts';
 import { edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type Edge, type GeoPoint } from './geodetic.ts';
 
 const A = 6378137;
@@ -88,12 +89,8 @@ function widenBox(box: number[], coords: Float64Array, from: number, to: number)
   }
 }
 
-/**
- * The road pieces of one layer snapshot and their search structures, every number in shared
- * memory: built once by the main thread (RoadPieces.share), wrapped by each thread without a
- * copy (new RoadPieces).
- */
-export interface RoadIndex {
+/** The pieces of one layer snapshot, their numbers and points in shared memory. */
+export interface RoadPiecesFlat {
   /** the piece's number in its table */
   pid: Float64Array;
   fid: string[];
@@ -103,6 +100,30 @@ export interface RoadIndex {
   start: Int32Array;
   /** lon/lat pairs (degrees) of every piece, one after the other */
   coords: Float64Array;
+}
+
+/**
+ * The pieces (one row a piece: pid, code, the code's rank, and its points: lon/lat pairs or
+ * the line string's WKB, read straight into shared memory) as flat arrays in shared memory.
+ */
+export function flattenPieces(pieces: { pid: number; fid: string; rank: number; points: Float64Array | Buffer }[]): RoadPiecesFlat {
+  const n = pieces.length;
+  const start = sharedArray(Int32Array, n + 1);
+  pieces.forEach((p, i) => (start[i + 1] = start[i] + (p.points instanceof Float64Array ? p.points.length / 2 : lineStringLength(p.points))));
+  const coords = sharedArray(Float64Array, 2 * start[n]);
+  pieces.forEach((p, i) => (p.points instanceof Float64Array ? coords.set(p.points, 2 * start[i]) : readLineString(p.points, coords, start[i])));
+  const pid = sharedArray(Float64Array, n);
+  const rank = sharedArray(Int32Array, n);
+  pieces.forEach((p, i) => ((pid[i] = p.pid), (rank[i] = p.rank)));
+  return { pid, fid: pieces.map((p) => p.fid), rank, start, coords };
+}
+
+/**
+ * The road pieces of one layer snapshot and their search structures, every number in shared
+ * memory: built once by the main thread (RoadPieces.share), wrapped by each thread without a
+ * copy (new RoadPieces).
+ */
+export interface RoadIndex extends RoadPiecesFlat {
   /** per piece: a ball (centre x, y, z and radius) holding its arcs */
   ball: Float64Array;
   /** the pieces' boxes (min lon, max lon, min lat, max lat, widened by the edges' bulge) in a packed R-tree */
@@ -125,19 +146,10 @@ export class RoadPieces {
   private readonly seen: Int32Array;
   private stamp = 0;
 
-  /**
-   * The pieces (one row a piece: pid, code, the code's rank, lon/lat pairs) and their search
-   * structures, built once into shared memory: every worker thread reads the same copy.
-   */
-  static share(pieces: { pid: number; fid: string; rank: number; coords: Float64Array }[]): RoadIndex {
-    const n = pieces.length;
-    const start = sharedArray(Int32Array, n + 1);
-    pieces.forEach((p, i) => (start[i + 1] = start[i] + p.coords.length / 2));
-    const coords = sharedArray(Float64Array, 2 * start[n]);
-    pieces.forEach((p, i) => coords.set(p.coords, 2 * start[i]));
-    const pid = sharedArray(Float64Array, n);
-    const rank = sharedArray(Int32Array, n);
-    pieces.forEach((p, i) => ((pid[i] = p.pid), (rank[i] = p.rank)));
+  /** The pieces' search structures, built once into shared memory: every worker thread reads the same copy. */
+  static share(flat: RoadPiecesFlat): RoadIndex {
+    const { start, coords } = flat;
+    const n = flat.pid.length;
     const boxes = new Float64Array(4 * n);
     const balls = sharedArray(Float64Array, 4 * n);
     const box = [0, 0, 0, 0];
@@ -153,7 +165,7 @@ export class RoadPieces {
       chords.ball(ball);
       balls.set(ball, i * 4);
     }
-    return { pid, fid: pieces.map((p) => p.fid), rank, start, coords, ball: balls, tree: packBoxTree(boxes) };
+    return { ...flat, ball: balls, tree: packBoxTree(boxes) };
   }
 
   /** Wraps the shared structures (nothing is rebuilt); a thread's scratch space is its own. */

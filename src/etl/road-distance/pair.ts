@@ -12,10 +12,9 @@ import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
 import { createDistanceOut, linePiecesRows, propertyGeometriesCopy } from '../sql/overlaps.ts';
 import type { Sql } from '../../sql.ts';
-import { RoadPieces, type RoadIndex } from './nearest.ts';
+import { flattenPieces, RoadPieces, type RoadIndex } from './nearest.ts';
 import { completeRows, copyHeaderLength } from './lines.ts';
 import { NearestThreads } from './threads.ts';
-import { lineStringCoords } from './wkb.ts';
 
 /** About 250 properties of 50 vertices: big enough to keep the message overhead small. */
 const BATCH_BYTES = 256 * 1024;
@@ -23,7 +22,7 @@ const BATCH_BYTES = 256 * 1024;
 /** A road layer's pieces and search structures, in shared memory, as the worker threads receive them. */
 export async function loadRoadIndex(client: pg.ClientBase, pieces: Sql): Promise<RoadIndex> {
   const rows = await linePiecesRows(client, { pieces });
-  return RoadPieces.share(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, coords: lineStringCoords(r.wkb) })));
+  return RoadPieces.share(flattenPieces(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, points: r.wkb }))));
 }
 
 /** A road layer's pieces, searchable in this thread. */
