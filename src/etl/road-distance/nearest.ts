@@ -74,7 +74,7 @@ function widenBox(box: number[], coords: Float64Array, from: number, to: number)
     if (y < box[2]) box[2] = y;
     if (y > box[3]) box[3] = y;
   }
-  // an edge of length l (degrees) bulges by at most l² · BULGE_MAX (degrees) + 1e-12, as
+  // an edge of length l (degrees) bulges by at most l² · bulgeMax (degrees) + 1e-12, as
   // edgeBulge computes it (with room for its rounding)
   const far = Math.max(Math.abs(box[2]), Math.abs(box[3]));
   const bulgeMax = far < 89 ? ((RAD / 8) * (Math.tan(far * RAD) + 1)) * (1 + 1e-6) : Infinity;
