@@ -9,8 +9,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { distancePair, loadRoadPieces } from '../src/etl/road-distance/pair.ts';
-import { Polygon } from '../src/etl/road-distance/nearest.ts';
+import { BoxTree, packBoxTree } from '../src/etl/road-distance/box-tree.ts';
+import { Chords } from '../src/etl/road-distance/chords.ts';
+import { edgeDistanceToEdge } from '../src/etl/road-distance/geodetic.ts';
+import { completeRows, copyHeaderLength, measureRows } from '../src/etl/road-distance/lines.ts';
+import { distancePair, loadRoadIndex, loadRoadPieces } from '../src/etl/road-distance/pair.ts';
+import { edgeDistanceToEdgeBounded, flattenPieces, Polygon, RoadPieces } from '../src/etl/road-distance/nearest.ts';
+import { NearestThreads } from '../src/etl/road-distance/threads.ts';
 import { lineStringCoords, polygonParts } from '../src/etl/road-distance/wkb.ts';
 import { sqlText, tableName } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
@@ -84,6 +89,20 @@ beforeAll(async () => {
 afterAll(async () => {
   await db.drop();
 });
+
+/** Runs `fn` with TMPDIR a directory of its own (other test files run distancePair meanwhile), removed after. */
+async function inOwnTmp(fn: (dir: string) => Promise<void>): Promise<void> {
+  const own = fs.mkdtempSync(path.join(os.tmpdir(), 'rd-test-'));
+  const saved = process.env.TMPDIR;
+  process.env.TMPDIR = own;
+  try {
+    await fn(own);
+  } finally {
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
+    fs.rmSync(own, { recursive: true, force: true });
+  }
+}
 
 async function properties(): Promise<{ car: string; parts: Float64Array[][] }[]> {
   const r = await db.pool.query(`SELECT car, ST_AsBinary(geom) AS wkb FROM public.rd_car WHERE geom IS NOT NULL AND NOT ST_IsEmpty(geom) ORDER BY car`);
@@ -294,34 +313,28 @@ describe('distancePair in batches over worker threads', () => {
   }, 120_000);
 
   test('a failure (a row a thread cannot read, a failing query) is thrown, the connection stays usable, no file is left', async () => {
-    // a temporary directory of this test's own (other test files run distancePair meanwhile)
-    const own = fs.mkdtempSync(path.join(os.tmpdir(), 'rd-test-'));
-    const saved = process.env.TMPDIR;
-    process.env.TMPDIR = own;
-    expect(os.tmpdir()).toBe(own);
-    const tmp = () => fs.readdirSync(own).filter((f) => f.startsWith('agro-road-')).length; // tsx keeps its cache here too
-    const before = tmp();
-    await db.pool.query(`
-      CREATE TABLE public.rd_bad (car text, uf text, geom geometry(Geometry, 4326));
-      INSERT INTO public.rd_bad SELECT car, uf, geom FROM public.rd_many;
-      INSERT INTO public.rd_bad VALUES ('LINE', 'GO', ST_MakeLine(ST_Point(-50, -15, 4326), ST_Point(-49, -15, 4326)))`);
-    const c = await db.pool.connect();
-    try {
-      await expect(distancePair(c, { out: tableName('public.rd_bad_out'), car: tableName('public.rd_bad'), pieces: tableName('public.rd_sub'), part: sqlText('true') })).rejects.toThrow(/expected a polygon/);
-      expect((await c.query('SELECT 1 AS one')).rows[0].one).toBe(1);
-      await expect(distancePair(c, { out: tableName('public.rd_bad_out2'), car: tableName('public.rd_many'), pieces: tableName('public.rd_sub'), part: sqlText('1 / (length(c.car) - 5) > 0') })).rejects.toThrow(/division by zero/);
-      expect((await c.query('SELECT 1 AS one')).rows[0].one).toBe(1);
-      expect(tmp()).toBe(before);
-    } finally {
-      c.release();
-      if (saved === undefined) delete process.env.TMPDIR;
-      else process.env.TMPDIR = saved;
-      fs.rmSync(own, { recursive: true, force: true });
-    }
+    await inOwnTmp(async (own) => {
+      expect(os.tmpdir()).toBe(own);
+      const tmp = () => fs.readdirSync(own).filter((f) => f.startsWith('agro-road-')).length; // tsx keeps its cache here too
+      const before = tmp();
+      await db.pool.query(`
+        CREATE TABLE public.rd_bad (car text, uf text, geom geometry(Geometry, 4326));
+        INSERT INTO public.rd_bad SELECT car, uf, geom FROM public.rd_many;
+        INSERT INTO public.rd_bad VALUES ('LINE', 'GO', ST_MakeLine(ST_Point(-50, -15, 4326), ST_Point(-49, -15, 4326)))`);
+      const c = await db.pool.connect();
+      try {
+        await expect(distancePair(c, { out: tableName('public.rd_bad_out'), car: tableName('public.rd_bad'), pieces: tableName('public.rd_sub'), part: sqlText('true') })).rejects.toThrow(/expected a polygon/);
+        expect((await c.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+        await expect(distancePair(c, { out: tableName('public.rd_bad_out2'), car: tableName('public.rd_many'), pieces: tableName('public.rd_sub'), part: sqlText('1 / (length(c.car) - 5) > 0') })).rejects.toThrow(/division by zero/);
+        expect((await c.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+        expect(tmp()).toBe(before);
+      } finally {
+        c.release();
+      }
+    });
   }, 120_000);
 
   test('the binary COPY framing: rows are cut only at their ends, the trailer is seen', async () => {
-    const { completeRows, copyHeaderLength } = await import('../src/etl/road-distance/lines.ts');
     const c = await db.pool.connect();
     let all: Buffer;
     try {
@@ -373,4 +386,156 @@ describe('WKB as the road distance reads it', () => {
     expect(() => polygonParts(x.lbe)).toThrow(/expected a polygon/);
     expect(() => polygonParts(x.le.subarray(0, 20))).toThrow(/truncated/);
   });
+});
+
+describe('the search structures, built once in shared memory', () => {
+  /** The seeded properties as one binary COPY body (rows only), as distancePair cuts its batches. */
+  async function copyRows(): Promise<Buffer> {
+    const c = await db.pool.connect();
+    try {
+      const { default: pgCopy } = await import('pg-copy-streams');
+      const parts: Buffer[] = [];
+      for await (const chunk of c.query(pgCopy.to(`COPY (SELECT car, uf, ST_AsBinary(geom) FROM public.rd_car WHERE geom IS NOT NULL AND NOT ST_IsEmpty(geom) ORDER BY car) TO STDOUT (FORMAT binary)`)) as AsyncIterable<Buffer>)
+        parts.push(chunk);
+      const all = Buffer.concat(parts);
+      const h = copyHeaderLength(all);
+      return all.subarray(h, completeRows(all, h).end);
+    } finally {
+      c.release();
+    }
+  }
+
+  test('every number is in shared memory; worker threads that wrap it answer as this thread does', async () => {
+    const c = await db.pool.connect();
+    let index;
+    try {
+      index = await loadRoadIndex(c, tableName('public.rd_sub'));
+    } finally {
+      c.release();
+    }
+    // a SharedArrayBuffer passes to a thread by reference: the threads read this very memory
+    for (const a of [index.pid, index.rank, index.start, index.coords, index.ball, index.tree.boxes, index.tree.ref, index.tree.children]) expect(a.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect(index.tree.count).toBe(214);
+    const rows = await copyRows();
+    const here = measureRows(new RoadPieces(index), rows);
+    expect(here.rows).toBe(64);
+    // two threads, the rows cut in three batches at row boundaries
+    const cuts = [0, completeRows(rows.subarray(0, Math.floor(rows.length / 3)), 0).end, completeRows(rows.subarray(0, Math.floor((2 * rows.length) / 3)), 0).end, rows.length];
+    expect(new Set(cuts).size).toBe(4);
+    const threads = new NearestThreads(2);
+    try {
+      threads.share(index);
+      expect(() => threads.share(index)).toThrow(/already/);
+      const got = await Promise.all([0, 1, 2].map((k) => threads.measure(new Uint8Array(rows.subarray(cuts[k], cuts[k + 1])).buffer)));
+      expect(got.reduce((n, r) => n + r.rows, 0)).toBe(64);
+      expect(got.map((r) => r.out).join('')).toBe(here.out);
+    } finally {
+      await threads.close();
+    }
+  }, 60_000);
+
+  test('pieces of inconsistent sizes are refused', async () => {
+    const index = RoadPieces.share(flattenPieces([{ pid: 1, fid: 'A', rank: 1, points: Float64Array.of(-50, -10, -49.9, -10) }]));
+    expect(new RoadPieces(index).count).toBe(1);
+    expect(() => new RoadPieces({ ...index, ball: new Float64Array(3) })).toThrow(/inconsistent sizes/);
+    expect(() => new RoadPieces({ ...index, fid: [] })).toThrow(/inconsistent sizes/);
+    expect(() => new BoxTree({ ...index.tree, children: new Uint8Array(0) })).toThrow(/inconsistent sizes/);
+    // no pieces: a tree without a root, a search without an answer
+    const none = RoadPieces.share(flattenPieces([]));
+    expect(none.tree.root).toBe(-1);
+    expect(new RoadPieces(none).nearest(Polygon.reused.set([[Float64Array.of(-50, -10, -49.9, -10, -49.9, -9.9, -50, -10)]]))).toBeNull();
+  });
+
+  test('the packed R-tree walk reaches every item within the cut-off, nearest bound first', () => {
+    // 5,000 seeded boxes (a fixed linear congruential sequence), one of them degenerate
+    let seed = 12345;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+    const n = 5000;
+    const boxes = new Float64Array(4 * n);
+    for (let i = 0; i < n; i++) {
+      const x = -70 + 35 * rnd(), y = -33 + 37 * rnd(), w = 0.2 * rnd() * (i === 7 ? 0 : 1), h = 0.2 * rnd();
+      boxes.set([x, x + w, y, y + h], 4 * i);
+    }
+    const tree = new BoxTree(packBoxTree(boxes));
+    expect(tree.count).toBe(n);
+    const gap = (a0: number, a1: number, b0: number, b1: number) => Math.max(0, a0 - b1, b0 - a1);
+    for (const [qx, qy, cut] of [[-50, -15, 0.5], [-36, 4, 2], [-80, -40, 200], [-60, 0, 0]]) {
+      const bound = (x0: number, x1: number, y0: number, y1: number) => gap(x0, x1, qx, qx + 0.1) ** 2 + gap(y0, y1, qy, qy + 0.1) ** 2;
+      const want = new Set<number>();
+      for (let i = 0; i < n; i++) if (bound(boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]) <= cut) want.add(i);
+      const got: number[] = [];
+      let last = -Infinity;
+      tree.walk(bound, (item, key) => {
+        expect(key).toBeGreaterThanOrEqual(last);
+        expect(key).toBe(bound(boxes[4 * item], boxes[4 * item + 1], boxes[4 * item + 2], boxes[4 * item + 3]));
+        last = key;
+        got.push(item);
+        return cut;
+      }, cut);
+      expect(new Set(got).size).toBe(got.length);
+      expect(new Set(got)).toEqual(want);
+    }
+    // no cut-off: every item once
+    let all = 0;
+    tree.walk(() => 0, () => (all++, Infinity));
+    expect(all).toBe(n);
+  });
+
+  test('a pair’s distance with its bounded short cut is edgeDistanceToEdge’s, bit for bit, on every seeded edge pair', async () => {
+    const roads = (await db.pool.query(`SELECT ST_AsBinary(geom) AS wkb FROM public.rd_sub ORDER BY pid`)).rows.map((r) => lineStringCoords(r.wkb));
+    let pairs = 0;
+    for (const p of (await properties()).slice(0, 20)) {
+      const poly = new Chords();
+      for (const rings of p.parts) for (const r of rings) poly.addPath(r, 0, r.length / 2);
+      for (const coords of roads) {
+        const road = new Chords();
+        road.addPath(coords, 0, coords.length / 2);
+        for (let i = 0; i < poly.count; i++)
+          for (let j = 0; j < road.count; j++) {
+            const want = edgeDistanceToEdge(poly.edge(i), road.edge(j));
+            const got = edgeDistanceToEdgeBounded(poly.edge(i), road.edge(j));
+            if (!Object.is(got.d, want.d) || got.c1 !== want.c1 && (got.c1.lat !== want.c1.lat || got.c1.lon !== want.c1.lon) || got.c2 !== want.c2 && (got.c2.lat !== want.c2.lat || got.c2.lon !== want.c2.lon))
+              expect.fail(`${p.car}: edge ${i} × a piece's edge ${j}: ${JSON.stringify(got)} against ${JSON.stringify(want)}`);
+            pairs++;
+          }
+      }
+    }
+    expect(pairs).toBeGreaterThan(100_000);
+  }, 120_000);
+});
+
+describe('worker threads that cannot start', () => {
+  test('a batch is rejected with the thread’s error, and close() still ends', async () => {
+    const index = RoadPieces.share(flattenPieces([{ pid: 1, fid: 'A', rank: 1, points: Float64Array.of(-50, -10, -49.9, -10) }]));
+    // a heap too small to load the thread's modules
+    const small = new NearestThreads(1, 4);
+    small.share(index);
+    await expect(small.measure(new ArrayBuffer(0))).rejects.toThrow(/memory limit/);
+    await expect(small.room()).rejects.toThrow(/memory limit/);
+    await small.close();
+    // pieces a thread cannot wrap: it ends, and its error is every batch's
+    const bad = new NearestThreads(1);
+    bad.share({ ...index, rank: new Int32Array(2) });
+    await expect(bad.measure(new ArrayBuffer(0))).rejects.toThrow(/inconsistent sizes/);
+    await bad.close();
+    // a batch before the pieces
+    const early = new NearestThreads(1);
+    await expect(early.measure(new ArrayBuffer(0))).rejects.toThrow(/before the pieces/);
+    await early.close();
+  }, 60_000);
+
+  test('distancePair: the pair fails with the thread’s error, the connection stays usable, no file is left', async () => {
+    await inOwnTmp(async (own) => {
+      const c = await db.pool.connect();
+      try {
+        await expect(distancePair(c, { out: tableName('public.rd_nothread_out'), car: tableName('public.rd_car'), pieces: tableName('public.rd_sub'), part: sqlText('true'), threads: { count: 2, heapMb: 4 } })).rejects.toThrow(/memory limit/);
+        expect((await c.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+        expect(fs.readdirSync(own).filter((f) => f.startsWith('agro-road-'))).toEqual([]);
+        // the same pair with threads that start
+        expect((await distancePair(c, { out: tableName('public.rd_nothread_out2'), car: tableName('public.rd_car'), pieces: tableName('public.rd_sub'), part: sqlText('true'), threads: { count: 1 } })).rows).toBe(64);
+      } finally {
+        c.release();
+      }
+    });
+  }, 60_000);
 });

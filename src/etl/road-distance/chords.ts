@@ -4,7 +4,7 @@
 // sagittas) bounds the sphere angle between any points of two arcs from below. A ball
 // (the chord's middle, half its length plus the sagitta) gives a cheaper, looser bound.
 // Stored in typed arrays and reused from property to property: no garbage per edge.
-import { geoPoint as point, makeEdge, sphereDistance, type Edge } from './geodetic.ts';
+import { geoPoint as point, makeEdge, sphereDistance, type Edge, type Vec3 } from './geodetic.ts';
 
 const RAD = Math.PI / 180;
 /** per chord: lon0, lat0, lon1, lat1 (degrees), ax, ay, az, bx, by, bz, sag, mx, my, mz, r */
@@ -19,13 +19,19 @@ export const BLOCK = 8;
 export class Chords {
   count = 0;
   private v = new Float64Array(64 * STRIDE);
-  private edges: (Edge | undefined)[] = [];
+  /** chord i's edge, made on demand: valid while made[i] is this generation (clear starts a new one) */
+  private edges: Edge[] = [];
+  private made = new Int32Array(64);
+  private generation = 1;
   /** per block of BLOCK consecutive chords: centre x, y, z and radius of a ball holding their arcs */
   private blocks = new Float64Array(32);
 
   clear(): void {
     this.count = 0;
-    this.edges.length = 0;
+    if (++this.generation === 0x7fffffff) {
+      this.made.fill(0);
+      this.generation = 1;
+    }
   }
 
   get blockCount(): number {
@@ -66,6 +72,20 @@ export class Chords {
     return Math.sqrt(x * x + y * y + z * z) - a[4 * b + 3] - w[q + 14];
   }
 
+  /** Lower bound of the sphere angle between any arc of block b and the ball at `ball[at..at+4)` (centre, radius). */
+  blockBoundTo(b: number, ball: ArrayLike<number>, at: number): number {
+    const a = this.blocks;
+    const x = a[4 * b] - ball[at], y = a[4 * b + 1] - ball[at + 1], z = a[4 * b + 2] - ball[at + 2];
+    return Math.sqrt(x * x + y * y + z * z) - a[4 * b + 3] - ball[at + 3];
+  }
+
+  /** Lower bound of the sphere angle between arc i and the ball at `ball[at..at+4)` (centre, radius). */
+  ballBoundTo(i: number, ball: ArrayLike<number>, at: number): number {
+    const v = this.v, o = i * STRIDE;
+    const x = v[o + 11] - ball[at], y = v[o + 12] - ball[at + 1], z = v[o + 13] - ball[at + 2];
+    return Math.sqrt(x * x + y * y + z * z) - v[o + 14] - ball[at + 3];
+  }
+
   /**
    * Adds the edges between consecutive points coords[from..to) (lon/lat pairs, degrees),
    * leaving out those of zero length (PostGIS's tree gives them no node).
@@ -81,6 +101,9 @@ export class Chords {
           const grown = new Float64Array(this.v.length * 2);
           grown.set(this.v);
           this.v = grown;
+          const made = new Int32Array(this.made.length * 2);
+          made.set(this.made);
+          this.made = made;
         }
         const o = this.count * STRIDE;
         const dx = x - px, dy = y - py, dz = z - pz;
@@ -92,7 +115,6 @@ export class Chords {
         v[o + 10] = sag;
         v[o + 11] = (px + x) / 2; v[o + 12] = (py + y) / 2; v[o + 13] = (pz + z) / 2;
         v[o + 14] = len / 2 + sag;
-        this.edges[this.count] = undefined;
         this.count++;
       }
       px = x; py = y; pz = z; plon = lon; plat = lat;
@@ -125,12 +147,11 @@ export class Chords {
 
   /** Chord i's geodetic edge (geodetic.ts), made once. */
   edge(i: number): Edge {
-    let e = this.edges[i];
-    if (!e) {
-      const o = i * STRIDE;
-      e = makeEdge(point(this.v[o], this.v[o + 1]), point(this.v[o + 2], this.v[o + 3]));
-      this.edges[i] = e;
-    }
+    if (this.made[i] === this.generation) return this.edges[i];
+    const o = i * STRIDE;
+    const e = makeEdge(point(this.v[o], this.v[o + 1]), point(this.v[o + 2], this.v[o + 3]));
+    this.edges[i] = e;
+    this.made[i] = this.generation;
     return e;
   }
 
@@ -174,3 +195,17 @@ export class Chords {
 }
 
 const clamp01 = (v: number) => (v < 0 ? 0 : v > 1 ? 1 : v);
+
+/**
+ * Lower bound of the sphere angle between the point `p` (a unit vector) and edge `e`'s arc:
+ * the point's distance to the chord between the edge's ends, less the sagitta.
+ */
+export function pointArcBound(p: Vec3, e: Edge): number {
+  const ax = e.vs.x, ay = e.vs.y, az = e.vs.z;
+  const dx = e.ve.x - ax, dy = e.ve.y - ay, dz = e.ve.z - az;
+  const rx = p.x - ax, ry = p.y - ay, rz = p.z - az;
+  const len2 = dx * dx + dy * dy + dz * dz;
+  const t = len2 > 0 ? clamp01((rx * dx + ry * dy + rz * dz) / len2) : 0;
+  const x = rx - t * dx, y = ry - t * dy, z = rz - t * dz;
+  return Math.sqrt(x * x + y * y + z * z) - sagitta(Math.sqrt(len2));
+}

@@ -24,9 +24,11 @@
 //  - from that angle to metres: the spheroid's line element is at least 6 335 439 m (its
 //    smallest radius of curvature) times the unit sphere's in the same latitude and
 //    longitude, so a spheroid distance is at least 6 335 439 times the sphere angle.
-import { BoxTree } from './box-tree.ts';
-import { BLOCK, Chords } from './chords.ts';
-import { edgeDistanceToEdge, edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type GeoPoint } from './geodetic.ts';
+import { BoxTree, packBoxTree, type BoxBound, type PackedBoxTree } from './box-tree.ts';
+import { BLOCK, Chords, pointArcBound } from './chords.ts';
+import { sharedArray } from './shared.ts';
+import { lineStringLength, readLineString } from './wkb.ts';
+import { edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type Edge, type GeoPoint } from './geodetic.ts';
 
 const A = 6378137;
 const E2 = 0.00669437999014;
@@ -60,7 +62,9 @@ function edgeBulge(lon1: number, lat1: number, lon2: number, lat2: number): numb
 
 /**
  * Widens `box` (min lon, max lon, min lat, max lat) to hold the great-circle edges between
- * the points coords[from..to) (lon/lat pairs, degrees): their ends, and their bulge.
+ * the points coords[from..to) (lon/lat pairs, degrees): their ends, and their bulge. The
+ * bulge is computed only for the edges it could carry past the box (most edges are short and
+ * far from the box's latitudes: a cheap upper bound of their bulge shows they cannot).
  */
 function widenBox(box: number[], coords: Float64Array, from: number, to: number): void {
   for (let k = from; k < to; k++) {
@@ -69,18 +73,28 @@ function widenBox(box: number[], coords: Float64Array, from: number, to: number)
     if (x > box[1]) box[1] = x;
     if (y < box[2]) box[2] = y;
     if (y > box[3]) box[3] = y;
-    if (k > from) {
-      const b = edgeBulge(coords[2 * k - 2], coords[2 * k - 1], x, y);
-      box[2] = Math.min(box[2], Math.min(y, coords[2 * k - 1]) - b);
-      box[3] = Math.max(box[3], Math.max(y, coords[2 * k - 1]) + b);
-    }
+  }
+  // an edge of length l (degrees) bulges by at most l² · bulgeMax (degrees) + 1e-12, as
+  // edgeBulge computes it (with room for its rounding)
+  const far = Math.max(Math.abs(box[2]), Math.abs(box[3]));
+  const bulgeMax = far < 89 ? ((RAD / 8) * (Math.tan(far * RAD) + 1)) * (1 + 1e-6) : Infinity;
+  for (let k = from + 1; k < to; k++) {
+    const x = coords[2 * k], y = coords[2 * k + 1], px = coords[2 * k - 2], py = coords[2 * k - 1];
+    const lo = Math.min(y, py), hi = Math.max(y, py);
+    const most = ((x - px) * (x - px) + (y - py) * (y - py)) * bulgeMax + 1e-12;
+    if (lo - most >= box[2] && hi + most <= box[3]) continue;
+    const b = edgeBulge(px, py, x, y);
+    box[2] = Math.min(box[2], lo - b);
+    box[3] = Math.max(box[3], hi + b);
   }
 }
 
-/** What RoadPieces is built from: per piece its pid, code and the code's rank, and its points. */
+/** The pieces of one layer snapshot, their numbers and points in shared memory. */
 export interface RoadPiecesFlat {
+  /** the piece's number in its table */
   pid: Float64Array;
   fid: string[];
+  /** the piece's position in the codes' order (the database's collation), for ties */
   rank: Int32Array;
   /** vertex offsets into coords (pairs), one more than the pieces */
   start: Int32Array;
@@ -88,108 +102,152 @@ export interface RoadPiecesFlat {
   coords: Float64Array;
 }
 
-/** The road pieces of one layer snapshot, in memory. */
+/**
+ * The pieces (one row a piece: pid, code, the code's rank, and its points: lon/lat pairs or
+ * the line string's WKB, read straight into shared memory) as flat arrays in shared memory.
+ */
+export function flattenPieces(pieces: { pid: number; fid: string; rank: number; points: Float64Array | Buffer }[]): RoadPiecesFlat {
+  const n = pieces.length;
+  const start = sharedArray(Int32Array, n + 1);
+  pieces.forEach((p, i) => (start[i + 1] = start[i] + (p.points instanceof Float64Array ? p.points.length / 2 : lineStringLength(p.points))));
+  const coords = sharedArray(Float64Array, 2 * start[n]);
+  pieces.forEach((p, i) => (p.points instanceof Float64Array ? coords.set(p.points, 2 * start[i]) : readLineString(p.points, coords, start[i])));
+  const pid = sharedArray(Float64Array, n);
+  const rank = sharedArray(Int32Array, n);
+  pieces.forEach((p, i) => ((pid[i] = p.pid), (rank[i] = p.rank)));
+  return { pid, fid: pieces.map((p) => p.fid), rank, start, coords };
+}
+
+/**
+ * The road pieces of one layer snapshot and their search structures, every number in shared
+ * memory: built once by the main thread (RoadPieces.share), wrapped by each thread without a
+ * copy (new RoadPieces).
+ */
+export interface RoadIndex extends RoadPiecesFlat {
+  /** per piece: a ball (centre x, y, z and radius) holding its arcs */
+  ball: Float64Array;
+  /** the pieces' boxes (min lon, max lon, min lat, max lat, widened by the edges' bulge) in a packed R-tree */
+  tree: PackedBoxTree;
+}
+
+/** The road pieces of one layer snapshot, searchable by one thread. */
 export class RoadPieces {
   readonly count: number;
-  /** vertex offsets into coords (pairs), count + 1 of them */
   private readonly start: Int32Array;
-  /** lon/lat pairs (degrees) of every piece, one after the other */
   private readonly coords: Float64Array;
-  private readonly scratch = new Chords();
-  /** per piece: min lon, max lon, min lat, max lat (widened by the edges' bulge) */
-  private readonly box: Float64Array;
-  /** per piece: a ball (centre x, y, z and radius) holding its arcs */
   private readonly ball: Float64Array;
   private readonly tree: BoxTree;
-  /** the piece's position in the codes' order (the database's collation), for ties */
   readonly rank: Int32Array;
   readonly fid: string[];
-  /** the piece's number in its table */
   readonly pid: Float64Array;
-  /** per piece, the last search (stamp) that measured it */
+  // this thread's own: the measured piece's chords, and per piece the last search (stamp)
+  // that measured it
+  private readonly scratch = new Chords();
   private readonly seen: Int32Array;
   private stamp = 0;
 
-  /**
-   * The flat arrays from one row a piece (pid, code, the code's rank, lon/lat pairs). The
-   * numbers sit in shared memory: every worker thread reads the same copy.
-   */
-  static flatten(pieces: { pid: number; fid: string; rank: number; coords: Float64Array }[]): RoadPiecesFlat {
-    const shared = <T extends Float64Array | Int32Array>(make: new (b: SharedArrayBuffer) => T, bytes: number, n: number) =>
-      new make(new SharedArrayBuffer(Math.max(1, n) * bytes));
-    const start = shared(Int32Array, 4, pieces.length + 1);
-    pieces.forEach((p, i) => (start[i + 1] = start[i] + p.coords.length / 2));
-    const coords = shared(Float64Array, 8, 2 * start[pieces.length]);
-    pieces.forEach((p, i) => coords.set(p.coords, 2 * start[i]));
-    const pid = shared(Float64Array, 8, pieces.length);
-    const rank = shared(Int32Array, 4, pieces.length);
-    pieces.forEach((p, i) => ((pid[i] = p.pid), (rank[i] = p.rank)));
-    return { pid: pid.subarray(0, pieces.length), fid: pieces.map((p) => p.fid), rank: rank.subarray(0, pieces.length), start, coords: coords.subarray(0, 2 * start[pieces.length]) };
-  }
-
-  constructor(flat: RoadPiecesFlat) {
-    ({ pid: this.pid, fid: this.fid, rank: this.rank, start: this.start, coords: this.coords } = flat);
-    this.count = this.pid.length;
-    this.box = new Float64Array(this.count * 4);
-    this.ball = new Float64Array(this.count * 4);
-    this.seen = new Int32Array(this.count);
+  /** The pieces' search structures, built once into shared memory: every worker thread reads the same copy. */
+  static share(flat: RoadPiecesFlat): RoadIndex {
+    const { start, coords } = flat;
+    const n = flat.pid.length;
+    const boxes = new Float64Array(4 * n);
+    const balls = sharedArray(Float64Array, 4 * n);
     const box = [0, 0, 0, 0];
     const ball = [0, 0, 0, 0];
-    for (let i = 0; i < this.count; i++) {
+    const chords = new Chords();
+    for (let i = 0; i < n; i++) {
       box[0] = box[2] = Infinity;
       box[1] = box[3] = -Infinity;
-      widenBox(box, this.coords, this.start[i], this.start[i + 1]);
-      this.box.set(box, i * 4);
-      this.scratch.clear();
-      this.scratch.addPath(this.coords, this.start[i], this.start[i + 1]);
-      this.scratch.ball(ball);
-      this.ball.set(ball, i * 4);
+      widenBox(box, coords, start[i], start[i + 1]);
+      boxes.set(box, i * 4);
+      chords.clear();
+      chords.addPath(coords, start[i], start[i + 1]);
+      chords.ball(ball);
+      balls.set(ball, i * 4);
     }
-    this.tree = new BoxTree(this.box);
+    return { ...flat, ball: balls, tree: packBoxTree(boxes) };
   }
+
+  /** Wraps the shared structures (nothing is rebuilt); a thread's scratch space is its own. */
+  constructor(index: RoadIndex) {
+    ({ pid: this.pid, fid: this.fid, rank: this.rank, start: this.start, coords: this.coords, ball: this.ball } = index);
+    this.count = this.pid.length;
+    const n = this.count;
+    if (this.fid.length !== n || this.rank.length !== n || this.start.length !== n + 1 || this.coords.length !== 2 * this.start[n] || this.ball.length !== 4 * n || index.tree.count !== n)
+      throw new Error('road distance: road pieces of inconsistent sizes');
+    this.tree = new BoxTree(index.tree);
+    this.seen = new Int32Array(n);
+  }
+
+  // The current search, for the walk's callbacks (made once, not a closure a property): the
+  // property, the best piece so far and its distance, the reach the bounds kx, ky hold for.
+  private poly = Polygon.reused;
+  private best = Infinity;
+  private bestPiece = -1;
+  private cap = REACH_M;
+  private kx = 0;
+  private ky = 0;
+  /** a piece's box against the property's: the metres between them, squared (a lower bound) */
+  private readonly bound: BoxBound = (x0, x1, y0, y1) => {
+    const q = this.poly.box;
+    const gx = this.kx * gap(x0, x1, q[0], q[1]), gy = this.ky * gap(y0, y1, q[2], q[3]);
+    return gx * gx + gy * gy;
+  };
+  /** measures a piece the walk reaches; the new cut: the best answer so far (squared metres) */
+  private readonly visit = (p: number): number => {
+    this.measure(p);
+    return (this.best * (1 + 1e-9) + TOUCH_M) ** 2;
+  };
 
   /** The nearest piece of `poly` and its distance in metres; null without pieces or an empty polygon. */
   nearest(poly: Polygon): { piece: number; metres: number } | null {
     if (this.count === 0 || poly.edgeCount === 0) return null;
-    const [px0, px1, py0, py1] = poly.box;
-    let stamp = 0;
-    let best = Infinity;
-    let bestPiece = -1;
-    // The bounds below hold for the pieces a geodesic of `reach` metres can reach: the first
-    // walk takes reach = REACH_M, right whenever its answer is within REACH_M (checked after).
-    let cap = REACH_M;
-    let k = boundsOver(py0, py1, cap);
-    const measure = (p: number) => {
-      if (this.seen[p] === stamp) return;
-      this.seen[p] = stamp;
-      const d = this.pieceDistance(p, poly, best);
-      if (d < best || (d === best && this.rank[p] < this.rank[bestPiece])) {
-        if (d < best && d < cap) k = boundsOver(py0, py1, d);
-        best = d;
-        bestPiece = p;
-      }
-    };
-    // every piece whose box is not provably farther than the best answer so far (squared
-    // metres), the nearest bound first: the first piece measured sets the cut
-    const cut = () => (best * (1 + 1e-9) + TOUCH_M) ** 2;
-    const bound = (x0: number, x1: number, y0: number, y1: number) => {
-      const gx = k.kx * gap(x0, x1, px0, px1), gy = k.ky * gap(y0, y1, py0, py1);
-      return gx * gx + gy * gy;
-    };
-    const search = () => {
-      stamp = ++this.stamp;
-      best = Infinity;
-      bestPiece = -1;
-      this.tree.walk(bound, (p) => (measure(p), cut()));
-    };
-    search();
-    if (best > REACH_M) {
+    this.poly = poly;
+    // The bounds hold for the pieces a geodesic of `cap` metres can reach: the first walk
+    // takes cap = REACH_M, right whenever its answer is within REACH_M (checked after).
+    this.cap = REACH_M;
+    this.boundsOver(this.cap);
+    this.search();
+    if (this.best > REACH_M) {
       // farther than that from every road: again, over the latitudes that answer can reach
-      cap = Infinity;
-      k = boundsOver(py0, py1, best);
-      search();
+      this.cap = Infinity;
+      this.boundsOver(this.best);
+      this.search();
     }
-    return bestPiece < 0 ? null : { piece: bestPiece, metres: best };
+    return this.bestPiece < 0 ? null : { piece: this.bestPiece, metres: this.best };
+  }
+
+  /**
+   * Every piece whose box is not provably farther than the best answer so far, the nearest
+   * bound first: the first piece measured sets the cut.
+   */
+  private search(): void {
+    this.stamp++;
+    this.best = Infinity;
+    this.bestPiece = -1;
+    this.tree.walk(this.bound, this.visit);
+  }
+
+  private measure(p: number): void {
+    if (this.seen[p] === this.stamp) return;
+    this.seen[p] = this.stamp;
+    const d = this.pieceDistance(p, this.poly, this.best);
+    if (d < this.best || (d === this.best && this.rank[p] < this.rank[this.bestPiece])) {
+      if (d < this.best && d < this.cap) this.boundsOver(d);
+      this.best = d;
+      this.bestPiece = p;
+    }
+  }
+
+  /** kx, ky over the latitudes a geodesic of length `g` metres from the property's can reach. */
+  private boundsOver(g: number): void {
+    const y0 = this.poly.box[2], y1 = this.poly.box[3];
+    const reach = Number.isFinite(g) ? (g / MERIDIONAL_MIN) * (1 + 1e-9) : 90;
+    const lo = Math.max(-90, y0 - reach), hi = Math.min(90, y1 + reach);
+    const far = Math.max(Math.abs(lo), Math.abs(hi));
+    const near = lo <= 0 && hi >= 0 ? 0 : Math.min(Math.abs(lo), Math.abs(hi));
+    this.kx = Math.max(0, kxMin(far));
+    this.ky = kyMin(near);
   }
 
   /**
@@ -210,7 +268,7 @@ export class RoadPieces {
     road.addPath(this.coords, s, e);
     // only zero-length edges: PostGIS makes the piece a point
     if (road.count === 0) return poly.distanceToPoint(point(this.coords[2 * s], this.coords[2 * s + 1]));
-    return poly.distanceToEdges(road, cutoff);
+    return poly.distanceToEdges(road, cutoff, this.ball, 4 * p);
   }
 }
 
@@ -218,15 +276,6 @@ export class RoadPieces {
 function gap(a0: number, a1: number, b0: number, b1: number): number {
   const g = a0 - b1 > b0 - a1 ? a0 - b1 : b0 - a1;
   return g > 0 ? g : 0;
-}
-
-/** kx, ky over the latitudes a geodesic of length `g` metres from [y0, y1] can reach. */
-function boundsOver(y0: number, y1: number, g: number): { kx: number; ky: number } {
-  const reach = Number.isFinite(g) ? (g / MERIDIONAL_MIN) * (1 + 1e-9) : 90;
-  const lo = Math.max(-90, y0 - reach), hi = Math.min(90, y1 + reach);
-  const far = Math.max(Math.abs(lo), Math.abs(hi));
-  const near = lo <= 0 && hi >= 0 ? 0 : Math.min(Math.abs(lo), Math.abs(hi));
-  return { kx: Math.max(0, kxMin(far)), ky: kyMin(near) };
 }
 
 /** A property's (multi)polygon in degrees, its edges as chords, its box and its ball. */
@@ -305,19 +354,30 @@ export class Polygon {
    * distance (circ_tree_distance_tree); Infinity when that provably exceeds `cutoff` metres.
    * Only pairs whose lower bound does not exceed the best pair so far are measured exactly.
    */
-  distanceToEdges(road: Chords, cutoff: number): number {
+  distanceToEdges(road: Chords, cutoff: number, roadBall: Float64Array, at: number): number {
     const m = this.chords.count;
     const blocks = this.chords.blockCount;
     // bounds per (block of this polygon's edges, road edge): the cheapest, loosest
     const lbs = scratch(blocks * road.count);
     const limit = Number.isFinite(cutoff) ? (cutoff * (1 + 1e-9) + TOUCH_M) / MERIDIONAL_RADIUS_MIN : Infinity;
+    // with a cut-off, blocks beyond it from the whole piece (its ball) and road edges beyond
+    // it from the whole polygon are left out first (1e-12: the bounds' rounding)
+    const out = blockScratch(blocks);
+    for (let b = 0; b < blocks; b++) out[b] = limit < Infinity && this.chords.blockBoundTo(b, roadBall, at) > limit + 1e-12 ? 1 : 0;
     let first = -1;
-    for (let j = 0; j < road.count; j++)
+    for (let j = 0; j < road.count; j++) {
+      const edgeOut = limit < Infinity && road.ballBoundTo(j, this.ball, 0) > limit + 1e-12;
       for (let b = 0; b < blocks; b++) {
         const k = j * blocks + b;
+        if (edgeOut || out[b]) {
+          lbs[k] = Infinity;
+          continue;
+        }
         lbs[k] = this.chords.blockBound(b, road, j);
         if (first < 0 || lbs[k] < lbs[first]) first = k;
       }
+    }
+    if (first < 0) return Infinity;
     if (lbs[first] > limit) return Infinity;
     // a first pair: the tightest bound in the nearest block
     const firstJ = (first / blocks) | 0;
@@ -328,21 +388,24 @@ export class Polygon {
     }
     let best = this.pair(firstI, road, firstJ);
     if (best.d === 0) return 0;
-    // then every pair whose bounds (block, ball, chord) do not exceed the best pair so far
-    // (with the room PostGIS's touching rule needs)
+    // then every pair whose bounds (block, ball, chord) exceed neither the best pair so far
+    // (with the room PostGIS's touching rule needs) nor the cut-off: a pair beyond the
+    // cut-off cannot make the piece near enough to count, whether it is the piece's nearest or not
+    let cap = Math.min(best.d + TOUCH_RAD, limit);
     for (let k = 0; k < blocks * road.count; k++) {
-      if (lbs[k] > best.d + TOUCH_RAD) continue;
+      if (lbs[k] > cap) continue;
       const j = (k / blocks) | 0, b = k % blocks;
       for (let i = b * BLOCK; i < Math.min(m, b * BLOCK + BLOCK); i++) {
         if (i === firstI && j === firstJ) continue;
-        if (this.chords.ballBound(i, road, j) > best.d + TOUCH_RAD) continue;
+        if (this.chords.ballBound(i, road, j) > cap) continue;
         // the chords' distance L bounds the points' chord; their angle is 2·asin(chord / 2) > L
         const lb = this.chords.chordBound(i, road, j);
-        if (lb > best.d + TOUCH_RAD || 2 * Math.asin(Math.max(0, lb) / 2) > best.d + TOUCH_RAD) continue;
+        if (lb > cap || 2 * Math.asin(Math.max(0, lb) / 2) > cap) continue;
         const p = this.pair(i, road, j);
         if (p.d < best.d) {
           best = p;
           if (p.d === 0) return 0;
+          cap = Math.min(best.d + TOUCH_RAD, limit);
         }
       }
     }
@@ -368,8 +431,37 @@ export class Polygon {
     const e = this.chords.edge(i);
     const r = road.edge(j);
     if (edgesIntersect(e.vs, e.ve, r.vs, r.ve) !== 0) return { d: 0, c1: e.start, c2: e.start };
-    return edgeDistanceToEdge(e, r);
+    return edgeDistanceToEdgeBounded(e, r);
   }
+}
+
+/**
+ * edgeDistanceToEdge's answer (geodetic.ts), without the point-to-edge distances whose bound
+ * shows they exceed one already measured: of its four candidates (each end of one edge to
+ * the other edge) the one with the smallest bound is measured first, a candidate left out
+ * is larger than the smallest (1e-12 rad: room for rounding), and among those measured the
+ * first in edgeDistanceToEdge's order with the smallest distance wins, as there.
+ */
+export function edgeDistanceToEdgeBounded(e1: Edge, e2: Edge): { d: number; c1: GeoPoint; c2: GeoPoint } {
+  const la = pointArcBound(e2.vs, e1), lb = pointArcBound(e2.ve, e1), lc = pointArcBound(e1.vs, e2), lf = pointArcBound(e1.ve, e2);
+  const low = Math.min(la, lb, lc, lf);
+  let a, b, c, f;
+  let cap: number;
+  if (la === low) cap = (a = edgeDistanceToPoint(e1, e2.start, e2.vs)).d;
+  else if (lb === low) cap = (b = edgeDistanceToPoint(e1, e2.end, e2.ve)).d;
+  else if (lc === low) cap = (c = edgeDistanceToPoint(e2, e1.start, e1.vs)).d;
+  else cap = (f = edgeDistanceToPoint(e2, e1.end, e1.ve)).d;
+  if (!a && la <= cap + 1e-12) cap = Math.min(cap, (a = edgeDistanceToPoint(e1, e2.start, e2.vs)).d);
+  if (!b && lb <= cap + 1e-12) cap = Math.min(cap, (b = edgeDistanceToPoint(e1, e2.end, e2.ve)).d);
+  if (!c && lc <= cap + 1e-12) cap = Math.min(cap, (c = edgeDistanceToPoint(e2, e1.start, e1.vs)).d);
+  if (!f && lf <= cap + 1e-12) f = edgeDistanceToPoint(e2, e1.end, e1.ve);
+  let d = Infinity;
+  let c1 = e1.start, c2 = e2.start;
+  if (a && a.d < d) (d = a.d), (c1 = a.closest), (c2 = e2.start);
+  if (b && b.d < d) (d = b.d), (c1 = b.closest), (c2 = e2.end);
+  if (c && c.d < d) (d = c.d), (c1 = e1.start), (c2 = c.closest);
+  if (f && f.d < d) (d = f.d), (c1 = e1.end), (c2 = f.closest);
+  return { d, c1, c2 };
 }
 
 // scratch space for the pair bounds, reused from property to property (one thread)
@@ -377,4 +469,9 @@ let lbScratch = new Float64Array(1024);
 function scratch(n: number): Float64Array {
   if (lbScratch.length < n) lbScratch = new Float64Array(Math.max(n, 2 * lbScratch.length));
   return lbScratch;
+}
+let outScratch = new Uint8Array(256);
+function blockScratch(n: number): Uint8Array {
+  if (outScratch.length < n) outScratch = new Uint8Array(Math.max(n, 2 * outScratch.length));
+  return outScratch;
 }

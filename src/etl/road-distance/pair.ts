@@ -1,5 +1,6 @@
 // One part of a (CAR snapshot, road snapshot) pair: every property's distance to the
-// nearest road piece (nearest.ts), into `out`. The pieces are read once; the properties
+// nearest road piece (nearest.ts), into `out`. The pieces are read once and their search
+// structures built once, in shared memory, while the worker threads start; the properties
 // stream out of PostgreSQL (binary COPY TO) in batches to worker threads (threads.ts), and the
 // rows they return go to a temporary file that is copied into `out` at the end: one
 // connection (it may be a publish transaction's), memory flat however large the state.
@@ -11,33 +12,36 @@ import pgCopy from 'pg-copy-streams';
 import type pg from 'pg';
 import { createDistanceOut, linePiecesRows, propertyGeometriesCopy } from '../sql/overlaps.ts';
 import type { Sql } from '../../sql.ts';
-import { RoadPieces, type RoadPiecesFlat } from './nearest.ts';
+import { flattenPieces, RoadPieces, type RoadIndex } from './nearest.ts';
 import { completeRows, copyHeaderLength } from './lines.ts';
 import { NearestThreads } from './threads.ts';
-import { lineStringCoords } from './wkb.ts';
 
 /** About 250 properties of 50 vertices: big enough to keep the message overhead small. */
 const BATCH_BYTES = 256 * 1024;
 
-/** A road layer's pieces as the worker threads receive them. */
-export async function loadRoadFlat(client: pg.ClientBase, pieces: Sql): Promise<RoadPiecesFlat> {
+/** A road layer's pieces and search structures, in shared memory, as the worker threads receive them. */
+export async function loadRoadIndex(client: pg.ClientBase, pieces: Sql): Promise<RoadIndex> {
   const rows = await linePiecesRows(client, { pieces });
-  return RoadPieces.flatten(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, coords: lineStringCoords(r.wkb) })));
+  return RoadPieces.share(flattenPieces(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, points: r.wkb }))));
 }
 
 /** A road layer's pieces, searchable in this thread. */
 export async function loadRoadPieces(client: pg.ClientBase, pieces: Sql): Promise<RoadPieces> {
-  return new RoadPieces(await loadRoadFlat(client, pieces));
+  return new RoadPieces(await loadRoadIndex(client, pieces));
 }
 
-/** Fills `out` (created here) with car, uf, fid and distancia_km for each property of the part. */
-export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sql; pieces: Sql; part: Sql }): Promise<{ rows: number }> {
-  const roads = await loadRoadFlat(client, v.pieces);
-  await createDistanceOut(client, { out: v.out, car: v.car });
-  if (roads.pid.length === 0) return { rows: 0 };
+/**
+ * Fills `out` (created here) with car, uf, fid and distancia_km for each property of the
+ * part. `threads`: how many worker threads and each one's heap limit (NearestThreads' defaults).
+ */
+export async function distancePair(
+  client: pg.ClientBase,
+  v: { out: Sql; car: Sql; pieces: Sql; part: Sql; threads?: { count?: number; heapMb?: number } },
+): Promise<{ rows: number }> {
   let dir: string | undefined;
   let fd: number | undefined;
-  let threads: NearestThreads | undefined;
+  // started first: each thread loads its modules while this one reads and indexes the pieces
+  const threads = new NearestThreads(v.threads?.count, v.threads?.heapMb);
   let done = 0;
   // A failure stops the work but not the reading: the COPY is drained (reading without
   // measuring is quick), so the connection comes back usable, and the first error is
@@ -47,14 +51,14 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
   const send = async (rows: Buffer) => {
     if (failure !== undefined) return;
     try {
-      await threads!.room();
+      await threads.room();
     } catch (e) {
       failure ??= e;
       return;
     }
     // a copy of its own, so its memory can move to the thread
     const batch = new Uint8Array(rows).buffer;
-    const job = threads!.measure(batch).then(
+    const job = threads.measure(batch).then(
       (r) => {
         if (r.out && fd !== undefined) fs.writeSync(fd, r.out);
         done += r.rows;
@@ -67,10 +71,13 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
     void job.finally(() => inFlight.delete(job));
   };
   try {
+    const roads = await loadRoadIndex(client, v.pieces);
+    await createDistanceOut(client, { out: v.out, car: v.car });
+    if (roads.pid.length === 0) return { rows: 0 };
+    threads.share(roads);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-road-'));
     const file = path.join(dir, 'rows.tsv');
     fd = fs.openSync(file, 'w');
-    threads = new NearestThreads(roads);
     // binary COPY: no hex to write or read; batches are cut at row boundaries
     let buf: Buffer = Buffer.alloc(0);
     let start = -1; // where the rows begin (after the header), once it has been read
@@ -99,7 +106,7 @@ export async function distancePair(client: pg.ClientBase, v: { out: Sql; car: Sq
     closeFile();
     await pipeline(fs.createReadStream(file), client.query(pgCopy.from(`COPY ${v.out} (car, uf, fid, area_sobreposta_ha, percentual, ativo, distancia_km) FROM STDIN`)));
   } finally {
-    await threads?.close();
+    await threads.close();
     closeFile();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   }

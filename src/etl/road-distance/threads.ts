@@ -1,9 +1,10 @@
 // Worker threads for the road distance: the machine's cores measure batches of properties
-// while the main thread streams them out of PostgreSQL and their rows back in. Each thread
-// builds its own search structures over one shared copy of the pieces' points.
+// while the main thread streams them out of PostgreSQL and their rows back in. The threads
+// start before the pieces are read (loading their modules takes a while); then each is sent
+// the pieces' search structures, built once in shared memory, and wraps them.
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
-import type { RoadPiecesFlat } from './nearest.ts';
+import type { RoadIndex } from './nearest.ts';
 
 const WORKER = new URL('./worker-entry.mjs', import.meta.url);
 
@@ -20,10 +21,11 @@ export class NearestThreads {
   private failure: Error | undefined;
   private waiters: (() => void)[] = [];
   private closing = false;
+  private shared = false;
 
-  constructor(roads: RoadPiecesFlat, threads = Math.max(1, Math.min(4, os.availableParallelism()))) {
-    // a bounded heap: V8 would otherwise let each thread's garbage grow with the state
-    this.workers = Array.from({ length: threads }, () => new Worker(WORKER, { workerData: roads, resourceLimits: { maxOldGenerationSizeMb: 192 } }));
+  /** `heapMb`: each thread's heap limit (V8 would otherwise let each thread's garbage grow with the state). */
+  constructor(threads = Math.max(1, Math.min(4, os.availableParallelism())), heapMb = 192) {
+    this.workers = Array.from({ length: threads }, () => new Worker(WORKER, { resourceLimits: { maxOldGenerationSizeMb: heapMb } }));
     this.load = this.workers.map(() => 0);
     this.workers.forEach((w, i) => {
       w.on('message', (m: { id: number; out?: string; rows?: number; error?: string }) => {
@@ -44,6 +46,13 @@ export class NearestThreads {
     });
   }
 
+  /** Sends every thread the pieces to search (their numbers are shared, not copied); once, before any batch. */
+  share(roads: RoadIndex): void {
+    if (this.shared) throw new Error('road distance: the threads already have their pieces');
+    this.shared = true;
+    for (const w of this.workers) w.postMessage({ roads });
+  }
+
   /** Resolves once fewer than two batches a thread are in flight (backpressure for the reader). */
   async room(): Promise<void> {
     while (this.pending.size >= 2 * this.workers.length && !this.failure) await new Promise<void>((r) => this.waiters.push(r));
@@ -53,6 +62,7 @@ export class NearestThreads {
   /** Hands a batch of binary COPY rows (its memory moves, not copied) to the least busy thread. */
   measure(batch: ArrayBuffer): Promise<{ out: string; rows: number }> {
     if (this.failure) return Promise.reject(this.failure);
+    if (!this.shared) return Promise.reject(new Error('road distance: a batch before the pieces'));
     const worker = this.load.indexOf(Math.min(...this.load));
     const id = this.nextId++;
     this.load[worker]++;

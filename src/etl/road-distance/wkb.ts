@@ -24,14 +24,13 @@ class Cursor {
     this.o += 4;
     return v;
   }
-  /** `n` points of `dims` coordinates, as lon/lat pairs. */
-  points(n: number, dims: number): Float64Array {
+  /** `n` points of `dims` coordinates, as lon/lat pairs (into `out` from pair `at`, or a new array). */
+  points(n: number, dims: number, out: Float64Array = new Float64Array(n * 2), at = 0): Float64Array {
     if (this.o + n * dims * 8 > this.b.length) throw new Error('WKB: truncated');
-    const out = new Float64Array(n * 2);
     for (let i = 0; i < n; i++) {
-      const at = this.o + i * dims * 8;
-      out[2 * i] = this.le ? this.b.readDoubleLE(at) : this.b.readDoubleBE(at);
-      out[2 * i + 1] = this.le ? this.b.readDoubleLE(at + 8) : this.b.readDoubleBE(at + 8);
+      const o = this.o + i * dims * 8;
+      out[2 * (at + i)] = this.le ? this.b.readDoubleLE(o) : this.b.readDoubleBE(o);
+      out[2 * (at + i) + 1] = this.le ? this.b.readDoubleLE(o + 8) : this.b.readDoubleBE(o + 8);
     }
     this.o += n * dims * 8;
     return out;
@@ -61,10 +60,27 @@ export function polygonParts(wkb: Buffer): Float64Array[][] {
   return parts;
 }
 
-/** The points of a LineString (lon/lat pairs). */
-export function lineStringCoords(wkb: Buffer): Float64Array {
+/** A LineString's cursor at its points: their number and dimensions. */
+function lineString(wkb: Buffer): { c: Cursor; n: number; dims: number } {
   const c = new Cursor(wkb);
   const { base, dims } = c.header();
   if (base !== 2) throw new Error(`WKB: expected a line string, got type ${base}`);
-  return c.points(c.u32(), dims);
+  return { c, n: c.u32(), dims };
+}
+
+/** The points of a LineString (lon/lat pairs). */
+export function lineStringCoords(wkb: Buffer): Float64Array {
+  const { c, n, dims } = lineString(wkb);
+  return c.points(n, dims);
+}
+
+/** How many points a LineString has. */
+export function lineStringLength(wkb: Buffer): number {
+  return lineString(wkb).n;
+}
+
+/** Writes the points of a LineString (lon/lat pairs) into `out` from pair `at`. */
+export function readLineString(wkb: Buffer, out: Float64Array, at: number): void {
+  const { c, n, dims } = lineString(wkb);
+  c.points(n, dims, out, at);
 }
