@@ -9,11 +9,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type pg from 'pg';
 import { BoxTree, packBoxTree } from '../src/etl/road-distance/box-tree.ts';
 import { Chords } from '../src/etl/road-distance/chords.ts';
 import { edgeDistanceToEdge } from '../src/etl/road-distance/geodetic.ts';
 import { completeRows, copyHeaderLength, measureRows } from '../src/etl/road-distance/lines.ts';
-import { distancePair, loadRoadIndex, loadRoadPieces } from '../src/etl/road-distance/pair.ts';
+import { distancePair, loadRoadIndex, loadRoadPieces, RoadSession } from '../src/etl/road-distance/pair.ts';
 import { edgeDistanceToEdgeBounded, flattenPieces, Polygon, RoadPieces } from '../src/etl/road-distance/nearest.ts';
 import { NearestThreads } from '../src/etl/road-distance/threads.ts';
 import { lineStringCoords, polygonParts } from '../src/etl/road-distance/wkb.ts';
@@ -425,8 +426,10 @@ describe('the search structures, built once in shared memory', () => {
     const threads = new NearestThreads(2);
     try {
       threads.share(index);
-      expect(() => threads.share(index)).toThrow(/already/);
-      const got = await Promise.all([0, 1, 2].map((k) => threads.measure(new Uint8Array(rows.subarray(cuts[k], cuts[k + 1])).buffer)));
+      const measuring = Promise.all([0, 1, 2].map((k) => threads.measure(new Uint8Array(rows.subarray(cuts[k], cuts[k + 1])).buffer)));
+      // other pieces only between pairs: never under batches in flight
+      expect(() => threads.share(index)).toThrow(/in flight/);
+      const got = await measuring;
       expect(got.reduce((n, r) => n + r.rows, 0)).toBe(64);
       expect(got.map((r) => r.out).join('')).toBe(here.out);
     } finally {
@@ -537,5 +540,66 @@ describe('worker threads that cannot start', () => {
         c.release();
       }
     });
+  }, 60_000);
+});
+
+describe('a RoadSession: threads and pieces kept across the pairs of a derive run', () => {
+  const rows = async (c: pg.ClientBase, t: string) => (await c.query(`SELECT car, uf, fid, distancia_km FROM ${t} ORDER BY car`)).rows;
+
+  test('pairs over one session, switching road layers, give what pairs of their own give; threads started and pieces read once', async () => {
+    await db.pool.query(`
+      CREATE TABLE public.rd_sub_odd AS SELECT * FROM public.rd_sub WHERE pid % 2 = 1;
+      CREATE TABLE public.rd_sess (car text PRIMARY KEY, uf text NOT NULL, geom geometry(MultiPolygon, 4326));
+      INSERT INTO public.rd_sess
+      SELECT 'S' || i, 'MT', ST_Multi(ST_Buffer(ST_Point(-70 + 34 * ((hashint4(i) & 65535) / 65535.0), -33 + 37 * ((hashint4(i + 1) & 65535) / 65535.0), 4326), 0.01, 8))
+      FROM generate_series(1, 600) i`);
+    const c = await db.pool.connect();
+    const session = new RoadSession({ count: 2 });
+    try {
+      const own = async (out: string, pieces: string) => {
+        await distancePair(c, { out: tableName(out), car: tableName('public.rd_sess'), pieces: tableName(pieces), part: sqlText('true'), threads: { count: 1 } });
+        return rows(c, out);
+      };
+      const shared = async (out: string, pieces: string, part: string) => {
+        await distancePair(c, { out: tableName(out), car: tableName('public.rd_sess'), pieces: tableName(pieces), part: sqlText(part), session });
+        return rows(c, out);
+      };
+      const all = await own('public.rd_s_all', 'public.rd_sub');
+      const odd = await own('public.rd_s_odd', 'public.rd_sub_odd');
+      // the two layers give different answers, so a thread searching the wrong one would show
+      expect(odd).not.toEqual(all);
+      const threads = await session.start();
+      const index = await session.index(c, tableName('public.rd_sub'));
+      // two parts of the state on the full layer, one on the other layer, the second part again on the full one
+      const a = await shared('public.rd_s1', 'public.rd_sub', `c.car < 'S3'`);
+      const b = await shared('public.rd_s2', 'public.rd_sub_odd', 'true');
+      const d = await shared('public.rd_s3', 'public.rd_sub', `c.car >= 'S3'`);
+      expect(a.length).toBeGreaterThan(100);
+      expect(d.length).toBeGreaterThan(100);
+      expect(b).toEqual(odd);
+      expect([...a, ...d].sort((x, y) => (x.car < y.car ? -1 : 1))).toEqual(all);
+      expect(await session.start()).toBe(threads);
+      expect(await session.index(c, tableName('public.rd_sub'))).toBe(index);
+    } finally {
+      await session.close();
+      c.release();
+    }
+  }, 120_000);
+
+  test('after its threads fail, the session starts new ones for the next pair', async () => {
+    const c = await db.pool.connect();
+    const session = new RoadSession({ count: 1, heapMb: 4 });
+    try {
+      const first = await session.start();
+      await expect(distancePair(c, { out: tableName('public.rd_sf_out'), car: tableName('public.rd_car'), pieces: tableName('public.rd_sub'), part: sqlText('true'), session })).rejects.toThrow(/memory limit/);
+      expect(first.failed).toBe(true);
+      expect((await c.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+      const second = await session.start();
+      expect(second).not.toBe(first);
+      expect(second.failed).toBe(false);
+    } finally {
+      await session.close();
+      c.release();
+    }
   }, 60_000);
 });

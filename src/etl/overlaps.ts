@@ -13,7 +13,7 @@ import { ident, withTransaction } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import { sqlText, tableName } from '../sql.ts';
 import { areaHits, areaPair, areaPieces, createLinePieces, type AreaPairTables } from './sql/overlaps.ts';
-import { distancePair } from './road-distance/pair.ts';
+import { distancePair, RoadSession } from './road-distance/pair.ts';
 import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { settledLater } from './two-connections.ts';
@@ -115,14 +115,14 @@ const share = (expr: string, part: number, parts: number) =>
  * connections; finishPair moves their rows into derived.car_overlaps in one transaction).
  * Area layers are split by feature; the road distance is one part.
  */
-async function computePart(client: pg.ClientBase, pair: Pair, part: number, parts: number): Promise<void> {
+async function computePart(client: pg.ClientBase, pair: Pair, part: number, parts: number, roads?: RoadSession): Promise<void> {
   const out = partTable(pair, part);
   const car = qualifiedSnapshotTable('car_imovel', pair.carSnapshotId);
   const o = pair.overlay;
   await client.query(`DROP TABLE IF EXISTS ${out}`);
   if (o.kind === 'distance') {
     const pieces = qualifiedSnapshotTable(`${o.relation}_sub`, pair.layerSnapshotId);
-    await distancePair(client, { out: tableName(out), car: tableName(car), pieces: tableName(pieces), part: sqlText(share('c.car', part, parts)) });
+    await distancePair(client, { out: tableName(out), car: tableName(car), pieces: tableName(pieces), part: sqlText(share('c.car', part, parts)), session: roads });
   } else {
     const vars: AreaPairTables = {
       car: tableName(car),
@@ -206,8 +206,10 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
   ];
   const state = new Map<Pair, { left: number; ms: number; t0: number }>(pairs.map((p) => [p, { left: partsOf(p), ms: 0, t0: Date.now() }]));
   let rows = 0;
-  // one road distance at a time: its threads already use every core
+  // one road distance at a time: its threads already use every core; they and each road
+  // layer's pieces serve every CAR state of the run
   let inProcess: Promise<void> | undefined;
+  const roads = new RoadSession();
   const ready = (t: Task) =>
     'prep' in t || t.pair.overlay.kind !== 'distance' || (prep.get(t.pair.layerSnapshotId)!.ready !== undefined && inProcess === undefined);
   const worker = async () => {
@@ -245,7 +247,7 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
         t0 = Date.now();
         const c = await pool.connect();
         try {
-          await computePart(c, pair, part, partsOf(pair));
+          await computePart(c, pair, part, partsOf(pair), roads);
         } finally {
           c.release();
         }
@@ -264,9 +266,9 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
     }
   };
   // On a failure the other worker stops after its current statement; then the parts go.
-  const failed = (await Promise.allSettled(Array.from({ length: parts }, () => worker().catch((e) => ((queue.length = 0), Promise.reject(e)))))).find(
-    (r): r is PromiseRejectedResult => r.status === 'rejected',
-  );
+  const settled = await Promise.allSettled(Array.from({ length: parts }, () => worker().catch((e) => ((queue.length = 0), Promise.reject(e)))));
+  await roads.close();
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) {
     for (const p of pairs) for (let k = 0; k < parts; k++) await pool.query(`DROP TABLE IF EXISTS ${partTable(p, k)}, ${partTable(p, k, 'hits')}, ${partTable(p, k, 'pieces')}`).catch(() => {});
     throw failed.reason;

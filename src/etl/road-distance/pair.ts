@@ -1,6 +1,7 @@
 // One part of a (CAR snapshot, road snapshot) pair: every property's distance to the
 // nearest road piece (nearest.ts), into `out`. The pieces are read once and their search
-// structures built once, in shared memory, while the worker threads start; the properties
+// structures built once, in shared memory, while the worker threads start (once per derive
+// run with a RoadSession, which keeps both for the next CAR state); the properties
 // stream out of PostgreSQL (binary COPY TO) in batches to worker threads (threads.ts), and the
 // rows they return go to a temporary file that is copied into `out` at the end: one
 // connection (it may be a publish transaction's), memory flat however large the state.
@@ -30,18 +31,71 @@ export async function loadRoadPieces(client: pg.ClientBase, pieces: Sql): Promis
   return new RoadPieces(await loadRoadIndex(client, pieces));
 }
 
+/** How many worker threads and each one's heap limit (NearestThreads' defaults when absent). */
+export interface ThreadOptions {
+  count?: number;
+  heapMb?: number;
+}
+
+/**
+ * The worker threads and the pieces' search structures, kept across the road pairs of one
+ * derive run (ensureOverlaps): the threads start once, and each road layer's pieces are read
+ * and indexed once, however many CAR states are measured against them. The pieces tables do
+ * not change once built (overlaps.ts builds each once per road snapshot). Its owner closes it.
+ */
+export class RoadSession {
+  private threads: NearestThreads | undefined;
+  /** the pieces table whose structures the threads hold */
+  private held: Sql | undefined;
+  private readonly indexes = new Map<Sql, RoadIndex>();
+
+  constructor(private readonly options: ThreadOptions = {}) {}
+
+  /** The threads, started now if need be (new ones when the last ones failed). */
+  async start(): Promise<NearestThreads> {
+    if (this.threads?.failed) {
+      await this.threads.close();
+      this.threads = this.held = undefined;
+    }
+    return (this.threads ??= new NearestThreads(this.options.count, this.options.heapMb));
+  }
+
+  /** The pieces of `pieces` and their search structures: read and built the first time only. */
+  async index(client: pg.ClientBase, pieces: Sql): Promise<RoadIndex> {
+    let ix = this.indexes.get(pieces);
+    if (!ix) this.indexes.set(pieces, (ix = await loadRoadIndex(client, pieces)));
+    return ix;
+  }
+
+  /** Gives the threads the structures of `pieces`, unless they hold them already. */
+  share(pieces: Sql, ix: RoadIndex): void {
+    if (this.held === pieces) return;
+    this.threads!.share(ix);
+    this.held = pieces;
+  }
+
+  async close(): Promise<void> {
+    const t = this.threads;
+    this.threads = this.held = undefined;
+    this.indexes.clear();
+    await t?.close();
+  }
+}
+
 /**
  * Fills `out` (created here) with car, uf, fid and distancia_km for each property of the
- * part. `threads`: how many worker threads and each one's heap limit (NearestThreads' defaults).
+ * part. `session`: threads and pieces kept across the pairs of a derive run; without one the
+ * pair starts its own threads (`threads`) and closes them.
  */
 export async function distancePair(
   client: pg.ClientBase,
-  v: { out: Sql; car: Sql; pieces: Sql; part: Sql; threads?: { count?: number; heapMb?: number } },
+  v: { out: Sql; car: Sql; pieces: Sql; part: Sql; session?: RoadSession; threads?: ThreadOptions },
 ): Promise<{ rows: number }> {
   let dir: string | undefined;
   let fd: number | undefined;
+  const session = v.session ?? new RoadSession(v.threads);
   // started first: each thread loads its modules while this one reads and indexes the pieces
-  const threads = new NearestThreads(v.threads?.count, v.threads?.heapMb);
+  const threads = await session.start();
   let done = 0;
   // A failure stops the work but not the reading: the COPY is drained (reading without
   // measuring is quick), so the connection comes back usable, and the first error is
@@ -71,10 +125,10 @@ export async function distancePair(
     void job.finally(() => inFlight.delete(job));
   };
   try {
-    const roads = await loadRoadIndex(client, v.pieces);
+    const roads = await session.index(client, v.pieces);
     await createDistanceOut(client, { out: v.out, car: v.car });
     if (roads.pid.length === 0) return { rows: 0 };
-    threads.share(roads);
+    session.share(v.pieces, roads);
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-road-'));
     const file = path.join(dir, 'rows.tsv');
     fd = fs.openSync(file, 'w');
@@ -106,7 +160,7 @@ export async function distancePair(
     closeFile();
     await pipeline(fs.createReadStream(file), client.query(pgCopy.from(`COPY ${v.out} (car, uf, fid, area_sobreposta_ha, percentual, ativo, distancia_km) FROM STDIN`)));
   } finally {
-    await threads.close();
+    if (!v.session) await session.close();
     closeFile();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   }

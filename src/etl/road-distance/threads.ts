@@ -46,11 +46,19 @@ export class NearestThreads {
     });
   }
 
-  /** Sends every thread the pieces to search (their numbers are shared, not copied); once, before any batch. */
+  /**
+   * Sends every thread the pieces to search (their numbers are shared, not copied), before
+   * any batch; again for another road layer, once the batches in flight are answered.
+   */
   share(roads: RoadIndex): void {
-    if (this.shared) throw new Error('road distance: the threads already have their pieces');
+    if (this.pending.size) throw new Error('road distance: new pieces while batches are in flight');
     this.shared = true;
     for (const w of this.workers) w.postMessage({ roads });
+  }
+
+  /** A thread failed or exited: these threads take no more batches. */
+  get failed(): boolean {
+    return this.failure !== undefined;
   }
 
   /** Resolves once fewer than two batches a thread are in flight (backpressure for the reader). */

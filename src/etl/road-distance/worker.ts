@@ -1,4 +1,4 @@
-// A worker thread of the road distance: wraps the pieces' search structures it is sent once
+// A worker thread of the road distance: wraps the pieces' search structures it is sent
 // (shared memory, nothing rebuilt), then measures the batches of binary COPY rows it is sent
 // (threads.ts).
 import { parentPort } from 'node:worker_threads';
