@@ -1,7 +1,8 @@
 // A static packed R-tree over boxes (sort-tile-recursive leaves, 16 to a node) with a
 // best-first walk: nodes are opened in the order of a lower bound the caller computes from
 // their box, and the walk stops when the smallest bound left exceeds the caller's cut-off.
-// The nearest-road search walks it once per property (nearest.ts). The tree is packed once
+// The nearest-road search walks it once per property, and again for a property farther than
+// 600 km from every road (nearest.ts, REACH_M). The tree is packed once
 // (packBoxTree) into shared memory; each thread wraps it (BoxTree) with a heap of its own.
 import { sharedArray } from './shared.ts';
 

@@ -145,7 +145,7 @@ export class Chords {
     out[0] = cx; out[1] = cy; out[2] = cz; out[3] = r * (1 + 1e-9) + 1e-15;
   }
 
-  /** Chord i's geodetic edge (geodetic.ts), made once. */
+  /** Chord i's geodetic edge (geodetic.ts), made once until the next clear (a generation). */
   edge(i: number): Edge {
     if (this.made[i] === this.generation) return this.edges[i];
     const o = i * STRIDE;

@@ -23,7 +23,17 @@
 //    sagittas bounds the angle between any two points of the arcs from below;
 //  - from that angle to metres: the spheroid's line element is at least 6 335 439 m (its
 //    smallest radius of curvature) times the unit sphere's in the same latitude and
-//    longitude, so a spheroid distance is at least 6 335 439 times the sphere angle.
+//    longitude, so a spheroid distance is at least 6 335 439 times the sphere angle;
+//  - with a cut-off (the best piece so far), a piece's edge pairs, blocks of polygon edges
+//    (against the piece's ball) and road edges (against the polygon's ball) whose bound
+//    exceeds it are left out: they cannot bring the piece within it, whichever pair is the
+//    piece's nearest;
+//  - inside an edge pair, PostGIS measures four point-to-edge distances; one whose bound
+//    (point to chord, less the sagitta) exceeds the smallest measured by more than CONE_RAD
+//    is left out. PostGIS's cone test can put a point up to ~2.8e-8 rad below its distance
+//    to the arc (see CONE_RAD), so the room there is for that, not for rounding.
+// Every bound is compared with TOUCH_RAD / TOUCH_M of room (PostGIS's touching rule), which
+// also covers the cone test's undercut; the within-pair rule has CONE_RAD.
 import { BoxTree, packBoxTree, type BoxBound, type PackedBoxTree } from './box-tree.ts';
 import { BLOCK, Chords, pointArcBound } from './chords.ts';
 import { sharedArray } from './shared.ts';
@@ -120,7 +130,7 @@ export function flattenPieces(pieces: { pid: number; fid: string; rank: number; 
 
 /**
  * The road pieces of one layer snapshot and their search structures, every number in shared
- * memory: built once by the main thread (RoadPieces.share), wrapped by each thread without a
+ * memory: built once by the main thread (RoadPieces.buildIndex), wrapped by each thread without a
  * copy (new RoadPieces).
  */
 export interface RoadIndex extends RoadPiecesFlat {
@@ -147,7 +157,7 @@ export class RoadPieces {
   private stamp = 0;
 
   /** The pieces' search structures, built once into shared memory: every worker thread reads the same copy. */
-  static share(flat: RoadPiecesFlat): RoadIndex {
+  static buildIndex(flat: RoadPiecesFlat): RoadIndex {
     const { start, coords } = flat;
     const n = flat.pid.length;
     const boxes = new Float64Array(4 * n);
@@ -353,6 +363,8 @@ export class Polygon {
    * The sphere-nearest pair between this polygon's edges and `road`'s, then their spheroid
    * distance (circ_tree_distance_tree); Infinity when that provably exceeds `cutoff` metres.
    * Only pairs whose lower bound does not exceed the best pair so far are measured exactly.
+   * `roadBall` (at `at`): the piece's ball, which puts whole blocks of this polygon's edges
+   * beyond the cut-off at once.
    */
   distanceToEdges(road: Chords, cutoff: number, roadBall: Float64Array, at: number): number {
     const m = this.chords.count;
@@ -436,11 +448,24 @@ export class Polygon {
 }
 
 /**
+ * How far below the true point-to-arc angle PostGIS's point-to-edge distance can come out
+ * (radians). edge_point_in_cone accepts a point whose projection lies past the edge's end as
+ * long as its dot product with the edge's centre is within 2e-16 of the end's: for an edge
+ * of angle L that is an overshoot θ − L/2 ≤ √(L²/4 + 4e-16) − L/2 ≤ 2e-8 (largest as L → 0;
+ * ~2.8e-8 with the dot products' rounding), and the distance measured to that projection
+ * is less than the distance to the arc by at most the overshoot (a review found 2.26e-8).
+ * The other bounds here are compared with TOUCH_RAD or TOUCH_M of room, far more than this.
+ */
+const CONE_RAD = 5e-8;
+
+/**
  * edgeDistanceToEdge's answer (geodetic.ts), without the point-to-edge distances whose bound
  * shows they exceed one already measured: of its four candidates (each end of one edge to
- * the other edge) the one with the smallest bound is measured first, a candidate left out
- * is larger than the smallest (1e-12 rad: room for rounding), and among those measured the
- * first in edgeDistanceToEdge's order with the smallest distance wins, as there.
+ * the other edge) the one with the smallest bound is measured first; a candidate is left
+ * out only when its bound exceeds the smallest measured by more than CONE_RAD, so that what
+ * PostGIS would measure for it is larger still (the bound is of the true arc, which PostGIS's
+ * cone test undercuts by up to CONE_RAD); among those measured the first in
+ * edgeDistanceToEdge's order with the smallest distance wins, as there.
  */
 export function edgeDistanceToEdgeBounded(e1: Edge, e2: Edge): { d: number; c1: GeoPoint; c2: GeoPoint } {
   const la = pointArcBound(e2.vs, e1), lb = pointArcBound(e2.ve, e1), lc = pointArcBound(e1.vs, e2), lf = pointArcBound(e1.ve, e2);
@@ -451,10 +476,10 @@ export function edgeDistanceToEdgeBounded(e1: Edge, e2: Edge): { d: number; c1: 
   else if (lb === low) cap = (b = edgeDistanceToPoint(e1, e2.end, e2.ve)).d;
   else if (lc === low) cap = (c = edgeDistanceToPoint(e2, e1.start, e1.vs)).d;
   else cap = (f = edgeDistanceToPoint(e2, e1.end, e1.ve)).d;
-  if (!a && la <= cap + 1e-12) cap = Math.min(cap, (a = edgeDistanceToPoint(e1, e2.start, e2.vs)).d);
-  if (!b && lb <= cap + 1e-12) cap = Math.min(cap, (b = edgeDistanceToPoint(e1, e2.end, e2.ve)).d);
-  if (!c && lc <= cap + 1e-12) cap = Math.min(cap, (c = edgeDistanceToPoint(e2, e1.start, e1.vs)).d);
-  if (!f && lf <= cap + 1e-12) f = edgeDistanceToPoint(e2, e1.end, e1.ve);
+  if (!a && la <= cap + CONE_RAD) cap = Math.min(cap, (a = edgeDistanceToPoint(e1, e2.start, e2.vs)).d);
+  if (!b && lb <= cap + CONE_RAD) cap = Math.min(cap, (b = edgeDistanceToPoint(e1, e2.end, e2.ve)).d);
+  if (!c && lc <= cap + CONE_RAD) cap = Math.min(cap, (c = edgeDistanceToPoint(e2, e1.start, e1.vs)).d);
+  if (!f && lf <= cap + CONE_RAD) f = edgeDistanceToPoint(e2, e1.end, e1.ve);
   let d = Infinity;
   let c1 = e1.start, c2 = e2.start;
   if (a && a.d < d) (d = a.d), (c1 = a.closest), (c2 = e2.start);

@@ -23,7 +23,7 @@ const BATCH_BYTES = 256 * 1024;
 /** A road layer's pieces and search structures, in shared memory, as the worker threads receive them. */
 export async function loadRoadIndex(client: pg.ClientBase, pieces: Sql): Promise<RoadIndex> {
   const rows = await linePiecesRows(client, { pieces });
-  return RoadPieces.share(flattenPieces(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, points: r.wkb }))));
+  return RoadPieces.buildIndex(flattenPieces(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, points: r.wkb }))));
 }
 
 /** A road layer's pieces, searchable in this thread. */
@@ -94,8 +94,7 @@ export async function distancePair(
   let dir: string | undefined;
   let fd: number | undefined;
   const session = v.session ?? new RoadSession(v.threads);
-  // started first: each thread loads its modules while this one reads and indexes the pieces
-  const threads = await session.start();
+  let threads: NearestThreads | undefined;
   let done = 0;
   // A failure stops the work but not the reading: the COPY is drained (reading without
   // measuring is quick), so the connection comes back usable, and the first error is
@@ -105,14 +104,14 @@ export async function distancePair(
   const send = async (rows: Buffer) => {
     if (failure !== undefined) return;
     try {
-      await threads.room();
+      await threads!.room();
     } catch (e) {
       failure ??= e;
       return;
     }
     // a copy of its own, so its memory can move to the thread
     const batch = new Uint8Array(rows).buffer;
-    const job = threads.measure(batch).then(
+    const job = threads!.measure(batch).then(
       (r) => {
         if (r.out && fd !== undefined) fs.writeSync(fd, r.out);
         done += r.rows;
@@ -125,10 +124,15 @@ export async function distancePair(
     void job.finally(() => inFlight.delete(job));
   };
   try {
+    // started first: each thread loads its modules while this one reads and indexes the pieces
+    threads = await session.start();
     const roads = await session.index(client, v.pieces);
     await createDistanceOut(client, { out: v.out, car: v.car });
     if (roads.pid.length === 0) return { rows: 0 };
     session.share(v.pieces, roads);
+    // threads already known to have died starting (a heap too small, a module that does
+    // not load) fail the pair here, not after the whole property stream
+    await threads.room();
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-road-'));
     const file = path.join(dir, 'rows.tsv');
     fd = fs.openSync(file, 'w');

@@ -25,7 +25,17 @@ export class NearestThreads {
 
   /** `heapMb`: each thread's heap limit (V8 would otherwise let each thread's garbage grow with the state). */
   constructor(threads = Math.max(1, Math.min(4, os.availableParallelism())), heapMb = 192) {
-    this.workers = Array.from({ length: threads }, () => new Worker(WORKER, { resourceLimits: { maxOldGenerationSizeMb: heapMb } }));
+    // no thread at all would leave room() waiting for ever
+    if (!Number.isInteger(threads) || threads < 1) throw new Error(`road distance: ${threads} worker threads (at least 1)`);
+    if (!(heapMb > 0)) throw new Error(`road distance: a heap of ${heapMb} MB a thread`);
+    this.workers = [];
+    try {
+      for (let k = 0; k < threads; k++) this.workers.push(new Worker(WORKER, { resourceLimits: { maxOldGenerationSizeMb: heapMb } }));
+    } catch (e) {
+      // the threads already started would keep the process alive
+      for (const w of this.workers) void w.terminate();
+      throw e;
+    }
     this.load = this.workers.map(() => 0);
     this.workers.forEach((w, i) => {
       w.on('message', (m: { id: number; out?: string; rows?: number; error?: string }) => {
@@ -80,8 +90,10 @@ export class NearestThreads {
     });
   }
 
+  /** Ends the threads; batches still in flight are rejected, and so is any later one. */
   async close(): Promise<void> {
     this.closing = true;
+    this.fail(new Error('road distance: the worker threads were closed'));
     await Promise.all(this.workers.map((w) => w.terminate()));
   }
 
