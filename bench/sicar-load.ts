@@ -664,7 +664,7 @@ function stamp(): string {
 /**
  * Derive stage (overlaps, municipality shares, road distances) per property, wall: the newest
  * `bench/out/overlaps-*.json` of a full run (its own projection), else the figure of
- * bench/README.md "overlaps" (2026-11-24 04:49, 0.111 ms).
+ * bench/README.md "overlaps" (2026-11-24 06:57, 0.096 ms).
  */
 function deriveRate(): { ms: number; from: string } {
   const dir = BENCH_OUT_DIR;
@@ -675,7 +675,7 @@ function deriveRate(): { ms: number; from: string } {
     const r = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
     if (r.flags?.only === 'both' && r.counts?.properties >= 200000 && r.projection?.per_property_ms > 0) return { ms: r.projection.per_property_ms, from: `bench/out/${f}` };
   }
-  return { ms: 0.111, from: 'bench/README.md overlaps, 2026-11-24 04:49' };
+  return { ms: 0.096, from: 'bench/README.md overlaps, 2026-11-24 06:57' };
 }
 const DERIVE = deriveRate();
 const DERIVE_MS_PER_PROPERTY = DERIVE.ms;
