@@ -409,6 +409,14 @@ describe('WKB as the road distance reads it', () => {
     expect(lineStringCoords(x.lzm)).toEqual(lineStringCoords(x.lbe));
     expect(() => polygonParts(x.lbe)).toThrow(/expected a polygon/);
     expect(() => polygonParts(x.le.subarray(0, 20))).toThrow(/truncated/);
+    // a ring claiming 2^31 points is refused before anything is allocated for it
+    const huge = Buffer.from(x.le);
+    huge.writeUInt32LE(2 ** 31, 9 + 5 + 4); // after the multipolygon header and count, the polygon header and its ring count: the first ring's point count
+    expect(() => polygonParts(huge)).toThrow(/truncated/);
+    // the search reads the WKB ring by ring into one reused array: the same polygon
+    const a = new Polygon().set(le), b = new Polygon().setWkb(x.be);
+    expect([...b.box, ...b.ball]).toEqual([...a.box, ...a.ball]);
+    expect(b.edgeCount).toBe(a.edgeCount);
   });
 });
 

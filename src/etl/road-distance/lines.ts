@@ -3,7 +3,6 @@
 // does on a batch.
 import { copyField } from '../copy.ts';
 import { Polygon, type RoadPieces } from './nearest.ts';
-import { polygonParts } from './wkb.ts';
 
 /** Bytes of the binary COPY header: signature, flags, extension length (and the extension). */
 export function copyHeaderLength(b: Buffer): number {
@@ -52,7 +51,7 @@ export function measureRows(roads: RoadPieces, b: Buffer): { out: string; rows: 
     };
     const car = field(), uf = field(), wkb = field();
     if (!car || !wkb) throw new Error('road distance: a COPY row without car or geometry');
-    const hit = roads.nearest(Polygon.reused.set(polygonParts(wkb)));
+    const hit = roads.nearest(Polygon.reused.setWkb(wkb));
     if (!hit) continue;
     out += `${copyField(car.toString('utf8'))}\t${uf ? copyField(uf.toString('utf8')) : '\\N'}\t${copyField(roads.fid[hit.piece])}\t\\N\t\\N\t\\N\t${hit.metres / 1000}\n`;
     rows++;

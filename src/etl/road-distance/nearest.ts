@@ -37,7 +37,7 @@
 import { BoxTree, packBoxTree, type BoxBound, type PackedBoxTree } from './box-tree.ts';
 import { BLOCK, Chords, pointArcBound } from './chords.ts';
 import { sharedArray } from './shared.ts';
-import { lineStringLength, readLineString } from './wkb.ts';
+import { eachPolygonRing, lineStringLength, readLineString } from './wkb.ts';
 import { edgeDistanceToPoint, edgesIntersect, geog2cart, PIR_B_TOUCH_RIGHT, PIR_COLINEAR, PIR_INTERSECTS, geoPoint as point, roundDistance, spheroidDistance, type Edge, type GeoPoint } from './geodetic.ts';
 
 const A = 6378137;
@@ -313,17 +313,38 @@ export class Polygon {
    * one point would be a point to PostGIS and is left out here.
    */
   set(parts: Float64Array[][]): this {
+    this.begin();
+    for (const rings of parts) {
+      for (const r of rings) this.ring(r, r.length / 2);
+      this.part();
+    }
+    return this.finish();
+  }
+
+  /** The same from the property's WKB, its rings read one at a time into a reused array. */
+  setWkb(wkb: Buffer): this {
+    this.begin();
+    eachPolygonRing(wkb, this.ring, this.part);
+    return this.finish();
+  }
+
+  private begin(): void {
     this.chords.clear();
     this.partEnds = [];
     this.box[0] = this.box[2] = Infinity;
     this.box[1] = this.box[3] = -Infinity;
-    for (const rings of parts) {
-      for (const r of rings) {
-        widenBox(this.box, r, 0, r.length / 2);
-        this.chords.addPath(r, 0, r.length / 2);
-      }
-      this.partEnds.push(this.chords.count);
-    }
+  }
+
+  private readonly ring = (coords: Float64Array, n: number): void => {
+    widenBox(this.box, coords, 0, n);
+    this.chords.addPath(coords, 0, n);
+  };
+
+  private readonly part = (): void => {
+    this.partEnds.push(this.chords.count);
+  };
+
+  private finish(): this {
     this.chords.closeBlocks();
     this.chords.ball(this.ball);
     return this;

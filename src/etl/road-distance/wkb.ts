@@ -37,26 +37,46 @@ class Cursor {
   }
 }
 
-function polygonBody(c: Cursor, dims: number): Float64Array[] {
-  const n = c.u32();
-  const rings: Float64Array[] = [];
-  for (let r = 0; r < n; r++) rings.push(c.points(c.u32(), dims));
-  return rings;
-}
+// one ring at a time, reused (a thread measures one property at a time)
+let ringScratch = new Float64Array(1024);
 
-/** The polygons of a Polygon or MultiPolygon, each as its rings (outer first; lon/lat pairs). */
-export function polygonParts(wkb: Buffer): Float64Array[][] {
+/**
+ * The rings of a Polygon or MultiPolygon (outer first), each handed to `ring` as its `n`
+ * lon/lat pairs at the start of an array that is reused for the next ring, and `part` after
+ * each polygon: no array a ring, for the search that reads every property once.
+ */
+export function eachPolygonRing(wkb: Buffer, ring: (coords: Float64Array, n: number) => void, part: () => void): void {
   const c = new Cursor(wkb);
+  const body = (dims: number) => {
+    const rings = c.u32();
+    for (let r = 0; r < rings; r++) {
+      const n = c.u32();
+      // a corrupt count is refused before anything is allocated for it
+      if (n * dims * 8 > wkb.length) throw new Error('WKB: truncated');
+      if (ringScratch.length < 2 * n) ringScratch = new Float64Array(Math.max(2 * n, 2 * ringScratch.length));
+      ring(c.points(n, dims, ringScratch), n);
+    }
+    part();
+  };
   const { base, dims } = c.header();
-  if (base === 3) return [polygonBody(c, dims)];
+  if (base === 3) return body(dims);
   if (base !== 6) throw new Error(`WKB: expected a polygon, got type ${base}`);
-  const parts: Float64Array[][] = [];
   const n = c.u32();
   for (let p = 0; p < n; p++) {
     const h = c.header();
     if (h.base !== 3) throw new Error(`WKB: a MultiPolygon member of type ${h.base}`);
-    parts.push(polygonBody(c, h.dims));
+    body(h.dims);
   }
+}
+
+/** The polygons of a Polygon or MultiPolygon, each as its rings (outer first; lon/lat pairs). */
+export function polygonParts(wkb: Buffer): Float64Array[][] {
+  const parts: Float64Array[][] = [];
+  let rings: Float64Array[] = [];
+  eachPolygonRing(wkb, (coords, n) => rings.push(coords.slice(0, 2 * n)), () => {
+    parts.push(rings);
+    rings = [];
+  });
   return parts;
 }
 
