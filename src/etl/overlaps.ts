@@ -8,13 +8,13 @@
 // transaction fills any pair a concurrent publish made necessary, so the serving views
 // never show a current pair without its rows. How each kind of pair is computed, and
 // why, is in sql/queries/overlap_*.sql, src/etl/road-distance/ and bench/README.md (overlaps).
-import os from 'node:os';
 import type pg from 'pg';
 import { ident, withTransaction } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
 import { sqlText, tableName } from '../sql.ts';
 import { areaHits, areaPair, areaPieces, createLinePieces, type AreaPairTables } from './sql/overlaps.ts';
 import { distancePair, RoadSession } from './road-distance/pair.ts';
+import { threadsForCores } from './road-distance/threads.ts';
 import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { settledLater } from './two-connections.ts';
@@ -187,8 +187,7 @@ export async function computePair(client: pg.ClientBase, pair: Pair): Promise<nu
 
 /** Road threads: a core each, less the one the area pairs' connection keeps busy when there are any. */
 function roadThreads(areaPairsBeside: boolean): number {
-  const cores = Math.max(1, Math.min(4, os.availableParallelism()));
-  return Math.max(1, cores - (areaPairsBeside ? 1 : 0));
+  return Math.max(1, threadsForCores() - (areaPairsBeside ? 1 : 0));
 }
 
 /** Heavier tasks first, so that the two connections finish together. */

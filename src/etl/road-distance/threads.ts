@@ -8,6 +8,9 @@ import type { RoadIndex } from './nearest.ts';
 
 const WORKER = new URL('./worker-entry.mjs', import.meta.url);
 
+/** The road threads a machine gets by default: one a core, at most four. */
+export const threadsForCores = (): number => Math.max(1, Math.min(4, os.availableParallelism()));
+
 interface Pending {
   resolve: (r: { out: string; rows: number }) => void;
   reject: (e: Error) => void;
@@ -24,7 +27,7 @@ export class NearestThreads {
   private shared = false;
 
   /** `heapMb`: each thread's heap limit (V8 would otherwise let each thread's garbage grow with the state). */
-  constructor(threads = Math.max(1, Math.min(4, os.availableParallelism())), heapMb = 192) {
+  constructor(threads = threadsForCores(), heapMb = 192) {
     // no thread at all would leave room() waiting for ever
     if (!Number.isInteger(threads) || threads < 1) throw new Error(`road distance: ${threads} worker threads (at least 1)`);
     if (!(heapMb > 0)) throw new Error(`road distance: a heap of ${heapMb} MB a thread`);
