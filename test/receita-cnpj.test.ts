@@ -280,12 +280,14 @@ describe('receita-cnpj: CPFs in trade names and other served names', () => {
     return q1(e);
   });
   const partner = q1([meis[0][0], '1', meis[1][1], '00000000000191', '22', '20210301', '', '***000000**', '', '00', '0']);
+  // A partner who entered after the month's last day: an implausible date (contract §3).
+  const latePartner = q1([meis[2][0], '2', 'MARIA DA SILVA', '***123456**', '49', '20990101', '', '***000000**', '', '00', '0']);
   let fresh: TestDb;
   let out: RunOutcome;
   let root: string;
   beforeAll(async () => {
     root = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-cpf-names-'));
-    await buildReceitaMonth(root, RECEITA_FIXTURE_MONTH, 'base', { ESTABELE: establishments, SOCIOCSV: [partner] });
+    await buildReceitaMonth(root, RECEITA_FIXTURE_MONTH, 'base', { ESTABELE: establishments, SOCIOCSV: [partner, latePartner] });
     fresh = await testDatabase();
     out = await runPipeline({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log }, receitaCnpj, { source: root });
   }, 240_000);
@@ -308,6 +310,16 @@ describe('receita-cnpj: CPFs in trade names and other served names', () => {
     expect(quality.facts.cnpj.cpf_em_nomes.nome_socio).toBe(1);
     expect(quality.facts.cnpj.cpf_em_nomes.razao_social).toBe(quality.facts.cnpj.cpf_no_nome_removido);
     expect(quality.facts.notes.join('\n')).toMatch(/CPF-looking numbers in served names: .*nome_fantasia ×30/);
+  });
+
+  it('a date after the month is published as NULL, its text kept in extra, counted and noted in the report', async () => {
+    const row = (await fresh.pool.query(`SELECT data_entrada_sociedade, extra FROM "current".cnpj_socios WHERE cnpj_basico = $1 AND nome_socio = 'MARIA DA SILVA'`, [meis[2][0]])).rows;
+    expect(row).toHaveLength(1);
+    expect(row[0].data_entrada_sociedade).toBeNull();
+    expect(JSON.stringify(row[0].extra)).toContain('20990101');
+    const quality = (await fresh.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0].quality;
+    expect(quality.facts.dates.implausible).toEqual({ data_entrada_sociedade: 1 });
+    expect(quality.facts.notes.join('\n')).toMatch(/dates before 1800 or after the month's last day \d{4}-\d{2}-\d{2} loaded as NULL \(text kept in extra\): \{"data_entrada_sociedade":1\}/);
   });
 
   it('no served name field of a company, establishment or partner holds an 11-digit run', async () => {

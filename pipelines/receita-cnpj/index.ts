@@ -27,6 +27,7 @@ import { shapedPipeline } from '../../src/etl/shape.ts';
 import type { StreamRun, StreamStep } from '../../src/etl/shape-stream.ts';
 import { tableName } from '../../src/sql.ts';
 import { buildCrosswalk, PlaceCounts } from './crosswalk.ts';
+import { noteImplausibleDates } from '../../src/etl/quality.ts';
 import { addTransformCounts, cnpjNotes, familyKey, gateFailures, monthFacts, type CnpjFacts, type TableFacts } from './facts.ts';
 import { fetchMonth, monthOf } from './fetch.ts';
 import { companyFacts, establishmentFacts, partnerFacts, tableExists, writePartnerListDiff, type LookupTables } from './queries.ts';
@@ -84,6 +85,7 @@ function monthRun({ ctx, target, tables }: StreamStep): StreamRun {
     },
     report(facts) {
       addTransformCounts(facts, counts);
+      noteImplausibleDates(facts, latestDate, "before 1800 or after the month's last day");
       cnpjNotes(facts, month());
       return { cnpj: month() };
     },

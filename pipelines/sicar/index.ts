@@ -24,7 +24,7 @@
 import { AgroError } from '../../src/errors.ts';
 import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
-import { addCounts, sum } from '../../src/etl/quality.ts';
+import { addCounts, noteImplausibleDates, sum } from '../../src/etl/quality.ts';
 import { shapedPipeline, type InputDone, type ShapeInput } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
@@ -216,7 +216,7 @@ export const sicar = shapedPipeline<SicarLoad>({
       if (d.kind === 'bad') facts.dates.unparseable[d.col] = d.n;
       if (d.kind === 'implausible') addCounts(facts, 'implausible', { [d.col]: d.n });
     }
-    if (facts.dates.implausible) facts.notes.push(`dates after the release date ${asOf} loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
+    noteImplausibleDates(facts, asOf);
     addCounts(facts, 'unparsed', { area_total_ha: pf.numbers.num_area, modulos_fiscais: pf.numbers.mod_fiscal });
     addCounts(facts, 'overflowed', { 'area_imovel:num_area': pf.numbers.num_area_overflow, 'area_imovel:mod_fiscal': pf.numbers.mod_fiscal_overflow });
   },

@@ -153,6 +153,11 @@ export function addCounts(facts: QualityFacts, where: 'unparsed' | 'overflowed' 
   for (const [k, n] of entries) map[k] = (map[k] ?? 0) + n;
 }
 
+/** The report's line for the implausible dates counted so far (contract §3: published as NULL, the text kept in `extra`). */
+export function noteImplausibleDates(facts: QualityFacts, asOf: string, rule = 'after the release date'): void {
+  if (facts.dates.implausible) facts.notes.push(`dates ${rule} ${asOf} loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
+}
+
 /** Adds a repair pass's counts to the geometry facts (a repair that failed or left nothing polygonal counts as rejected). */
 export function addRepairFacts(facts: QualityFacts, repair: RepairResult): void {
   facts.geometry.invalid += repair.invalid;

@@ -8,7 +8,7 @@ import type pg from 'pg';
 import { countShapefileOverflows } from './dbf-overflow.ts';
 import { encodingNotes, readerNote } from './layers.ts';
 import { countNulls } from './load-steps.ts';
-import { addCounts, addRepairFacts, describeLayer, sum } from './quality.ts';
+import { addCounts, addRepairFacts, describeLayer, noteImplausibleDates, sum } from './quality.ts';
 import { addCsvFacts, type ContentStaged } from './shape-csv.ts';
 import type { InputDone, Plan, PlanInput, RunStep } from './shape-run.ts';
 import { countChecks, countOverflowedText, countReplacementChars } from './sql/shape.ts';
@@ -76,7 +76,7 @@ export async function commonFacts(run: RunStep, plan: Plan, planOf: Map<InputDon
     Object.assign(facts.dates.placeholders, placeholder);
     addCounts(facts, 'implausible', late);
   }
-  if (facts.dates.implausible) facts.notes.push(`dates after the release date loaded as NULL (text kept in extra): ${JSON.stringify(facts.dates.implausible)}`);
+  noteImplausibleDates(facts, run.asOf);
   await plan.counted?.(run);
   for (const d of done) addCounts(facts, 'overflowed', await overflowCounts(client, planOf.get(d)!, d, several ? `${d.name.toLowerCase()}:` : ''));
   if (facts.fields.overflowed) {
