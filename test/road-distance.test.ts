@@ -14,11 +14,11 @@ import { BoxTree, packBoxTree } from '../src/etl/road-distance/box-tree.ts';
 import { Chords } from '../src/etl/road-distance/chords.ts';
 import { edgeDistanceToEdge, edgesIntersect, geoPoint, makeEdge } from '../src/etl/road-distance/geodetic.ts';
 import { completeRows, copyHeaderLength, measureRows } from '../src/etl/road-distance/lines.ts';
-import { distancePair, loadRoadIndex, loadRoadPieces, RoadSession } from '../src/etl/road-distance/pair.ts';
+import { distancePair, loadRoadIndex, RoadSession } from '../src/etl/road-distance/pair.ts';
 import { edgeDistanceToEdgeBounded, flattenPieces, Polygon, RoadPieces } from '../src/etl/road-distance/nearest.ts';
 import { NearestThreads } from '../src/etl/road-distance/threads.ts';
-import { lineStringCoords, polygonParts } from '../src/etl/road-distance/wkb.ts';
-import { sqlText, tableName } from '../src/sql.ts';
+import { lineStringLength, polygonParts, readLineString } from '../src/etl/road-distance/wkb.ts';
+import { sqlText, tableName, type Sql } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 /**
@@ -28,6 +28,16 @@ import { testDatabase, type TestDb } from './helpers/db.ts';
 const EXACT_M = 1.5e-8;
 
 let db: TestDb;
+
+/** A road layer's pieces, searchable in this thread (the threads get the same index). */
+const loadRoadPieces = async (client: pg.ClientBase, pieces: Sql): Promise<RoadPieces> => new RoadPieces(await loadRoadIndex(client, pieces));
+
+/** The points of a LineString (lon/lat pairs). */
+const lineStringCoords = (wkb: Buffer): Float64Array => {
+  const out = new Float64Array(2 * lineStringLength(wkb));
+  readLineString(wkb, out, 0);
+  return out;
+};
 
 beforeAll(async () => {
   db = await testDatabase();

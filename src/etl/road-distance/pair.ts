@@ -26,11 +26,6 @@ export async function loadRoadIndex(client: pg.ClientBase, pieces: Sql): Promise
   return RoadPieces.buildIndex(flattenPieces(rows.map((r) => ({ pid: r.pid, fid: r.fid, rank: r.rank, points: r.wkb }))));
 }
 
-/** A road layer's pieces, searchable in this thread. */
-export async function loadRoadPieces(client: pg.ClientBase, pieces: Sql): Promise<RoadPieces> {
-  return new RoadPieces(await loadRoadIndex(client, pieces));
-}
-
 /** How many worker threads and each one's heap limit (NearestThreads' defaults when absent). */
 export interface ThreadOptions {
   count?: number;

@@ -88,12 +88,6 @@ function lineString(wkb: Buffer): { c: Cursor; n: number; dims: number } {
   return { c, n: c.u32(), dims };
 }
 
-/** The points of a LineString (lon/lat pairs). */
-export function lineStringCoords(wkb: Buffer): Float64Array {
-  const { c, n, dims } = lineString(wkb);
-  return c.points(n, dims);
-}
-
 /** How many points a LineString has. */
 export function lineStringLength(wkb: Buffer): number {
   return lineString(wkb).n;
