@@ -42,6 +42,16 @@ function checkPolygon(rings: unknown, where: string): number {
   return rings.reduce((n: number, r, i) => n + checkRing(r, `${where}[${i}]`), 0);
 }
 
+// A position repeated right after itself is valid GeoJSON (and valid to PostGIS), but turf's
+// kinks reports it as a crossing: the self-intersection check reads the rings without repeats.
+const ringWithoutRepeats = (ring: Position[]) => ring.filter((p, i) => i === 0 || p[0] !== ring[i - 1][0] || p[1] !== ring[i - 1][1]);
+
+function withoutRepeats(g: RequestGeometry): RequestGeometry {
+  return g.type === 'Polygon'
+    ? { type: 'Polygon', coordinates: g.coordinates.map(ringWithoutRepeats) }
+    : { type: 'MultiPolygon', coordinates: g.coordinates.map((p) => p.map(ringWithoutRepeats)) };
+}
+
 /** The request geometry if it passes every check, else a geometry_invalid error saying which. */
 export function checkGeometry(g: unknown): RequestGeometry {
   if (g === undefined || g === null) fail('geometry is required');
@@ -59,7 +69,7 @@ export function checkGeometry(g: unknown): RequestGeometry {
   }
   if (vertices > MAX_VERTICES) fail(`geometry has ${vertices} vertices; at most ${MAX_VERTICES} are accepted`);
   const geometry = { type, coordinates } as RequestGeometry;
-  const k = kinks(geometry);
+  const k = kinks(withoutRepeats(geometry));
   if (k.features.length) {
     const [lon, lat] = k.features[0].geometry.coordinates;
     fail(`geometry is self-intersecting (at [${lon}, ${lat}])`);
