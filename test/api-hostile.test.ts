@@ -236,6 +236,12 @@ describe('requests the router or node refuse: the envelope too', () => {
     expect(expectEnvelope(two, 401, 'unauthorized').message).toMatch(/one Authorization header/);
   });
 
+  test('CONNECT: a 405 envelope, not a dropped socket; the docs answer with a query string too, without a key', async () => {
+    expect(expectEnvelope(await raw(`CONNECT 127.0.0.1:5432 HTTP/1.1\r\nHost: x\r\n\r\n`), 405, 'method_not_allowed').message).toMatch(/CONNECT/);
+    expect((await call(fx.api.base, '/v1/docs/json?x=1')).status).toBe(200);
+    expect((await call(fx.api.base, '/v1/health')).status).toBe(200);
+  });
+
   test('a body that trickles in is cut off with a 408 envelope at the request timeout, authenticated or not', async () => {
     const quick = await startApi({ ...fx.db.cfg, api: { ...fx.db.cfg.api, requestTimeoutMs: 1_000 } }, fx.db.url, fx.db);
     try {

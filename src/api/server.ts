@@ -66,6 +66,16 @@ export function createApiPool(cfg: Config, url: string): pg.Pool {
   return pool;
 }
 
+/** An envelope written straight to a socket, for requests that never reach fastify; the connection is closed. */
+function rawFailure(socket: Socket, status: number, reason: string, code: string, message: string) {
+  const id = newRequestId();
+  const body = JSON.stringify(envelope({ code, message }, id));
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `X-Request-Id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
 /**
  * An answer for requests node's parser refuses (NUL bytes, oversized headers) or that do not
  * arrive within the request timeout (a client trickling bytes): still the envelope.
@@ -74,16 +84,9 @@ function clientError(err: Error & { code?: string }, socket: Socket) {
   // A response already started on this socket (the route answered before the body ended): just close.
   const started = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
   if (!socket.writable || started) return socket.destroy();
-  const [status, text, code, message] =
-    err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'invalid_request', `invalid request: malformed HTTP request (${err.code})`]
-    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout', 'request_timeout', 'the request (headers and body) did not arrive within the request timeout']
-    : [400, 'Bad Request', 'invalid_request', `invalid request: malformed HTTP request (${err.code ?? 'parse error'})`];
-  const id = newRequestId();
-  const body = JSON.stringify(envelope({ code, message }, id));
-  socket.end(
-    `HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `X-Request-Id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  if (err.code === 'HPE_HEADER_OVERFLOW') return rawFailure(socket, 431, 'Request Header Fields Too Large', 'invalid_request', `invalid request: malformed HTTP request (${err.code})`);
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return rawFailure(socket, 408, 'Request Timeout', 'request_timeout', 'the request (headers and body) did not arrive within the request timeout');
+  rawFailure(socket, 400, 'Bad Request', 'invalid_request', `invalid request: malformed HTTP request (${err.code ?? 'parse error'})`);
 }
 
 /** A pool's connection as a URL (the sandbox database is named after it). */
@@ -178,7 +181,8 @@ export async function buildServer(o: {
     if (req.raw.httpVersionMajor === 1 && req.raw.httpVersionMinor >= 1 && req.headers.host === undefined) {
       throw new AgroError('invalid_request', 'an HTTP/1.1 request needs a Host header');
     }
-    const isPublic = req.routeOptions.config?.public === true || req.url === '/v1/docs' || req.url.startsWith('/v1/docs/');
+    const path = req.url.split('?')[0];
+    const isPublic = req.routeOptions.config?.public === true || path === '/v1/docs' || path.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
       await authenticate(o.pool, keys, req);
       if (metering) await admit(admitter, req, reply);
@@ -239,6 +243,8 @@ export async function buildServer(o: {
   );
   await app.register(panelRoutes(deps));
   await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history }));
+  // CONNECT never reaches fastify: without a listener node drops the socket without a word.
+  app.server.on('connect', (_req, socket: Socket) => rawFailure(socket, 405, 'Method Not Allowed', 'method_not_allowed', 'CONNECT is not supported'));
   return app;
 }
 
