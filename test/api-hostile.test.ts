@@ -236,8 +236,10 @@ describe('requests the router or node refuse: the envelope too', () => {
     expect(expectEnvelope(two, 401, 'unauthorized').message).toMatch(/one Authorization header/);
   });
 
-  test('CONNECT: a 405 envelope, not a dropped socket; the docs answer with a query string too, without a key', async () => {
+  test('CONNECT: a 405 envelope, not a dropped socket; Expect other than 100-continue: a 417 envelope; the docs answer with a query string too, without a key', async () => {
     expect(expectEnvelope(await raw(`CONNECT 127.0.0.1:5432 HTTP/1.1\r\nHost: x\r\n\r\n`), 405, 'method_not_allowed').message).toMatch(/CONNECT/);
+    const expectation = await raw(`POST /v1/car/by-geometry HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 200-ok\r\n\r\n{}`);
+    expect(expectEnvelope(expectation, 417, 'invalid_request').message).toMatch(/100-continue/);
     expect((await call(fx.api.base, '/v1/docs/json?x=1')).status).toBe(200);
     expect((await call(fx.api.base, '/v1/health')).status).toBe(200);
   });

@@ -2,6 +2,7 @@
 // response carries X-Request-Id; every failure is the one envelope of ./errors.ts; request
 // logs are one line per response with the path's CPFs masked and no headers at all.
 import crypto from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -243,8 +244,10 @@ export async function buildServer(o: {
   );
   await app.register(panelRoutes(deps));
   await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history }));
-  // CONNECT never reaches fastify: without a listener node drops the socket without a word.
+  // CONNECT and an Expect other than 100-continue never reach fastify: without a listener node
+  // drops the socket without a word, or answers a bare 417.
   app.server.on('connect', (_req, socket: Socket) => rawFailure(socket, 405, 'Method Not Allowed', 'method_not_allowed', 'CONNECT is not supported'));
+  app.server.on('checkExpectation', (req: IncomingMessage) => rawFailure(req.socket, 417, 'Expectation Failed', 'invalid_request', 'Expect: only 100-continue is supported'));
   return app;
 }
 
