@@ -202,7 +202,7 @@ describe('the query history survives hostile paths', () => {
 });
 
 describe('numbers that are not finite', () => {
-  test('"Infinity", "-Infinity" and "1e309" where a number is expected: 400 naming the parameter, never a pass or a SQL error', async () => {
+  test('"Infinity", "-Infinity" and "1e309" where a number is expected, year 0000 where a date is: 400 naming the parameter, never a pass or a SQL error', async () => {
     for (const v of ['Infinity', '-Infinity', '1e309', '-1e309']) {
       for (const p of [`/v1/car/by-document/52998224725?limit=${v}`, `/v1/socio/search?q=agro&limit=${v}`, `/v1/car/history?limit=${v}`]) {
         expect(expectEnvelope(await call(fx.api.base, p, { key }), 400, 'invalid_request').message, p).toBe('limit: must be a finite number');
@@ -211,6 +211,10 @@ describe('numbers that are not finite', () => {
         const r = await call(fx.api.base, route, { key, body: { geometry: SQUARE, [field]: v } });
         expect(expectEnvelope(r, 400, 'invalid_request').message, `${field} ${v}`).toBe(`${field}: must be a finite number`);
       }
+    }
+    // year 0000 is a date to JavaScript, not to PostgreSQL: refused before the query, naming the parameter
+    for (const p of ['from', 'to']) {
+      expect(expectEnvelope(await call(fx.api.base, `/v1/car/history?${p}=0000-01-01`, { key }), 400, 'invalid_request').message).toBe(`${p}: not a calendar date (YYYY-MM-DD)`);
     }
     // finite values written as strings are still read as numbers
     expect((await call(fx.api.base, '/v1/car/by-geometry', { key, body: { geometry: SQUARE, min_overlap: '0.5', limit: '10' } })).status).toBe(200);
@@ -305,6 +309,12 @@ test('panel forms: a CSRF token in other characters, fields of other JSON types 
   expect(await post('/panel/monitors', JSON.stringify({ csrf, kind: 'car', record: { toString: 1 } }))).toBe(422);
   expect(await post('/panel/webhooks', JSON.stringify({ csrf, url: { toString: 1 }, events: [1, {}] }))).toBe(422);
   expect(await post('/panel/login', JSON.stringify({ api_key: { toString: 1 } }))).toBe(401);
+  // date filters that are not calendar dates are ignored, not sent to the query
+  for (const q of ['from=0000-01-01', 'to=2026-02-30', 'from=2026-13-01&to=0000-00-00', 'from=a&from=b']) {
+    const r = await fetch(`${fx.api.base}/panel?${q}`, { headers: { cookie } });
+    expect(r.status, q).toBe(200);
+    expect(await r.text(), q).toContain('id="history"');
+  }
 });
 
 describe('the request log and the query history', () => {

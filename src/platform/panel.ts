@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiDeps } from '../api/deps.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import { formText, sameToken } from './panel-form.ts';
-import { historyPage } from './history.ts';
+import { historyPage, isCalendarDate } from './history.ts';
 import { flushHistory } from './history-writer.ts';
 import { checkKeyFormat, createKey, findActiveKey, KEY_ENVS, revokeKey, rotateKey, type ApiKey, type KeyEnv, type Plan } from './keys.ts';
 import { PLAN_LIMITS, windowOf } from './limits.ts';
@@ -65,7 +65,6 @@ export function usageChart(days: Map<number, number>, daysInMonth: number): stri
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '');
-const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 async function dashboard(deps: ApiDeps, s: Session, q: Record<string, string | undefined>, flash: string): Promise<string> {
   const pool = deps.pool;
@@ -73,8 +72,9 @@ async function dashboard(deps: ApiDeps, s: Session, q: Record<string, string | u
   const month = windowOf(Date.now()).month;
   const [y, m] = month.split('-').map(Number);
   const daysInMonth = new Date(Date.UTC(y, m, 0)).getUTCDate();
-  const from = q.from && DATE.test(q.from) ? q.from : null;
-  const to = q.to && DATE.test(q.to) ? q.to : null;
+  // A filter that is not a calendar date is ignored (2026-02-30 or 0000-01-01 would fail the query).
+  const from = typeof q.from === 'string' && isCalendarDate(q.from) ? q.from : null;
+  const to = typeof q.to === 'string' && isCalendarDate(q.to) ? q.to : null;
   await flushHistory(pool); // the usage chart counts history rows: this process's buffered ones first
   const [usage, history, keys] = await Promise.all([
     usageByDay(pool, s.key_id, month),
