@@ -244,6 +244,15 @@ describe('requests the router or node refuse: the envelope too', () => {
     expect(expectEnvelope(await raw(`CONNECT 127.0.0.1:5432 HTTP/1.1\r\nHost: x\r\n\r\n`), 405, 'method_not_allowed').message).toMatch(/CONNECT/);
     const expectation = await raw(`POST /v1/car/by-geometry HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 200-ok\r\n\r\n{}`);
     expect(expectEnvelope(expectation, 417, 'invalid_request').message).toMatch(/100-continue/);
+    // clients that reset the connection right after CONNECT (or Expect) do not take the process down
+    const { port } = new URL(fx.api.base);
+    for (let i = 0; i < 20; i++) {
+      const s = net.connect(Number(port), '127.0.0.1');
+      s.on('error', () => {});
+      s.write(`${i % 2 ? 'CONNECT 127.0.0.1:5432' : 'POST /v1/car/by-geometry'} HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 5\r\n\r\n${'x'.repeat(100_000)}`);
+      s.resetAndDestroy();
+    }
+    await new Promise((r) => setTimeout(r, 500));
     expect((await call(fx.api.base, '/v1/docs/json?x=1')).status).toBe(200);
     expect((await call(fx.api.base, '/v1/health')).status).toBe(200);
   });

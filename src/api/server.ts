@@ -246,7 +246,11 @@ export async function buildServer(o: {
   await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history }));
   // CONNECT and an Expect other than 100-continue never reach fastify: without a listener node
   // drops the socket without a word, or answers a bare 417.
-  app.server.on('connect', (_req, socket: Socket) => rawFailure(socket, 405, 'Method Not Allowed', 'method_not_allowed', 'CONNECT is not supported'));
+  // The socket is ours once 'connect' fires: without an error listener a client's reset would crash the process.
+  app.server.on('connect', (_req, socket: Socket) => {
+    socket.on('error', () => socket.destroy());
+    rawFailure(socket, 405, 'Method Not Allowed', 'method_not_allowed', 'CONNECT is not supported');
+  });
   app.server.on('checkExpectation', (req: IncomingMessage) => rawFailure(req.socket, 417, 'Expectation Failed', 'invalid_request', 'Expect: only 100-continue is supported'));
   return app;
 }
