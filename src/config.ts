@@ -189,8 +189,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       keyRotationGraceHours: Math.max(0, num(env.AGRO_KEY_ROTATION_GRACE_HOURS, 24)),
       // GET /metrics needs `Authorization: Bearer <this>` when set; open when not (src/api/metrics.ts).
       metricsToken: env.AGRO_METRICS_TOKEN || null,
-      // A request (headers and body) must arrive within this: a client that trickles bytes is cut off with a 408.
-      requestTimeoutMs: Math.max(100, num(env.AGRO_API_REQUEST_TIMEOUT_MS, 30_000)),
+      // A request (headers and body) must arrive within this: a client that trickles bytes is cut off
+      // with a 408. 60 s lets a 1 MB body through at 17 KB/s.
+      requestTimeoutMs: Math.max(100, num(env.AGRO_API_REQUEST_TIMEOUT_MS, 60_000)),
     }),
     receitaCnpj: Object.freeze({
       shareToken: env.AGRO_CNPJ_SHARE_TOKEN || 'YggdBLfdninEJX9',

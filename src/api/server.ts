@@ -190,9 +190,11 @@ export async function buildServer(o: {
     }
   });
 
+  // After validation: ±Infinity that Ajv coerced from a string is refused (./finite-numbers.ts).
+  app.addHook('preHandler', async (req) => rejectNonFinite(req));
+
   // Once the status is known: the refund of a reservation the answer does not use, and the
   // history row. Idempotency-Key on POST: after validation (a refused body is never claimed).
-  app.addHook('preHandler', async (req) => rejectNonFinite(req));
   if (metering) app.addHook('preHandler', async (req, reply) => idempotencyPreHandler(o.pool, req, reply));
 
   app.addHook('onSend', async (req, reply, payload) => {
