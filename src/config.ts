@@ -56,7 +56,7 @@ export interface Config {
   /** SICAR's GeoServer WFS (route B: AREA_IMOVEL without a CAPTCHA); endpoint in sources['sicar-wfs']. */
   sicarWfs: WfsSettings;
   /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
-  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number; metricsToken: string | null }>;
+  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number; metricsToken: string | null; requestTimeoutMs: number }>;
   /** Receita CNPJ month downloads (the share's WebDAV URL is sources['receita-cnpj']). */
   receitaCnpj: Readonly<ReceitaCnpjConfig>;
   /** Webhook delivery: AGRO_WEBHOOKS_ALLOW_PRIVATE=1 permits private/loopback targets (development, tests); the outbox poll interval. */
@@ -189,6 +189,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       keyRotationGraceHours: Math.max(0, num(env.AGRO_KEY_ROTATION_GRACE_HOURS, 24)),
       // GET /metrics needs `Authorization: Bearer <this>` when set; open when not (src/api/metrics.ts).
       metricsToken: env.AGRO_METRICS_TOKEN || null,
+      // A request (headers and body) must arrive within this: a client that trickles bytes is cut off
+      // with a 408. 60 s lets a 1 MB body through at 17 KB/s.
+      requestTimeoutMs: Math.max(100, num(env.AGRO_API_REQUEST_TIMEOUT_MS, 60_000)),
     }),
     receitaCnpj: Object.freeze({
       shareToken: env.AGRO_CNPJ_SHARE_TOKEN || 'YggdBLfdninEJX9',

@@ -47,6 +47,7 @@ export const ERRORS = {
   idempotency_conflict: { exitCode: 1, httpStatus: 409, message: 'a request with this idempotency key is still running' },
   webhook_target_refused: { exitCode: 2, httpStatus: 422, message: 'webhook target refused' },
   event_not_found: { exitCode: 1, httpStatus: 404, message: 'event not found' },
+  request_timeout: { exitCode: 1, httpStatus: 408, message: 'the request did not arrive in time' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -16,9 +16,12 @@ export function formatCnpj(cnpj: string): string {
   return `${c.slice(0, 2)}.${c.slice(2, 5)}.${c.slice(5, 8)}/${c.slice(8, 12)}-${c.slice(12)}`;
 }
 
-// A CPF written with or without punctuation, not part of a longer digit run
-// (so 14-digit CNPJs and 43-character CAR numbers are left alone).
-const CPF_IN_TEXT = /(?<![\dA-Za-z])(\d{3})\.?(\d{3})\.?(\d{3})-?(\d{2})(?![\dA-Za-z])/g;
+// A CPF written with or without punctuation, not part of a longer digit run (so 14-digit
+// CNPJs and 43-character CAR numbers are left alone). Any one of the separators the document
+// parser strips may stand between the groups: '529.982.247.25' and '529 982 247 25' are
+// CPFs to the API (src/documents.ts), so they are CPFs to the mask too.
+const SEP = '[ .\\/\\-\\u00a0]?';
+const CPF_IN_TEXT = new RegExp(`(?<![\\dA-Za-z])(\\d{3})${SEP}(\\d{3})${SEP}(\\d{3})${SEP}(\\d{2})(?![\\dA-Za-z])`, 'g');
 
 /** Masks every CPF-looking number inside free text (log lines, error messages). */
 export function maskCpfsInText(text: string): string {
@@ -40,4 +43,49 @@ export function maskCpfsDeep<T>(value: T, depth = 0): T {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) out[maskCpfsInText(k)] = maskCpfsDeep(v, depth + 1);
   return out as T;
+}
+
+// What normalizeDocument strips (src/documents.ts): a value that is 11 digits without them is
+// a CPF to the API, however it is grouped ('5299.8224-725').
+const DOCUMENT_PUNCTUATION = /[ \t\n\r\f\v\u00a0./-]/g;
+// 11 digits, or a CPF padded with one or two zeros (12 or 13 digits: never a CNPJ, which has 14).
+const CPF_DIGITS = /^0{0,2}([0-9]{11})$/;
+const DIGIT_RUN = /(?<![0-9A-Za-z])[0-9][0-9.-]*[0-9](?![0-9A-Za-z])/g;
+const API_KEY_IN_TEXT = /ck_(live|test)_[0-9A-Za-z]+/g;
+
+/** Percent-escapes decoded where they form valid UTF-8; anything else is kept as written. */
+function decodePercent(text: string): string {
+  return text.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      return run;
+    }
+  });
+}
+
+/**
+ * A request URL as the request log and the query history keep it: percent-escapes decoded (so
+ * that '%2052998224725' is seen for what it is), every path segment or query value that the
+ * API would read as a CPF masked, CPFs inside other text masked, API keys redacted (a key sent
+ * in the query string), control characters escaped again (PostgreSQL text cannot hold NUL),
+ * at most `max` characters.
+ */
+export function maskRequestUrl(url: string, max: number): string {
+  const parts = decodePercent(url).split(/([/?&=])/);
+  const masked = parts
+    .map((p) => {
+      const whole = CPF_DIGITS.exec(p.replace(DOCUMENT_PUNCTUATION, ''));
+      if (whole) return maskCpf(whole[1]);
+      // Inside other text (a search term): a run of digits, dots and dashes holding a CPF's digits.
+      return p.replace(DIGIT_RUN, (run) => {
+        const inRun = CPF_DIGITS.exec(run.replace(/\D/g, ''));
+        return inRun ? maskCpf(inRun[1]) : run;
+      });
+    })
+    .join('');
+  return maskCpfsInText(masked)
+    .replace(API_KEY_IN_TEXT, 'ck_$1_[redacted]')
+    .replace(/[\u0000-\u001f\u007f]/g, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0').toUpperCase()}`)
+    .slice(0, max);
 }

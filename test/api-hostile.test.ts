@@ -1,11 +1,17 @@
 // Hostile input to every route: NUL bytes, a 5,000-character path segment, a 2 MB body,
 // non-JSON, wrong types, coordinates out of range, emoji and SQL-looking strings. Each
 // answer must be a 4xx error envelope with its X-Request-Id, and the service must be intact.
+import { spawn } from 'node:child_process';
 import net from 'node:net';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { call, expectEnvelope, fixtureApi, newKey, type Reply } from './helpers/api.ts';
+import { HistoryWriter } from '../src/platform/history-writer.ts';
+import { createKey } from '../src/platform/keys.ts';
+import { call, expectEnvelope, fixtureApi, newKey, startApi, type Reply } from './helpers/api.ts';
 
 const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
+const ROOT = path.resolve(__dirname, '..');
 const fx = fixtureApi();
 let key: string;
 
@@ -163,4 +169,229 @@ describe('hostile input: a 4xx envelope every time', () => {
     expect((await fx.db.pool.query('SELECT count(*)::int AS n FROM platform.api_keys')).rows[0].n).toBe(1);
     expect((await call(fx.api.base, '/v1/health')).status).toBe(200);
   });
+});
+
+// ---- found by the hostile-request sweep (each failed before its fix) ----------------------
+
+const SQUARE = { type: 'Polygon', coordinates: [[[-49.34, -16.59], [-49.3, -16.59], [-49.3, -16.55], [-49.34, -16.55], [-49.34, -16.59]]] };
+
+describe('the query history survives hostile paths', () => {
+  test('a NUL byte in a path (%00) is stored escaped and does not stop the history of later requests', async () => {
+    const k = await createKey(fx.db.pool, { env: 'live', plan: 'enterprise', name: 'nul' });
+    expect4xx(await call(fx.api.base, `/v1/car/${GO1}%00`, { key: k.key }), 'NUL');
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).status).toBe(200);
+    await fx.api.app.flushHistory();
+    const rows = (await fx.db.pool.query(`SELECT path, status FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id])).rows;
+    expect(rows).toEqual([{ path: `/v1/car/${GO1}%00`, status: 400 }, { path: `/v1/car/${GO1}`, status: 200 }]);
+    const h = await call(fx.api.base, '/v1/car/history', { key: k.key });
+    expect(h.body.results.map((r: { status: number }) => r.status)).toEqual([200, 400]);
+  });
+
+  test('a row the database refuses is dropped alone: the rest of its batch is written, the refusal counted', async () => {
+    const k = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'writer' });
+    const w = new HistoryWriter(fx.db.pool, fx.db.log);
+    const row = (id: string, path: string) => ({ id, keyId: k.id, method: 'GET', path, status: 200, billable: false, lgpdBase: null, createdAt: new Date() });
+    try {
+      for (const [id, p] of [['req_a', '/a'], ['req_b', '/b\u0000'], ['req_c', '/c']]) w.push(row(id, p));
+      await w.flush();
+      expect((await fx.db.pool.query(`SELECT id, path FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id])).rows).toEqual([{ id: 'req_a', path: '/a' }, { id: 'req_c', path: '/c' }]);
+      expect([w.buffered, w.refused, w.dropped]).toEqual([0, 1, 0]);
+    } finally {
+      await w.stop();
+    }
+  });
+});
+
+describe('numbers that are not finite', () => {
+  test('"Infinity", "-Infinity" and "1e309" where a number is expected, year 0000 where a date is: 400 naming the parameter, never a pass or a SQL error', async () => {
+    for (const v of ['Infinity', '-Infinity', '1e309', '-1e309']) {
+      for (const p of [`/v1/car/by-document/52998224725?limit=${v}`, `/v1/socio/search?q=agro&limit=${v}`, `/v1/car/history?limit=${v}`]) {
+        expect(expectEnvelope(await call(fx.api.base, p, { key }), 400, 'invalid_request').message, p).toBe('limit: must be a finite number');
+      }
+      for (const [field, route] of [['min_overlap', '/v1/car/by-geometry'], ['limit', '/v1/car/by-geometry']] as const) {
+        const r = await call(fx.api.base, route, { key, body: { geometry: SQUARE, [field]: v } });
+        expect(expectEnvelope(r, 400, 'invalid_request').message, `${field} ${v}`).toBe(`${field}: must be a finite number`);
+      }
+    }
+    // year 0000 is a date to JavaScript, not to PostgreSQL: refused before the query, naming the parameter
+    for (const p of ['from', 'to']) {
+      expect(expectEnvelope(await call(fx.api.base, `/v1/car/history?${p}=0000-01-01`, { key }), 400, 'invalid_request').message).toBe(`${p}: not a calendar date (YYYY-MM-DD)`);
+    }
+    // finite values written as strings are still read as numbers
+    expect((await call(fx.api.base, '/v1/car/by-geometry', { key, body: { geometry: SQUARE, min_overlap: '0.5', limit: '10' } })).status).toBe(200);
+  });
+});
+
+describe('requests the router or node refuse: the envelope too', () => {
+  test('a malformed percent-escape in the path, an over-long path parameter', async () => {
+    for (const p of ['/v1/car/%ZZ', '/v1/car/%E0%A4%A', '/v1/socio/cpf/%C0%AE%C0%AE%2F']) {
+      expect(expectEnvelope(await call(fx.api.base, p, { key }), 400, 'invalid_request').message, p).toMatch(/^path: /);
+    }
+    const long = await call(fx.api.base, `/v1/socio/cpf/${'1'.repeat(9000)}`, { key });
+    expect(expectEnvelope(long, 414, 'invalid_request').message).toBe('path: a path parameter is too long');
+    expect(long.text).not.toContain('1'.repeat(100));
+  });
+
+  test('HTTP/1.1 without Host: 400 envelope; two Authorization headers: 401', async () => {
+    const noHost = await raw(`GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n`);
+    expect(expectEnvelope(noHost, 400, 'invalid_request').message).toMatch(/Host header/);
+    expect((await raw(`GET /v1/health HTTP/1.0\r\n\r\n`)).status).toBe(200); // HTTP/1.0 has no Host requirement
+    const other = await newKey(fx.db, 'live', 'starter');
+    const two = await raw(`GET /v1/car/${GO1} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nAuthorization: Bearer ${other}\r\nConnection: close\r\n\r\n`);
+    expect(expectEnvelope(two, 401, 'unauthorized').message).toMatch(/one Authorization header/);
+  });
+
+  test('CONNECT: a 405 envelope, not a dropped socket; Expect other than 100-continue: a 417 envelope; the docs answer with a query string too, without a key', async () => {
+    expect(expectEnvelope(await raw(`CONNECT 127.0.0.1:5432 HTTP/1.1\r\nHost: x\r\n\r\n`), 405, 'method_not_allowed').message).toMatch(/CONNECT/);
+    const expectation = await raw(`POST /v1/car/by-geometry HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 200-ok\r\n\r\n{}`);
+    expect(expectEnvelope(expectation, 417, 'invalid_request').message).toMatch(/100-continue/);
+    // clients that reset the connection right after CONNECT (or Expect) do not take the process down
+    const { port } = new URL(fx.api.base);
+    for (let i = 0; i < 20; i++) {
+      const s = net.connect(Number(port), '127.0.0.1');
+      s.on('error', () => {});
+      s.write(`${i % 2 ? 'CONNECT 127.0.0.1:5432' : 'POST /v1/car/by-geometry'} HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 5\r\n\r\n${'x'.repeat(100_000)}`);
+      s.resetAndDestroy();
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await call(fx.api.base, '/v1/docs/json?x=1')).status).toBe(200);
+    expect((await call(fx.api.base, '/v1/health')).status).toBe(200);
+  });
+
+  test('a body that trickles in is cut off with a 408 envelope at the request timeout, authenticated or not', async () => {
+    const quick = await startApi({ ...fx.db.cfg, api: { ...fx.db.cfg.api, requestTimeoutMs: 1_000 } }, fx.db.url, fx.db);
+    try {
+      const { port } = new URL(quick.base);
+      const trickle = (auth: string) =>
+        new Promise<{ ms: number; text: string }>((resolve) => {
+          const t0 = Date.now();
+          const s = net.connect(Number(port), '127.0.0.1');
+          let text = '';
+          s.on('data', (d) => (text += d));
+          s.on('error', () => {});
+          const drip = setInterval(() => s.writable && s.write(' '), 200);
+          const give = setTimeout(() => s.destroy(), 8_000);
+          s.on('close', () => {
+            clearInterval(drip);
+            clearTimeout(give);
+            resolve({ ms: Date.now() - t0, text });
+          });
+          s.write(`POST /v1/car/by-geometry HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"geometry":`);
+        });
+      const [authed, anonymous] = await Promise.all([trickle(`Authorization: Bearer ${key}\r\n`), trickle('')]);
+      expect(authed.ms).toBeLessThan(5_000);
+      expect(authed.text).toMatch(/^HTTP\/1\.1 408 /);
+      expect(authed.text).toMatch(/"code":"request_timeout"/);
+      expect(anonymous.ms).toBeLessThan(5_000); // answered 401 at once, then closed at the timeout
+      expect(anonymous.text).toMatch(/^HTTP\/1\.1 401 /);
+      expect((await call(quick.base, '/v1/health')).status).toBe(200);
+    } finally {
+      await quick.close();
+    }
+  }, 30_000);
+});
+
+test('a ring with a position repeated right after itself is not self-intersecting (valid GeoJSON, valid to PostGIS)', async () => {
+  const c = SQUARE.coordinates[0];
+  const repeated = { type: 'Polygon', coordinates: [[c[0], c[0], c[1], c[2], c[2], c[3], c[4]]] };
+  for (const route of ['/v1/car/by-geometry', '/v1/enriquecimento/territorial']) {
+    const r = await call(fx.api.base, route, { key, body: { geometry: repeated } });
+    expect(r.status, `${route} ${r.text.slice(0, 200)}`).toBe(200);
+    expect(r.body).toEqual({ ...(await call(fx.api.base, route, { key, body: { geometry: SQUARE } })).body, consultado_em: r.body.consultado_em });
+  }
+  // a real crossing is still refused
+  const bowtie = { type: 'Polygon', coordinates: [[c[0], c[2], c[1], c[3], c[0]]] };
+  expect(expectEnvelope(await call(fx.api.base, '/v1/car/by-geometry', { key, body: { geometry: bowtie } }), 422, 'geometry_invalid').message).toMatch(/self-intersecting/);
+});
+
+test('10,000-vertex geometries do not hold the event loop (validity is PostGIS\'s job); a crossing among them is still a 422', async () => {
+  const ring = (n: number) => {
+    const c = Array.from({ length: n }, (_, i) => [-49.32 + 0.01 * Math.cos((2 * Math.PI * i) / n), -16.57 + 0.01 * Math.sin((2 * Math.PI * i) / n)]);
+    return [...c, c[0]];
+  };
+  const valid = { type: 'Polygon', coordinates: [ring(9_999)] };
+  const crossed = ring(9_999);
+  [crossed[5000], crossed[5001]] = [crossed[5001], crossed[5000]];
+  // Event-loop time of this process (server and client): turf's kinks took 310 ms per such
+  // geometry on the event loop, 1.9 s for these six; the linear checks take a few ms each.
+  for (const route of ['/v1/car/by-geometry', '/v1/enriquecimento/territorial']) await call(fx.api.base, route, { key, body: { geometry: SQUARE } }); // warm
+  const before = performance.eventLoopUtilization();
+  const answers = await Promise.all([
+    ...[0, 1, 2, 3].map(() => call(fx.api.base, '/v1/car/by-geometry', { key, body: { geometry: valid } })),
+    call(fx.api.base, '/v1/enriquecimento/territorial', { key, body: { geometry: valid, layers: ['ti'] } }),
+    call(fx.api.base, '/v1/car/by-geometry', { key, body: { geometry: { type: 'Polygon', coordinates: [crossed] } } }),
+  ]);
+  const busyMs = performance.eventLoopUtilization(before).active;
+  for (const r of answers.slice(0, 5)) expect(r.status, r.text.slice(0, 200)).toBe(200);
+  expect(expectEnvelope(answers[5], 422, 'geometry_invalid').message).toMatch(/self-intersecting \(at \[-49\.3/);
+  expect(busyMs).toBeLessThan(900);
+}, 60_000);
+
+test('panel forms: a CSRF token in other characters, fields of other JSON types → 4xx, never a 500', async () => {
+  const k = await newKey(fx.db, 'live', 'growth');
+  const login = await fetch(`${fx.api.base}/panel/login`, { method: 'POST', body: new URLSearchParams({ api_key: k }), redirect: 'manual' });
+  expect(login.status).toBe(303);
+  const cookie = login.headers.get('set-cookie')!.split(';')[0];
+  const csrf = /name="csrf" value="([^"]+)"/.exec(await (await fetch(`${fx.api.base}/panel`, { headers: { cookie } })).text())![1];
+  const post = async (path: string, body: string, type = 'application/json') =>
+    (await fetch(`${fx.api.base}${path}`, { method: 'POST', headers: { cookie, 'content-type': type }, body, redirect: 'manual' })).status;
+  // same number of characters, more bytes
+  expect(await post('/panel/keys', new URLSearchParams({ csrf: 'é'.repeat(csrf.length), name: 'x' }).toString(), 'application/x-www-form-urlencoded')).toBe(403);
+  expect(await post('/panel/keys', JSON.stringify({ csrf: [csrf] }))).toBe(403);
+  expect(await post('/panel/keys', JSON.stringify({ csrf, name: 5, env: { live: 1 } }))).toBe(201);
+  expect(await post('/panel/monitors', JSON.stringify({ csrf, kind: 'car', record: { toString: 1 } }))).toBe(422);
+  expect(await post('/panel/webhooks', JSON.stringify({ csrf, url: { toString: 1 }, events: [1, {}] }))).toBe(422);
+  expect(await post('/panel/login', JSON.stringify({ api_key: { toString: 1 } }))).toBe(401);
+  // date filters that are not calendar dates are ignored, not sent to the query
+  for (const q of ['from=0000-01-01', 'to=2026-02-30', 'from=2026-13-01&to=0000-00-00', 'from=a&from=b']) {
+    const r = await fetch(`${fx.api.base}/panel?${q}`, { headers: { cookie } });
+    expect(r.status, q).toBe(200);
+    expect(await r.text(), q).toContain('id="history"');
+  }
+});
+
+describe('the request log and the query history', () => {
+  test('no CPF in clear however it is written, no API key sent in the query string (a real `agro serve`)', async () => {
+    const k = await createKey(fx.db.pool, { env: 'live', plan: 'enterprise', name: 'log' });
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'agro.mjs'), 'serve', '--port', '0', '--json'], {
+      cwd: ROOT, env: { ...process.env, DATABASE_URL: fx.db.url, AGRO_DATA_DIR: fx.db.dataDir, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let log = '';
+    child.stderr!.on('data', (d) => (log += d));
+    const base = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout!.on('data', (d) => {
+        out += d;
+        const m = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(out);
+        if (m) resolve(m[1]);
+      });
+      child.on('exit', (code) => reject(new Error(`agro serve exited ${code}: ${log.slice(-2000)}`)));
+    });
+    const written = ['529.982.247.25', '529 982 247 25', ' 52998224725', '5299.8224-725', '052998224725', '52998224725'];
+    try {
+      for (const w of written) {
+        for (const p of [`/v1/car/by-document/${encodeURIComponent(w)}`, `/v1/socio/cpf/${encodeURIComponent(w)}`, `/v1/socio/search?q=${encodeURIComponent(`agro ${w}`)}`]) {
+          const r = await call(base, p, { key: k.key });
+          expect(r.status, p).toBeLessThan(500);
+          expect(r.text, p).not.toMatch(/52998224725|529\D?982\D?247\D?25/);
+        }
+      }
+      expect((await call(base, '/v1/car/by-document/529.982.247.25', { key: k.key })).body.count).toBeGreaterThan(0); // read as the CPF it is
+      expectEnvelope(await call(base, `/v1/car/${GO1}?api_key=${k.key}`), 401, 'unauthorized');
+    } finally {
+      await new Promise((resolve) => {
+        child.removeAllListeners('exit');
+        child.on('exit', resolve);
+        child.kill('SIGTERM');
+      });
+    }
+    expect(log).toMatch(/"msg":"request"/);
+    expect(log).toContain('***.982.247-**');
+    const stored = (await fx.db.pool.query(`SELECT path FROM platform.requests WHERE key_id = $1`, [k.id])).rows.map((r) => r.path as string);
+    expect(stored.length).toBeGreaterThanOrEqual(written.length * 3);
+    for (const text of [log, stored.join('\n')]) {
+      expect(text).not.toMatch(/52998224725|529\D{0,3}982\D{0,3}247\D{0,3}25|5299\.8224-725/);
+      expect(text).not.toContain(k.key.slice(8));
+    }
+  }, 60_000);
 });

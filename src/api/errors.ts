@@ -73,6 +73,10 @@ export function toFailure(err: unknown): ApiFailure {
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return fromCatalogue('invalid_request', `body: ${e.message ?? 'not valid JSON'}`);
+    case 'FST_ERR_BAD_URL':
+      return fromCatalogue('invalid_request', 'path: not a valid URL (a malformed percent-escape)');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return { ...fromCatalogue('invalid_request', 'path: a path parameter is too long'), status: 414 };
     case '57014':
       return fromCatalogue('upstream_unavailable', 'the query took longer than the statement timeout; retry later');
   }

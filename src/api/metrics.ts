@@ -84,6 +84,7 @@ export function metricsRoutes(o: { cfg: Config; pool: pg.Pool; metrics: ApiMetri
       const api: Family[] = [
         { name: 'agro_api_history_buffered_rows', type: 'gauge', help: 'Query history rows of this process not yet written (flushed every 200 ms)', samples: [{ labels: {}, value: o.history.buffered }] },
         { name: 'agro_api_history_dropped_rows_total', type: 'counter', help: 'Query history rows dropped because the buffer overflowed while the database was unreachable', samples: [{ labels: {}, value: o.history.dropped }] },
+        { name: 'agro_api_history_refused_rows_total', type: 'counter', help: 'Query history rows the database refused (a value the table cannot hold): dropped alone, the rest of their batch written', samples: [{ labels: {}, value: o.history.refused }] },
       ];
       const text = o.metrics.latency.render() + [...api, ...(await etlFamilies(o.pool, cadences))].map(renderFamily).join('');
       reply.type('text/plain; version=0.0.4; charset=utf-8');

@@ -2,6 +2,7 @@
 // response carries X-Request-Id; every failure is the one envelope of ./errors.ts; request
 // logs are one line per response with the path's CPFs masked and no headers at all.
 import crypto from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -11,7 +12,7 @@ import pg from 'pg';
 import type { Config } from '../config.ts';
 import { AgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { maskCpfsInText } from '../privacy.ts';
+import { maskRequestUrl } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
 import { historyRoutes } from '../platform/history.ts';
@@ -27,6 +28,7 @@ import { Cursors } from './cursor.ts';
 import type { ApiDeps } from './deps.ts';
 import { enriquecimentoRoutes } from './enriquecimento/routes.ts';
 import { envelope, toFailure } from './errors.ts';
+import { rejectNonFinite } from './finite-numbers.ts';
 import { OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
 import { ApiMetrics, metricsRoutes } from './metrics.ts';
@@ -65,16 +67,27 @@ export function createApiPool(cfg: Config, url: string): pg.Pool {
   return pool;
 }
 
-/** A bare HTTP 400 for requests node's parser refuses (NUL bytes, oversized headers): still the envelope. */
-function clientError(err: Error & { code?: string }, socket: Socket) {
-  if (!socket.writable) return socket.destroy();
-  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+/** An envelope written straight to a socket, for requests that never reach fastify; the connection is closed. */
+function rawFailure(socket: Socket, status: number, reason: string, code: string, message: string) {
   const id = newRequestId();
-  const body = JSON.stringify(envelope({ code: 'invalid_request', message: `invalid request: malformed HTTP request (${err.code ?? 'parse error'})` }, id));
+  const body = JSON.stringify(envelope({ code, message }, id));
   socket.end(
-    `HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `X-Request-Id: ${id}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
+}
+
+/**
+ * An answer for requests node's parser refuses (NUL bytes, oversized headers) or that do not
+ * arrive within the request timeout (a client trickling bytes): still the envelope.
+ */
+function clientError(err: Error & { code?: string }, socket: Socket) {
+  // A response already started on this socket (the route answered before the body ended): just close.
+  const started = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+  if (!socket.writable || started) return socket.destroy();
+  if (err.code === 'HPE_HEADER_OVERFLOW') return rawFailure(socket, 431, 'Request Header Fields Too Large', 'invalid_request', `invalid request: malformed HTTP request (${err.code})`);
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return rawFailure(socket, 408, 'Request Timeout', 'request_timeout', 'the request (headers and body) did not arrive within the request timeout');
+  rawFailure(socket, 400, 'Bad Request', 'invalid_request', `invalid request: malformed HTTP request (${err.code ?? 'parse error'})`);
 }
 
 /** A pool's connection as a URL (the sandbox database is named after it). */
@@ -84,11 +97,22 @@ function poolUrl(pool: pg.Pool): string {
   return connectionString ?? `postgres://${auth}@${host ?? '127.0.0.1'}:${port ?? 5432}/${encodeURIComponent(database ?? '')}`;
 }
 
+/** The envelope of any failure, with its status and headers (the error handler, fastify's framework errors). */
+function sendFailure(err: unknown, req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const f = toFailure(err);
+  if (f.unexpected) req.log[f.status >= 500 ? 'error' : 'warn']({ err }, 'request failed');
+  if (f.status === 401) reply.header('www-authenticate', 'Bearer');
+  reply.header('x-request-id', req.id).headers(f.headers).code(f.status).type('application/json; charset=utf-8');
+  return reply.send(envelope(f, req.id));
+}
+
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest): Promise<void> {
   const header = req.headers.authorization;
   if (!header) throw new AgroError('unauthorized', 'send Authorization: Bearer <API key>');
+  // Node keeps the first of repeated Authorization headers; a proxy may keep the last: refused, not guessed.
+  if ((req.raw.headersDistinct.authorization?.length ?? 0) > 1) throw new AgroError('unauthorized', 'send one Authorization header');
   const m = BEARER.exec(header);
   if (!m) throw new AgroError('unauthorized', 'the Authorization header must be "Bearer <API key>"');
   if (!checkKeyFormat(m[1])) throw new AgroError('unauthorized', 'malformed API key');
@@ -120,6 +144,19 @@ export async function buildServer(o: {
     bodyLimit: o.cfg.api.bodyLimitBytes,
     routerOptions: { maxParamLength: 8_192 },
     clientErrorHandler: clientError,
+    // The whole request must arrive within the timeout (fastify's default is none: a slow body held
+    // its connection forever); the connections are checked every second. Node enforces it only when
+    // the headers timeout is not longer (measured: a 60 s headers timeout left a 1 s request timeout
+    // unenforced). A missing Host header is answered by the onRequest hook below, with the
+    // envelope, instead of node's bare 400.
+    requestTimeout: o.cfg.api.requestTimeoutMs,
+    http: {
+      requireHostHeader: false,
+      headersTimeout: Math.min(60_000, o.cfg.api.requestTimeoutMs),
+      connectionsCheckingInterval: Math.min(1_000, o.cfg.api.requestTimeoutMs),
+    },
+    // A malformed percent-escape in the path, a path segment over maxParamLength: the envelope too.
+    frameworkErrors: (err, req, reply) => sendFailure(err, req, reply),
     // Unknown body fields are an error (a typo must not be silently ignored), not stripped.
     ajv: { customOptions: { allErrors: false, removeAdditional: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -142,12 +179,19 @@ export async function buildServer(o: {
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
-    const isPublic = req.routeOptions.config?.public === true || req.url === '/v1/docs' || req.url.startsWith('/v1/docs/');
+    if (req.raw.httpVersionMajor === 1 && req.raw.httpVersionMinor >= 1 && req.headers.host === undefined) {
+      throw new AgroError('invalid_request', 'an HTTP/1.1 request needs a Host header');
+    }
+    const path = req.url.split('?')[0];
+    const isPublic = req.routeOptions.config?.public === true || path === '/v1/docs' || path.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
       await authenticate(o.pool, keys, req);
       if (metering) await admit(admitter, req, reply);
     }
   });
+
+  // After validation: ±Infinity that Ajv coerced from a string is refused (./finite-numbers.ts).
+  app.addHook('preHandler', async (req) => rejectNonFinite(req));
 
   // Once the status is known: the refund of a reservation the answer does not use, and the
   // history row. Idempotency-Key on POST: after validation (a refused body is never claimed).
@@ -164,23 +208,17 @@ export async function buildServer(o: {
     metrics.observe(req, reply);
     if (!log.isLevelEnabled('info')) return;
     req.log.info(
-      { method: req.method, url: maskCpfsInText(req.url.slice(0, 200)), status: reply.statusCode, ms: Math.round(reply.elapsedTime), key: req.apiKey?.id },
+      { method: req.method, url: maskRequestUrl(req.url, 200), status: reply.statusCode, ms: Math.round(reply.elapsedTime), key: req.apiKey?.id },
       'request',
     );
   });
 
-  app.setErrorHandler(async (err, req, reply: FastifyReply) => {
-    const f = toFailure(err);
-    if (f.unexpected) req.log[f.status >= 500 ? 'error' : 'warn']({ err }, 'request failed');
-    if (f.status === 401) reply.header('www-authenticate', 'Bearer');
-    reply.headers(f.headers).code(f.status).type('application/json; charset=utf-8');
-    return envelope(f, req.id);
-  });
+  app.setErrorHandler(async (err, req, reply: FastifyReply) => sendFailure(err, req, reply));
 
   app.setNotFoundHandler(async (req, reply) => {
     reply.code(404).type('application/json; charset=utf-8');
-    const path = req.url.split('?')[0];
-    return envelope({ code: 'not_found', message: `not found: no route ${req.method} ${maskCpfsInText(path.length > 80 ? path.slice(0, 80) + '…' : path)}` }, req.id);
+    const path = maskRequestUrl(req.url.split('?')[0], 81);
+    return envelope({ code: 'not_found', message: `not found: no route ${req.method} ${path.length > 80 ? path.slice(0, 80) + '…' : path}` }, req.id);
   });
 
   await app.register(swagger, {
@@ -208,6 +246,14 @@ export async function buildServer(o: {
   );
   await app.register(panelRoutes(deps));
   await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history }));
+  // CONNECT and an Expect other than 100-continue never reach fastify: without a listener node
+  // drops the socket without a word, or answers a bare 417.
+  // The socket is ours once 'connect' fires: without an error listener a client's reset would crash the process.
+  app.server.on('connect', (_req, socket: Socket) => {
+    socket.on('error', () => socket.destroy());
+    rawFailure(socket, 405, 'Method Not Allowed', 'method_not_allowed', 'CONNECT is not supported');
+  });
+  app.server.on('checkExpectation', (req: IncomingMessage) => rawFailure(req.socket, 417, 'Expectation Failed', 'invalid_request', 'Expect: only 100-continue is supported'));
   return app;
 }
 

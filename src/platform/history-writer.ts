@@ -42,6 +42,9 @@ export async function insertHistoryRows(db: Db, rows: readonly HistoryEntry[]): 
   });
 }
 
+/** A data exception or constraint violation (SQLSTATE class 22, 23): that row, not an outage. */
+const isRowError = (e: unknown) => /^2[23]/.test(String((e as { code?: unknown }).code ?? ''));
+
 /** The writer of each API pool in this process, so that any reader of the history can flush it first. */
 const writers = new WeakMap<object, HistoryWriter>();
 
@@ -51,6 +54,7 @@ export class HistoryWriter {
   /** The flush under way: flushes run one at a time, so rows reach the table in answer order. */
   #flushing: Promise<void> = Promise.resolve();
   #dropped = 0;
+  #refused = 0;
   #failing = false;
 
   constructor(
@@ -68,6 +72,11 @@ export class HistoryWriter {
   /** Rows dropped because the buffer was full while the database could not be written. */
   get dropped(): number {
     return this.#dropped;
+  }
+
+  /** Rows the database refused (a data or constraint error on that row alone): dropped, logged. */
+  get refused(): number {
+    return this.#refused;
   }
 
   push(row: HistoryEntry): void {
@@ -97,18 +106,42 @@ export class HistoryWriter {
     while (this.#buffer.length > 0) {
       const batch = this.#buffer.slice(0, BATCH_ROWS);
       const droppedBefore = this.#dropped;
+      let done = batch.length;
+      let failure: unknown = null;
       try {
         await insertHistoryRows(this.pool, batch);
       } catch (err) {
-        if (!this.#failing) this.log.error({ err, buffered: this.#buffer.length }, 'cannot write the query history; keeping the rows and retrying');
+        if (isRowError(err)) ({ done, failure } = await this.#writeEach(batch));
+        else [done, failure] = [0, err];
+      }
+      // Pushes append; an overflow meanwhile dropped from the front, i.e. from this batch first.
+      this.#buffer.splice(0, Math.max(0, done - (this.#dropped - droppedBefore)));
+      if (failure) {
+        if (!this.#failing) this.log.error({ err: failure, buffered: this.#buffer.length }, 'cannot write the query history; keeping the rows and retrying');
         this.#failing = true;
         this.#timer ??= setTimeout(() => void this.flush(), 5 * FLUSH_MS);
         return;
       }
       this.#failing = false;
-      // Pushes append; an overflow meanwhile dropped from the front, i.e. from this batch first.
-      this.#buffer.splice(0, Math.max(0, batch.length - (this.#dropped - droppedBefore)));
     }
+  }
+
+  /**
+   * A batch refused for one of its rows (a value the table cannot hold): row by row, so that
+   * one bad row costs only itself, never the rows of every other request after it. Stops at
+   * an outage; `done` counts the rows written or refused before it.
+   */
+  async #writeEach(batch: readonly HistoryEntry[]): Promise<{ done: number; failure: unknown }> {
+    for (let i = 0; i < batch.length; i++) {
+      try {
+        await insertHistoryRows(this.pool, [batch[i]]);
+      } catch (err) {
+        if (!isRowError(err)) return { done: i, failure: err };
+        this.#refused++;
+        this.log.error({ err, request_id: batch[i].id }, 'query history row refused by the database: dropped');
+      }
+    }
+    return { done: batch.length, failure: null };
   }
 
   /** Final flush (server close). */

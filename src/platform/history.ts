@@ -65,10 +65,15 @@ export async function historyPage(db: pg.Pool, o: { keyId: string; from: string 
   return r.rows;
 }
 
+/** A YYYY-MM-DD that is a calendar date to PostgreSQL too (year 0000 is one to JavaScript only). */
+export function isCalendarDate(v: string): boolean {
+  const d = new Date(`${v}T00:00:00Z`);
+  return /^\d{4}-\d{2}-\d{2}$/.test(v) && !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === v && v >= '0001-01-01';
+}
+
 function checkDate(name: string, v: string | undefined): string | null {
   if (v === undefined) return null;
-  const d = new Date(`${v}T00:00:00Z`);
-  if (Number.isNaN(d.getTime()) || d.toISOString().slice(0, 10) !== v) throw new AgroError('invalid_request', `${name}: not a calendar date (YYYY-MM-DD)`);
+  if (!isCalendarDate(v)) throw new AgroError('invalid_request', `${name}: not a calendar date (YYYY-MM-DD)`);
   return v;
 }
 

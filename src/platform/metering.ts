@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { LGPD_BASES } from '../api/car/schemas.ts';
 import { AgroError } from '../errors.ts';
-import { maskCpfsInText } from '../privacy.ts';
+import { maskRequestUrl } from '../privacy.ts';
 import type { HistoryWriter } from './history-writer.ts';
 import type { Plan } from './keys.ts';
 import type { Admitter } from './limits-batch.ts';
@@ -23,16 +23,8 @@ declare module 'fastify' {
   }
 }
 
-/** The stored path: documents masked (percent-escapes decoded first), bounded. */
-export function historyPath(url: string): string {
-  let u = url;
-  try {
-    u = decodeURIComponent(url);
-  } catch {
-    /* keep the raw text */
-  }
-  return maskCpfsInText(u).slice(0, 2_000);
-}
+/** The stored path: documents masked, percent-escapes decoded, storable text, bounded (src/privacy.ts). */
+export const historyPath = (url: string): string => maskRequestUrl(url, 2_000);
 
 /** A following page (with a cursor) of a lookup already counted. */
 function isFollowingPage(req: FastifyRequest): boolean {

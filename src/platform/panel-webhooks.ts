@@ -8,6 +8,7 @@ import { replayEvent, sendTestEvent } from '../events/delivery.ts';
 import { addEndpoint, deliveryLog, EVENT_TYPES, getEndpoint, listEndpoints, removeEndpoint, rotateSecret, type Endpoint } from '../events/endpoints.ts';
 import { addMonitor, listMonitors, removeMonitor, type Monitor } from '../events/monitors.ts';
 import type { Session } from './panel-sql.ts';
+import { formList, formText } from './panel-form.ts';
 import { accountKeys } from './panel-sql.ts';
 
 export interface PanelKit {
@@ -82,7 +83,6 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
     if (!e) notFound(reply, 'subscription');
     return e;
   };
-  const form = (req: FastifyRequest) => (req.body ?? {}) as Record<string, string | string[] | undefined>;
   const back = (reply: FastifyReply, to: string) => reply.code(303).header('location', to).send();
 
   app.get('/panel/webhooks', opts, async (req, reply) => {
@@ -94,10 +94,8 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
   app.post('/panel/webhooks', opts, async (req, reply) => {
     const s = await kit.guard(req, reply);
     if (!s) return reply;
-    const b = form(req);
-    const events = Array.isArray(b.events) ? b.events : b.events ? [b.events] : [];
     try {
-      const e = await addEndpoint(deps.pool, { keyId: s.key_id, url: String(b.url ?? '').trim(), events, allowPrivate: deps.cfg.webhooks.allowPrivate });
+      const e = await addEndpoint(deps.pool, { keyId: s.key_id, url: formText(req, 'url'), events: formList(req, 'events'), allowPrivate: deps.cfg.webhooks.allowPrivate });
       return send(reply, 201, await overview(s, secretFlash(`Subscribed ${e.url}.`, e.secret)));
     } catch (err) {
       if (!isAgroError(err)) throw err;
@@ -140,7 +138,7 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
 
   onEndpoint('replay', async (s, e, req, reply) => {
     try {
-      await replayEvent(deps.pool, String(form(req).event_id ?? ''), { endpointId: e.id, keyIds: await accountKeyIds(deps, s) });
+      await replayEvent(deps.pool, formText(req, 'event_id'), { endpointId: e.id, keyIds: await accountKeyIds(deps, s) });
     } catch (err) {
       if (!isAgroError(err)) throw err;
       return send(reply, 404, await endpointPage(s, e, alert(err.message)));
@@ -151,9 +149,8 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
   app.post('/panel/monitors', opts, async (req, reply) => {
     const s = await kit.guard(req, reply);
     if (!s) return reply;
-    const b = form(req);
     try {
-      const m = await addMonitor(deps.pool, s.key_id, String(b.kind ?? ''), String(b.record ?? ''));
+      const m = await addMonitor(deps.pool, s.key_id, formText(req, 'kind'), formText(req, 'record'));
       return send(reply, 201, await overview(s, `<p role="status">${m.created ? 'Monitoring' : 'Already monitored:'} ${esc(m.kind)} <code>${esc(m.record)}</code>.</p>`));
     } catch (err) {
       if (!isAgroError(err)) throw err;

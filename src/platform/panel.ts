@@ -5,11 +5,11 @@
 // revoke, rotate).
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
-import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiDeps } from '../api/deps.ts';
 import { maskCpfsInText } from '../privacy.ts';
-import { historyPage } from './history.ts';
+import { formText, sameToken } from './panel-form.ts';
+import { historyPage, isCalendarDate } from './history.ts';
 import { flushHistory } from './history-writer.ts';
 import { checkKeyFormat, createKey, findActiveKey, KEY_ENVS, revokeKey, rotateKey, type ApiKey, type KeyEnv, type Plan } from './keys.ts';
 import { PLAN_LIMITS, windowOf } from './limits.ts';
@@ -65,7 +65,6 @@ export function usageChart(days: Map<number, number>, daysInMonth: number): stri
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '');
-const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 async function dashboard(deps: ApiDeps, s: Session, q: Record<string, string | undefined>, flash: string): Promise<string> {
   const pool = deps.pool;
@@ -73,8 +72,9 @@ async function dashboard(deps: ApiDeps, s: Session, q: Record<string, string | u
   const month = windowOf(Date.now()).month;
   const [y, m] = month.split('-').map(Number);
   const daysInMonth = new Date(Date.UTC(y, m, 0)).getUTCDate();
-  const from = q.from && DATE.test(q.from) ? q.from : null;
-  const to = q.to && DATE.test(q.to) ? q.to : null;
+  // A filter that is not a calendar date is ignored (2026-02-30 or 0000-01-01 would fail the query).
+  const from = typeof q.from === 'string' && isCalendarDate(q.from) ? q.from : null;
+  const to = typeof q.to === 'string' && isCalendarDate(q.to) ? q.to : null;
   await flushHistory(pool); // the usage chart counts history rows: this process's buffered ones first
   const [usage, history, keys] = await Promise.all([
     usageByDay(pool, s.key_id, month),
@@ -129,10 +129,7 @@ export function panelRoutes(deps: ApiDeps) {
       const t = req.cookies[COOKIE];
       return t ? sessionOf(deps.pool, t) : null;
     };
-    const csrfOk = (req: FastifyRequest, s: Session) => {
-      const sent = (req.body as Record<string, unknown> | undefined)?.csrf;
-      return typeof sent === 'string' && sent.length === s.csrf.length && crypto.timingSafeEqual(Buffer.from(sent), Buffer.from(s.csrf));
-    };
+    const csrfOk = (req: FastifyRequest, s: Session) => sameToken(formText(req, 'csrf'), s.csrf);
     /** A signed-in POST: the session and its CSRF token, or the answer already sent. */
     const guard = async (req: FastifyRequest, reply: FastifyReply): Promise<Session | null> => {
       const s = await sessionFrom(req);
@@ -155,7 +152,7 @@ export function panelRoutes(deps: ApiDeps) {
     });
 
     app.post('/panel/login', { config, schema: { hide: true } }, async (req, reply) => {
-      const key = String((req.body as Record<string, unknown> | undefined)?.api_key ?? '').trim();
+      const key = formText(req, 'api_key');
       const found = checkKeyFormat(key) ? await findActiveKey(deps.pool, key) : null;
       if (!found) return send(reply, 401, loginPage('Unknown, revoked or malformed API key.'));
       const { token } = await createSession(deps.pool, found.id);
@@ -174,9 +171,9 @@ export function panelRoutes(deps: ApiDeps) {
     app.post('/panel/keys', { config, schema: { hide: true } }, async (req, reply) => {
       const s = await guard(req, reply);
       if (!s) return reply;
-      const b = req.body as Record<string, string | undefined>;
-      const env = (KEY_ENVS as readonly string[]).includes(b.env ?? '') ? (b.env as KeyEnv) : s.env;
-      const name = (b.name ?? '').trim().slice(0, 100) || null;
+      const asked = formText(req, 'env');
+      const env = (KEY_ENVS as readonly string[]).includes(asked) ? (asked as KeyEnv) : s.env;
+      const name = formText(req, 'name').slice(0, 100) || null;
       const k = await createKey(deps.pool, { env, plan: s.plan as Plan, name, accountId: s.account });
       return send(reply, 201, await dashboard(deps, s, {}, newKeyFlash(k.key, `New ${env} key ${k.id} created.`)));
     });

@@ -69,12 +69,13 @@ export function enriquecimentoRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
     }, async (req) => {
       const pool = deps.dataPool(req);
       const layers: Layer[] = req.body.layers?.length ? (req.body.layers as Layer[]) : [...ENRICH_LAYERS];
+      // The geometry's validity first (PostGIS): a bad request is a 422 whatever is published.
+      const geojson = JSON.stringify(req.body.geometry);
+      const area = await checkGeometryInDb(pool, geojson);
       const needed = ['municipios' as const, ...layers];
       const published = new Map((await publishedDatasets(pool, needed.map((l) => DATASET[l]))).map((d) => [d.dataset, d]));
       const missing = needed.filter((l) => !published.has(DATASET[l]));
       if (missing.length) throw new AgroError('upstream_unavailable', `no published snapshot of ${missing.map((l) => DATASET[l]).join(', ')}`);
-      const geojson = JSON.stringify(req.body.geometry);
-      const area = await checkGeometryInDb(pool, geojson);
       const polygonal = (['ti', 'uc', 'quilombo'] as const).filter((l) => layers.includes(l));
       // Independent statements on separate connections: the answer waits for the slowest, not the sum.
       const [municipios, rodovias, ...crossed] = await Promise.all([
