@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import { isAscii, isUtf8 } from 'node:buffer';
 import { StringDecoder } from 'node:string_decoder';
 import { readHead } from './archive.ts';
+import { c1ToWindows1252 } from './read/windows-1252.ts';
 
 export interface CsvRecord {
   fields: string[];
@@ -60,6 +61,8 @@ class ChunkDecoder {
     this.dec = new StringDecoder(enc === 'utf16be' ? 'utf16le' : enc);
   }
   write(chunk: Buffer): string {
+    // latin1 bytes 0x80–0x9F are Windows-1252 punctuation, not C1 controls (read/windows-1252.ts).
+    if (this.enc === 'latin1') return c1ToWindows1252(this.dec.write(chunk));
     if (this.enc !== 'utf16be') return this.dec.write(chunk);
     // UTF-16BE: swap each byte pair and decode as little-endian; an odd byte waits for the next chunk.
     let buf = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;

@@ -9,6 +9,7 @@
 // - D: YYYYMMDD → YYYY-MM-DD, '00000000'/blank = null, anything else kept and counted.
 import { AgroError } from '../../errors.ts';
 import { dataView } from './data-view.ts';
+import { decodeWindows1252 } from './windows-1252.ts';
 
 export interface DbfField {
   /** Lower-cased, as the staging layer names them. */
@@ -90,11 +91,7 @@ export function canDecode(encoding: string): boolean {
 }
 
 // windows-1252 = Latin-1 except 0x80–0x9F (Node 20's TextDecoder decodes that label as Latin-1).
-const CP1252_HIGH = '€\u0081‚ƒ„…†‡ˆ‰Š‹Œ\u008dŽ\u008f\u0090‘’“”•–—˜™š›œ\u009džŸ';
-const windows1252: TextDecode = (b, s, t) => {
-  const text = b.toString('latin1', s, t);
-  return /[\u0080-\u009f]/.test(text) ? text.replace(/[\u0080-\u009f]/g, (c) => CP1252_HIGH[c.charCodeAt(0) - 0x80]) : text;
-};
+const windows1252: TextDecode = decodeWindows1252;
 
 // [start, end) of the last span() (module scratch: no array per field).
 let spanStart = 0, spanEnd = 0;
