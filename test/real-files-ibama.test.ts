@@ -1,0 +1,61 @@
+// IBAMA's CSV with values the loader used to read as something they may not be, through a
+// real run against PostGIS: a cancel or lift flag that is neither 'S' nor 'N' (SOURCES §3.4
+// "S/…"), a day/month date written in the US order with AM/PM, and an ISO stamp with a
+// 12-hour time. Each is published as the contract says and counted, its text kept.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { IBAMA_TERMS, ibamaCsv, type IbamaTerm } from '../fixtures/ibama-embargos.ts';
+import { ibamaEmbargos } from '../pipelines/ibama-embargos/index.ts';
+import type { QualityReport } from '../src/etl/quality.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+let db: TestDb;
+let tmp: string;
+beforeAll(async () => {
+  db = await testDatabase();
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ibama-variants-'));
+});
+afterAll(async () => {
+  await db.drop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+/** The fixture's terms with some cells rewritten (by term id). */
+function withCells(changes: Record<string, Partial<IbamaTerm['row']>>): IbamaTerm[] {
+  return IBAMA_TERMS.map((t) => (changes[t.id] ? { ...t, row: { ...t.row, ...changes[t.id] } } : t));
+}
+
+test('unknown flags stay active but are listed and kept; US-order dates are no date; a PM stamp keeps its hour', async () => {
+  const ids = IBAMA_TERMS.filter((t) => t.role === 'filler' && t.row.SIT_CANCELADO === 'N' && t.row.SIT_DESEMBARGO !== 'S' && t.row.DES_STATUS_FORMULARIO === 'Lavrado').slice(0, 4).map((t) => t.id);
+  expect(ids).toHaveLength(4);
+  const [cancel, lift, usDate, pm] = ids;
+  const terms = withCells({
+    [cancel]: { SIT_CANCELADO: 'Cancelado' },
+    [lift]: { SIT_DESEMBARGO: 'X' },
+    [usDate]: { DAT_EMBARGO: '03/10/2019 12:00:00 AM' },
+    [pm]: { DAT_ULT_ALTERACAO: '2022-02-10 02:32:05 PM' },
+  });
+  const file = path.join(tmp, 'termo_embargo.csv');
+  fs.writeFileSync(file, ibamaCsv({ terms }), 'utf8');
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: file });
+  expect(out.status).toBe('published');
+  const row = async (id: string) => {
+    const num = terms.find((t) => t.id === id)!.row.NUM_TAD;
+    return (await db.pool.query(`SELECT situacao, cancelado, desembargado, data_embargo::text, data_alteracao::text, extra FROM "current".ibama_embargos WHERE numero_tad = $1`, [num])).rows[0];
+  };
+  // A flag that is neither yes nor no: active (contract §3), its text kept.
+  expect(await row(cancel)).toMatchObject({ situacao: 'ativo', cancelado: false, extra: expect.objectContaining({ cancelado: 'Cancelado' }) });
+  expect(await row(lift)).toMatchObject({ situacao: 'ativo', desembargado: false, extra: expect.objectContaining({ desembargado: 'X' }) });
+  // 03/10/2019 with AM/PM is month first: not 3 October read day first, but no date, its text kept.
+  const us = await row(usDate);
+  expect(us.data_embargo).toBeNull();
+  expect(us.extra).toMatchObject({ data_embargo: '03/10/2019 12:00:00 AM' });
+  expect((await row(pm)).data_alteracao).toBe('2022-02-10 14:32:05');
+  const q: QualityReport = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+  expect(q.facts.embargos.flag_desconhecido).toEqual({ 'SIT_CANCELADO "Cancelado"': 1, 'SIT_DESEMBARGO "X"': 1 });
+  expect(q.facts.notes.join('\n')).toMatch(/cancel\/lift flag is neither yes nor no/);
+  expect(q.facts.dates.unparseable).toMatchObject({ data_embargo: 2 }); // the fixture's T16 (year 2925) and this one
+});
