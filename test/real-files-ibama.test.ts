@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { IBAMA_TERMS, ibamaCsv, type IbamaTerm } from '../fixtures/ibama-embargos.ts';
-import { ibamaEmbargos } from '../pipelines/ibama-embargos/index.ts';
+import { ibamaEmbargos, type EmbargoFacts } from '../pipelines/ibama-embargos/index.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
@@ -54,7 +54,7 @@ test('unknown flags stay active but are listed and kept; US-order dates are no d
   expect(us.data_embargo).toBeNull();
   expect(us.extra).toMatchObject({ data_embargo: '03/10/2019 12:00:00 AM' });
   expect((await row(pm)).data_alteracao).toBe('2022-02-10 14:32:05');
-  const q: QualityReport = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+  const q: QualityReport & { facts: { embargos: EmbargoFacts } } = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
   expect(q.facts.embargos.flag_desconhecido).toEqual({ 'SIT_CANCELADO "Cancelado"': 1, 'SIT_DESEMBARGO "X"': 1 });
   expect(q.facts.notes.join('\n')).toMatch(/cancel\/lift flag is neither yes nor no/);
   expect(q.facts.dates.unparseable).toMatchObject({ data_embargo: 2 }); // the fixture's T16 (year 2925) and this one

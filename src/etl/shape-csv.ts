@@ -75,7 +75,7 @@ export interface CsvStaged {
 export type ContentStaged = StageResult & {
   layers: VectorLayer[];
   csv?: CsvStaged;
-} & Partial<Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed' | 'overflowed'>>;
+} & Partial<Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed' | 'overflowed' | 'ringsClosed'>>;
 
 const resolved = new WeakMap<RunContext, Promise<ContentSource>>();
 

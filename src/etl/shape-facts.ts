@@ -42,7 +42,7 @@ export async function commonFacts(run: RunStep, plan: Plan, planOf: Map<InputDon
 
   // How the inputs were read: one input's notes first; several inputs' after their counts (the report's order).
   const readNotes = () => {
-    const reader = done.filter((d) => d.staged.reader).map((d) => `${several ? `${d.name}: ` : ''}${readerNote({ reader: d.staged.reader!, deleted: d.staged.deleted ?? 0, unparsed: d.staged.unparsed ?? 0 })}`);
+    const reader = done.filter((d) => d.staged.reader).map((d) => `${several ? `${d.name}: ` : ''}${readerNote({ reader: d.staged.reader!, deleted: d.staged.deleted ?? 0, unparsed: d.staged.unparsed ?? 0, ringsClosed: d.staged.ringsClosed ?? 0 })}`);
     if (several) facts.notes.push(...reader);
     if (!several && main.staged.layers.length > 1) facts.notes.push(`${main.staged.layers.length} shapefiles in the zip, loaded together: ${main.staged.layers.map((l) => l.name).join(', ')}`);
     if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${mainPlan.read.srid} (SIRGAS 2000) assumed`);
