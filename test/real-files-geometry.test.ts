@@ -53,8 +53,8 @@ async function load(f: LayerFormat, damage?: (shp: Buffer, shx: Buffer) => void)
   await zipFiles(path.join(dir, `${LAYER}.zip`), files.map((p) => ({ path: p, name: path.basename(p) })));
   const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, funaiTis, { source: dir });
   const areas = out.status === 'published'
-    ? Object.fromEntries((await db.pool.query(`SELECT codigo, area_calculada_ha FROM serving.funai_tis`)).rows.map((r) => [r.codigo, r.area_calculada_ha]))
-    : {};
+    ? Object.fromEntries((await db.pool.query(`SELECT codigo, area_calculada_ha FROM serving.funai_tis`)).rows.map((r): [string, number] => [r.codigo, r.area_calculada_ha]))
+    : ({} as Record<string, number>);
   const q: QualityReport | null = out.snapshot_id ? (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality : null;
   return { out, areas, q };
 }
