@@ -59,3 +59,23 @@ test('unknown flags stay active but are listed and kept; US-order dates are no d
   expect(q.facts.notes.join('\n')).toMatch(/cancel\/lift flag is neither yes nor no/);
   expect(q.facts.dates.unparseable).toMatchObject({ data_embargo: 2 }); // the fixture's T16 (year 2925) and this one
 });
+
+test('a WKT cell that names its CRS (EWKT SRID=4618, SAD69) is read in it and transformed, not taken as EPSG:4326', async () => {
+  const term = IBAMA_TERMS.find((t) => t.row.GEOM_AREA_EMBARGADA.startsWith('POLYGON') && t.row.DES_STATUS_FORMULARIO === 'Lavrado' && t.row.SIT_CANCELADO === 'N')!;
+  const wkt = term.row.GEOM_AREA_EMBARGADA;
+  const file = path.join(tmp, 'ewkt', 'termo_embargo.csv');
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, ibamaCsv({ terms: withCells({ [term.id]: { GEOM_AREA_EMBARGADA: `SRID=4618;${wkt}` } }) }), 'utf8');
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: file });
+  expect(out.status).toBe('published');
+  const r = (await db.pool.query(
+    `SELECT geom_origem,
+            ST_HausdorffDistance(geom, ST_Transform(ST_SetSRID(ST_GeomFromText($2), 4618), 4326)) AS from_sad69,
+            ST_HausdorffDistance(geom::geography::geometry, ST_SetSRID(ST_GeomFromText($2), 4326)) AS as_4326
+       FROM "current".ibama_embargos WHERE numero_tad = $1`,
+    [term.row.NUM_TAD, wkt],
+  )).rows[0];
+  expect(r.geom_origem).toBe('poligono');
+  expect(r.from_sad69).toBeLessThan(1e-9);
+  expect(r.as_4326).toBeGreaterThan(1e-4); // SAD69 → WGS 84 moves it some 60 m (≈ 5e-4°)
+});
