@@ -79,3 +79,28 @@ test('a WKT cell that names its CRS (EWKT SRID=4618, SAD69) is read in it and tr
   expect(r.from_sad69).toBeLessThan(1e-9);
   expect(r.as_4326).toBeGreaterThan(1e-4); // SAD69 → WGS 84 moves it some 60 m (≈ 5e-4°)
 });
+
+test('a quote that opens a cell and never closes there joins rows: each joined row is counted, none vanishes', async () => {
+  const counted = (o: { rows_loaded: number; rows_rejected: number }, dropped: Record<string, number>) => o.rows_loaded + o.rows_rejected + Object.values(dropped).reduce((a, b) => a + b, 0);
+  const load = async (label: string, text: string) => {
+    const file = path.join(tmp, label, 'termo_embargo.csv');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, text, 'utf8');
+    const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: file, force: true });
+    const q: QualityReport = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+    return { out, q };
+  };
+  const clean = ibamaCsv();
+  const want = await load('quote-clean', clean);
+  // A property name typed with an opening quote only, in a row with no other quote: the reader takes
+  // everything up to the next quote (a later term's WKT) as its cell, joining the rows between.
+  const term = IBAMA_TERMS.find((t) => t.row.NOME_IMOVEL && t.row.GEOM_AREA_EMBARGADA === '' && !Object.values(t.row).some((v) => /["\n;]/.test(v)))!;
+  const damaged = clean.replace(`;${term.row.NOME_IMOVEL};`, `;"${term.row.NOME_IMOVEL};`);
+  expect(damaged).not.toBe(clean);
+  const got = await load('quote-open', damaged);
+  expect(got.out.rows_read).toBe(want.out.rows_read);
+  expect(counted(got.out, got.q.facts.dropped)).toBe(got.out.rows_read);
+  // The joined record and every row it swallowed are rejected (at least two rows).
+  expect(got.out.rows_rejected).toBeGreaterThanOrEqual(want.out.rows_rejected + 2);
+  expect(got.q.facts.notes.join('\n')).toMatch(/rows joined into one record by a quote that does not close, each line counted as a rejected row: lines \d+–\d+/);
+});
