@@ -55,6 +55,8 @@ export interface CsvStagedFile {
   badRowSamples: number[];
   /** Rejected records spanning several lines (rows joined by a quote that does not close). */
   joinedRows?: { line: number; lines: number }[];
+  /** Records of empty cells only, skipped. */
+  emptyRecords?: number;
   format: CsvFormat;
   /** Header cells as matched (lower case, BOM stripped). */
   header: string[] | null;
@@ -187,6 +189,8 @@ export async function stageByContent(
 export function addCsvFacts(facts: QualityFacts, csv: CsvStaged): void {
   facts.encoding.name = csv.encoding;
   if (csv.srid !== undefined) facts.geometry.srid = csv.srid;
+  const empty = csv.files.reduce((a, f) => a + (f.emptyRecords ?? 0), 0);
+  if (empty) facts.notes.push(`${empty} CSV records of empty cells only (a spreadsheet's empty rows, ';;;') skipped`);
   if (!csv.badRows) return;
   facts.rejected.bad_field_count = csv.badRows;
   const where = csv.files.length > 1 ? `${csv.files.find((f) => f.badRows)!.name} lines` : 'lines';

@@ -41,6 +41,8 @@ export interface CsvStageResult {
   badRowSamples: number[];
   /** Rejected records that span several lines (first 20): where rows were joined. */
   joinedRows?: { line: number; lines: number }[];
+  /** Records of delimiters only (';;;': a spreadsheet's empty rows), skipped like blank lines. */
+  emptyRecords?: number;
   missingOptional: string[];
   unknown: string[];
   fingerprint: string | null;
@@ -106,6 +108,11 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
         if (!headerSeen) {
           headerSeen = true;
           setup(rec);
+          continue;
+        }
+        // A record of empty cells only (a spreadsheet saves its empty rows as ';;;') is no row.
+        if (rec.every((f) => f.trim() === '')) {
+          result.emptyRecords = (result.emptyRecords ?? 0) + 1;
           continue;
         }
         if (rec.length !== width) {
