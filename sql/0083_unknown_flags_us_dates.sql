@@ -1,4 +1,4 @@
--- Two values that were read as something they may not be:
+-- Values that were read as something they may not be:
 --
 -- 1. IBAMA's SIT_CANCELADO / SIT_DESEMBARGO hold 'S'/'N' (SOURCES §3.4 writes "`S`/…": other
 --    values exist). etl.ibama_flag reads anything but a yes as "no", so an unknown value made
@@ -10,7 +10,20 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT upper(btrim(coalesce(t, ''))) IN ('', 'S', 'SIM', 'Y', 'T', 'TRUE', '1', 'N', 'NAO', 'NÃO', 'NO', 'F', 'FALSE', '0')
 $$;
 
--- 2. A day/month date followed by a 12-hour time ('03/10/2025 01:15:00 PM') is written in the
+-- 2. A date whose year runs on into more digits ('10/03/20255', '2025-03-105': a typo, two
+--    cells run together) was read from its first digits as another date: it is no date now
+--    (NULL, its text kept and counted). A date followed by anything else (a time, 'Z') still
+--    parses, as IBAMA's 'ISO-like prefix' stamps need.
+CREATE OR REPLACE FUNCTION etl.parse_date(t text) RETURNS date
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE
+    WHEN t ~ '^\d{2}/\d{2}/\d{4}$' THEN etl.ymd(substr(t, 7, 4)::int, substr(t, 4, 2)::int, substr(t, 1, 2)::int)
+    WHEN t ~ '^\d{4}-\d{2}-\d{2}(\D|$)' THEN etl.ymd(substr(t, 1, 4)::int, substr(t, 6, 2)::int, substr(t, 9, 2)::int)
+    WHEN t IS NULL OR t !~ '\d' THEN NULL
+    ELSE etl.parse_date_any(t) END
+$$;
+
+-- 3. A day/month date followed by a 12-hour time ('03/10/2025 01:15:00 PM') is written in the
 --    US order (month first): Brazilian sources never use AM/PM. Read day first it was
 --    silently another date (10 March as 3 October); it is now no date: NULL, its text kept
 --    and counted as unparseable like any other (etl.date_kind 'bad'). ISO dates
@@ -21,12 +34,12 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE s text := btrim(coalesce(t, ''));
         m text[];
 BEGIN
-  m := regexp_match(s, '^(\d{1,2})[/-](\d{1,2})[/-](\d{4})');
+  m := regexp_match(s, '^(\d{1,2})[/-](\d{1,2})[/-](\d{4})(\D|$)');
   IF m IS NOT NULL THEN
     IF s ~* '\d\s*[ap]\.?\s?m\.?$' THEN RETURN NULL; END IF;
     RETURN etl.ymd(m[3]::int, m[2]::int, m[1]::int);
   END IF;
-  m := regexp_match(s, '^(\d{4})-(\d{1,2})-(\d{1,2})');
+  m := regexp_match(s, '^(\d{4})-(\d{1,2})-(\d{1,2})(\D|$)');
   IF m IS NOT NULL THEN RETURN etl.ymd(m[1]::int, m[2]::int, m[3]::int); END IF;
   m := regexp_match(s, '^(\d{4})(\d{2})(\d{2})$');
   IF m IS NOT NULL THEN RETURN etl.ymd(m[1]::int, m[2]::int, m[3]::int); END IF;

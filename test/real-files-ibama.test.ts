@@ -28,15 +28,17 @@ function withCells(changes: Record<string, Partial<IbamaTerm['row']>>): IbamaTer
   return IBAMA_TERMS.map((t) => (changes[t.id] ? { ...t, row: { ...t.row, ...changes[t.id] } } : t));
 }
 
-test('unknown flags stay active but are listed and kept; US-order dates are no date; a PM stamp keeps its hour', async () => {
-  const ids = IBAMA_TERMS.filter((t) => t.role === 'filler' && t.row.SIT_CANCELADO === 'N' && t.row.SIT_DESEMBARGO !== 'S' && t.row.DES_STATUS_FORMULARIO === 'Lavrado').slice(0, 4).map((t) => t.id);
-  expect(ids).toHaveLength(4);
-  const [cancel, lift, usDate, pm] = ids;
+test('unknown flags stay active but are listed and kept; US-order and run-on dates are no date; a PM stamp keeps its hour', async () => {
+  const ids = IBAMA_TERMS.filter((t) => t.role === 'filler' && t.row.SIT_CANCELADO === 'N' && t.row.SIT_DESEMBARGO !== 'S' && t.row.DES_STATUS_FORMULARIO === 'Lavrado').slice(0, 5).map((t) => t.id);
+  expect(ids).toHaveLength(5);
+  const [cancel, lift, usDate, pm, runOn] = ids;
   const terms = withCells({
     [cancel]: { SIT_CANCELADO: 'Cancelado' },
     [lift]: { SIT_DESEMBARGO: 'X' },
     [usDate]: { DAT_EMBARGO: '03/10/2019 12:00:00 AM' },
     [pm]: { DAT_ULT_ALTERACAO: '2022-02-10 02:32:05 PM' },
+    // A year that runs on into a digit: not 2019-08-21 read from the first ten characters.
+    [runOn]: { DAT_EMBARGO: '2019-08-215 00:00:00' },
   });
   const file = path.join(tmp, 'termo_embargo.csv');
   fs.writeFileSync(file, ibamaCsv({ terms }), 'utf8');
@@ -54,10 +56,11 @@ test('unknown flags stay active but are listed and kept; US-order dates are no d
   expect(us.data_embargo).toBeNull();
   expect(us.extra).toMatchObject({ data_embargo: '03/10/2019 12:00:00 AM' });
   expect((await row(pm)).data_alteracao).toBe('2022-02-10 14:32:05');
+  expect(await row(runOn)).toMatchObject({ data_embargo: null, extra: expect.objectContaining({ data_embargo: '2019-08-215 00:00:00' }) });
   const q: QualityReport & { facts: { embargos: EmbargoFacts } } = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
   expect(q.facts.embargos.flag_desconhecido).toEqual({ 'SIT_CANCELADO "Cancelado"': 1, 'SIT_DESEMBARGO "X"': 1 });
   expect(q.facts.notes.join('\n')).toMatch(/cancel\/lift flag is neither yes nor no/);
-  expect(q.facts.dates.unparseable).toMatchObject({ data_embargo: 2 }); // the fixture's T16 (year 2925) and this one
+  expect(q.facts.dates.unparseable).toMatchObject({ data_embargo: 3 }); // the fixture's T16 (year 2925) and these two
 });
 
 test('a WKT cell that names its CRS (EWKT SRID=4618, SAD69) is read in it and transformed, not taken as EPSG:4326', async () => {
