@@ -2,7 +2,8 @@
 // polygon ring whose last point is not its first (PostGIS refuses it: one such record
 // failed the whole load with "Polygon must have closed rings"). Both readers (the streaming
 // one and GDAL's, taken for a DOS code page) close the ring, count it in the report, and the
-// polygon goes through the repair like any other; null and part-less shapes stay counted.
+// polygon goes through the repair like any other. And a .dbf cut short against its .shp:
+// the shapes past its last record have no attributes; they were skipped without a word.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,8 +39,16 @@ function openFirstRing(shp: Buffer, shx: Buffer, n: number, dx: number): void {
   shp.writeDoubleLE(shp.readDoubleLE(last) + dx, last);
 }
 
+/** The .dbf cut before its last record (header count and bytes): the .shp keeps one shape more. */
+function cutLastDbfRecord(dbfPath: string): void {
+  const dbf = fs.readFileSync(dbfPath);
+  const records = dbf.readUInt32LE(4);
+  dbf.writeUInt32LE(records - 1, 4);
+  fs.writeFileSync(dbfPath, Buffer.concat([dbf.subarray(0, dbf.readUInt16LE(8) + (records - 1) * dbf.readUInt16LE(10)), Buffer.from([0x1a])]));
+}
+
 let n = 0;
-async function load(f: LayerFormat, damage?: (shp: Buffer, shx: Buffer) => void) {
+async function load(f: LayerFormat, damage?: (shp: Buffer, shx: Buffer) => void, dbfDamage?: (dbf: string) => void) {
   const work = path.join(tmp, `w${++n}`);
   const dir = path.join(tmp, `z${n}`);
   fs.mkdirSync(work);
@@ -50,6 +59,7 @@ async function load(f: LayerFormat, damage?: (shp: Buffer, shx: Buffer) => void)
     damage(shp, fs.readFileSync(path.join(work, `${LAYER}.shx`)));
     fs.writeFileSync(path.join(work, `${LAYER}.shp`), shp);
   }
+  dbfDamage?.(path.join(work, `${LAYER}.dbf`));
   await zipFiles(path.join(dir, `${LAYER}.zip`), files.map((p) => ({ path: p, name: path.basename(p) })));
   const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, funaiTis, { source: dir });
   const areas = out.status === 'published'
@@ -78,4 +88,17 @@ describe('a polygon ring that does not close', () => {
       expect(got.q!.facts.notes.join('\n')).toContain(reader === 'GDAL reader' ? 'read with GDAL' : 'read with the streaming shapefile reader');
     });
   }
+});
+
+test('a .dbf shorter than its .shp: the shapes without a record are counted and block the load; the last good snapshot stays', async () => {
+  const f: LayerFormat = { encoding: 'utf8', cpg: 'UTF-8' };
+  const good = await load(f);
+  expect(good.out.status).toBe('published');
+  const got = await load(f, undefined, cutLastDbfRecord);
+  expect(got.out.status).toBe('blocked');
+  expect(got.out.gate?.failures.map((x) => x.rule)).toEqual(['shapes_without_record']);
+  expect(got.out.gate?.failures[0]).toMatchObject({ value: 1, threshold: 0 });
+  expect(got.q!.facts.notes.join('\n')).toMatch(/1 shape\(s\) after the \.dbf's last record/);
+  const now = Object.fromEntries((await db.pool.query(`SELECT codigo, area_calculada_ha FROM serving.funai_tis`)).rows.map((r): [string, number] => [r.codigo, r.area_calculada_ha]));
+  expect(now).toEqual(good.areas);
 });

@@ -79,7 +79,7 @@ export interface CsvStaged {
 export type ContentStaged = StageResult & {
   layers: VectorLayer[];
   csv?: CsvStaged;
-} & Partial<Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed' | 'overflowed' | 'ringsClosed'>>;
+} & Partial<Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed' | 'overflowed' | 'ringsClosed' | 'shapesWithoutRecord'>>;
 
 const resolved = new WeakMap<RunContext, Promise<ContentSource>>();
 

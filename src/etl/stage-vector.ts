@@ -31,6 +31,8 @@ export interface LayerStageResult extends StageResult {
   overflowed: Record<string, Record<string, number>> | null;
   /** Polygon rings not closed in the .shp, closed on reading (both readers). */
   ringsClosed: number;
+  /** Shapes after the .dbf's last record, not loaded (streaming reader; GDAL reads the .dbf's records only, 0). */
+  shapesWithoutRecord: number;
 }
 
 const asText = (v: unknown): CopyValue => {
@@ -54,7 +56,7 @@ export const readPathOf = (layers: VectorLayer[]): ReadPath =>
  */
 export async function stageLayers(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<LayerStageResult> {
   if (readPathOf(layers) === 'shp-stream') return { reader: 'shp-stream', ...(await stageShapefiles(client, table, layers, specs)) };
-  return { reader: 'gdal', deleted: 0, unparsed: 0, overflowed: null, ...(await stageWithGdal(client, table, layers, specs)) };
+  return { reader: 'gdal', deleted: 0, unparsed: 0, overflowed: null, shapesWithoutRecord: 0, ...(await stageWithGdal(client, table, layers, specs)) };
 }
 
 /** GDAL's feature loop (gdal-async, one native call per feature) into a text COPY. */
