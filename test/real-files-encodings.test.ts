@@ -5,6 +5,7 @@
 // - a DOS CP850 DBF with no LDID and no .cpg: told from Windows-1252 by its letters;
 // - UTF-8 bytes under a DBF LDID that names CP850: the bytes win;
 // - a C1 control already in the source text: counted and blocked by the text check;
+// - a UTF-8 DBF whose field name has an accent ('Município'): its values reach `extra`;
 // - a latin1 CSV (car-titulares) and Receita's record reader with CP1252 punctuation.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -14,7 +15,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { inCodePage, recordInCodePage } from '../fixtures/code-pages.ts';
 import { rowById } from '../fixtures/car-titulares.ts';
 import { INCRA_DBF_FIELDS, INCRA_FIXTURE, INCRA_ZIP_NAME } from '../fixtures/incra-quilombos.ts';
-import { buildLayerZip, type LayerFormat, type LayerRow } from '../fixtures/readers.ts';
+import { buildLayerZip, writeLayer, type LayerFormat, type LayerRow } from '../fixtures/readers.ts';
+import { zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { carTitulares } from '../pipelines/car-titulares/index.ts';
 import { incraQuilombos } from '../pipelines/incra-quilombos/index.ts';
 import type { Pipeline } from '../src/etl/pipeline.ts';
@@ -134,6 +136,30 @@ describe('single-byte DBFs: every name byte-exact', () => {
       expect.objectContaining({ column: 'comunidade', replacement: 0, double_encoded: 0, control: 1, examples: ['Olho d\u0092Água'] }),
     ]);
     expect(await published()).toEqual(before);
+  });
+});
+
+describe('field names', () => {
+  test("a UTF-8 DBF's accented field name ('Município', not in the mapping) keeps its values in extra, under that name", async () => {
+    const work = path.join(tmp, 'accented-name');
+    fs.mkdirSync(work);
+    const rows = incraRows('Conceição das Crioulas').map((r) => ({ ...r, attributes: { ...r.attributes, municipix: `${r.attributes.nm_municip}` } }));
+    const files = await writeLayer(work, LAYER, [...INCRA_DBF_FIELDS, { name: 'municipix', type: 'C', length: 100 }], rows, { encoding: 'utf8', cpg: 'UTF-8' });
+    // The writer takes ASCII names only: the name's bytes become 'Município' in UTF-8 (10 bytes, as QGIS writes it).
+    const dbfPath = path.join(work, `${LAYER}.dbf`);
+    const dbf = fs.readFileSync(dbfPath);
+    const at = dbf.indexOf(Buffer.from('municipix'));
+    expect(at).toBeGreaterThan(31);
+    Buffer.from('Município', 'utf8').copy(dbf, at);
+    fs.writeFileSync(dbfPath, dbf);
+    const dir = path.join(tmp, 'accented-name-zip');
+    await zipFiles(path.join(dir, INCRA_ZIP_NAME), files.map((p) => ({ path: p, name: path.basename(p) })));
+    const out = await run(incraQuilombos, dir);
+    expect(out.status).toBe('published');
+    const got = (await db.pool.query(`SELECT codigo, municipio, extra->>'município' AS extra_municipio FROM "current".incra_quilombos ORDER BY codigo`)).rows;
+    expect(got.length).toBeGreaterThan(2);
+    for (const r of got) expect(r.extra_municipio, r.codigo).toBe(r.municipio);
+    expect((await report(out.snapshot_id!)).facts.fields.unknown).toContain('município');
   });
 });
 

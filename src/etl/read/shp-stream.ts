@@ -127,7 +127,7 @@ export async function walkShapefile(
     if (!(await dbf.ensure(32))) throw new AgroError('malformed_source', `${name}: .dbf header cut short`);
     const headerLength = dbf.buf.readUInt16LE(8);
     await dbf.ensure(headerLength);
-    const header = parseDbfHeader(dbf.buf.subarray(0, headerLength), dbfName);
+    const header = parseDbfHeader(dbf.buf.subarray(0, headerLength), dbfName, decode);
     dbf.pos = headerLength;
     onHeader(header);
     const values = header.fields.map(() => new FieldValue(decode));
