@@ -48,7 +48,7 @@ function cutLastDbfRecord(dbfPath: string): void {
 }
 
 let n = 0;
-async function load(f: LayerFormat, damage?: (shp: Buffer, shx: Buffer) => void, dbfDamage?: (dbf: string) => void) {
+async function load(f: LayerFormat, damage?: (shp: Buffer, shx: Buffer) => void, dbfDamage?: (dbf: string) => void, extra: { name: string; text: string }[] = []) {
   const work = path.join(tmp, `w${++n}`);
   const dir = path.join(tmp, `z${n}`);
   fs.mkdirSync(work);
@@ -60,9 +60,13 @@ async function load(f: LayerFormat, damage?: (shp: Buffer, shx: Buffer) => void,
     fs.writeFileSync(path.join(work, `${LAYER}.shp`), shp);
   }
   dbfDamage?.(path.join(work, `${LAYER}.dbf`));
+  for (const e of extra) {
+    fs.writeFileSync(path.join(work, e.name), e.text);
+    files.push(path.join(work, e.name));
+  }
   await zipFiles(path.join(dir, `${LAYER}.zip`), files.map((p) => ({ path: p, name: path.basename(p) })));
   const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, funaiTis, { source: dir });
-  const areas = out.status === 'published'
+  const areas = out.status === 'published' || out.status === 'unchanged'
     ? Object.fromEntries((await db.pool.query(`SELECT codigo, area_calculada_ha FROM serving.funai_tis`)).rows.map((r): [string, number] => [r.codigo, r.area_calculada_ha]))
     : ({} as Record<string, number>);
   const q: QualityReport | null = out.snapshot_id ? (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality : null;
@@ -101,4 +105,14 @@ test('a .dbf shorter than its .shp: the shapes without a record are counted and 
   expect(got.q!.facts.notes.join('\n')).toMatch(/1 shape\(s\) after the \.dbf's last record/);
   const now = Object.fromEntries((await db.pool.query(`SELECT codigo, area_calculada_ha FROM serving.funai_tis`)).rows.map((r): [string, number] => [r.codigo, r.area_calculada_ha]));
   expect(now).toEqual(good.areas);
+});
+
+test('an empty .prj says no more than a missing one: SIRGAS 2000 assumed and noted, the lands at their place', async () => {
+  const want = await load({ encoding: 'utf8', cpg: 'UTF-8' });
+  const got = await load({ encoding: 'utf8', cpg: 'UTF-8', prj: null }, undefined, undefined, [{ name: `${LAYER}.prj`, text: '  \r\n' }]);
+  expect(got.out.error).toBeUndefined();
+  expect(got.out.status).toBe('published');
+  expect(got.q!.facts.geometry).toMatchObject({ srid: 4674, sridAssumed: true });
+  expect(got.q!.facts.notes).toContain('a layer had no .prj: EPSG:4674 (SIRGAS 2000) assumed');
+  expect(got.areas).toEqual(want.areas);
 });

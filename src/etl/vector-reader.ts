@@ -103,8 +103,12 @@ function withEncoding<T>(encoding: string, fn: () => T): T {
   }
 }
 
+/** An empty .prj (0 bytes or blanks) says no more than a missing one: the default SRID is assumed and noted. */
+const declaresCrs = (prj: string | null): prj is string => prj !== null && fs.readFileSync(prj, 'latin1').trim() !== '';
+
 export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
-  const prj = sibling(shp, '.prj');
+  const prjFile = sibling(shp, '.prj');
+  const prj = declaresCrs(prjFile) ? prjFile : null;
   const dbf = sibling(shp, '.dbf');
   if (!dbf) throw new AgroError('missing_layer_part', `${path.basename(shp)} has no .dbf file`, { file: path.basename(shp), part: '.dbf' });
   const decision = decideEncoding({ cpg: sibling(shp, '.cpg'), cst: sibling(shp, '.cst'), dbf });
