@@ -88,8 +88,9 @@ export const IBAMA_EMBARGOS = defineRelation({
     { name: 'ativo', type: 'boolean', sql: "coalesce(c.situacao = 'ativo', false)" },
     // 'AL' (the shapefile's code) reads 'Lavrado'; empty in AIe terms, whose status is DES_STATUS_FORMULARIO_AIE.
     { name: 'status_formulario', type: 'text', from: ['des_status_formulario', 'status_tad'], required: true, counted: true, sql: 'c.status' },
-    { name: 'cancelado', type: 'boolean', from: ['sit_cancelado', 'sit_cancel'], required: true, sql: 'c.cancelado' },
-    { name: 'desembargado', type: 'boolean', from: ['sit_desembargo', 'sit_desemb'], required: true, sql: 'c.desembargado' },
+    // A flag that is neither yes nor no reads no (the term stays active, contract §3); its text is kept and listed.
+    { name: 'cancelado', type: 'boolean', from: ['sit_cancelado', 'sit_cancel'], required: true, sql: 'c.cancelado', keepRaw: 'CASE WHEN NOT etl.ibama_flag_known(s.cancelado) THEN s.cancelado END' },
+    { name: 'desembargado', type: 'boolean', from: ['sit_desembargo', 'sit_desemb'], required: true, sql: 'c.desembargado', keepRaw: 'CASE WHEN NOT etl.ibama_flag_known(s.desembargado) THEN s.desembargado END' },
     { name: 'data_desembargo', type: 'date', from: ['dat_desembargo', 'dat_desemb'] },
     { name: 'tipo_desembargo', type: 'text', from: ['tipo_desembargo'] },
     { name: 'descricao_desembargo', type: 'text', from: ['des_desembargo'] },
@@ -149,6 +150,11 @@ export interface EmbargoFacts {
    * empty) say neither issued nor a known inactive status: counted as active (contract §3).
    */
   status_desconhecido: Record<string, number>;
+  /**
+   * Loaded terms whose SIT_CANCELADO / SIT_DESEMBARGO is neither yes nor no ('SIT_CANCELADO "X"'):
+   * read as no, so counted as active (contract §3); the text is kept in `extra`.
+   */
+  flag_desconhecido: Record<string, number>;
   /** Where cfg.hmacKey came from (AGRO_HMAC_KEY or the development key). */
   hmac_key: 'env' | 'development';
 }
@@ -221,6 +227,7 @@ const shaped: ShapedPipeline = shapedPipeline({
       documentos: { cpf: c.cpf, cnpj: c.cnpj, outro: c.outro, ausente: c.ausente },
       ultima_atualizacao: { distintos: c.stamps, min: c.stamp_min, max: c.stamp_max },
       status_desconhecido: Object.fromEntries(unknownStatus),
+      flag_desconhecido: Object.fromEntries(c.flag_desconhecido),
       hmac_key: hmacKey,
     };
     const noGeometry = facts.dropped.no_geometry ?? 0;
@@ -228,6 +235,7 @@ const shaped: ShapedPipeline = shapedPipeline({
     if (c.ponto_em_vez_de_poligono) facts.notes.push(`${c.ponto_em_vez_de_poligono} terms loaded with their point because their polygon was unusable (see geom_problema)`);
     if (c.repetidos) facts.notes.push(`${c.repetidos} loaded terms share their NUM_TAD with another term (${c.grupos} numbers): numero_tad is not unique`);
     if (unknownStatus.length) facts.notes.push(`terms counted as active because their status is not known to be inactive (contract §3): ${unknownStatus.map(([s, n]) => `"${s}" × ${n}`).join(', ')}`);
+    if (c.flag_desconhecido.length) facts.notes.push(`terms whose cancel/lift flag is neither yes nor no, read as no (kept in extra): ${c.flag_desconhecido.map(([s, n]) => `${s} × ${n}`).join(', ')}`);
     if (c.stamps > 1) facts.notes.push(`ULTIMA_ATUALIZACAO_RELATORIO differs between rows (${c.stamps} values, ${c.stamp_min} … ${c.stamp_max})`);
     if (hmacKey === 'development') facts.notes.push('documento_hmac computed with the development key: set AGRO_HMAC_KEY in production');
     if (staged.csv) facts.notes.push('CSV coordinates and WKT taken as EPSG:4326 (the file declares no CRS)');

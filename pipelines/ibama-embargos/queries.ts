@@ -48,6 +48,8 @@ export interface TermCounts {
   stamp_max: string | null;
   /** [status label, terms], most frequent first. */
   status_desconhecido: [string, number][];
+  /** ['SIT_CANCELADO "X"' (and/or SIT_DESEMBARGO), terms], most frequent first. */
+  flag_desconhecido: [string, number][];
   replacement_chars: number;
 }
 

@@ -82,6 +82,18 @@ export function checkThemeLayers(theme: string, layers: VectorLayer[]): void {
   }
 }
 
+/**
+ * Refuses, before staging, a theme layer inside the AREA_IMOVEL zip (a folder zipped whole:
+ * GO_APPS.shp beside GO_AREA_IMOVEL.shp): its polygons carry cod_imovel and would load as
+ * copies of the properties, one of which wins as the property's geometry.
+ */
+export function checkPropertyLayers(layers: VectorLayer[]): void {
+  const themes = layers.filter((l) => l.fields.some((f) => f.name === 'cod_tema'));
+  if (themes.length) {
+    throw new AgroError('malformed_source', `the AREA_IMOVEL zip holds theme layers (with cod_tema): ${themes.map((l) => l.name).join(', ')}; each theme has its own zip (<UF>_<THEME>.zip)`, { layers: themes.map((l) => l.name) });
+  }
+}
+
 /** A theme's layers without cod_imovel (the older per-municipality layout): linked spatially. */
 const unkeyedLayers = (layers: VectorLayer[]): string[] => layers.filter((l) => !l.fields.some((f) => f.name === 'cod_imovel')).map((l) => l.name);
 
@@ -118,7 +130,7 @@ const AREA_IMOVEL: ShapeInput<SicarLoad> = {
   relation: CAR_IMOVEL,
   required: true,
   file: (f) => themeOf(f) === 'AREA_IMOVEL',
-  read: { srid: DEFAULT_SRID },
+  read: { srid: DEFAULT_SRID, refuse: checkPropertyLayers },
   async stage({ ctx, client, state }, file, table) {
     if (!isWfsManifest(file)) return null;
     const wfs = (state.wfs = await stageWfsAreaImovel(ctx, client, file, table, PROPERTY_FIELDS));

@@ -33,16 +33,17 @@ export const CAR_IMOVEL = defineRelation({
     { name: 'extra', type: 'jsonb', role: 'extra' },
     { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
   ],
-  // Staged under SICAR's names; the typed pass reads them (keep: 'sql').
+  // Staged under SICAR's names; the typed pass reads them (keep: 'sql'). The WFS names come
+  // whole and cut to 10 characters (the WFS layer saved as a shapefile: status_imo, data_atual).
   fields: [
     { name: 'cod_estado', from: ['cod_estado', 'uf'], keep: 'sql' },
     { name: 'num_area', from: ['num_area', 'area'], keep: 'sql' },
-    { name: 'ind_status', from: ['ind_status', 'situacao', 'status_imovel'], keep: 'sql' },
+    { name: 'ind_status', from: ['ind_status', 'situacao', 'status_imovel', 'status_imo'], keep: 'sql' },
     { name: 'des_condic', from: ['des_condic', 'condicao_i', 'condicao'], keep: 'sql' },
     { name: 'ind_tipo', from: ['ind_tipo', 'tipo_imove', 'tipo_imovel'], keep: 'sql' },
     { name: 'mod_fiscal', from: ['mod_fiscal', 'num_modulo', 'm_fiscal'], keep: 'sql' },
     { name: 'dat_criaca', from: ['dat_criaca', 'dat_criacao'], keep: 'sql' },
-    { name: 'dat_atuali', from: ['dat_atuali', 'data_atualizacao'], keep: 'sql' },
+    { name: 'dat_atuali', from: ['dat_atuali', 'data_atualizacao', 'data_atual'], keep: 'sql' },
   ],
   indexes: { primaryKey: ['car'], gist: ['geom'], btree: [{ name: 'mun', columns: ['cod_municipio_ibge'] }] },
 });

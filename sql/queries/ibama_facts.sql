@@ -1,11 +1,11 @@
 -- What the quality report says of one IBAMA load, counted from the typed terms
 -- (queries/ibama_typed.sql) in one statement: geometry routes and problems, activity,
 -- documents, NUM_TAD shared by loaded terms, the release stamps, statuses counted as active
--- without being known (contract §3), rows with U+FFFD. Problems are counted among keyed,
+-- without being known (contract §3), cancel/lift flags that are neither yes nor no, rows with U+FFFD. Problems are counted among keyed,
 -- non-superseded terms (loaded or rejected for their geometry).
 WITH t AS MATERIALIZED (
   SELECT verdict, geom_origem, geom_problema, pt_outside, ativo, documento, documento_tipo, numero_tad,
-         release_stamp, status_desconhecido, replacement_char,
+         release_stamp, status_desconhecido, flag_desconhecido, replacement_char,
          verdict NOT IN ('no_key', 'duplicate_key') AS candidate
   FROM {{classified}}
 ), kept AS MATERIALIZED (SELECT * FROM t WHERE verdict = 'ok')
@@ -29,4 +29,6 @@ SELECT (SELECT count(*) FROM kept WHERE geom_origem = 'poligono')::int AS poligo
        (SELECT max(btrim(release_stamp)) FROM t WHERE release_stamp IS NOT NULL) AS stamp_max,
        (SELECT coalesce(jsonb_agg(jsonb_build_array(s, n) ORDER BY n DESC, s), '[]'::jsonb) FROM (
           SELECT status_desconhecido AS s, count(*)::int AS n FROM kept WHERE status_desconhecido IS NOT NULL GROUP BY 1) x) AS status_desconhecido,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s, n) ORDER BY n DESC, s), '[]'::jsonb) FROM (
+          SELECT flag_desconhecido AS s, count(*)::int AS n FROM kept WHERE flag_desconhecido IS NOT NULL GROUP BY 1) x) AS flag_desconhecido,
        (SELECT count(*) FROM t WHERE replacement_char)::int AS replacement_chars

@@ -12,7 +12,8 @@
 -- the session setting agro.hmac_key, set by the loader for this statement only. Situation and
 -- activity follow contract §3 (sql/0018): issued = 'Lavrado' in either status column or
 -- 'Impresso' in DES_STATUS_FORMULARIO_AIE; a status not known to be inactive is active, and
--- listed (status_desconhecido). OFFSET 0 keeps each lateral evaluated once per row.
+-- listed (status_desconhecido); so is a cancel or lift flag that is neither yes nor no
+-- (flag_desconhecido, its text kept in `extra`). OFFSET 0 keeps each lateral evaluated once per row.
 CREATE UNLOGGED TABLE {{classified}} AS
 SELECT x.*,
        CASE WHEN x.no_key THEN 'no_key'
@@ -28,6 +29,9 @@ FROM (
          nullif(btrim(s.ultima_atualizacao), '') AS release_stamp,
          CASE WHEN NOT c.cancelado AND NOT c.desembargado AND NOT etl.ibama_status_conhecido(c.status_tad, s.x_des_status_formulario_aie)
               THEN coalesce(nullif(btrim(s.status_formulario), ''), '∅') || ' / ' || coalesce(c.status_aie, '∅') END AS status_desconhecido,
+         -- A cancel/lift flag that is neither yes nor no: read as no (the term stays active), listed.
+         nullif(concat_ws(', ', CASE WHEN NOT etl.ibama_flag_known(s.cancelado) THEN 'SIT_CANCELADO "' || btrim(s.cancelado) || '"' END,
+                                CASE WHEN NOT etl.ibama_flag_known(s.desembargado) THEN 'SIT_DESEMBARGO "' || btrim(s.desembargado) || '"' END), '') AS flag_desconhecido,
          concat_ws(' ', s.nome_embargado, s.municipio, s.nome_imovel, s.descricao, s.localizacao) LIKE '%' || chr(65533) || '%' AS replacement_char,
 {{columns}}
   FROM {{stage}} s

@@ -1,7 +1,9 @@
 -- Hectares per property and theme without double counting (contract §3): the area of the
 -- union of the detailed polygons (overlaps counted once); the *_TOTAL union polygons only
 -- when a property has no detailed ones. In APPS only APP_* codes are preservation areas; a
--- polygon without cod_tema (older per-municipality layout) counts as a detailed one.
+-- polygon without cod_tema (older per-municipality layout) counts as a detailed one. Codes
+-- are compared in upper case (a re-export in another case, 'app_total', fell in no role and
+-- its hectares were lost); they are published as written.
 --
 -- The same number as etl.area_ha(ST_UnaryUnion(ST_Collect(geom))) per property and theme,
 -- computed without a union for most groups: within a group (car, theme, detailed or total),
@@ -29,8 +31,8 @@
 INSERT INTO {{theme_area}} (car, tema_base, ha)
 WITH r AS (
   SELECT car COLLATE "C" AS car, tema_base COLLATE "C" AS tema_base, geom, area_calculada_ha AS ha,
-         CASE WHEN cod_tema LIKE '%\_TOTAL' THEN 'total'
-              WHEN tema_base <> 'APPS' OR cod_tema LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END COLLATE "C" AS role
+         CASE WHEN upper(cod_tema) LIKE '%\_TOTAL' THEN 'total'
+              WHEN tema_base <> 'APPS' OR upper(cod_tema) LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END COLLATE "C" AS role
     FROM {{polygons}}
 ), clustered AS (
   SELECT car, tema_base, role, geom, ha,

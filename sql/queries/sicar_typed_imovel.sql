@@ -3,8 +3,9 @@
 -- (CAR_IMOVEL's declaration) and the facts read only this table: no join back to the staged
 -- rows, no second scan of them. Repairs are in the staged row itself (repair.ts repairInPlace);
 -- the verdict is etl.sicar_verdict (migration 0030), shared with the themes. Dates after the
--- release date (as_of, contract §3) and dates or numbers that do not parse are NULL, their
--- source text kept in `extra` under the column's name; a run of asterisks is no value.
+-- release date (as_of, contract §3), dates or numbers that do not parse and status or type
+-- codes that are none of SOURCES §2.5's are NULL, their source text kept in `extra` under the
+-- column's name; a run of asterisks is no value.
 -- Each lateral ends in `clock_timestamp() AS once` (see sicar_typed_tema.sql): its values are
 -- computed once a row, not copied into every place they are used (each date was parsed four
 -- times a row). The statement is serial; the caller runs the inputs on two connections.
@@ -22,9 +23,10 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 
        etl.date_not_after(k.atuali, {{as_of}}) AS data_atualizacao,
        k.atuali AS updated,
        g.geom, etl.area_ha(g.geom) AS area_calculada_ha,
-       CASE WHEN coalesce(u.di, u.da, u.at, u.mf) IS NULL THEN s.extra
+       CASE WHEN coalesce(u.di, u.da, u.at, u.mf, u.st, u.tp) IS NULL THEN s.extra
             ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
-              'data_inscricao', u.di, 'data_atualizacao', u.da, 'area_total_ha', u.at, 'modulos_fiscais', u.mf)) END AS extra,
+              'data_inscricao', u.di, 'data_atualizacao', u.da, 'area_total_ha', u.at, 'modulos_fiscais', u.mf,
+              'situacao', u.st, 'tipo', u.tp)) END AS extra,
        -- Counted by the facts, over every staged row.
        CASE WHEN k.criaca > {{as_of}} THEN 'implausible' ELSE k.criaca_kind END AS dat_criaca_kind,
        CASE WHEN k.atuali > {{as_of}} THEN 'implausible' ELSE k.atuali_kind END AS dat_atuali_kind,
@@ -43,6 +45,9 @@ CROSS JOIN LATERAL (
          CASE WHEN k.atuali_kind = 'bad' OR k.atuali > {{as_of}} THEN s.dat_atuali END AS da,
          CASE WHEN btrim(s.num_area) <> '' AND k.area IS NULL AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS at,
          CASE WHEN btrim(s.mod_fiscal) <> '' AND k.mf IS NULL AND NOT etl.is_overflow(s.mod_fiscal) THEN s.mod_fiscal END AS mf,
+         -- A status or type code that is none of §2.5's: NULL in its column, its text kept here.
+         CASE WHEN btrim(s.ind_status) <> '' AND etl.car_situacao(s.ind_status) IS NULL THEN s.ind_status END AS st,
+         CASE WHEN btrim(s.ind_tipo) <> '' AND etl.car_tipo(s.ind_tipo) IS NULL THEN s.ind_tipo END AS tp,
          clock_timestamp() AS once
 ) u
 CROSS JOIN LATERAL (SELECT etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair) AS verdict, clock_timestamp() AS once) w

@@ -3,7 +3,8 @@
 -- theme's typed table, nothing joined back. Polygons of layers without cod_imovel take the
 -- car of their spatial link (placeholder car = coalesce(s.car, l.car), link_join joins the
 -- links as l); an unlinked one gets link_verdict 'not_linked_no_property' or
--- 'not_linked_ambiguous'. An area that is not a number is NULL, its text kept in `extra`.
+-- 'not_linked_ambiguous'. An area that is not a number and a status code that is none of
+-- SOURCES §2.5's are NULL, their text kept in `extra`.
 -- Each lateral ends in `clock_timestamp() AS once`: a volatile column keeps the planner from
 -- pulling the lateral up into the select list, which copies its expressions to every place
 -- they are used (the verdict, the CAR number's checks and the area were computed two to
@@ -16,11 +17,16 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, {{tema}}::text
        k.area AS area_ha,
        etl.car_situacao(s.ind_status) AS situacao, nullif(btrim(s.des_condic), '')::text AS condicao,
        g.geom, etl.area_ha(g.geom) AS area_calculada_ha,
-       CASE WHEN btrim(s.num_area) <> '' AND k.area IS NULL AND NOT etl.is_overflow(s.num_area)
-            THEN coalesce(s.extra, '{}'::jsonb) || jsonb_build_object('area_ha', s.num_area) ELSE s.extra END AS extra
+       CASE WHEN coalesce(k.bad_area, k.bad_status) IS NULL THEN s.extra
+            ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object('area_ha', k.bad_area, 'situacao', k.bad_status)) END AS extra
 FROM {{stage}} s
 {{link_join}}
-CROSS JOIN LATERAL (SELECT upper(btrim({{car}})) AS car, etl.parse_number(s.num_area) AS area, clock_timestamp() AS once) k
+CROSS JOIN LATERAL (
+  SELECT upper(btrim({{car}})) AS car, etl.parse_number(s.num_area) AS area,
+         CASE WHEN btrim(s.num_area) <> '' AND etl.parse_number(s.num_area) IS NULL AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS bad_area,
+         CASE WHEN btrim(s.ind_status) <> '' AND etl.car_situacao(s.ind_status) IS NULL THEN s.ind_status END AS bad_status,
+         clock_timestamp() AS once
+) k
 CROSS JOIN LATERAL (
   SELECT coalesce({{link_verdict}}, etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair)) AS verdict, clock_timestamp() AS once
 ) w

@@ -172,6 +172,14 @@ function listEntries(zip: ZipFile): Promise<Entry[]> {
  * selects, then streams those one at a time (inflated bytes counted, CRC checked) into
  * the sink `onEntry` gives; directory entries go to `onEntry` with no stream.
  */
+/**
+ * macOS's resource forks in a zip it made (`__MACOSX/…`, `._<name>` beside every file): binary
+ * AppleDouble headers named like the data (`._GO_AREA_IMOVEL.shp`, `._termo_embargo.csv`), never
+ * data. A zip repacked on a Mac (the manual-drop path) carries one per member: read, they failed
+ * the load as a shapefile without a header or were taken for the CSV.
+ */
+export const isMacResourceFork = (name: string): boolean => /(^|\/)__MACOSX\//.test(name) || /(^|\/)\._[^/]*$/.test(name);
+
 async function walkZip(
   file: string,
   limits: ZipLimits,
@@ -181,7 +189,7 @@ async function walkZip(
 ): Promise<void> {
   await withZip(file, async (zip) => {
     const entries = await listEntries(zip);
-    const chosen = entries.filter((e) => isDirectory(e) || pick(e.fileName));
+    const chosen = entries.filter((e) => !isMacResourceFork(e.fileName) && (isDirectory(e) || pick(e.fileName)));
     checkDeclared(file, chosen.filter((e) => !isDirectory(e)), { ...limits, maxBytes: Math.min(limits.maxBytes, budget.left) });
     for (const entry of chosen) {
       const sink = await onEntry(entry);

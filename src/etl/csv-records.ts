@@ -16,11 +16,14 @@ import fs from 'node:fs';
 import { isAscii, isUtf8 } from 'node:buffer';
 import { StringDecoder } from 'node:string_decoder';
 import { readHead } from './archive.ts';
+import { c1ToWindows1252 } from './read/windows-1252.ts';
 
 export interface CsvRecord {
   fields: string[];
   /** 1-based line number where the record starts. */
   line: number;
+  /** Physical lines the record spans (given when asked: readCsvRecords' `spans`). */
+  lines?: number;
 }
 
 export type CsvEncoding = 'utf8' | 'latin1' | 'utf16le' | 'utf16be';
@@ -60,6 +63,8 @@ class ChunkDecoder {
     this.dec = new StringDecoder(enc === 'utf16be' ? 'utf16le' : enc);
   }
   write(chunk: Buffer): string {
+    // latin1 bytes 0x80–0x9F are Windows-1252 punctuation, not C1 controls (read/windows-1252.ts).
+    if (this.enc === 'latin1') return c1ToWindows1252(this.dec.write(chunk));
     if (this.enc !== 'utf16be') return this.dec.write(chunk);
     // UTF-16BE: swap each byte pair and decode as little-endian; an odd byte waits for the next chunk.
     let buf = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
@@ -208,8 +213,12 @@ function scanQuoted(buf: string, pos: number, delim: string, eof: boolean): { fi
   }
 }
 
-/** Streams the records of a file in a known delimiter and encoding (detectCsvFormat finds both). */
-export async function* readCsvRecords(file: string, delimiter: string, encoding: CsvEncoding): AsyncGenerator<CsvRecord> {
+/**
+ * Streams the records of a file in a known delimiter and encoding (detectCsvFormat finds both);
+ * with `spans`, each record says how many physical lines it spans (a quote that does not close
+ * where it should joins the rows up to the next quote into one record).
+ */
+export async function* readCsvRecords(file: string, delimiter: string, encoding: CsvEncoding, o: { spans?: boolean } = {}): AsyncGenerator<CsvRecord> {
   const stream = fs.createReadStream(file, { highWaterMark: 1 << 20 });
   const decoder = new ChunkDecoder(encoding);
   let buf = '';
@@ -228,14 +237,14 @@ export async function* readCsvRecords(file: string, delimiter: string, encoding:
       if (q < 0 || q > lineEnd) {
         let text = buf.slice(pos, lineEnd);
         if (text.endsWith('\r')) text = text.slice(0, -1);
-        if (text !== '') yield { fields: text.split(delimiter), line };
+        if (text !== '') yield o.spans ? { fields: text.split(delimiter), line, lines: 1 } : { fields: text.split(delimiter), line };
         line++;
         pos = lineEnd + 1;
         continue;
       }
       const rec = scanQuoted(buf, pos, delimiter, eof);
       if (!rec) break;
-      yield { fields: rec.fields, line };
+      yield o.spans ? { fields: rec.fields, line, lines: rec.lines } : { fields: rec.fields, line };
       line += rec.lines;
       pos = rec.next;
     }

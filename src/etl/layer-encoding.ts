@@ -2,7 +2,11 @@
 //   1. the .cpg sidecar (ESRI's code page file),
 //   2. the .cst sidecar (GeoServer's SHAPE-ZIP writes its charset there),
 //   3. the DBF's language driver id (LDID, header byte 29) when it makes a specific claim,
-//   4. the bytes themselves: valid UTF-8 holding multibyte sequences → UTF-8, else ISO-8859-1.
+//      unless the bytes are valid UTF-8 holding multibyte sequences (then UTF-8),
+//   4. the bytes themselves: valid UTF-8 holding multibyte sequences → UTF-8, else the
+//      single-byte page whose reading gives more Portuguese letters, CP850 (DOS) or else
+//      ISO-8859-1 — as CP1252 when the DBF holds bytes 0x80–0x9F (singleBytePage; a .cpg
+//      saying ISO-8859-1 gets the same reading of those bytes).
 // LDID 0x00 (none), 0x03 and 0x57/0x58/0x59 (Windows ANSI) make no reliable claim in
 // practice: ESRI writes 0x57 by default and SICAR's older zips carry UTF-8 bytes under it
 // (GDAL alone would read them as ISO-8859-1 and publish 'PlÃ¡cido'), so the bytes decide.
@@ -90,6 +94,54 @@ export function scanDbfBytes(dbf: string): 'utf8' | 'latin1' | 'ascii' {
   }
 }
 
+// Portuguese letters as each single-byte code page writes them: 0xC0–0xFF in Windows-1252 /
+// ISO-8859-1; mostly 0x80–0xA5 in DOS CP850 ('ç' 0x87, 'ã' 0xC6, 'é' 0x82, 'á' 0xA0).
+const PT_LETTERS = 'àáâãçéêíóôõúüÀÁÂÃÇÉÊÍÓÔÕÚÜ';
+const CP850_HIGH =
+  'ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜø£Ø×ƒáíóúñÑªº¿®¬½¼¡«»░▒▓│┤ÁÂÀ©╣║╗╝¢¥┐└┴┬├─┼ãÃ╚╔╩╦╠═╬¤ðÐÊËÈıÍÎÏ┘┌█▄¦Ì▀ÓßÔÒõÕµþÞÚÛÙýÝ¯´\u00ad±‗¾¶§÷¸°¨·¹³²■\u00a0';
+const isPtLetter = (c: string) => PT_LETTERS.includes(c);
+/** Per byte 0x80–0xFF: +1 when only Windows-1252 reads it as a Portuguese letter, -1 when only CP850 does. */
+const PAGE_VOTE: number[] = Array.from({ length: 128 }, (_, i) => {
+  const win = isPtLetter(String.fromCharCode(0x80 + i));
+  const dos = isPtLetter(CP850_HIGH[i]);
+  return win === dos ? 0 : win ? 1 : -1;
+});
+const PAGE_SCAN_BYTES = 16 << 20;
+
+/**
+ * Which single-byte code page a DBF that is not UTF-8 is written in, from its first 16 MiB
+ * of records: CP850 when more of its high bytes are Portuguese letters in CP850 than in
+ * Windows-1252 (a DOS export: 'Conceição' would read 'Concei‡Æo'); else CP1252 when it holds
+ * bytes 0x80–0x9F (C1 controls in ISO-8859-1, never text; CP1252's ’ – “ ” …: 'Olho d’Água'
+ * read as ISO-8859-1 published an invisible U+0092); else ISO-8859-1.
+ */
+export function singleBytePage(dbf: string): 'ISO-8859-1' | 'CP1252' | 'CP850' {
+  const fd = fs.openSync(dbf, 'r');
+  try {
+    const head = Buffer.alloc(32);
+    if (fs.readSync(fd, head, 0, 32, 0) < 12) return 'ISO-8859-1';
+    const headerLen = head.readUInt16LE(8);
+    const end = headerLen + Math.min(head.readUInt32LE(4) * head.readUInt16LE(10), PAGE_SCAN_BYTES);
+    const buf = Buffer.alloc(CHUNK);
+    let vote = 0;
+    let c1 = false;
+    for (let pos = headerLen; pos < end; ) {
+      const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
+      if (n === 0) break;
+      for (let i = 0; i < n; i++) {
+        const b = buf[i];
+        if (b < 0x80) continue;
+        vote += PAGE_VOTE[b - 0x80];
+        if (b < 0xa0) c1 = true;
+      }
+      pos += n;
+    }
+    return vote < 0 ? 'CP850' : c1 ? 'CP1252' : 'ISO-8859-1';
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /** The DBF's language driver id (byte 29), or null when the file is too short. */
 export function dbfLdid(dbf: string): number | null {
   const fd = fs.openSync(dbf, 'r');
@@ -108,14 +160,23 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
     if (!file) continue;
     const text = fs.readFileSync(file, 'latin1');
     const name = codePageName(text);
+    if (name === 'ISO-8859-1' && singleBytePage(parts.dbf) === 'CP1252') {
+      // Bytes 0x80–0x9F under an ISO-8859-1 label are Windows-1252 punctuation (as the WHATWG standard reads the label).
+      ignored.push(`.${rule} says ISO-8859-1 and the DBF holds bytes 0x80–0x9F: read as CP1252`);
+      return { encoding: 'CP1252', decidedBy: rule, ignored: ignored.join('; ') };
+    }
     if (name) return { encoding: name, decidedBy: rule, ...(ignored.length ? { ignored: ignored.join('; ') } : {}) };
     ignored.push(`.${rule} "${text.trim().slice(0, 40)}" not recognised`);
   }
   const ldid = dbfLdid(parts.dbf);
   const claimed = ldid === null ? undefined : LDID_CODEPAGES[ldid];
-  const extra = ignored.length ? { ignored: ignored.join('; ') } : {};
-  if (claimed) return { encoding: claimed, decidedBy: 'ldid', ...extra };
   const bytes = scanDbfBytes(parts.dbf);
+  // Bytes that are valid UTF-8 with multibyte sequences are UTF-8 whatever the LDID says:
+  // accented text in a DOS or Windows code page is almost never valid UTF-8, while writers
+  // that keep a default LDID over UTF-8 text exist (read as CP850 it published 'Concei├º├úo').
+  if (claimed && bytes === 'utf8') ignored.push(`LDID 0x${ldid!.toString(16).padStart(2, '0')} (${claimed}) ignored: the bytes are valid UTF-8`);
+  const extra = ignored.length ? { ignored: ignored.join('; ') } : {};
+  if (claimed && bytes !== 'utf8') return { encoding: claimed, decidedBy: 'ldid', ...extra };
   if (bytes === 'ascii') return { encoding: 'ISO-8859-1', decidedBy: 'default', ...extra };
-  return { encoding: bytes === 'utf8' ? 'UTF-8' : 'ISO-8859-1', decidedBy: 'bytes', ...extra };
+  return { encoding: bytes === 'utf8' ? 'UTF-8' : singleBytePage(parts.dbf), decidedBy: 'bytes', ...extra };
 }

@@ -53,6 +53,10 @@ export interface CsvStagedFile {
   badRows: number;
   /** Line numbers of the first 20 rows with a wrong field count. */
   badRowSamples: number[];
+  /** Rejected records spanning several lines (rows joined by a quote that does not close). */
+  joinedRows?: { line: number; lines: number }[];
+  /** Records of empty cells only, skipped. */
+  emptyRecords?: number;
   format: CsvFormat;
   /** Header cells as matched (lower case, BOM stripped). */
   header: string[] | null;
@@ -75,7 +79,7 @@ export interface CsvStaged {
 export type ContentStaged = StageResult & {
   layers: VectorLayer[];
   csv?: CsvStaged;
-} & Partial<Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed' | 'overflowed'>>;
+} & Partial<Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed' | 'overflowed' | 'ringsClosed' | 'shapesWithoutRecord'>>;
 
 const resolved = new WeakMap<RunContext, Promise<ContentSource>>();
 
@@ -185,10 +189,14 @@ export async function stageByContent(
 export function addCsvFacts(facts: QualityFacts, csv: CsvStaged): void {
   facts.encoding.name = csv.encoding;
   if (csv.srid !== undefined) facts.geometry.srid = csv.srid;
+  const empty = csv.files.reduce((a, f) => a + (f.emptyRecords ?? 0), 0);
+  if (empty) facts.notes.push(`${empty} CSV records of empty cells only (a spreadsheet's empty rows, ';;;') skipped`);
   if (!csv.badRows) return;
   facts.rejected.bad_field_count = csv.badRows;
   const where = csv.files.length > 1 ? `${csv.files.find((f) => f.badRows)!.name} lines` : 'lines';
-  facts.notes.push(`${csv.badRows} CSV rows with the wrong field count rejected (${where} ${csv.badRowSamples.join(', ')}${csv.badRows > csv.badRowSamples.length ? ', …' : ''})`);
+  facts.notes.push(`${csv.badRows} CSV rows with the wrong field count rejected (${where} ${csv.badRowSamples.join(', ')}${csv.badRowSamples.length >= 20 ? ', …' : ''})`);
+  const joined = csv.files.flatMap((f) => (f.joinedRows ?? []).map((j) => `${csv.files.length > 1 ? `${f.name} ` : ''}lines ${j.line}–${j.line + j.lines - 1}`));
+  if (joined.length) facts.notes.push(`rows joined into one record by a quote that does not close, each line counted as a rejected row: ${joined.join(', ')}`);
 }
 
 /** The files a text read staged, in read order (for a pipeline's own facts). */

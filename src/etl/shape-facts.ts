@@ -37,12 +37,17 @@ export async function commonFacts(run: RunStep, plan: Plan, planOf: Map<InputDon
     facts.encoding.assumed = main.staged.layers.some((l) => l.encodingAssumed);
   }
   for (const d of done) if (d.staged.csv) addCsvFacts(facts, d.staged.csv);
+  // A .dbf shorter than its .shp (an export or a download cut short): shapes without attributes were not loaded.
+  const orphans = done.reduce((a, d) => a + (d.staged.shapesWithoutRecord ?? 0), 0);
+  if (orphans) {
+    facts.failures.push({ rule: 'shapes_without_record', message: `${orphans} shapes after the .dbf's last record (the .dbf is shorter than the .shp): not loaded`, value: orphans, threshold: 0 });
+  }
   facts.fields.missingOptional = main.staged.missingOptional.filter((n) => mainPlan.rel.reportedMissing.has(n));
   facts.fields.unknown = several ? [...new Set(done.flatMap((d) => d.staged.unknown))] : main.staged.unknown;
 
   // How the inputs were read: one input's notes first; several inputs' after their counts (the report's order).
   const readNotes = () => {
-    const reader = done.filter((d) => d.staged.reader).map((d) => `${several ? `${d.name}: ` : ''}${readerNote({ reader: d.staged.reader!, deleted: d.staged.deleted ?? 0, unparsed: d.staged.unparsed ?? 0 })}`);
+    const reader = done.filter((d) => d.staged.reader).map((d) => `${several ? `${d.name}: ` : ''}${readerNote({ reader: d.staged.reader!, deleted: d.staged.deleted ?? 0, unparsed: d.staged.unparsed ?? 0, ringsClosed: d.staged.ringsClosed ?? 0, shapesWithoutRecord: d.staged.shapesWithoutRecord ?? 0 })}`);
     if (several) facts.notes.push(...reader);
     if (!several && main.staged.layers.length > 1) facts.notes.push(`${main.staged.layers.length} shapefiles in the zip, loaded together: ${main.staged.layers.map((l) => l.name).join(', ')}`);
     if (facts.geometry.sridAssumed) facts.notes.push(`a layer had no .prj: EPSG:${mainPlan.read.srid} (SIRGAS 2000) assumed`);

@@ -33,9 +33,16 @@ export interface CsvOptions {
 
 export interface CsvStageResult {
   rows: number;
-  /** Rows with a wrong field count, by line number (first 20 kept for the report). */
+  /**
+   * Rows with a wrong field count, by line number (first 20 kept for the report). A record
+   * spanning several lines counts each: a quote that does not close joins rows into it.
+   */
   badRows: number;
   badRowSamples: number[];
+  /** Rejected records that span several lines (first 20): where rows were joined. */
+  joinedRows?: { line: number; lines: number }[];
+  /** Records of delimiters only (';;;': a spreadsheet's empty rows), skipped like blank lines. */
+  emptyRecords?: number;
   missingOptional: string[];
   unknown: string[];
   fingerprint: string | null;
@@ -96,17 +103,23 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
   async function* lines(): AsyncGenerator<string> {
     try {
       let headerSeen = o.columns !== 'header';
-      for await (const { fields: rec, line: at } of readCsvRecords(file, format.delimiter, format.encoding)) {
+      for await (const { fields: rec, line: at, lines: spanned = 1 } of readCsvRecords(file, format.delimiter, format.encoding, { spans: true })) {
         line = at;
         if (!headerSeen) {
           headerSeen = true;
           setup(rec);
           continue;
         }
+        // A record of empty cells only (a spreadsheet saves its empty rows as ';;;') is no row.
+        if (rec.every((f) => f.trim() === '')) {
+          result.emptyRecords = (result.emptyRecords ?? 0) + 1;
+          continue;
+        }
         if (rec.length !== width) {
           if (o.badRows === 'fail') throw new AgroError('malformed_source', `line ${line} has ${rec.length} fields, expected ${width}`, { line });
-          result.badRows++;
+          result.badRows += spanned;
           if (result.badRowSamples.length < 20) result.badRowSamples.push(line);
+          if (spanned > 1 && (result.joinedRows ??= []).length < 20) result.joinedRows.push({ line, lines: spanned });
           continue;
         }
         const row: CopyValue[] = [++seq];

@@ -29,6 +29,10 @@ export interface LayerStageResult extends StageResult {
   unparsed: number;
   /** Numeric cells of asterisks per layer and DBF field (streaming reader; null when GDAL read the layers). */
   overflowed: Record<string, Record<string, number>> | null;
+  /** Polygon rings not closed in the .shp, closed on reading (both readers). */
+  ringsClosed: number;
+  /** Shapes after the .dbf's last record, not loaded (streaming reader; GDAL reads the .dbf's records only, 0). */
+  shapesWithoutRecord: number;
 }
 
 const asText = (v: unknown): CopyValue => {
@@ -52,20 +56,22 @@ export const readPathOf = (layers: VectorLayer[]): ReadPath =>
  */
 export async function stageLayers(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<LayerStageResult> {
   if (readPathOf(layers) === 'shp-stream') return { reader: 'shp-stream', ...(await stageShapefiles(client, table, layers, specs)) };
-  return { reader: 'gdal', deleted: 0, unparsed: 0, overflowed: null, ...(await stageWithGdal(client, table, layers, specs)) };
+  return { reader: 'gdal', deleted: 0, unparsed: 0, overflowed: null, shapesWithoutRecord: 0, ...(await stageWithGdal(client, table, layers, specs)) };
 }
 
 /** GDAL's feature loop (gdal-async, one native call per feature) into a text COPY. */
-async function stageWithGdal(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<StageResult> {
+async function stageWithGdal(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<StageResult & { ringsClosed: number }> {
   const mappings = layers.map((l) => mapFields(l, specs));
   await createStagingTable(client, table, specs);
   let seq = 0;
   let replacementChars = 0;
+  let ringsClosed = 0;
   function* lines(): Generator<string> {
     for (let li = 0; li < layers.length; li++) {
       const layer = layers[li];
       const { index, unknown } = mappings[li];
       for (const f of readFeatures(layer)) {
+        ringsClosed += f.ringsClosed;
         const row: CopyValue[] = [++seq, layer.name, layer.srid];
         const byName: Record<string, CopyValue> = {};
         for (const [src, canon] of index) byName[canon] = asText(f.props[src]);
@@ -86,5 +92,5 @@ async function stageWithGdal(client: pg.ClientBase, table: string, layers: Vecto
   }
   const rows = await copyLines(client, `${table} (${stagingColumns(specs).map(ident).join(', ')})`, lines());
   const unknown = [...new Set(mappings.flatMap((m) => m.unknown))];
-  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown, replacementChars, fingerprint: schemaFingerprint(layers) };
+  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown, replacementChars, fingerprint: schemaFingerprint(layers), ringsClosed };
 }

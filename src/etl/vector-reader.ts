@@ -55,6 +55,26 @@ export interface RawFeature {
   /** Attribute values keyed by lower-cased source field name. */
   props: Record<string, unknown>;
   wkb: Buffer | null;
+  /** Polygon rings whose last point was not their first, closed in `wkb` (as the streaming reader does: read/shp-wkb.ts). */
+  ringsClosed: number;
+}
+
+/** Closes the open rings of a (multi)polygon in place; returns how many were open. */
+function closeOpenRings(g: gdal.Geometry): number {
+  const polygons: gdal.Polygon[] = [];
+  if (g instanceof gdal.Polygon) polygons.push(g);
+  else if (g instanceof gdal.MultiPolygon) for (let i = 0; i < g.children.count(); i++) polygons.push(g.children.get(i) as gdal.Polygon);
+  let open = 0;
+  for (const poly of polygons) {
+    for (const ring of poly.rings.toArray()) {
+      const n = ring.points.count();
+      if (n < 2) continue;
+      const a = ring.points.get(0), z = ring.points.get(n - 1);
+      if (a.x !== z.x || a.y !== z.y) open++;
+    }
+  }
+  if (open) g.closeRings();
+  return open;
 }
 
 const sibling = (shp: string, ext: string) => {
@@ -83,8 +103,12 @@ function withEncoding<T>(encoding: string, fn: () => T): T {
   }
 }
 
+/** An empty .prj (0 bytes or blanks) says no more than a missing one: the default SRID is assumed and noted. */
+const declaresCrs = (prj: string | null): prj is string => prj !== null && fs.readFileSync(prj, 'latin1').trim() !== '';
+
 export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
-  const prj = sibling(shp, '.prj');
+  const prjFile = sibling(shp, '.prj');
+  const prj = declaresCrs(prjFile) ? prjFile : null;
   const dbf = sibling(shp, '.dbf');
   if (!dbf) throw new AgroError('missing_layer_part', `${path.basename(shp)} has no .dbf file`, { file: path.basename(shp), part: '.dbf' });
   const decision = decideEncoding({ cpg: sibling(shp, '.cpg'), cst: sibling(shp, '.cst'), dbf });
@@ -128,7 +152,8 @@ export function* readFeatures(layer: VectorLayer): Generator<RawFeature> {
       const props: Record<string, unknown> = {};
       for (let i = 0; i < names.length; i++) props[names[i]] = values[i];
       const g = f.getGeometry();
-      yield { props, wkb: g && !g.isEmpty() ? g.toWKB() : null };
+      const ringsClosed = g && !g.isEmpty() ? closeOpenRings(g) : 0;
+      yield { props, wkb: g && !g.isEmpty() ? g.toWKB() : null, ringsClosed };
     }
   } finally {
     ds.close();

@@ -10,6 +10,7 @@ import { Writable } from 'node:stream';
 import { streamZipMembers, type ZipLimits } from './archive.ts';
 import { writeOrWait } from './copy.ts';
 import { distrustIfDamaged } from './download.ts';
+import { decodeWindows1252 } from './read/windows-1252.ts';
 
 export interface CsvSinkStats {
   records: number;
@@ -27,7 +28,7 @@ const SAMPLE_LIMIT = 20;
 export type RecordHandler = (fields: string[]) => string;
 
 /**
- * A Writable that parses latin1 CSV bytes into records and writes what `onRecord` returns
+ * A Writable that parses latin1 CSV bytes (0x80–0x9F as Windows-1252: read/windows-1252.ts) into records and writes what `onRecord` returns
  * to `out` in batches, honouring its back-pressure. It does not end `out`.
  */
 export class CsvRecordSink extends Writable {
@@ -47,7 +48,7 @@ export class CsvRecordSink extends Writable {
     this.stats.bytes += chunk.length;
     let text: string;
     try {
-      text = this.parse(this.carry + chunk.toString('latin1'), false);
+      text = this.parse(this.carry + decodeWindows1252(chunk), false);
     } catch (e) {
       return cb(e as Error);
     }

@@ -9,6 +9,7 @@
 // - D: YYYYMMDD → YYYY-MM-DD, '00000000'/blank = null, anything else kept and counted.
 import { AgroError } from '../../errors.ts';
 import { dataView } from './data-view.ts';
+import { decodeWindows1252 } from './windows-1252.ts';
 
 export interface DbfField {
   /** Lower-cased, as the staging layer names them. */
@@ -26,8 +27,13 @@ export interface DbfHeader {
   fields: DbfField[];
 }
 
-/** Parses the header (the first `headerLength` bytes, which `buf` must hold). */
-export function parseDbfHeader(buf: Buffer, file: string): DbfHeader {
+/**
+ * Parses the header (the first `headerLength` bytes, which `buf` must hold). Field names are
+ * decoded in the layer's encoding, as GDAL names them ('Município' in a UTF-8 DBF; read as
+ * Latin-1 it was 'municã\u00adpio', a name GDAL's view of the layer did not know, and its
+ * values left `extra` unseen).
+ */
+export function parseDbfHeader(buf: Buffer, file: string, decode: TextDecode = (b, s, t) => b.toString('latin1', s, t)): DbfHeader {
   if (buf.length < 32) throw new AgroError('malformed_source', `${file}: DBF header cut short`);
   const records = buf.readUInt32LE(4);
   const headerLength = buf.readUInt16LE(8);
@@ -38,7 +44,7 @@ export function parseDbfHeader(buf: Buffer, file: string): DbfHeader {
   for (let p = 32; p + 32 <= headerLength && buf[p] !== 0x0d; p += 32) {
     const raw = buf.subarray(p, p + 11);
     const end = raw.indexOf(0);
-    const name = raw.subarray(0, end < 0 ? 11 : end).toString('latin1').trim().toLowerCase();
+    const name = decode(raw, 0, end < 0 ? 11 : end).trim().toLowerCase();
     const length = buf[p + 16];
     fields.push({ name, type: String.fromCharCode(buf[p + 11]).toUpperCase(), offset, length, decimals: buf[p + 17] });
     offset += length;
@@ -90,11 +96,7 @@ export function canDecode(encoding: string): boolean {
 }
 
 // windows-1252 = Latin-1 except 0x80–0x9F (Node 20's TextDecoder decodes that label as Latin-1).
-const CP1252_HIGH = '€\u0081‚ƒ„…†‡ˆ‰Š‹Œ\u008dŽ\u008f\u0090‘’“”•–—˜™š›œ\u009džŸ';
-const windows1252: TextDecode = (b, s, t) => {
-  const text = b.toString('latin1', s, t);
-  return /[\u0080-\u009f]/.test(text) ? text.replace(/[\u0080-\u009f]/g, (c) => CP1252_HIGH[c.charCodeAt(0) - 0x80]) : text;
-};
+const windows1252: TextDecode = decodeWindows1252;
 
 // [start, end) of the last span() (module scratch: no array per field).
 let spanStart = 0, spanEnd = 0;

@@ -35,6 +35,10 @@ export interface ShpStageResult extends StageResult {
   unparsed: number;
   /** Numeric cells of asterisks (NULL), per layer and DBF field: counted while reading, no second pass. */
   overflowed: Record<string, Record<string, number>>;
+  /** Polygon rings not closed in the .shp, closed on reading (read/shp-wkb.ts). */
+  ringsClosed: number;
+  /** Shapes after the .dbf's last record (no attributes): not loaded, counted. */
+  shapesWithoutRecord: number;
 }
 
 /** One feature of a layer as the reader hands it out (used by tests and the bench). */
@@ -111,7 +115,7 @@ export async function walkShapefile(
   encoding: string,
   onHeader: (dbf: DbfHeader) => void,
   onRecord: (values: FieldValue[], geom: ReturnType<typeof shapeWkb>, index: number) => void | Promise<void>,
-): Promise<{ records: number; deleted: number; unparsed: number; overflowed: Record<string, number> }> {
+): Promise<{ records: number; deleted: number; unparsed: number; overflowed: Record<string, number>; ringsClosed: number; shapesWithoutRecord: number }> {
   const name = files.name;
   const dbfName = name.replace(/\.shp$/i, '.dbf');
   const decode = textDecoder(encoding);
@@ -123,12 +127,12 @@ export async function walkShapefile(
     if (!(await dbf.ensure(32))) throw new AgroError('malformed_source', `${name}: .dbf header cut short`);
     const headerLength = dbf.buf.readUInt16LE(8);
     await dbf.ensure(headerLength);
-    const header = parseDbfHeader(dbf.buf.subarray(0, headerLength), dbfName);
+    const header = parseDbfHeader(dbf.buf.subarray(0, headerLength), dbfName, decode);
     dbf.pos = headerLength;
     onHeader(header);
     const values = header.fields.map(() => new FieldValue(decode));
     const overflows = header.fields.map(() => 0);
-    let deleted = 0, unparsed = 0, shpDone = false;
+    let deleted = 0, unparsed = 0, ringsClosed = 0, shpDone = false;
     for (let i = 0; i < header.records; i++) {
       // ensure() only when the bytes are not already there: an await per record costs more than its reading.
       if (dbf.available < header.recordLength && !(await dbf.ensure(header.recordLength))) throw new AgroError('malformed_source', `${dbfName}: ${header.records} records declared, ${i} present`);
@@ -148,6 +152,7 @@ export async function walkShapefile(
         deleted++;
         continue;
       }
+      if (geom) ringsClosed += geom.ringsClosed;
       for (let f = 0; f < header.fields.length; f++) {
         if (decodeField(dbf.buf, recAt, header.fields[f], values[f])) unparsed++;
         else if (values[f].overflow) overflows[f]++;
@@ -155,10 +160,19 @@ export async function walkShapefile(
       const wait = onRecord(values, geom, i + 1);
       if (wait) await wait;
     }
+    // Shapes after the DBF's last record have no attributes and are not read (as GDAL reads
+    // them): counted, so that a .dbf cut short against its .shp is not a silent loss.
+    let shapesWithoutRecord = 0;
+    while (!shpDone && (shp.available >= 8 || (await shp.ensure(8)))) {
+      const len = shp.buf.readInt32BE(shp.pos + 4) * 2;
+      if (shp.available < 8 + len && !(await shp.ensure(8 + len))) break;
+      shp.pos += 8 + len;
+      shapesWithoutRecord++;
+    }
     await Promise.all([shp.drain(), dbf.drain()]);
     const overflowed: Record<string, number> = {};
     header.fields.forEach((f, i) => overflows[i] && (overflowed[f.name] = (overflowed[f.name] ?? 0) + overflows[i]));
-    return { records: header.records, deleted, unparsed, overflowed };
+    return { records: header.records, deleted, unparsed, overflowed, ringsClosed, shapesWithoutRecord };
   } catch (e) {
     throw await rootCause(e, shp, dbf);
   } finally {
@@ -214,7 +228,7 @@ export async function stageShapefiles(
   const mappings = layers.map((l) => mapFields(l, specs));
   await createStagingTable(client, table, specs);
   const columns = stagingColumns(specs);
-  let seq = 0, replacementChars = 0, deleted = 0, unparsed = 0;
+  let seq = 0, replacementChars = 0, deleted = 0, unparsed = 0, ringsClosed = 0, shapesWithoutRecord = 0;
   const overflowed: Record<string, Record<string, number>> = {};
   const w = new BinaryCopyWriter();
   const nFields = columns.length;
@@ -288,6 +302,8 @@ export async function stageShapefiles(
       );
       deleted += r.deleted;
       unparsed += r.unparsed;
+      ringsClosed += r.ringsClosed;
+      shapesWithoutRecord += r.shapesWithoutRecord;
       if (Object.keys(r.overflowed).length) overflowed[layer.name] = r.overflowed;
     }
     w.end();
@@ -303,5 +319,5 @@ export async function stageShapefiles(
   }
   const rows = Number(stream.rowCount ?? 0);
   const unknownAll = [...new Set(mappings.flatMap((m) => m.unknown))];
-  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown: unknownAll, replacementChars, fingerprint: schemaFingerprint(layers), deleted, unparsed, overflowed };
+  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown: unknownAll, replacementChars, fingerprint: schemaFingerprint(layers), deleted, unparsed, overflowed, ringsClosed, shapesWithoutRecord };
 }

@@ -9,7 +9,10 @@
 //   Polygon, more = MultiPolygon;
 // - Z types carry Z and, when the record has them, M (PolygonZ always has M in GDAL);
 //   M types carry M; null shapes and shapes without parts/points are NULL.
-// Coordinates are copied as they are (no closing, no re-orientation).
+// Coordinates are copied as they are (no re-orientation), except that a polygon ring whose
+// last point is not its first gets its first point again (ringsClosed counts them): PostGIS
+// refuses an unclosed ring, and one such record failed the whole load ('Polygon must have
+// closed rings'); closed, the polygon goes to the repair like any invalid one.
 import { AgroError } from '../../errors.ts';
 import { dataView } from './data-view.ts';
 
@@ -120,6 +123,8 @@ function pointInRing(v: DataView<ArrayBufferLike>, xy: number, n: number, x: num
 interface Ring {
   start: number;
   n: number;
+  /** A polygon ring whose last point differs from its first: written with its first point again. */
+  open: boolean;
   area: number;
   minX: number;
   minY: number;
@@ -133,9 +138,21 @@ function ringsOf(buf: Buffer, p: Parsed): Ring[] {
     const start = buf.readInt32LE(p.partsAt + 4 * i);
     const stop = i + 1 < p.nParts ? buf.readInt32LE(p.partsAt + 4 * i + 4) : p.nPoints;
     if (start < 0 || stop > p.nPoints || stop < start) throw new AgroError('malformed_source', 'a .shp record has bad part offsets');
-    rings.push({ start, n: stop - start, area: 0, minX: Infinity, minY: Infinity, maxX: -Infinity, maxY: -Infinity });
+    rings.push({ start, n: stop - start, open: false, area: 0, minX: Infinity, minY: Infinity, maxX: -Infinity, maxY: -Infinity });
   }
   return rings;
+}
+
+/** Marks the polygon rings whose last point (x, y) is not their first; returns how many. */
+function markOpenRings(buf: Buffer, p: Parsed, rings: Ring[]): number {
+  let open = 0;
+  for (const r of rings) {
+    if (r.n < 2) continue;
+    const a = p.xyAt + 16 * r.start, z = p.xyAt + 16 * (r.start + r.n - 1);
+    r.open = buf.readDoubleLE(a) !== buf.readDoubleLE(z) || buf.readDoubleLE(a + 8) !== buf.readDoubleLE(z + 8);
+    if (r.open) open++;
+  }
+  return open;
 }
 
 /**
@@ -237,6 +254,8 @@ export class ShapeWkb {
     private readonly rings: Ring[],
     /** Polygons as ring indexes (polygon records only). */
     private readonly polys: number[][] | null,
+    /** Polygon rings that were not closed in the file (closed in the WKB). */
+    readonly ringsClosed = 0,
   ) {
     this.dim = 16 + (p.z ? 8 : 0) + (p.m ? 8 : 0);
     const dim = this.dim;
@@ -248,7 +267,7 @@ export class ShapeWkb {
 
   private polySize(poly: number[]): number {
     let s = 9;
-    for (const i of poly) s += 4 + this.rings[i].n * this.dim;
+    for (const i of poly) s += 4 + (this.rings[i].n + (this.rings[i].open ? 1 : 0)) * this.dim;
     return s;
   }
 
@@ -291,8 +310,9 @@ export class ShapeWkb {
     o += 4;
     for (const i of poly) {
       const r = this.rings[i];
-      out.writeUInt32LE(r.n, o);
+      out.writeUInt32LE(r.n + (r.open ? 1 : 0), o);
       o = points(this.buf, this.p, r.start, r.n, out, o + 4);
+      if (r.open) o = points(this.buf, this.p, r.start, 1, out, o);
     }
     return o;
   }
@@ -310,5 +330,6 @@ export function shapeWkb(buf: Buffer, at: number, len: number, file: string): Sh
   if (p.base === T_MULTIPOINT) return new ShapeWkb(buf, p, [], null);
   if (p.nParts === 0) return null;
   const rings = ringsOf(buf, p);
-  return new ShapeWkb(buf, p, rings, p.base === T_POLYGON ? organise(buf, p, rings) : null);
+  if (p.base !== T_POLYGON) return new ShapeWkb(buf, p, rings, null);
+  return new ShapeWkb(buf, p, rings, organise(buf, p, rings), markOpenRings(buf, p, rings));
 }

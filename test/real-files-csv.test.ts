@@ -1,0 +1,47 @@
+// An operator's holder extract saved by a spreadsheet, through a real car-titulares run
+// against PostGIS: the sheet's empty rows come out as records of delimiters only (';;;'),
+// which are no rows (skipped and noted), not rows rejected for a bad CAR number (which
+// tripped the 1 % gate on an extract with a few hundred formatted empty rows).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { titularesCsv } from '../fixtures/car-titulares.ts';
+import { carTitulares } from '../pipelines/car-titulares/index.ts';
+import type { QualityReport } from '../src/etl/quality.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+let db: TestDb;
+let tmp: string;
+beforeAll(async () => {
+  db = await testDatabase();
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'csv-variants-'));
+});
+afterAll(async () => {
+  await db.drop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+async function load(label: string, text: string) {
+  const file = path.join(tmp, label, 'titulares.csv');
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, text, 'utf8');
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: file });
+  const q: QualityReport = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+  const rows = (await db.pool.query(`SELECT car, documento, nome, vinculo FROM serving.car_titulares WHERE origem = 'declarado' ORDER BY 1, 2, 4`)).rows;
+  return { out, q, rows };
+}
+
+test("a spreadsheet's empty rows (';;;', '; ; ;') are skipped and noted, the extract publishes as without them", async () => {
+  const clean = titularesCsv();
+  const want = await load('clean', clean);
+  expect(want.out.status).toBe('published');
+  const empty = Array.from({ length: 10 }, (_, i) => (i % 2 ? '; ; ;' : ';;;')).join('\r\n');
+  const got = await load('empty-rows', `${clean}${empty}\r\n`);
+  expect(got.out.status).toBe('published');
+  expect(got.out).toMatchObject({ rows_read: want.out.rows_read, rows_loaded: want.out.rows_loaded, rows_rejected: want.out.rows_rejected });
+  expect(got.q.facts.rejected).toEqual(want.q.facts.rejected);
+  expect(got.rows).toEqual(want.rows);
+  expect(got.q.facts.notes.join('\n')).toMatch(/10 CSV records of empty cells only .* skipped/);
+});

@@ -1,0 +1,109 @@
+// IBAMA's CSV with values the loader used to read as something they may not be, through a
+// real run against PostGIS: a cancel or lift flag that is neither 'S' nor 'N' (SOURCES §3.4
+// "S/…"), a day/month date written in the US order with AM/PM, and an ISO stamp with a
+// 12-hour time. Each is published as the contract says and counted, its text kept.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { IBAMA_TERMS, ibamaCsv, type IbamaTerm } from '../fixtures/ibama-embargos.ts';
+import { ibamaEmbargos, type EmbargoFacts } from '../pipelines/ibama-embargos/index.ts';
+import type { QualityReport } from '../src/etl/quality.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+let db: TestDb;
+let tmp: string;
+beforeAll(async () => {
+  db = await testDatabase();
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ibama-variants-'));
+});
+afterAll(async () => {
+  await db.drop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+/** The fixture's terms with some cells rewritten (by term id). */
+function withCells(changes: Record<string, Partial<IbamaTerm['row']>>): IbamaTerm[] {
+  return IBAMA_TERMS.map((t) => (changes[t.id] ? { ...t, row: { ...t.row, ...changes[t.id] } } : t));
+}
+
+test('unknown flags stay active but are listed and kept; US-order and run-on dates are no date; a PM stamp keeps its hour', async () => {
+  const ids = IBAMA_TERMS.filter((t) => t.role === 'filler' && t.row.SIT_CANCELADO === 'N' && t.row.SIT_DESEMBARGO !== 'S' && t.row.DES_STATUS_FORMULARIO === 'Lavrado').slice(0, 5).map((t) => t.id);
+  expect(ids).toHaveLength(5);
+  const [cancel, lift, usDate, pm, runOn] = ids;
+  const terms = withCells({
+    [cancel]: { SIT_CANCELADO: 'Cancelado' },
+    [lift]: { SIT_DESEMBARGO: 'X' },
+    [usDate]: { DAT_EMBARGO: '03/10/2019 12:00:00 AM' },
+    [pm]: { DAT_ULT_ALTERACAO: '2022-02-10 02:32:05 PM' },
+    // A year that runs on into a digit: not 2019-08-21 read from the first ten characters.
+    [runOn]: { DAT_EMBARGO: '2019-08-215 00:00:00' },
+  });
+  const file = path.join(tmp, 'termo_embargo.csv');
+  fs.writeFileSync(file, ibamaCsv({ terms }), 'utf8');
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: file });
+  expect(out.status).toBe('published');
+  const row = async (id: string) => {
+    const num = terms.find((t) => t.id === id)!.row.NUM_TAD;
+    return (await db.pool.query(`SELECT situacao, cancelado, desembargado, data_embargo::text, data_alteracao::text, extra FROM "current".ibama_embargos WHERE numero_tad = $1`, [num])).rows[0];
+  };
+  // A flag that is neither yes nor no: active (contract §3), its text kept.
+  expect(await row(cancel)).toMatchObject({ situacao: 'ativo', cancelado: false, extra: expect.objectContaining({ cancelado: 'Cancelado' }) });
+  expect(await row(lift)).toMatchObject({ situacao: 'ativo', desembargado: false, extra: expect.objectContaining({ desembargado: 'X' }) });
+  // 03/10/2019 with AM/PM is month first: not 3 October read day first, but no date, its text kept.
+  const us = await row(usDate);
+  expect(us.data_embargo).toBeNull();
+  expect(us.extra).toMatchObject({ data_embargo: '03/10/2019 12:00:00 AM' });
+  expect((await row(pm)).data_alteracao).toBe('2022-02-10 14:32:05');
+  expect(await row(runOn)).toMatchObject({ data_embargo: null, extra: expect.objectContaining({ data_embargo: '2019-08-215 00:00:00' }) });
+  const q: QualityReport & { facts: { embargos: EmbargoFacts } } = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+  expect(q.facts.embargos.flag_desconhecido).toEqual({ 'SIT_CANCELADO "Cancelado"': 1, 'SIT_DESEMBARGO "X"': 1 });
+  expect(q.facts.notes.join('\n')).toMatch(/cancel\/lift flag is neither yes nor no/);
+  expect(q.facts.dates.unparseable).toMatchObject({ data_embargo: 3 }); // the fixture's T16 (year 2925) and these two
+});
+
+test('a WKT cell that names its CRS (EWKT SRID=4618, SAD69) is read in it and transformed, not taken as EPSG:4326', async () => {
+  const term = IBAMA_TERMS.find((t) => t.row.GEOM_AREA_EMBARGADA.startsWith('POLYGON') && t.row.DES_STATUS_FORMULARIO === 'Lavrado' && t.row.SIT_CANCELADO === 'N')!;
+  const wkt = term.row.GEOM_AREA_EMBARGADA;
+  const file = path.join(tmp, 'ewkt', 'termo_embargo.csv');
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, ibamaCsv({ terms: withCells({ [term.id]: { GEOM_AREA_EMBARGADA: `SRID=4618;${wkt}` } }) }), 'utf8');
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: file });
+  expect(out.status).toBe('published');
+  const r = (await db.pool.query(
+    `SELECT geom_origem,
+            ST_HausdorffDistance(geom, ST_Transform(ST_SetSRID(ST_GeomFromText($2), 4618), 4326)) AS from_sad69,
+            ST_HausdorffDistance(geom::geography::geometry, ST_SetSRID(ST_GeomFromText($2), 4326)) AS as_4326
+       FROM "current".ibama_embargos WHERE numero_tad = $1`,
+    [term.row.NUM_TAD, wkt],
+  )).rows[0];
+  expect(r.geom_origem).toBe('poligono');
+  expect(r.from_sad69).toBeLessThan(1e-9);
+  expect(r.as_4326).toBeGreaterThan(1e-4); // SAD69 → WGS 84 moves it some 60 m (≈ 5e-4°)
+});
+
+test('a quote that opens a cell and never closes there joins rows: each joined row is counted, none vanishes', async () => {
+  const counted = (o: { rows_loaded: number; rows_rejected: number }, dropped: Record<string, number>) => o.rows_loaded + o.rows_rejected + Object.values(dropped).reduce((a, b) => a + b, 0);
+  const load = async (label: string, text: string) => {
+    const file = path.join(tmp, label, 'termo_embargo.csv');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, text, 'utf8');
+    const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: file, force: true });
+    const q: QualityReport = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+    return { out, q };
+  };
+  const clean = ibamaCsv();
+  const want = await load('quote-clean', clean);
+  // A property name typed with an opening quote only, in a row with no other quote: the reader takes
+  // everything up to the next quote (a later term's WKT) as its cell, joining the rows between.
+  const term = IBAMA_TERMS.find((t) => t.row.NOME_IMOVEL && t.row.GEOM_AREA_EMBARGADA === '' && !Object.values(t.row).some((v) => /["\n;]/.test(v)))!;
+  const damaged = clean.replace(`;${term.row.NOME_IMOVEL};`, `;"${term.row.NOME_IMOVEL};`);
+  expect(damaged).not.toBe(clean);
+  const got = await load('quote-open', damaged);
+  expect(got.out.rows_read).toBe(want.out.rows_read);
+  expect(counted(got.out, got.q.facts.dropped)).toBe(got.out.rows_read);
+  // The joined record and every row it swallowed are rejected (at least two rows).
+  expect(got.out.rows_rejected).toBeGreaterThanOrEqual(want.out.rows_rejected + 2);
+  expect(got.q.facts.notes.join('\n')).toMatch(/rows joined into one record by a quote that does not close, each line counted as a rejected row: lines \d+–\d+/);
+});
