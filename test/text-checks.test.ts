@@ -22,7 +22,7 @@ describe('checkSnapshotText', () => {
     const clean = ['Plácido de Castro', 'FAMÍLIA Conceição', 'São João d’Aliança', 'Nº 12 — 3ª gleba', 'Área: 12,5 m² (±1%)', 'AÇÃO', 'Ônibus à noite'];
     for (const [i, nome] of clean.entries()) await db.pool.query(`INSERT INTO snap.texto__s1 (id, nome) VALUES ($1, $2)`, [i, nome]);
     const r = await checkSnapshotText(db.pool, ['snap.texto__s1', 'snap.nao_existe__s1']);
-    expect(r).toEqual({ scanned: { 'snap.texto__s1': 3 }, findings: [], failures: [] });
+    expect(r).toEqual({ scanned: { 'snap.texto__s1': 3 }, findings: [], failures: [], notes: [] });
   });
 
   test('counts rows per column, jsonb included, and keeps up to 5 masked examples', async () => {
@@ -52,9 +52,25 @@ describe('checkSnapshotText', () => {
     expect(r.failures[1].message).toMatch(/^6 values look double-encoded .*: snap\.texto__s1\.nome 6 \(e\.g\. "/);
   });
 
+  test('C1 controls: a few stray bytes are kept and noted, more than 0.1 % of a table blocks', async () => {
+    await db.pool.query(`CREATE TABLE snap.texto__s2 AS SELECT i AS id, 'Fazenda Água ' || i AS nome FROM generate_series(1, 3000) i`);
+    // CP1252 leaves 0x81 undefined: read as Windows-1252 it stays U+0081 (stray bytes in the source).
+    await db.pool.query(`UPDATE snap.texto__s2 SET nome = 'Fazenda' || chr(129) || ' Água ' || id WHERE id IN (7, 8, 9)`);
+    const few = await checkSnapshotText(db.pool, ['snap.texto__s2']);
+    expect(few.findings.map(({ column, control, rows }) => ({ column, control, rows }))).toEqual([{ column: 'nome', control: 3, rows: 3000 }]);
+    expect(few.failures).toEqual([]);
+    expect(few.notes).toHaveLength(1);
+    expect(few.notes[0]).toMatch(/C1 control characters .*kept as the source wrote them.*snap\.texto__s2\.nome 3/);
+
+    await db.pool.query(`UPDATE snap.texto__s2 SET nome = 'Olho d' || chr(146) || 'Água ' || id WHERE id <= 40`);
+    const many = await checkSnapshotText(db.pool, ['snap.texto__s2']);
+    expect(many.failures.map((f) => [f.rule, f.value, f.threshold])).toEqual([['control_characters', 40, 0.001]]);
+    expect(many.notes).toEqual([]);
+  });
+
   test("a rule the pipeline already reported keeps the pipeline's message", () => {
     const pipeline = [{ rule: 'replacement_characters', message: '21 U+FFFD in the source text', value: 21 }];
-    const text = { scanned: {}, findings: [], failures: [{ rule: 'replacement_characters', message: 'x', value: 3 }, { rule: 'double_encoding', message: 'y', value: 1 }] };
+    const text = { scanned: {}, findings: [], notes: [], failures: [{ rule: 'replacement_characters', message: 'x', value: 3 }, { rule: 'double_encoding', message: 'y', value: 1 }] };
     expect(mergeTextFailures(pipeline, text)).toEqual([pipeline[0], text.failures[1]]);
   });
 });

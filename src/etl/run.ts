@@ -254,14 +254,14 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
       const change = await changeAgainst(pool, pipeline, pipeline.key, current, mainTable, load.rowsLoaded);
       const counts = { read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, dropped: sum(load.facts.dropped) };
-      // Every text column of the snapshot: U+FFFD and double-encoded text fail the gate (text-checks.ts).
+      // Every text column of the snapshot: U+FFFD, double-encoded text and (beyond a few stray bytes) C1 controls fail the gate (text-checks.ts).
       const scan = await checkSnapshotText(pool, (await catalog.getSnapshot(pool, sid))?.tables ?? []);
       text = scan;
       const failures = mergeTextFailures(evaluateGate(counts, change, load.facts, cfg.quality), scan);
       const r: QualityReport = {
         dataset: pipeline.name, uf, run_id: runId, snapshot_id: sid, as_of: asOf, generated_at: new Date().toISOString(),
         source: { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha },
-        counts, facts: { ...load.facts, text: { scanned: scan.scanned, findings: scan.findings } }, change,
+        counts, facts: { ...load.facts, notes: [...load.facts.notes, ...scan.notes], text: { scanned: scan.scanned, findings: scan.findings } }, change,
         gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
       };
       writeReportFiles(cfg, r);
