@@ -18,12 +18,11 @@ import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } fro
 import { qualifiedSnapshotTable } from './names.ts';
 import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import { applyRetention, dropSnapshotTables, publishSnapshot } from './publish.ts';
+import { RUN_ALIVE_LOCK, RunLocks, endSessionsOf } from './run-locks.ts';
 import { forgetQsaChanges } from './sql/qsa-changes.ts';
 import { evaluateGate, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
 import { checkSnapshotText, mergeTextFailures } from './text-checks.ts';
 
-/** Lock class for "this run is alive" (pg_advisory_lock(class, run_id)). */
-const RUN_ALIVE_LOCK = 727001;
 
 export interface Deps {
   cfg: Config;
@@ -105,6 +104,7 @@ export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
       const got = (await client.query('SELECT pg_try_advisory_lock($1, $2) AS ok', [RUN_ALIVE_LOCK, run.run_id])).rows[0].ok;
       if (!got) continue; // alive
       try {
+        await endSessionsOf(client, run.pid, run.host);
         await dropStagingTables(client, run.run_id);
         const snaps = await client.query(`SELECT snapshot_id, tables FROM etl.snapshots WHERE run_id = $1 AND status = 'loading'`, [run.run_id]);
         for (const s of snaps.rows) {
@@ -165,29 +165,32 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${options.asOf}"`);
   }
   const scope = uf ?? '';
-  const runId = await catalog.insertRun(pool, pipeline.name, scope, options);
+  // The lock session lives as long as the run: it holds the alive and the scope locks.
+  const locks = await RunLocks.begin(pool, log, pipeline.name, scope, (c) => catalog.insertRun(c, pipeline.name, scope, options));
+  const runId = locks.runId;
   const outcome: RunOutcome = {
     run_id: runId, pipeline: pipeline.name, uf, status: 'running', snapshot_id: null, as_of: null,
     rows_read: 0, rows_loaded: 0, rows_rejected: 0, duration_ms: 0, stages: {}, forced: false,
   };
   const publishBudget = { lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs };
   const runLog = log.child({ run_id: runId, pipeline: pipeline.name, ...(uf ? { uf } : {}) });
-  // The lock client lives as long as the run: its session holds the alive and the scope locks.
-  const lockClient = await connectOrFail(pool);
   const workDir = path.join(cfg.dataDir, 'work', `run-${runId}`);
   let snapshotId: number | null = null;
   /** A complete snapshot that could not be made current (publish gave up on locks) is kept. */
   let keepSnapshot = false;
   try {
-    await lockClient.query('SELECT pg_advisory_lock($1, $2)', [RUN_ALIVE_LOCK, runId]);
-    const scopeLock = await lockClient.query('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`run:${pipeline.name}:${scope}`]);
-    if (!scopeLock.rows[0].ok) throw new AgroError('run_in_progress', `${pipeline.name}${uf ? ' ' + uf : ''}`);
+    if (!(await locks.takeScope())) {
+      const other = (await catalog.runningRuns(pool, pipeline.name, scope, runId)).at(-1);
+      const since = other ? ` (run ${other.run_id}, started ${other.started_at.toISOString().slice(0, 19).replace('T', ' ')} UTC)` : '';
+      throw new AgroError('run_in_progress', `${pipeline.name}${uf ? ' ' + uf : ''}${since}`);
+    }
     await cleanupDeadRuns(deps);
 
     let seq = 0;
     progress().runStart(`${pipeline.name}${uf ? ' ' + uf : ''}`);
     const stage: RunContext['stage'] = async (name, fn, rowsOf, detailOf) => {
       if (deps.signal?.aborted) throw new AgroError('interrupted', `stopped before stage ${name} (${String(deps.signal.reason ?? 'signal')})`);
+      await locks.check();
       await catalog.startStage(pool, runId, name, ++seq);
       const t0 = Date.now();
       progress().stageStart(name);
@@ -367,7 +370,6 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.duration_ms = Date.now() - started;
     await dropStagingTables(pool, runId).catch(() => {});
     fs.rmSync(workDir, { recursive: true, force: true });
-    const lockOk = await lockClient.query('SELECT pg_advisory_unlock_all()').then(() => true, () => false);
-    lockClient.release(!lockOk); // a broken connection is destroyed, not returned to the pool
+    await locks.release();
   }
 }

@@ -1,0 +1,158 @@
+// The data engineer's night under failure, with real processes: a run SIGKILLed during its
+// derive stage (the next run drops the part tables the dead one left, even those its
+// abandoned statements were still creating), and the database restarted while a run
+// downloads (the run takes its locks again, so a second run of the same scope is refused
+// instead of declaring the first one dead and loading beside it).
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { buildSicarState } from '../fixtures/sicar.ts';
+import { findPipeline } from '../pipelines/registry.ts';
+import { loadConfig } from '../src/config.ts';
+import { EmbeddedCluster } from '../src/db/cluster.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { writeBigState } from './helpers/big-state.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+import { slowFileServer } from './helpers/slow-server.ts';
+
+const ROOT = path.resolve(__dirname, '..');
+const AGRO = path.join(ROOT, 'bin/agro.mjs');
+let work: string;
+
+beforeAll(() => {
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'ops-recovery-'));
+});
+afterAll(() => {
+  fs.rmSync(work, { recursive: true, force: true });
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, fn: () => Promise<boolean>, ms = 120_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+describe('SIGKILL during derive', () => {
+  let db: TestDb;
+  beforeAll(async () => {
+    db = await testDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  test('the next run drops the part tables of the dead derive and ends its statements; serving never changed', async () => {
+    const deps = { cfg: db.cfg, pool: db.pool, log: db.log };
+    for (const p of ['dnit-snv', 'funai-tis']) expect((await runPipeline(deps, findPipeline(p)!, { source: path.join(ROOT, 'fixtures', p) })).status).toBe('published');
+    const small = path.join(work, 'MT-small');
+    await buildSicarState('MT', small, { themes: [] });
+    expect((await runPipeline(deps, findPipeline('sicar')!, { uf: 'MT', source: small })).status).toBe('published');
+    const served = async () => Number((await db.pool.query(`SELECT count(*) FROM serving.car_imovel WHERE uf = 'MT'`)).rows[0].count);
+    const before = await served();
+
+    const big = path.join(work, 'MT-big');
+    await writeBigState(big, 30_000);
+    const child = spawn(process.execPath, [AGRO, 'run', 'sicar', '--uf', 'MT', '--source', big, '--json'], {
+      env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent' },
+      stdio: 'ignore',
+    });
+    const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+    const partTables = `SELECT tablename FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE 'ov\\_%'`;
+    await until('a part table of the derive stage', async () => ((await db.pool.query(partTables)).rowCount ?? 0) > 0);
+    child.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
+    const dead = (await db.pool.query(`SELECT run_id FROM etl.runs WHERE status = 'running'`)).rows.map((r) => r.run_id);
+    expect(dead).toHaveLength(1);
+    expect(await served()).toBe(before);
+
+    // Any run cleans up after the dead one (here the same source again).
+    const next = await runPipeline(deps, findPipeline('sicar')!, { uf: 'MT', source: big });
+    expect(next.status).toBe('published');
+    expect((await db.pool.query(`SELECT status FROM etl.runs WHERE run_id = $1`, [dead[0]])).rows[0].status).toBe('killed');
+    // Nothing of the dead run's process still runs, and no part table appears later.
+    const lingering = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`;
+    expect((await db.pool.query(lingering, [`agro ${child.pid}@%`])).rows[0].n).toBe(0);
+    await sleep(1500);
+    expect((await db.pool.query(partTables)).rows).toEqual([]);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage'`)).rows[0].n).toBe(0);
+    expect(await served()).toBe(30_000);
+  }, 300_000);
+});
+
+describe('the database restarted while a run downloads', () => {
+  let dataDir: string;
+  const env = () => {
+    const e: NodeJS.ProcessEnv = { ...process.env, AGRO_DATA_DIR: dataDir, LOG_LEVEL: 'info' };
+    delete e.DATABASE_URL; // a private embedded cluster: this test stops it
+    delete e.AGRO_DB_PORT;
+    return e;
+  };
+  beforeAll(() => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ops-restart-'));
+  });
+  afterAll(async () => {
+    await new EmbeddedCluster(loadConfig({ AGRO_DATA_DIR: dataDir })).stop().catch(() => {});
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  test('the run takes its locks again: a second run of the scope is refused, the first publishes, no run is declared dead', async () => {
+    const migrate = spawnSync(process.execPath, [AGRO, 'migrate', '--json'], { env: env(), encoding: 'utf8', timeout: 180_000 });
+    expect(migrate.status, migrate.stderr).toBe(0);
+    const cluster = new EmbeddedCluster(loadConfig({ AGRO_DATA_DIR: dataDir }));
+    const url = (await cluster.status()).url;
+
+    const mt = path.join(work, 'MT-restart');
+    await buildSicarState('MT', mt, { themes: [] });
+    const server = await slowFileServer(path.join(mt, 'MT_AREA_IMOVEL.zip'), 'MT_AREA_IMOVEL.zip');
+    try {
+      const first = spawn(process.execPath, [AGRO, 'run', 'sicar', '--uf', 'MT', '--source', server.url.replace(/MT_AREA_IMOVEL\.zip$/, ''), '--json'], { env: env() });
+      let out = '';
+      let err = '';
+      first.stdout.on('data', (d) => (out += d));
+      first.stderr.on('data', (d) => (err += d));
+      const exited = new Promise<number | null>((r) => first.on('exit', (code) => r(code)));
+      await server.started;
+
+      expect((await cluster.stop()).running).toBe(false);
+      expect((await cluster.start(() => {})).running).toBe(true);
+
+      const c = new pg.Client({ connectionString: url });
+      c.on('error', () => {});
+      await c.connect();
+      try {
+        const runId = (await c.query(`SELECT run_id FROM etl.runs WHERE status = 'running'`)).rows[0].run_id;
+        // The first run holds its alive lock again once the database is back.
+        await until('the run to take its lock again', async () =>
+          ((await c.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = 727001 AND objid = $1 AND granted`, [runId])).rowCount ?? 0) > 0, 30_000);
+
+        const other = path.join(work, 'MT-other');
+        await buildSicarState('MT', other, { themes: [], dropEveryOther: true });
+        const second = spawnSync(process.execPath, [AGRO, 'run', 'sicar', '--uf', 'MT', '--source', other, '--json'], { env: env(), encoding: 'utf8', timeout: 120_000 });
+        expect(second.status, second.stderr).toBe(1);
+        expect(JSON.parse(second.stdout)).toMatchObject({ status: 'failed', error: { code: 'run_in_progress', message: expect.stringContaining(`run ${runId}`) } });
+
+        server.release();
+        expect(await exited, err).toBe(0);
+        expect(JSON.parse(out)).toMatchObject({ run_id: runId, status: 'published' });
+        expect(err).toMatch(/locks are held again/);
+        const runs = (await c.query(`SELECT run_id, status, error_code FROM etl.runs ORDER BY run_id`)).rows;
+        expect(runs).toEqual([
+          { run_id: runId, status: 'published', error_code: null },
+          { run_id: expect.any(Number), status: 'failed', error_code: 'run_in_progress' },
+        ]);
+      } finally {
+        await c.end().catch(() => {});
+      }
+    } finally {
+      server.release();
+      await server.close();
+    }
+  }, 400_000);
+});
