@@ -2,7 +2,9 @@
 // derive stage (the next run drops the part tables the dead one left, even those its
 // abandoned statements were still creating), and the database restarted while a run
 // downloads (the run takes its locks again, so a second run of the same scope is refused
-// instead of declaring the first one dead and loading beside it).
+// instead of declaring the first one dead and loading beside it). The scheduler: a job that
+// outlasts its period skips the fire times that come meanwhile, and a slot whose scheduler
+// was SIGKILLed is run again at the next start.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -14,6 +16,9 @@ import { findPipeline } from '../pipelines/registry.ts';
 import { loadConfig } from '../src/config.ts';
 import { EmbeddedCluster } from '../src/db/cluster.ts';
 import { runPipeline } from '../src/etl/run.ts';
+import { loadSchedule, parseSchedule } from '../src/schedule/config.ts';
+import { Scheduler } from '../src/schedule/loop.ts';
+import { PIPELINES } from '../pipelines/registry.ts';
 import { writeBigState } from './helpers/big-state.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { slowFileServer } from './helpers/slow-server.ts';
@@ -155,4 +160,81 @@ describe('the database restarted while a run downloads', () => {
       await server.close();
     }
   }, 400_000);
+});
+
+describe('the scheduler under failure', () => {
+  const IBGE_ZIP = path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip');
+  const NAMES = PIPELINES.map((p) => p.name);
+  let db: TestDb;
+  beforeAll(async () => {
+    db = await testDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+  const slots = async (job: string) =>
+    (await db.pool.query(`SELECT slot, status, error FROM etl.schedule_slots WHERE schedule = $1 ORDER BY slot`, [job])).rows.map((r) => [r.slot.toISOString(), r.status, r.error]);
+
+  test('a job longer than its period: the fire times that come while it runs are skipped, not queued behind it', async () => {
+    const server = await slowFileServer(IBGE_ZIP, 'BR_Municipios_2024.zip');
+    try {
+      const s = parseSchedule({ timezone: 'UTC', jobs: { minutely: { cron: '* * * * *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': server.url } } } }, NAMES, 'test');
+      const sch = new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, now: () => new Date('2026-11-20T05:00:00Z') }, s);
+      const first = sch.tick(new Date('2026-11-20T05:00:00Z'));
+      await server.started;
+      // Two more minutes fire while the first run is still downloading.
+      for (const at of ['2026-11-20T05:01:00Z', '2026-11-20T05:02:00Z']) {
+        const r = await sch.tick(new Date(at));
+        expect(r.map((x) => [x.claim, x.status, x.runs.length])).toEqual([['busy', 'skipped', 0]]);
+      }
+      server.release();
+      const [done] = await first;
+      expect([done.status, done.runs.map((o) => o.status)]).toEqual(['done', ['published']]);
+      expect(await slots('minutely')).toEqual([
+        ['2026-11-20T05:00:00.000Z', 'done', null],
+        ['2026-11-20T05:01:00.000Z', 'skipped', 'the previous slot was still running'],
+        ['2026-11-20T05:02:00.000Z', 'skipped', 'the previous slot was still running'],
+      ]);
+      expect(Number((await db.pool.query(`SELECT count(*) FROM etl.runs WHERE pipeline = 'ibge-municipios'`)).rows[0].count)).toBe(1);
+      // Once it is done, the next minute runs again.
+      const [next] = await sch.tick(new Date('2026-11-20T05:03:00Z'));
+      expect([next.claim, next.status]).toEqual(['claimed', 'done']);
+    } finally {
+      server.release();
+      await server.close();
+    }
+  }, 120_000);
+
+  test('a scheduler SIGKILLed in the middle of a slot: the next start marks the slot interrupted and runs it again', async () => {
+    const server = await slowFileServer(IBGE_ZIP, 'BR_Municipios_2024.zip');
+    try {
+      const file = path.join(work, 'yearly.json');
+      fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: { yearly: { cron: '0 0 1 1 *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': server.url } } } }));
+      // A scheduler ran this job long ago: the start catches up the latest slot.
+      await db.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('yearly', '0 0 1 1 *', 'UTC', '2000-01-01T00:00:00Z')`);
+      const child = spawn(process.execPath, [AGRO, 'schedule'], {
+        env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'silent' },
+        stdio: 'ignore',
+      });
+      const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+      await server.started;
+      child.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+      server.release();
+      expect((await slots('yearly')).map((x) => x[1])).toEqual(['running']);
+
+      const s = loadSchedule(file, NAMES);
+      const again = await new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, now: () => new Date('2026-11-23T12:00:00Z') }, s).catchUp();
+      // (published, or unchanged when an earlier test of this file published the same file)
+      expect(again.map((r) => [r.slot.toISOString(), r.status, r.runs.length])).toEqual([['2026-01-01T00:00:00.000Z', 'done', 1]]);
+      expect(['published', 'unchanged']).toContain(again[0].runs[0].status);
+      const runs = (await db.pool.query(`SELECT r.run_id FROM etl.runs r JOIN etl.schedule_slots s ON r.run_id = ANY (s.run_ids) WHERE s.schedule = 'yearly'`)).rows;
+      expect(runs.map((r) => r.run_id)).toEqual([again[0].runs[0].run_id]);
+      expect((await slots('yearly')).map((x) => x[1])).toEqual(['done']);
+      expect((await db.pool.query(`SELECT status, error FROM etl.runs WHERE pipeline = 'ibge-municipios' ORDER BY run_id`)).rows.map((r) => r.status)).toContain('killed');
+    } finally {
+      server.release();
+      await server.close();
+    }
+  }, 120_000);
 });
