@@ -47,6 +47,7 @@ export const ERRORS = {
   idempotency_conflict: { exitCode: 1, httpStatus: 409, message: 'a request with this idempotency key is still running' },
   webhook_target_refused: { exitCode: 2, httpStatus: 422, message: 'webhook target refused' },
   event_not_found: { exitCode: 1, httpStatus: 404, message: 'event not found' },
+  disk_full: { exitCode: 1, httpStatus: 507, message: 'no space left on the disk' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -70,4 +71,20 @@ export class AgroError extends Error {
 
 export function isAgroError(e: unknown, code?: ErrorCode): e is AgroError {
   return e instanceof AgroError && (code === undefined || e.code === code);
+}
+
+/**
+ * A full disk, ours (ENOSPC: raw store, work folder, reports) or the database server's
+ * (SQLSTATE 53100), as the catalogue's `disk_full` saying where and what to do; null for
+ * any other error.
+ */
+export function diskFullError(e: unknown, dataDir?: string): AgroError | null {
+  const err = e as { code?: unknown; path?: unknown; dest?: unknown } | null;
+  if (err?.code === '53100') return new AgroError('disk_full', 'the database server has no space left for its data: free space on its disk, then run again; nothing was published');
+  if (err?.code !== 'ENOSPC') return null;
+  const where = typeof err.dest === 'string' ? err.dest : typeof err.path === 'string' ? err.path : dataDir;
+  return new AgroError(
+    'disk_full',
+    `writing ${where ?? 'the data folder'}: free space there or point AGRO_DATA_DIR at a larger disk, then run again (a partial download is kept and resumed); nothing was published`,
+  );
 }

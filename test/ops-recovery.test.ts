@@ -7,6 +7,8 @@
 // was SIGKILLed is run again at the next start.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -235,6 +237,67 @@ describe('the scheduler under failure', () => {
     } finally {
       server.release();
       await server.close();
+    }
+  }, 120_000);
+});
+
+describe('a full disk', () => {
+  let db: TestDb;
+  let tiny: string;
+  let mounted = false;
+  beforeAll(async () => {
+    db = await testDatabase();
+    tiny = fs.mkdtempSync(path.join(os.tmpdir(), 'ops-tiny-'));
+    // A real full disk: a 2 MB tmpfs as AGRO_DATA_DIR (needs root, as the test machine has).
+    mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', tiny]).status === 0;
+  });
+  afterAll(async () => {
+    if (mounted) spawnSync('umount', [tiny]);
+    fs.rmSync(tiny, { recursive: true, force: true });
+    await db?.drop();
+  });
+
+  const agro = (args: string[]) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [AGRO, ...args], { env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: tiny, LOG_LEVEL: 'info' } });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+
+  test('a local copy and a download that fill the disk: disk_full saying where and what to do, no stack trace, no partial copy', async (ctx) => {
+    if (!mounted) ctx.skip();
+    const big = path.join(work, 'MT-disk');
+    await writeBigState(big, 10_000);
+    expect(fs.statSync(path.join(big, 'MT_AREA_IMOVEL.zip')).size).toBeGreaterThan(2 * 1024 * 1024);
+
+    const local = await agro(['run', 'sicar', '--uf', 'MT', '--source', big, '--json']);
+    expect(local.code).toBe(1);
+    const o = JSON.parse(local.stdout);
+    expect(o).toMatchObject({ status: 'failed', error: { code: 'disk_full', message: expect.stringMatching(/no space left.*AGRO_DATA_DIR/) } });
+    expect(o.error.message).toContain(tiny);
+    expect(local.stderr).not.toMatch(/\n\s+at /);
+    // The copy of a local file is not resumed: nothing of it stays to fill the disk.
+    expect(fs.readdirSync(path.join(tiny, 'raw/sicar/MT'))).toEqual([]);
+
+    const body = fs.readFileSync(path.join(big, 'MT_AREA_IMOVEL.zip'));
+    const server = http.createServer((req, res) => {
+      if (req.url !== '/MT_AREA_IMOVEL.zip') return void res.writeHead(404).end();
+      res.writeHead(200, { 'content-type': 'application/zip', 'content-length': String(body.length) }).end(body);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+      const remote = await agro(['run', 'sicar', '--uf', 'MT', '--source', url]);
+      expect(remote.code).toBe(1);
+      expect(remote.stdout).toMatch(/error \(disk_full\): no space left on the disk: writing .*AGRO_DATA_DIR/);
+      expect(remote.stderr).not.toMatch(/\n\s+at /);
+      expect((await db.pool.query(`SELECT error_code FROM etl.runs ORDER BY run_id`)).rows.map((r) => r.error_code)).toEqual(['disk_full', 'disk_full']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
     }
   }, 120_000);
 });

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../config.ts';
-import { AgroError, isAgroError } from '../errors.ts';
+import { AgroError, diskFullError, isAgroError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { EmbeddedCluster, databaseUrl } from '../db/cluster.ts';
 import { isConnectionError } from '../db/pool.ts';
@@ -296,7 +296,7 @@ function fail(json: boolean, e: unknown): number {
     ? e
     : isConnectionError(e)
       ? new AgroError('database_unavailable', (e as Error).message)
-      : new AgroError('internal', (e as Error)?.message ?? String(e));
+      : (diskFullError(e) ?? new AgroError('internal', (e as Error)?.message ?? String(e)));
   const details = Object.keys(err.details).length ? { details: err.details } : {};
   if (json) out(JSON.stringify(maskCpfsDeep({ error: { code: err.code, message: err.message, ...details } })));
   process.stderr.write(`agro: ${maskCpfsInText(err.message)}${err.code === 'usage' ? `\n\n${USAGE}` : ''}\n`);
@@ -369,7 +369,7 @@ export async function main(argv: string[]): Promise<number> {
         throw new AgroError('usage', `unknown command "${cmd}"`);
     }
   } catch (e) {
-    if (!isAgroError(e) && !isConnectionError(e)) env.log.error({ err: e }, 'unexpected error');
+    if (!isAgroError(e) && !isConnectionError(e) && !diskFullError(e)) env.log.error({ err: e }, 'unexpected error');
     return fail(json, e);
   } finally {
     process.off('uncaughtException', onUncaught);

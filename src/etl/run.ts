@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
 import { KNOWN_UFS, type Config } from '../config.ts';
-import { AgroError, isAgroError } from '../errors.ts';
+import { AgroError, diskFullError, isAgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { connectOrFail, ident, isConnectionError } from '../db/pool.ts';
 import { maskCpfsDeep } from '../privacy.ts';
@@ -350,9 +350,9 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       ? e
       : isConnectionError(e)
         ? new AgroError('database_unavailable', `the database connection was lost during the run (${(e as Error).message})`)
-        : new AgroError('internal', (e as Error).message);
+        : (diskFullError(e, cfg.dataDir) ?? new AgroError('internal', (e as Error).message));
     if (err.code === 'internal') runLog.error({ err: e }, 'run failed with an unexpected error');
-    else if (err.code === 'database_unavailable') runLog.error(err.message);
+    else if (err.code === 'database_unavailable' || err.code === 'disk_full') runLog.error(err.message);
     outcome.status = 'failed';
     outcome.error = { code: err.code, message: err.message };
     if (snapshotId !== null && !keepSnapshot) {
