@@ -18,6 +18,7 @@ import { findPipeline } from '../pipelines/registry.ts';
 import { loadConfig } from '../src/config.ts';
 import { EmbeddedCluster } from '../src/db/cluster.ts';
 import { runPipeline } from '../src/etl/run.ts';
+import { listRuns } from '../src/cli/runs.ts';
 import { loadSchedule, parseSchedule } from '../src/schedule/config.ts';
 import { Scheduler } from '../src/schedule/loop.ts';
 import { PIPELINES } from '../pipelines/registry.ts';
@@ -78,6 +79,8 @@ describe('SIGKILL during derive', () => {
     const dead = (await db.pool.query(`SELECT run_id FROM etl.runs WHERE status = 'running'`)).rows.map((r) => r.run_id);
     expect(dead).toHaveLength(1);
     expect(await served()).toBe(before);
+    // `agro runs` says so before any cleanup: not "running" until the next run.
+    expect((await listRuns(db.pool, 'sicar', 1))[0]).toMatchObject({ run_id: dead[0], status: 'dead', stage: 'derive', error: expect.stringMatching(/died during derive/) });
 
     // Any run cleans up after the dead one (here the same source again).
     const next = await runPipeline(deps, findPipeline('sicar')!, { uf: 'MT', source: big });
@@ -299,5 +302,59 @@ describe('a full disk', () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
+  }, 120_000);
+});
+
+describe('unhappy paths at the command line', () => {
+  let db: TestDb;
+  beforeAll(async () => {
+    db = await testDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+  const agro = (...args: string[]) => {
+    const r = spawnSync(process.execPath, [AGRO, ...args], { env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 120_000 });
+    return { code: r.status, out: r.stdout ? JSON.parse(r.stdout) : null, stderr: r.stderr };
+  };
+  const runs = async () => Number((await db.pool.query(`SELECT count(*) FROM etl.runs`)).rows[0].count);
+
+  test('--as-of in the future, or before the release date the source carries; an unknown dataset; keeping a blocked snapshot', async () => {
+    // A copy of the IBAMA CSV: its modification day is today, its own stamp (ULTIMA_ATUALIZACAO_RELATORIO) 2026-10-28.
+    const dir = path.join(work, 'ibama');
+    fs.mkdirSync(dir, { recursive: true });
+    const csv = path.join(dir, 'termo_embargo.csv');
+    fs.copyFileSync(path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv'), csv);
+
+    const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10);
+    for (const cmd of ['run', 'backfill']) {
+      const r = agro(cmd, 'ibama-embargos', '--source', csv, '--as-of', tomorrow, '--json');
+      expect(r.code).toBe(2);
+      expect(r.out.error).toEqual({ code: 'usage', message: expect.stringContaining(`--as-of ${tomorrow} is in the future`) });
+    }
+    const series = path.join(work, 'ibama-series');
+    fs.mkdirSync(path.join(series, '2026-10-28'), { recursive: true });
+    fs.mkdirSync(path.join(series, tomorrow));
+    fs.copyFileSync(csv, path.join(series, '2026-10-28', 'termo_embargo.csv'));
+    expect(agro('backfill', 'ibama-embargos', '--series', series, '--json').code).toBe(2);
+    expect(await runs()).toBe(0); // refused before anything ran
+
+    // Before the file's own release date: every later date would have been nulled as implausible.
+    const early = agro('backfill', 'ibama-embargos', '--source', csv, '--as-of', '2015-01-01', '--json');
+    expect(early.code).toBe(1);
+    expect(early.out).toMatchObject({ status: 'failed', snapshot_id: null, error: { code: 'usage', message: expect.stringMatching(/--as-of 2015-01-01 is before 2026-10-28, the release date the source itself carries/) } });
+    const ok = agro('backfill', 'ibama-embargos', '--source', csv, '--as-of', '2026-10-28', '--json');
+    expect(ok.out).toMatchObject({ status: 'published', as_of: '2026-10-28' });
+    expect(Number((await db.pool.query(`SELECT count(*) FROM serving.ibama_embargos WHERE data_embargo IS NOT NULL`)).rows[0].count)).toBeGreaterThan(100);
+
+    const unknown = agro('snapshots', 'nope', '--json');
+    expect(unknown.code).toBe(2);
+    expect(unknown.out.error.message).toMatch(/unknown pipeline "nope"/);
+
+    const half = agro('run', 'ibama-embargos', '--source', path.join(ROOT, 'fixtures/ibama-embargos/variants/termo_embargo_virgula.csv'), '--json');
+    expect(half.out.status).toBe('blocked');
+    const keep = agro('keep', String(half.out.snapshot_id), '--json');
+    expect(keep.code).toBe(3);
+    expect(keep.out.error.message).toMatch(new RegExp(`snapshot ${half.out.snapshot_id} was blocked by the quality gate: publish it with --force first`));
   }, 120_000);
 });

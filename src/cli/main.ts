@@ -13,7 +13,7 @@ import { publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
 import type { QualityReport } from '../etl/quality.ts';
 import { reportExtras } from '../etl/report-data.ts';
 import { renderReportHtml } from '../etl/report-html.ts';
-import { isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
+import { checkAsOf, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
 import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { setupTerminal } from '../progress.ts';
 import { cmdBackfillSeries } from './backfill-series.ts';
@@ -89,7 +89,7 @@ function runExit(o: RunOutcome): number {
 async function cmdRun(env: Env, backfill: boolean): Promise<number> {
   const pipeline = pipelineArg(env);
   const asOf = env.values['as-of'] as string | undefined;
-  if (asOf !== undefined && !isCalendarDate(asOf)) throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${asOf}"`);
+  if (asOf !== undefined) checkAsOf(asOf);
   if (backfill && (!asOf || !env.values.source)) throw new AgroError('usage', 'backfill needs --as-of DATE and --source S');
   if (pipeline.scopedByUf) parseUf(pipeline.name, env.values.uf as string | undefined);
   const outcome = await withDb(env, (pool) =>
@@ -168,6 +168,8 @@ async function cmdNightly(env: Env): Promise<number> {
 }
 
 async function cmdSnapshots(env: Env): Promise<number> {
+  // An unknown dataset is a usage error (as for runs), not an empty list.
+  if (env.args[1] !== undefined) pipelineArg(env);
   const rows = await withDb(env, (pool) => catalog.listSnapshots(pool, env.args[1] ?? null, ufOption(env) ?? null));
   const snapshots = rows.map((s) => ({
     snapshot_id: s.snapshot_id, dataset: s.dataset, uf: s.uf, as_of: s.as_of,
@@ -211,7 +213,9 @@ async function cmdKeep(env: Env): Promise<number> {
   if (!Number.isInteger(id) || id <= 0) throw new AgroError('usage', 'keep needs a snapshot id');
   const ok = await withDb(env, async (pool) => {
     const snap = await catalog.getSnapshot(pool, id);
-    if (!snap || !catalog.GOOD_STATUSES.includes(snap.status)) throw new AgroError('snapshot_not_found', `snapshot ${id} has no loaded tables${snap ? ` (status ${snap.status})` : ''}`);
+    if (!snap) throw new AgroError('snapshot_not_found', String(id));
+    if (snap.status === 'blocked') throw new AgroError('quality_gate', `snapshot ${id} was blocked by the quality gate: publish it with --force first, or keep a good one`);
+    if (!catalog.GOOD_STATUSES.includes(snap.status)) throw new AgroError('snapshot_not_found', `snapshot ${id} has no loaded tables (status ${snap.status})`);
     return catalog.setKept(pool, id, true);
   });
   print(env, { snapshot_id: id, kept: ok }, () => `snapshot ${id} is exempt from retention`);

@@ -16,6 +16,7 @@ import * as catalog from './catalog.ts';
 import type { FetchedFile } from './download.ts';
 import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } from './pipeline.ts';
 import { qualifiedSnapshotTable } from './names.ts';
+import { fileDay } from './source-files.ts';
 import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import { applyRetention, dropSnapshotTables, publishSnapshot } from './publish.ts';
 import { RUN_ALIVE_LOCK, RunLocks, endSessionsOf } from './run-locks.ts';
@@ -77,6 +78,15 @@ export function isCalendarDate(s: string): boolean {
   if (!m) return false;
   const d = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
   return d.getUTCFullYear() === Number(m[1]) && d.getUTCMonth() === Number(m[2]) - 1 && d.getUTCDate() === Number(m[3]);
+}
+
+/**
+ * An --as-of date: a calendar date, and not in the future (a snapshot dated ahead would
+ * stay the newest, win every retention and let any future-dated value through as plausible).
+ */
+export function checkAsOf(asOf: string): void {
+  if (!isCalendarDate(asOf)) throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${asOf}"`);
+  if (asOf > todayUtc()) throw new AgroError('usage', `--as-of ${asOf} is in the future (today is ${todayUtc()} UTC)`);
 }
 
 /** The UF of a per-state run, validated (usage error naming the known ones). */
@@ -161,9 +171,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
   const started = Date.now();
   let uf: string | null = null;
   if (pipeline.scopedByUf) uf = parseUf(pipeline.name, options.uf);
-  if (options.asOf !== undefined && !isCalendarDate(options.asOf)) {
-    throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${options.asOf}"`);
-  }
+  if (options.asOf !== undefined) checkAsOf(options.asOf);
   const scope = uf ?? '';
   // The lock session lives as long as the run: it holds the alive and the scope locks.
   const locks = await RunLocks.begin(pool, log, pipeline.name, scope, (c) => catalog.insertRun(c, pipeline.name, scope, options));
@@ -230,7 +238,13 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       return outcome;
     }
 
-    const asOf = options.asOf ?? (pipeline.releaseDate ? await pipeline.releaseDate(ctx, files) : null) ?? todayUtc();
+    const release = pipeline.releaseDate ? await pipeline.releaseDate(ctx, files) : null;
+    // A date the source carries itself (not a file's modification day, which a copy changes)
+    // bounds --as-of from below: dates after the as-of are nulled as implausible.
+    if (options.asOf && release && options.asOf < release && !files.some((f) => fileDay(f) === release)) {
+      throw new AgroError('usage', `--as-of ${options.asOf} is before ${release}, the release date the source itself carries (its data did not exist yet; every later date in it would be loaded as NULL): give --as-of ${release} or later`);
+    }
+    const asOf = options.asOf ?? release ?? todayUtc();
     outcome.as_of = asOf;
     const source = { files: files.map((f) => ({ name: f.name, sha256: f.sha256, size: f.size, uri: f.sourceUri, etag: f.etag, last_modified: f.lastModified })), sha256: sha, ...(await pipeline.sourceInfo?.(files)) };
     snapshotId = await catalog.insertSnapshot(pool, { dataset: pipeline.name, uf, asOf, sourceSha256: sha, source, runId, fingerprint: null });
