@@ -343,6 +343,10 @@ describe('unhappy paths at the command line', () => {
     const early = agro('backfill', 'ibama-embargos', '--source', csv, '--as-of', '2015-01-01', '--json');
     expect(early.code).toBe(1);
     expect(early.out).toMatchObject({ status: 'failed', snapshot_id: null, error: { code: 'usage', message: expect.stringMatching(/--as-of 2015-01-01 is before 2026-10-28, the release date the source itself carries/) } });
+    // Its report: none, and why.
+    const report = agro('report', `r${early.out.run_id}`, '--json');
+    expect(report.code).toBe(1);
+    expect(report.out.error.message).toMatch(new RegExp(`run ${early.out.run_id} ended failed before its quality stage: usage error: --as-of 2015-01-01`));
     const ok = agro('backfill', 'ibama-embargos', '--source', csv, '--as-of', '2026-10-28', '--json');
     expect(ok.out).toMatchObject({ status: 'published', as_of: '2026-10-28' });
     expect(Number((await db.pool.query(`SELECT count(*) FROM serving.ibama_embargos WHERE data_embargo IS NOT NULL`)).rows[0].count)).toBeGreaterThan(100);
@@ -356,5 +360,10 @@ describe('unhappy paths at the command line', () => {
     const keep = agro('keep', String(half.out.snapshot_id), '--json');
     expect(keep.code).toBe(3);
     expect(keep.out.error.message).toMatch(new RegExp(`snapshot ${half.out.snapshot_id} was blocked by the quality gate: publish it with --force first`));
+
+    // With DATABASE_URL set, `db status` is about that database, not the unused embedded cluster.
+    expect(agro('db', 'status', '--json')).toMatchObject({ code: 0, out: { running: true, url: db.url, note: expect.stringMatching(/embedded cluster is not used/) } });
+    const down = spawnSync(process.execPath, [AGRO, 'db', 'status', '--json'], { env: { ...process.env, DATABASE_URL: 'postgres://agro@127.0.0.1:1/nothing' }, encoding: 'utf8' });
+    expect([down.status, JSON.parse(down.stdout).running]).toEqual([1, false]);
   }, 120_000);
 });

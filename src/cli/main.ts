@@ -7,7 +7,7 @@ import { loadConfig, type Config } from '../config.ts';
 import { AgroError, diskFullError, isAgroError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { EmbeddedCluster, databaseUrl } from '../db/cluster.ts';
-import { isConnectionError } from '../db/pool.ts';
+import { createPool, isConnectionError } from '../db/pool.ts';
 import * as catalog from '../etl/catalog.ts';
 import { publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
 import type { QualityReport } from '../etl/quality.ts';
@@ -230,11 +230,11 @@ async function cmdReport(env: Env): Promise<number> {
   const { report, extras } = await withDb(env, async (pool) => {
     const n = Number(arg.replace(/^[rs]/, ''));
     let snap = arg.startsWith('r') ? null : await catalog.getSnapshot(pool, n);
-    if (!snap && !arg.startsWith('s')) {
-      const run = await catalog.getRun(pool, n);
-      if (run?.snapshot_id) snap = await catalog.getSnapshot(pool, run.snapshot_id);
-    }
-    if (!snap?.quality) throw new AgroError('snapshot_not_found', `no quality report for ${arg}`);
+    const run = !snap && !arg.startsWith('s') ? await catalog.getRun(pool, n) : null;
+    if (run?.snapshot_id) snap = await catalog.getSnapshot(pool, run.snapshot_id);
+    // A run that ended before its quality stage says why, rather than that nothing exists.
+    const why = run && !snap?.quality ? ` (run ${run.run_id} ended ${run.status} before its quality stage${run.error ? `: ${run.error}` : ''})` : '';
+    if (!snap?.quality) throw new AgroError('snapshot_not_found', `no quality report for ${arg}${why}`);
     const q = snap.quality as unknown as QualityReport;
     const relation = findPipeline(snap.dataset)?.mainRelation;
     return { report: q, extras: format === 'html' && relation ? await reportExtras(pool, relation, q) : undefined };
@@ -260,6 +260,15 @@ async function cmdDb(env: Env): Promise<number> {
   }
   if (env.cfg.databaseUrl && (sub === 'start' || sub === 'stop')) {
     throw new AgroError('usage', 'DATABASE_URL is set: the embedded cluster is not used');
+  }
+  if (env.cfg.databaseUrl && sub === 'status') {
+    // The database in use is DATABASE_URL's: say whether it answers, not that an unused cluster is stopped.
+    const pool = createPool(env.cfg.databaseUrl, 1);
+    const error = await pool.query('SELECT 1').then(() => null, (e: Error) => e.message);
+    await pool.end();
+    const st = { running: error === null, url: env.cfg.databaseUrl, note: 'DATABASE_URL is set: the embedded cluster is not used', ...(error ? { error } : {}) };
+    print(env, st, () => `${st.note}\n${st.running ? 'reachable' : `unreachable (${error})`}  ${st.url}`);
+    return st.running ? 0 : 1;
   }
   let st;
   if (sub === 'start') st = await cluster.start((m) => env.log.info(m));
