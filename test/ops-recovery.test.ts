@@ -39,6 +39,15 @@ afterAll(() => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A database of its own for the describe block it is called in. */
+function usesTestDatabase(set: (db: TestDb) => void) {
+  let db: TestDb | undefined;
+  beforeAll(async () => set((db = await testDatabase())));
+  afterAll(async () => {
+    await db?.drop();
+  });
+}
+
 async function until(what: string, fn: () => Promise<boolean>, ms = 120_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await fn())) {
@@ -49,12 +58,7 @@ async function until(what: string, fn: () => Promise<boolean>, ms = 120_000): Pr
 
 describe('SIGKILL during derive', () => {
   let db: TestDb;
-  beforeAll(async () => {
-    db = await testDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  usesTestDatabase((d) => (db = d));
 
   test('the next run drops the part tables of the dead derive and ends its statements; serving never changed', async () => {
     const deps = { cfg: db.cfg, pool: db.pool, log: db.log };
@@ -171,12 +175,7 @@ describe('the scheduler under failure', () => {
   const IBGE_ZIP = path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip');
   const NAMES = PIPELINES.map((p) => p.name);
   let db: TestDb;
-  beforeAll(async () => {
-    db = await testDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  usesTestDatabase((d) => (db = d));
   const slots = async (job: string) =>
     (await db.pool.query(`SELECT slot, status, error FROM etl.schedule_slots WHERE schedule = $1 ORDER BY slot`, [job])).rows.map((r) => [r.slot.toISOString(), r.status, r.error]);
 
@@ -305,14 +304,63 @@ describe('a full disk', () => {
   }, 120_000);
 });
 
+describe('SIGTERM or Ctrl-C during agro run', () => {
+  let db: TestDb;
+  usesTestDatabase((d) => (db = d));
+
+  test('the download under way finishes, the run ends interrupted and leaves nothing; a second signal exits at once', async () => {
+    const server = await slowFileServer(path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip'), 'BR_Municipios_2024.zip');
+    try {
+      const start = () => {
+        const child = spawn(process.execPath, [AGRO, 'run', 'ibge-municipios', '--source', server.url, '--json'], {
+          env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'info' },
+        });
+        let out = '';
+        let err = '';
+        child.stdout.on('data', (d) => (out += d));
+        child.stderr.on('data', (d) => (err += d));
+        const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
+        return { child, exited, out: () => out, err: () => err };
+      };
+      const a = start();
+      await server.started;
+      a.child.kill('SIGTERM');
+      await sleep(300);
+      server.release();
+      expect(await a.exited).toEqual({ code: 1, signal: null });
+      expect(a.err()).toMatch(/SIGTERM: the stage under way finishes/);
+      expect(JSON.parse(a.out())).toMatchObject({ status: 'failed', stages: { download: expect.any(Number) }, error: { code: 'interrupted' } });
+      expect((await db.pool.query(`SELECT status, error_code FROM etl.runs`)).rows).toEqual([{ status: 'failed', error_code: 'interrupted' }]);
+      expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.current`)).rows[0].n).toBe(0);
+      expect(fs.readdirSync(path.join(db.dataDir, 'work'))).toEqual([]);
+    } finally {
+      server.release();
+      await server.close();
+    }
+    // Twice: out at once, with the download still hanging; the ledger shows the run dead.
+    const hanging = await slowFileServer(path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip'), 'BR_Municipios_2024.zip');
+    try {
+      const child = spawn(process.execPath, [AGRO, 'run', 'ibge-municipios', '--source', hanging.url], {
+        env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'info' },
+        stdio: 'ignore',
+      });
+      const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+      await hanging.started;
+      child.kill('SIGINT');
+      await sleep(200);
+      child.kill('SIGINT');
+      expect(await exited).toBe(1);
+      expect((await listRuns(db.pool, 'ibge-municipios', 1))[0]).toMatchObject({ status: 'dead', stage: 'download' });
+    } finally {
+      hanging.release();
+      await hanging.close();
+    }
+  }, 120_000);
+});
+
 describe('unhappy paths at the command line', () => {
   let db: TestDb;
-  beforeAll(async () => {
-    db = await testDatabase();
-  });
-  afterAll(async () => {
-    await db?.drop();
-  });
+  usesTestDatabase((d) => (db = d));
   const agro = (...args: string[]) => {
     const r = spawnSync(process.execPath, [AGRO, ...args], { env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 120_000 });
     return { code: r.status, out: r.stdout ? JSON.parse(r.stdout) : null, stderr: r.stderr };

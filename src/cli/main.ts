@@ -18,6 +18,7 @@ import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { setupTerminal } from '../progress.ts';
 import { cmdBackfillSeries } from './backfill-series.ts';
 import { cmdDoctor } from './doctor.ts';
+import { stoppedBySignal } from './interrupt.ts';
 import { cmdRuns } from './runs.ts';
 import { cmdSchedule } from './schedule.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
@@ -92,15 +93,15 @@ async function cmdRun(env: Env, backfill: boolean): Promise<number> {
   if (asOf !== undefined) checkAsOf(asOf);
   if (backfill && (!asOf || !env.values.source)) throw new AgroError('usage', 'backfill needs --as-of DATE and --source S');
   if (pipeline.scopedByUf) parseUf(pipeline.name, env.values.uf as string | undefined);
-  const outcome = await withDb(env, (pool) =>
-    runPipeline({ cfg: env.cfg, pool, log: env.log }, pipeline, {
+  const outcome = await stoppedBySignal(env, (signal) => withDb(env, (pool) =>
+    runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, pipeline, {
       source: env.values.source as string | undefined,
       uf: env.values.uf as string | undefined,
       asOf,
       force: !!env.values.force,
       backfill,
     }),
-  );
+  ));
   print(env, outcome, () => describeRun(outcome));
   return runExit(outcome);
 }
@@ -154,14 +155,15 @@ async function cmdNightly(env: Env): Promise<number> {
   const { plan, skipped } = which === 'fixtures' ? { plan: fixtureRuns(), skipped: [] as string[] } : officialRuns(env.cfg);
   for (const s of skipped) env.log.warn(`skipped ${s}`);
   const outcomes: RunOutcome[] = [];
-  await withDb(env, async (pool) => {
+  await stoppedBySignal(env, (signal) => withDb(env, async (pool) => {
     for (const r of plan) {
+      if (signal.aborted) break; // the rest of the night is not started
       const p = findPipeline(r.pipeline)!;
-      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
+      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
       outcomes.push(o);
       if (!env.json) out(describeRun(o));
     }
-  });
+  }));
   if (env.json) print(env, { runs: outcomes, skipped }, () => '');
   else for (const s of skipped) out(`skipped ${s}`);
   return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
