@@ -100,6 +100,23 @@ describe('SIGKILL during derive', () => {
   }, 300_000);
 });
 
+describe('a process that died right after its publish committed', () => {
+  let db: TestDb;
+  usesTestDatabase((d) => (db = d));
+
+  test('the cleanup records the run as published (with a note), not killed; the snapshot stays current', async () => {
+    const deps = { cfg: db.cfg, pool: db.pool, log: db.log };
+    const o = await runPipeline(deps, findPipeline('funai-tis')!, { source: path.join(ROOT, 'fixtures/funai-tis') });
+    expect(o.status).toBe('published');
+    // The ledger as a SIGKILL between the publish transaction and the run's last update leaves it.
+    await db.pool.query(`UPDATE etl.runs SET status = 'running', finished_at = NULL, rows_read = NULL, rows_loaded = NULL, rows_rejected = NULL, snapshot_id = NULL WHERE run_id = $1`, [o.run_id]);
+    expect((await runPipeline(deps, findPipeline('cnuc-ucs')!, { source: path.join(ROOT, 'fixtures/cnuc-ucs') })).status).toBe('published');
+    const run = (await db.pool.query(`SELECT status, snapshot_id::int, rows_read::int, rows_loaded::int, error FROM etl.runs WHERE run_id = $1`, [o.run_id])).rows[0];
+    expect(run).toEqual({ status: 'published', snapshot_id: o.snapshot_id, rows_read: o.rows_read, rows_loaded: o.rows_loaded, error: `the process died after snapshot ${o.snapshot_id} was published; retention was left to a later run` });
+    expect((await db.pool.query(`SELECT snapshot_id::int FROM etl.current WHERE dataset = 'funai-tis'`)).rows[0].snapshot_id).toBe(o.snapshot_id);
+  }, 120_000);
+});
+
 describe('the database restarted while a run downloads', () => {
   let dataDir: string;
   const env = () => {

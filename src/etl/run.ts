@@ -103,6 +103,25 @@ async function dropStagingTables(db: pg.Pool | pg.ClientBase, runId: number) {
 }
 
 /**
+ * How a dead run ends in the ledger: `killed`, unless its snapshot got past the publish
+ * transaction before the process died (then what the snapshot became, and a note).
+ */
+async function deadRunEnd(db: pg.ClientBase, runId: number): Promise<Parameters<typeof catalog.finishRun>[2]> {
+  const r = await db.query(
+    `SELECT snapshot_id, status, quality->'counts' AS counts FROM etl.snapshots
+      WHERE run_id = $1 AND status IN ('published', 'superseded', 'rolled_back', 'loaded', 'blocked') ORDER BY snapshot_id DESC LIMIT 1`,
+    [runId],
+  );
+  const s = r.rows[0];
+  if (!s) return { status: 'killed', error: 'the process running this load died; cleaned up by a later run' };
+  const status: catalog.RunStatus = s.status === 'blocked' || s.status === 'loaded' ? s.status : 'published';
+  return {
+    status, snapshotId: s.snapshot_id, read: s.counts?.read, loaded: s.counts?.loaded, rejected: s.counts?.rejected,
+    error: `the process died after snapshot ${s.snapshot_id} was ${status}; retention was left to a later run`,
+  };
+}
+
+/**
  * Finds runs marked running whose process is gone (their alive-lock is free),
  * drops what they left (staging tables, half-loaded snapshot tables) and marks them killed.
  */
@@ -120,10 +139,11 @@ export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
         for (const s of snaps.rows) {
           await dropSnapshotTables(client, s.tables);
           await forgetOverlaps(client, s.snapshot_id);
+          await forgetQsaChanges(client, s.snapshot_id);
           await catalog.setSnapshotFields(client, s.snapshot_id, { status: 'failed' });
         }
         await catalog.failRunningStages(client, run.run_id, 'killed: the process running this stage died');
-        await catalog.finishRun(client, run.run_id, { status: 'killed', error: 'the process running this load died; cleaned up by a later run' });
+        await catalog.finishRun(client, run.run_id, await deadRunEnd(client, run.run_id));
         fs.rmSync(path.join(deps.cfg.dataDir, 'work', `run-${run.run_id}`), { recursive: true, force: true });
         deps.log.warn({ run_id: run.run_id, pipeline: run.pipeline, scope: run.scope }, 'cleaned up a dead run');
         cleaned.push(run.run_id);
