@@ -17,6 +17,7 @@ import { buildSicarState } from '../fixtures/sicar.ts';
 import { findPipeline } from '../pipelines/registry.ts';
 import { loadConfig } from '../src/config.ts';
 import { EmbeddedCluster } from '../src/db/cluster.ts';
+import { createPool } from '../src/db/pool.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { listRuns } from '../src/cli/runs.ts';
 import { loadSchedule, parseSchedule } from '../src/schedule/config.ts';
@@ -114,6 +115,26 @@ describe('a process that died right after its publish committed', () => {
     const run = (await db.pool.query(`SELECT status, snapshot_id::int, rows_read::int, rows_loaded::int, error FROM etl.runs WHERE run_id = $1`, [o.run_id])).rows[0];
     expect(run).toEqual({ status: 'published', snapshot_id: o.snapshot_id, rows_read: o.rows_read, rows_loaded: o.rows_loaded, error: `the process died after snapshot ${o.snapshot_id} was published; retention was left to a later run` });
     expect((await db.pool.query(`SELECT snapshot_id::int FROM etl.current WHERE dataset = 'funai-tis'`)).rows[0].snapshot_id).toBe(o.snapshot_id);
+  }, 120_000);
+
+  test("a pool's sessions carry no listener of a finished run (a scheduler runs thousands on one pool)", async () => {
+    const source = path.join(ROOT, 'fixtures/funai-tis');
+    expect(['published', 'unchanged']).toContain((await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline('funai-tis')!, { source })).status);
+    // Two sessions: the lock session is the same one run after run.
+    const pool = createPool(db.url, 2);
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      for (let i = 0; i < 15; i++) {
+        expect((await runPipeline({ cfg: db.cfg, pool, log: db.log }, findPipeline('funai-tis')!, { source })).status).toBe('unchanged');
+      }
+      await sleep(100);
+      expect(warnings.filter((w) => /MaxListeners|memory leak/.test(w))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+      await pool.end();
+    }
   }, 120_000);
 });
 
@@ -407,7 +428,7 @@ describe('unhappy paths at the command line', () => {
     // Before the file's own release date: every later date would have been nulled as implausible.
     const early = agro('backfill', 'ibama-embargos', '--source', csv, '--as-of', '2015-01-01', '--json');
     expect(early.code).toBe(1);
-    expect(early.out).toMatchObject({ status: 'failed', snapshot_id: null, error: { code: 'usage', message: expect.stringMatching(/--as-of 2015-01-01 is before 2026-10-28, the release date the source itself carries/) } });
+    expect(early.out).toMatchObject({ status: 'failed', snapshot_id: null, error: { code: 'usage', message: expect.stringMatching(/--as-of 2015-01-01 is before 2026-10-28, the release date the source itself carries.*or --force/) } });
     // Its report: none, and why.
     const report = agro('report', `r${early.out.run_id}`, '--json');
     expect(report.code).toBe(1);

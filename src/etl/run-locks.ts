@@ -65,16 +65,24 @@ export class RunLocks {
     return (await this.client!.query('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [this.key])).rows[0].ok;
   }
 
+  private unwatch: (() => void) | null = null;
+
+  /** Listens for the session's end (pool clients are reused: the listeners go when the run lets it go). */
   private watch(client: pg.PoolClient) {
     const lost = () => {
       if (this.client === client) this.lost(client);
     };
     client.on('error', lost);
     client.on('end', lost);
+    this.unwatch = () => {
+      client.off('error', lost);
+      client.off('end', lost);
+    };
   }
 
   private lost(client: pg.PoolClient) {
     this.client = null;
+    this.unwatch?.();
     client.release(true);
     if (this.closed || this.reacquiring || this.failure) return;
     this.log.warn({ run_id: this.runId }, "the database connection holding this run's locks was lost; taking them again");
@@ -151,6 +159,7 @@ export class RunLocks {
     const c = this.client;
     this.client = null;
     if (!c) return;
+    this.unwatch?.();
     const ok = await c.query('SELECT pg_advisory_unlock_all()').then(() => true, () => false);
     c.release(!ok);
   }
@@ -167,7 +176,9 @@ export async function endSessionsOf(db: pg.ClientBase, pid: number | null, host:
   if (name === sessionName()) return; // this process: its runs are not dead, whatever their locks say
   const q = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`;
   for (let i = 0; i < 40; i++) {
-    if (((await db.query(q, [name])).rowCount ?? 0) === 0) return;
+    // A role that may not end them (another role's sessions): the cleanup goes on without.
+    const left = await db.query(q, [name]).then((r) => r.rowCount ?? 0, () => 0);
+    if (left === 0) return;
     await sleep(i === 0 ? 50 : RETRY_MS);
   }
 }

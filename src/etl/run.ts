@@ -260,9 +260,9 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
 
     const release = pipeline.releaseDate ? await pipeline.releaseDate(ctx, files) : null;
     // A date the source carries itself (not a file's modification day, which a copy changes)
-    // bounds --as-of from below: dates after the as-of are nulled as implausible.
-    if (options.asOf && release && options.asOf < release && !files.some((f) => fileDay(f) === release)) {
-      throw new AgroError('usage', `--as-of ${options.asOf} is before ${release}, the release date the source itself carries (its data did not exist yet; every later date in it would be loaded as NULL): give --as-of ${release} or later`);
+    // bounds --as-of from below unless --force: dates after the as-of are nulled as implausible.
+    if (options.asOf && release && options.asOf < release && !options.force && !files.some((f) => fileDay(f) === release)) {
+      throw new AgroError('usage', `--as-of ${options.asOf} is before ${release}, the release date the source itself carries (its data did not exist yet; every later date in it would be loaded as NULL): give --as-of ${release} or later, or --force to load it as of ${options.asOf} anyway`);
     }
     const asOf = options.asOf ?? release ?? todayUtc();
     outcome.as_of = asOf;
