@@ -28,6 +28,7 @@ export const ERRORS = {
   archive_too_large: { exitCode: 1, httpStatus: 502, message: 'the archive inflates beyond the allowed size' },
   publish_lock_timeout: { exitCode: 1, httpStatus: 503, message: 'publishing gave up waiting for readers; the snapshot is kept for a later `agro publish`' },
   port_in_use: { exitCode: 1, httpStatus: 500, message: 'the embedded cluster port is in use' },
+  disk_full: { exitCode: 1, httpStatus: 507, message: 'no space left on the disk' },
   // HTTP API (reference "Errors"; codes not in the reference are additive)
   unauthorized: { exitCode: 1, httpStatus: 401, message: 'missing, invalid or revoked API key' },
   car_not_found: { exitCode: 1, httpStatus: 404, message: 'CAR not found' },
@@ -47,7 +48,6 @@ export const ERRORS = {
   idempotency_conflict: { exitCode: 1, httpStatus: 409, message: 'a request with this idempotency key is still running' },
   webhook_target_refused: { exitCode: 2, httpStatus: 422, message: 'webhook target refused' },
   event_not_found: { exitCode: 1, httpStatus: 404, message: 'event not found' },
-  disk_full: { exitCode: 1, httpStatus: 507, message: 'no space left on the disk' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;
