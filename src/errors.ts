@@ -28,6 +28,7 @@ export const ERRORS = {
   archive_too_large: { exitCode: 1, httpStatus: 502, message: 'the archive inflates beyond the allowed size' },
   publish_lock_timeout: { exitCode: 1, httpStatus: 503, message: 'publishing gave up waiting for readers; the snapshot is kept for a later `agro publish`' },
   port_in_use: { exitCode: 1, httpStatus: 500, message: 'the embedded cluster port is in use' },
+  disk_full: { exitCode: 1, httpStatus: 507, message: 'no space left on the disk' },
   // HTTP API (reference "Errors"; codes not in the reference are additive)
   unauthorized: { exitCode: 1, httpStatus: 401, message: 'missing, invalid or revoked API key' },
   car_not_found: { exitCode: 1, httpStatus: 404, message: 'CAR not found' },
@@ -71,4 +72,20 @@ export class AgroError extends Error {
 
 export function isAgroError(e: unknown, code?: ErrorCode): e is AgroError {
   return e instanceof AgroError && (code === undefined || e.code === code);
+}
+
+/**
+ * A full disk, ours (ENOSPC: raw store, work folder, reports) or the database server's
+ * (SQLSTATE 53100), as the catalogue's `disk_full` saying where and what to do; null for
+ * any other error.
+ */
+export function diskFullError(e: unknown, dataDir?: string): AgroError | null {
+  const err = e as { code?: unknown; path?: unknown; dest?: unknown } | null;
+  if (err?.code === '53100') return new AgroError('disk_full', 'the database server has no space left for its data: free space on its disk, then run again; nothing was published');
+  if (err?.code !== 'ENOSPC') return null;
+  const where = typeof err.dest === 'string' ? err.dest : typeof err.path === 'string' ? err.path : dataDir;
+  return new AgroError(
+    'disk_full',
+    `writing ${where ?? 'the data folder'}: free space there or point AGRO_DATA_DIR at a larger disk, then run again (a partial download is kept and resumed); nothing was published`,
+  );
 }

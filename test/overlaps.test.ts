@@ -124,7 +124,7 @@ describe('recomputed when either side publishes', () => {
     const busiest = [...counts].sort((a, b) => b[1] - a[1])[0][0];
     const dir = path.join(work, 'cnuc-v2');
     await buildCnucZip(dir, { rows: CNUC_FIXTURE.filter((r) => r.attributes.cd_cnuc !== busiest) });
-    const o = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline('cnuc-ucs')!, { source: dir, force: true, asOf: '2030-01-01' });
+    const o = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline('cnuc-ucs')!, { source: dir, force: true, asOf: '2025-01-01' });
     expect(o.status).toBe('published');
     expect([...(await served('uc')).keys()].some((k) => k.endsWith(`|${busiest}`))).toBe(false);
     const states = Number((await db.pool.query(`SELECT count(*) AS n FROM etl.current WHERE dataset = 'sicar'`)).rows[0].n);

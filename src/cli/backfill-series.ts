@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { AgroError } from '../errors.ts';
 import * as catalog from '../etl/catalog.ts';
-import { isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
+import { checkAsOf, isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
 import { describeRun, out, pipelineArg, print, withDb, type Env } from './context.ts';
 
 export interface SeriesEntry {
@@ -53,6 +53,7 @@ export async function cmdBackfillSeries(env: Env): Promise<number> {
   if (env.values.series && env.values['series-file']) throw new AgroError('usage', 'give --series or --series-file, not both');
   const uf = pipeline.scopedByUf ? parseUf(pipeline.name, env.values.uf as string | undefined) : undefined;
   const series = env.values.series ? seriesFromDir(env.values.series as string) : seriesFromFile(env.values['series-file'] as string);
+  for (const e of series) checkAsOf(e.asOf); // a date in the future refuses the series before anything loads
   const outcomes: (RunOutcome & { kept: boolean })[] = [];
   await withDb(env, async (pool) => {
     for (const e of series) {

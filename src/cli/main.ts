@@ -4,20 +4,21 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../config.ts';
-import { AgroError, isAgroError } from '../errors.ts';
+import { AgroError, diskFullError, isAgroError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { EmbeddedCluster, databaseUrl } from '../db/cluster.ts';
-import { isConnectionError } from '../db/pool.ts';
+import { createPool, isConnectionError } from '../db/pool.ts';
 import * as catalog from '../etl/catalog.ts';
 import { publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
 import type { QualityReport } from '../etl/quality.ts';
 import { reportExtras } from '../etl/report-data.ts';
 import { renderReportHtml } from '../etl/report-html.ts';
-import { isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
+import { checkAsOf, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
 import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { setupTerminal } from '../progress.ts';
 import { cmdBackfillSeries } from './backfill-series.ts';
 import { cmdDoctor } from './doctor.ts';
+import { stoppedBySignal } from './interrupt.ts';
 import { cmdRuns } from './runs.ts';
 import { cmdSchedule } from './schedule.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
@@ -89,18 +90,18 @@ function runExit(o: RunOutcome): number {
 async function cmdRun(env: Env, backfill: boolean): Promise<number> {
   const pipeline = pipelineArg(env);
   const asOf = env.values['as-of'] as string | undefined;
-  if (asOf !== undefined && !isCalendarDate(asOf)) throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${asOf}"`);
+  if (asOf !== undefined) checkAsOf(asOf);
   if (backfill && (!asOf || !env.values.source)) throw new AgroError('usage', 'backfill needs --as-of DATE and --source S');
   if (pipeline.scopedByUf) parseUf(pipeline.name, env.values.uf as string | undefined);
-  const outcome = await withDb(env, (pool) =>
-    runPipeline({ cfg: env.cfg, pool, log: env.log }, pipeline, {
+  const outcome = await stoppedBySignal(env, (signal) => withDb(env, (pool) =>
+    runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, pipeline, {
       source: env.values.source as string | undefined,
       uf: env.values.uf as string | undefined,
       asOf,
       force: !!env.values.force,
       backfill,
     }),
-  );
+  ));
   print(env, outcome, () => describeRun(outcome));
   return runExit(outcome);
 }
@@ -154,20 +155,23 @@ async function cmdNightly(env: Env): Promise<number> {
   const { plan, skipped } = which === 'fixtures' ? { plan: fixtureRuns(), skipped: [] as string[] } : officialRuns(env.cfg);
   for (const s of skipped) env.log.warn(`skipped ${s}`);
   const outcomes: RunOutcome[] = [];
-  await withDb(env, async (pool) => {
+  await stoppedBySignal(env, (signal) => withDb(env, async (pool) => {
     for (const r of plan) {
+      if (signal.aborted) break; // the rest of the night is not started
       const p = findPipeline(r.pipeline)!;
-      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
+      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
       outcomes.push(o);
       if (!env.json) out(describeRun(o));
     }
-  });
+  }));
   if (env.json) print(env, { runs: outcomes, skipped }, () => '');
   else for (const s of skipped) out(`skipped ${s}`);
   return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
 }
 
 async function cmdSnapshots(env: Env): Promise<number> {
+  // An unknown dataset is a usage error (as for runs), not an empty list.
+  if (env.args[1] !== undefined) pipelineArg(env);
   const rows = await withDb(env, (pool) => catalog.listSnapshots(pool, env.args[1] ?? null, ufOption(env) ?? null));
   const snapshots = rows.map((s) => ({
     snapshot_id: s.snapshot_id, dataset: s.dataset, uf: s.uf, as_of: s.as_of,
@@ -211,7 +215,9 @@ async function cmdKeep(env: Env): Promise<number> {
   if (!Number.isInteger(id) || id <= 0) throw new AgroError('usage', 'keep needs a snapshot id');
   const ok = await withDb(env, async (pool) => {
     const snap = await catalog.getSnapshot(pool, id);
-    if (!snap || !catalog.GOOD_STATUSES.includes(snap.status)) throw new AgroError('snapshot_not_found', `snapshot ${id} has no loaded tables${snap ? ` (status ${snap.status})` : ''}`);
+    if (!snap) throw new AgroError('snapshot_not_found', String(id));
+    if (snap.status === 'blocked') throw new AgroError('quality_gate', `snapshot ${id} was blocked by the quality gate: publish it with --force first, or keep a good one`);
+    if (!catalog.GOOD_STATUSES.includes(snap.status)) throw new AgroError('snapshot_not_found', `snapshot ${id} has no loaded tables (status ${snap.status})`);
     return catalog.setKept(pool, id, true);
   });
   print(env, { snapshot_id: id, kept: ok }, () => `snapshot ${id} is exempt from retention`);
@@ -226,11 +232,11 @@ async function cmdReport(env: Env): Promise<number> {
   const { report, extras } = await withDb(env, async (pool) => {
     const n = Number(arg.replace(/^[rs]/, ''));
     let snap = arg.startsWith('r') ? null : await catalog.getSnapshot(pool, n);
-    if (!snap && !arg.startsWith('s')) {
-      const run = await catalog.getRun(pool, n);
-      if (run?.snapshot_id) snap = await catalog.getSnapshot(pool, run.snapshot_id);
-    }
-    if (!snap?.quality) throw new AgroError('snapshot_not_found', `no quality report for ${arg}`);
+    const run = !snap && !arg.startsWith('s') ? await catalog.getRun(pool, n) : null;
+    if (run?.snapshot_id) snap = await catalog.getSnapshot(pool, run.snapshot_id);
+    // A run that ended before its quality stage says why, rather than that nothing exists.
+    const why = run && !snap?.quality ? ` (run ${run.run_id} ended ${run.status} before its quality stage${run.error ? `: ${run.error}` : ''})` : '';
+    if (!snap?.quality) throw new AgroError('snapshot_not_found', `no quality report for ${arg}${why}`);
     const q = snap.quality as unknown as QualityReport;
     const relation = findPipeline(snap.dataset)?.mainRelation;
     return { report: q, extras: format === 'html' && relation ? await reportExtras(pool, relation, q) : undefined };
@@ -256,6 +262,15 @@ async function cmdDb(env: Env): Promise<number> {
   }
   if (env.cfg.databaseUrl && (sub === 'start' || sub === 'stop')) {
     throw new AgroError('usage', 'DATABASE_URL is set: the embedded cluster is not used');
+  }
+  if (env.cfg.databaseUrl && sub === 'status') {
+    // The database in use is DATABASE_URL's: say whether it answers, not that an unused cluster is stopped.
+    const pool = createPool(env.cfg.databaseUrl, 1);
+    const error = await pool.query('SELECT 1').then(() => null, (e: Error) => e.message);
+    await pool.end();
+    const st = { running: error === null, url: env.cfg.databaseUrl, note: 'DATABASE_URL is set: the embedded cluster is not used', ...(error ? { error } : {}) };
+    print(env, st, () => `${st.note}\n${st.running ? 'reachable' : `unreachable (${error})`}  ${st.url}`);
+    return st.running ? 0 : 1;
   }
   let st;
   if (sub === 'start') st = await cluster.start((m) => env.log.info(m));
@@ -296,7 +311,7 @@ function fail(json: boolean, e: unknown): number {
     ? e
     : isConnectionError(e)
       ? new AgroError('database_unavailable', (e as Error).message)
-      : new AgroError('internal', (e as Error)?.message ?? String(e));
+      : (diskFullError(e) ?? new AgroError('internal', (e as Error)?.message ?? String(e)));
   const details = Object.keys(err.details).length ? { details: err.details } : {};
   if (json) out(JSON.stringify(maskCpfsDeep({ error: { code: err.code, message: err.message, ...details } })));
   process.stderr.write(`agro: ${maskCpfsInText(err.message)}${err.code === 'usage' ? `\n\n${USAGE}` : ''}\n`);
@@ -369,7 +384,7 @@ export async function main(argv: string[]): Promise<number> {
         throw new AgroError('usage', `unknown command "${cmd}"`);
     }
   } catch (e) {
-    if (!isAgroError(e) && !isConnectionError(e)) env.log.error({ err: e }, 'unexpected error');
+    if (!isAgroError(e) && !isConnectionError(e) && !diskFullError(e)) env.log.error({ err: e }, 'unexpected error');
     return fail(json, e);
   } finally {
     process.off('uncaughtException', onUncaught);

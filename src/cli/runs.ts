@@ -3,6 +3,7 @@
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { formatDuration } from '../progress.ts';
+import { RUN_ALIVE_LOCK } from '../etl/run-locks.ts';
 import { findPipeline, PIPELINES } from '../../pipelines/registry.ts';
 import { print, withDb, type Env } from './context.ts';
 
@@ -23,20 +24,25 @@ export interface RunListRow {
   error: string | null;
 }
 
-/** The latest runs (of one pipeline), with the stage a running run is in. */
+/** The latest runs (of one pipeline), with the stage a running run is in; a running run whose process died is `dead`. */
 export async function listRuns(db: pg.Pool | pg.ClientBase, pipeline: string | null, limit: number): Promise<RunListRow[]> {
   const r = await db.query(
     `SELECT r.run_id::int, r.pipeline, nullif(r.scope, '') AS uf, r.status, r.started_at, r.finished_at,
             (extract(epoch FROM coalesce(r.finished_at, now()) - r.started_at) * 1000)::bigint AS duration_ms,
             r.rows_read::bigint, r.rows_loaded::bigint, r.rows_rejected::bigint, r.snapshot_id::int, r.error_code, r.error,
-            (SELECT s.stage FROM etl.run_stages s WHERE s.run_id = r.run_id ORDER BY s.seq DESC LIMIT 1) AS stage
+            (SELECT s.stage FROM etl.run_stages s WHERE s.run_id = r.run_id ORDER BY s.seq DESC LIMIT 1) AS stage,
+            -- a running run whose alive lock nobody holds is dead (run-locks.ts): not cleaned up yet
+            r.status = 'running' AND NOT EXISTS (
+              SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = $3 AND l.objsubid = 2 AND l.objid::bigint = r.run_id
+                 AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS dead
        FROM etl.runs r
       WHERE $1::text IS NULL OR r.pipeline = $1
       ORDER BY r.run_id DESC LIMIT $2`,
-    [pipeline, limit],
+    [pipeline, limit, RUN_ALIVE_LOCK],
   );
-  return r.rows.map((x) => ({
+  return r.rows.map(({ dead, ...x }) => ({
     ...x,
+    ...(dead ? { status: 'dead', error: `the process running it died${x.stage ? ` during ${x.stage}` : ''}; the next run of any pipeline cleans up after it` } : {}),
     started_at: x.started_at.toISOString(),
     finished_at: x.finished_at?.toISOString() ?? null,
     duration_ms: Number(x.duration_ms),

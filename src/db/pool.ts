@@ -2,6 +2,7 @@
 // restarted, network cut) must never crash the process with an unhandled 'error' event:
 // idle and checked-out clients both have a listener, and the query in flight rejects
 // with an error that isConnectionError() recognises.
+import os from 'node:os';
 import pg from 'pg';
 import { AgroError } from '../errors.ts';
 
@@ -14,10 +15,18 @@ pg.types.setTypeParser(1082, (v) => v);
 export type Pool = pg.Pool;
 export type Client = pg.PoolClient;
 
+/**
+ * The application_name of a process's sessions: `agro <pid>@<host>`, so that the cleanup of a
+ * dead run can end the statements its process left running (etl.runs holds pid and host).
+ */
+export function sessionName(pid = process.pid, host = os.hostname()): string {
+  return Buffer.from(`agro ${pid}@${host}`).subarray(0, 63).toString();
+}
+
 export function createPool(url: string, max = 10): pg.Pool {
   // JIT compiles each load statement again in every parallel worker: measured 1.5–2.4 s lost a
   // statement on loads and overlap pairs, for nothing gained.
-  const pool = new pg.Pool({ connectionString: url, max, application_name: 'agro', options: '-c jit=off' });
+  const pool = new pg.Pool({ connectionString: url, max, application_name: sessionName(), options: '-c jit=off' });
   pool.on('error', () => {
     /* an idle client died (server restart); the next checkout reconnects */
   });

@@ -45,6 +45,9 @@ export interface RunRow {
   error: string | null;
   started_at: Date;
   finished_at: Date | null;
+  /** The process that ran it. */
+  pid: number | null;
+  host: string | null;
 }
 
 // ---- runs and stages -------------------------------------------------------

@@ -190,7 +190,11 @@ async function fetchLocal(job: Job): Promise<FetchedFile | null> {
   }
   // Validated where it lies: a file that fails never reaches the raw store.
   await validateFile(job, src, undefined);
-  await copyFile(src, job.p.part);
+  // A local copy is not resumed: a failed one (a full disk) leaves no partial file behind.
+  await copyFile(src, job.p.part).catch(async (e) => {
+    await rm(job.p.part, { force: true });
+    throw e;
+  });
   progress().bytes(job.p.part, st.size, st.size);
   return commit(job, await sha256File(job.p.part), st.size, {});
 }

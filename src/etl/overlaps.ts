@@ -292,8 +292,18 @@ export async function fillMissingPairs(client: pg.ClientBase): Promise<number> {
   return n;
 }
 
-/** Forgets the overlap rows of a snapshot that is being dropped or failed. */
+/** The part tables (partTable) of the pairs a snapshot is in: what a killed derive leaves in `stage`. */
+async function dropPartTables(db: pg.ClientBase | pg.Pool, snapshotId: number): Promise<void> {
+  const r = await db.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE 'ov\\_%'`);
+  for (const { tablename } of r.rows as { tablename: string }[]) {
+    const m = /^ov_(\d+)_(\d+)_\d+(?:_[a-z]+)?$/.exec(tablename);
+    if (m && (Number(m[1]) === snapshotId || Number(m[2]) === snapshotId)) await db.query(`DROP TABLE IF EXISTS stage.${ident(tablename)}`);
+  }
+}
+
+/** Forgets the overlap rows (and any part tables left) of a snapshot that is being dropped or failed. */
 export async function forgetOverlaps(db: pg.ClientBase | pg.Pool, snapshotId: number): Promise<void> {
+  await dropPartTables(db, snapshotId);
   await db.query('DELETE FROM derived.car_overlaps WHERE car_snapshot_id = $1 OR layer_snapshot_id = $1', [snapshotId]);
   await db.query('DELETE FROM derived.overlap_pairs WHERE car_snapshot_id = $1 OR layer_snapshot_id = $1', [snapshotId]);
 }

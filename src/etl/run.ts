@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
 import { KNOWN_UFS, type Config } from '../config.ts';
-import { AgroError, isAgroError } from '../errors.ts';
+import { AgroError, diskFullError, isAgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { connectOrFail, ident, isConnectionError } from '../db/pool.ts';
 import { maskCpfsDeep } from '../privacy.ts';
@@ -16,14 +16,14 @@ import * as catalog from './catalog.ts';
 import type { FetchedFile } from './download.ts';
 import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } from './pipeline.ts';
 import { qualifiedSnapshotTable } from './names.ts';
+import { fileDay } from './source-files.ts';
 import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import { applyRetention, dropSnapshotTables, publishSnapshot } from './publish.ts';
+import { RUN_ALIVE_LOCK, RunLocks, endSessionsOf } from './run-locks.ts';
 import { forgetQsaChanges } from './sql/qsa-changes.ts';
 import { evaluateGate, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
 import { checkSnapshotText, mergeTextFailures } from './text-checks.ts';
 
-/** Lock class for "this run is alive" (pg_advisory_lock(class, run_id)). */
-const RUN_ALIVE_LOCK = 727001;
 
 export interface Deps {
   cfg: Config;
@@ -80,6 +80,15 @@ export function isCalendarDate(s: string): boolean {
   return d.getUTCFullYear() === Number(m[1]) && d.getUTCMonth() === Number(m[2]) - 1 && d.getUTCDate() === Number(m[3]);
 }
 
+/**
+ * An --as-of date: a calendar date, and not in the future (a snapshot dated ahead would
+ * stay the newest, win every retention and let any future-dated value through as plausible).
+ */
+export function checkAsOf(asOf: string): void {
+  if (!isCalendarDate(asOf)) throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${asOf}"`);
+  if (asOf > todayUtc()) throw new AgroError('usage', `--as-of ${asOf} is in the future (today is ${todayUtc()} UTC)`);
+}
+
 /** The UF of a per-state run, validated (usage error naming the known ones). */
 export function parseUf(pipeline: string, uf: string | undefined): string {
   if (!uf) throw new AgroError('usage', `${pipeline} needs --uf <UF> (one of ${KNOWN_UFS.join(', ')})`);
@@ -94,6 +103,25 @@ async function dropStagingTables(db: pg.Pool | pg.ClientBase, runId: number) {
 }
 
 /**
+ * How a dead run ends in the ledger: `killed`, unless its snapshot got past the publish
+ * transaction before the process died (then what the snapshot became, and a note).
+ */
+async function deadRunEnd(db: pg.ClientBase, runId: number): Promise<Parameters<typeof catalog.finishRun>[2]> {
+  const r = await db.query(
+    `SELECT snapshot_id, status, quality->'counts' AS counts FROM etl.snapshots
+      WHERE run_id = $1 AND status IN ('published', 'superseded', 'rolled_back', 'loaded', 'blocked') ORDER BY snapshot_id DESC LIMIT 1`,
+    [runId],
+  );
+  const s = r.rows[0];
+  if (!s) return { status: 'killed', error: 'the process running this load died; cleaned up by a later run' };
+  const status: catalog.RunStatus = s.status === 'blocked' || s.status === 'loaded' ? s.status : 'published';
+  return {
+    status, snapshotId: s.snapshot_id, read: s.counts?.read, loaded: s.counts?.loaded, rejected: s.counts?.rejected,
+    error: `the process died after snapshot ${s.snapshot_id} was ${status}; retention was left to a later run`,
+  };
+}
+
+/**
  * Finds runs marked running whose process is gone (their alive-lock is free),
  * drops what they left (staging tables, half-loaded snapshot tables) and marks them killed.
  */
@@ -105,15 +133,17 @@ export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
       const got = (await client.query('SELECT pg_try_advisory_lock($1, $2) AS ok', [RUN_ALIVE_LOCK, run.run_id])).rows[0].ok;
       if (!got) continue; // alive
       try {
+        await endSessionsOf(client, run.pid, run.host);
         await dropStagingTables(client, run.run_id);
         const snaps = await client.query(`SELECT snapshot_id, tables FROM etl.snapshots WHERE run_id = $1 AND status = 'loading'`, [run.run_id]);
         for (const s of snaps.rows) {
           await dropSnapshotTables(client, s.tables);
           await forgetOverlaps(client, s.snapshot_id);
+          await forgetQsaChanges(client, s.snapshot_id);
           await catalog.setSnapshotFields(client, s.snapshot_id, { status: 'failed' });
         }
         await catalog.failRunningStages(client, run.run_id, 'killed: the process running this stage died');
-        await catalog.finishRun(client, run.run_id, { status: 'killed', error: 'the process running this load died; cleaned up by a later run' });
+        await catalog.finishRun(client, run.run_id, await deadRunEnd(client, run.run_id));
         fs.rmSync(path.join(deps.cfg.dataDir, 'work', `run-${run.run_id}`), { recursive: true, force: true });
         deps.log.warn({ run_id: run.run_id, pipeline: run.pipeline, scope: run.scope }, 'cleaned up a dead run');
         cleaned.push(run.run_id);
@@ -161,33 +191,34 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
   const started = Date.now();
   let uf: string | null = null;
   if (pipeline.scopedByUf) uf = parseUf(pipeline.name, options.uf);
-  if (options.asOf !== undefined && !isCalendarDate(options.asOf)) {
-    throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${options.asOf}"`);
-  }
+  if (options.asOf !== undefined) checkAsOf(options.asOf);
   const scope = uf ?? '';
-  const runId = await catalog.insertRun(pool, pipeline.name, scope, options);
+  // The lock session lives as long as the run: it holds the alive and the scope locks.
+  const locks = await RunLocks.begin(pool, log, pipeline.name, scope, (c) => catalog.insertRun(c, pipeline.name, scope, options));
+  const runId = locks.runId;
   const outcome: RunOutcome = {
     run_id: runId, pipeline: pipeline.name, uf, status: 'running', snapshot_id: null, as_of: null,
     rows_read: 0, rows_loaded: 0, rows_rejected: 0, duration_ms: 0, stages: {}, forced: false,
   };
   const publishBudget = { lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs };
   const runLog = log.child({ run_id: runId, pipeline: pipeline.name, ...(uf ? { uf } : {}) });
-  // The lock client lives as long as the run: its session holds the alive and the scope locks.
-  const lockClient = await connectOrFail(pool);
   const workDir = path.join(cfg.dataDir, 'work', `run-${runId}`);
   let snapshotId: number | null = null;
   /** A complete snapshot that could not be made current (publish gave up on locks) is kept. */
   let keepSnapshot = false;
   try {
-    await lockClient.query('SELECT pg_advisory_lock($1, $2)', [RUN_ALIVE_LOCK, runId]);
-    const scopeLock = await lockClient.query('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`run:${pipeline.name}:${scope}`]);
-    if (!scopeLock.rows[0].ok) throw new AgroError('run_in_progress', `${pipeline.name}${uf ? ' ' + uf : ''}`);
+    if (!(await locks.takeScope())) {
+      const other = (await catalog.runningRuns(pool, pipeline.name, scope, runId)).at(-1);
+      const since = other ? ` (run ${other.run_id}, started ${other.started_at.toISOString().slice(0, 19).replace('T', ' ')} UTC)` : '';
+      throw new AgroError('run_in_progress', `${pipeline.name}${uf ? ' ' + uf : ''}${since}`);
+    }
     await cleanupDeadRuns(deps);
 
     let seq = 0;
     progress().runStart(`${pipeline.name}${uf ? ' ' + uf : ''}`);
     const stage: RunContext['stage'] = async (name, fn, rowsOf, detailOf) => {
       if (deps.signal?.aborted) throw new AgroError('interrupted', `stopped before stage ${name} (${String(deps.signal.reason ?? 'signal')})`);
+      await locks.check();
       await catalog.startStage(pool, runId, name, ++seq);
       const t0 = Date.now();
       progress().stageStart(name);
@@ -227,7 +258,13 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       return outcome;
     }
 
-    const asOf = options.asOf ?? (pipeline.releaseDate ? await pipeline.releaseDate(ctx, files) : null) ?? todayUtc();
+    const release = pipeline.releaseDate ? await pipeline.releaseDate(ctx, files) : null;
+    // A date the source carries itself (not a file's modification day, which a copy changes)
+    // bounds --as-of from below unless --force: dates after the as-of are nulled as implausible.
+    if (options.asOf && release && options.asOf < release && !options.force && !files.some((f) => fileDay(f) === release)) {
+      throw new AgroError('usage', `--as-of ${options.asOf} is before ${release}, the release date the source itself carries (its data did not exist yet; every later date in it would be loaded as NULL): give --as-of ${release} or later, or --force to load it as of ${options.asOf} anyway`);
+    }
+    const asOf = options.asOf ?? release ?? todayUtc();
     outcome.as_of = asOf;
     const source = { files: files.map((f) => ({ name: f.name, sha256: f.sha256, size: f.size, uri: f.sourceUri, etag: f.etag, last_modified: f.lastModified })), sha256: sha, ...(await pipeline.sourceInfo?.(files)) };
     snapshotId = await catalog.insertSnapshot(pool, { dataset: pipeline.name, uf, asOf, sourceSha256: sha, source, runId, fingerprint: null });
@@ -347,9 +384,9 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       ? e
       : isConnectionError(e)
         ? new AgroError('database_unavailable', `the database connection was lost during the run (${(e as Error).message})`)
-        : new AgroError('internal', (e as Error).message);
+        : (diskFullError(e, cfg.dataDir) ?? new AgroError('internal', (e as Error).message));
     if (err.code === 'internal') runLog.error({ err: e }, 'run failed with an unexpected error');
-    else if (err.code === 'database_unavailable') runLog.error(err.message);
+    else if (err.code === 'database_unavailable' || err.code === 'disk_full') runLog.error(err.message);
     outcome.status = 'failed';
     outcome.error = { code: err.code, message: err.message };
     if (snapshotId !== null && !keepSnapshot) {
@@ -367,7 +404,6 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.duration_ms = Date.now() - started;
     await dropStagingTables(pool, runId).catch(() => {});
     fs.rmSync(workDir, { recursive: true, force: true });
-    const lockOk = await lockClient.query('SELECT pg_advisory_unlock_all()').then(() => true, () => false);
-    lockClient.release(!lockOk); // a broken connection is destroyed, not returned to the pool
+    await locks.release();
   }
 }

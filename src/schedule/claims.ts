@@ -84,8 +84,65 @@ export async function listSlots(db: Db, schedule: string | null): Promise<SlotRo
 /** Lock class of "this job is being run by some scheduler" (pg_try_advisory_lock(class, hashtext(job))). */
 const JOB_LOCK = 727002;
 
+/**
+ * Claims a slot (claimSlot) and takes the job's advisory lock in one transaction on a
+ * dedicated session: no other scheduler ever sees the slot `running` while its lock is
+ * free, so a running slot whose lock is free belongs to a scheduler that died.
+ * `lock` is null when the slot was claimed but another scheduler still runs the job.
+ */
+export async function claimWithLock(pool: pg.Pool, job: string, slot: Date, owner: string, catchUp: boolean): Promise<{ claimed: boolean; lock: JobLock | null }> {
+  const client = await pool.connect();
+  let locked = false;
+  try {
+    await client.query('BEGIN');
+    const claimed = await claimSlot(client, job, slot, owner, catchUp);
+    if (claimed) locked = (await client.query('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [JOB_LOCK, job])).rows[0].ok;
+    await client.query('COMMIT');
+    if (!locked) client.release();
+    return { claimed, lock: locked ? heldLock(client, job) : null };
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => {});
+    client.release(true);
+    throw e;
+  }
+}
+
+/**
+ * At start: the slots of a job left `running` by a scheduler that died (SIGKILL, power
+ * loss: its lock died with its session) become `interrupted`, so that the latest is run
+ * again. Nothing changes while some scheduler holds the job's lock.
+ */
+export async function interruptDeadSlots(pool: pg.Pool, job: string): Promise<number> {
+  const lock = await tryJobLock(pool, job);
+  if (!lock) return 0;
+  try {
+    const r = await pool.query(
+      `UPDATE etl.schedule_slots SET status = 'interrupted', finished_at = now(),
+              error = 'the scheduler that claimed it (' || owner || ') died while running it'
+        WHERE schedule = $1 AND status = 'running'`,
+      [job],
+    );
+    return r.rowCount ?? 0;
+  } finally {
+    await lock.release();
+  }
+}
+
+export interface JobLock {
+  release(): Promise<void>;
+}
+
+function heldLock(client: pg.PoolClient, job: string): JobLock {
+  return {
+    async release() {
+      const ok = await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [JOB_LOCK, job]).then(() => true, () => false);
+      client.release(!ok);
+    },
+  };
+}
+
 /** Takes the job's advisory lock on a dedicated session; null when another scheduler holds it. */
-export async function tryJobLock(pool: pg.Pool, job: string): Promise<{ release(): Promise<void> } | null> {
+export async function tryJobLock(pool: pg.Pool, job: string): Promise<JobLock | null> {
   const client = await pool.connect();
   try {
     const ok = (await client.query('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [JOB_LOCK, job])).rows[0].ok;
@@ -97,10 +154,5 @@ export async function tryJobLock(pool: pg.Pool, job: string): Promise<{ release(
     client.release(true);
     throw e;
   }
-  return {
-    async release() {
-      const ok = await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [JOB_LOCK, job]).then(() => true, () => false);
-      client.release(!ok);
-    },
-  };
+  return heldLock(client, job);
 }

@@ -99,6 +99,8 @@ export class Scheduler {
       const prev = previousSlot(job.cron, this.schedule.timezone, now);
       const row = rows.get(job.name)!;
       if (row.inserted || !prev) continue;
+      const dead = await claims.interruptDeadSlots(this.deps.pool, job.name);
+      if (dead) this.deps.log.warn({ job: job.name, slots: dead }, 'slots left running by a scheduler that died are marked interrupted');
       const missed = !row.last_slot || row.last_slot.getTime() < prev.getTime();
       if (missed || (await claims.slotStatus(this.deps.pool, job.name, prev)) === 'interrupted') due.push({ job, slot: prev });
     }
@@ -113,8 +115,36 @@ export class Scheduler {
   /** Runs the jobs that fire at the minute of `at` (what a cron tick does; tests call it with an injected time). */
   tick(at: Date): Promise<SlotResult[]> {
     const slot = floorMinute(at);
-    const jobs = this.schedule.jobs.filter((j) => firesAt(j.cron, this.schedule.timezone, slot));
-    return jobs.length ? this.enqueue(() => this.runBatch(jobs, slot, false)) : Promise.resolve([]);
+    return this.dispatch(this.schedule.jobs.filter((j) => firesAt(j.cron, this.schedule.timezone, slot)), slot);
+  }
+
+  /** Jobs whose batch is queued or running in this scheduler. */
+  private readonly active = new Set<string>();
+
+  /**
+   * Queues the batch of a fire time. A job still queued or running from an earlier slot
+   * (it outlasts its period) skips this one, as it does when another scheduler runs it:
+   * fire times never pile up behind a long run.
+   */
+  private async dispatch(jobs: JobConfig[], slot: Date): Promise<SlotResult[]> {
+    const busy = jobs.filter((j) => this.active.has(j.name));
+    const free = jobs.filter((j) => !this.active.has(j.name));
+    const skipped: SlotResult[] = [];
+    for (const job of busy) {
+      const result: SlotResult = { job: job.name, slot, catchUp: false, claim: 'taken', runs: [] };
+      skipped.push(result);
+      if (!(await claims.claimSlot(this.deps.pool, job.name, slot, this.owner, false))) continue;
+      Object.assign(result, { claim: 'busy', status: 'skipped' });
+      await claims.finishSlot(this.deps.pool, job.name, slot, 'skipped', 'the previous slot was still running');
+      this.deps.log.warn({ job: job.name, slot: slot.toISOString() }, 'skipped: the previous slot of this job is still running');
+    }
+    if (!free.length) return skipped;
+    for (const j of free) this.active.add(j.name);
+    try {
+      return [...skipped, ...(await this.enqueue(() => this.runBatch(free, slot, false)))];
+    } finally {
+      for (const j of free) this.active.delete(j.name);
+    }
   }
 
   /** Starts the cron tasks (after catchUp). Fires of one minute are gathered into one batch. */
@@ -145,7 +175,7 @@ export class Scheduler {
     setTimeout(() => {
       const jobs = this.schedule.jobs.filter((j) => this.pending.get(slot)?.has(j.name));
       this.pending.delete(slot);
-      this.enqueue(() => this.runBatch(jobs, new Date(slot), false));
+      this.dispatch(jobs, new Date(slot)).catch((e) => this.deps.log.error({ err: e }, 'scheduled batch failed'));
     }, 500);
   }
 
@@ -165,8 +195,8 @@ export class Scheduler {
       if (this.stopping) break;
       const result: SlotResult = { job: job.name, slot, catchUp, claim: 'taken', runs: [] };
       results.push(result);
-      if (!(await claims.claimSlot(pool, job.name, slot, this.owner, catchUp))) continue;
-      const lock = await claims.tryJobLock(pool, job.name);
+      const { claimed, lock } = await claims.claimWithLock(pool, job.name, slot, this.owner, catchUp);
+      if (!claimed) continue;
       if (!lock) {
         result.claim = 'busy';
         result.status = 'skipped';
