@@ -164,6 +164,13 @@ describe('receita-cnpj fixture month', () => {
     const c = quality.facts.cnpj;
     expect(quality.facts.rejected).toEqual({ malformed_row: 1 });
     expect(c.familias.socios.malformadas).toBe(1);
+    // The report's counts add up over every family; the snapshot's rows are its establishments.
+    expect(quality.counts.read).toBe(quality.counts.loaded + quality.counts.rejected);
+    expect(quality.counts.rejected).toBe(1);
+    const tableRows = (await q(`SELECT (SELECT count(*) FROM snap.${'cnpj_estabelecimentos__s' + first.snapshot_id})::int AS est`))[0];
+    expect(quality.change.rows).toBe(tableRows.est);
+    expect((await q(`SELECT rows FROM etl.snapshots WHERE snapshot_id = $1`, [first.snapshot_id]))[0].rows).toBe(tableRows.est);
+    expect(quality.counts.loaded).toBeGreaterThan(tableRows.est);
     expect(c.familias.empresas.arquivos).toHaveLength(10);
     expect(c.familias.empresas.arquivos[3]).toEqual({ arquivo: 'Empresas3.zip', membros: ['K3241.K03200Y3.D61011.EMPRECSV'], linhas: 200 });
     expect(c.familias.empresas.arquivos.reduce((a: number, f: { linhas: number }) => a + f.linhas, 0)).toBe(sample('EMPRECSV.csv').length + 1);

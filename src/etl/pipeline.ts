@@ -52,9 +52,12 @@ export interface SnapshotTarget {
 }
 
 export interface LoadResult {
+  /** Rows read, loaded and rejected over every relation the load fills: read = loaded + rejected. */
   rowsRead: number;
   rowsLoaded: number;
   rowsRejected: number;
+  /** Rows of the main relation (the snapshot's `rows`, compared with the previous snapshot's); rowsLoaded when absent. */
+  mainRows?: number;
   facts: QualityFacts;
   fingerprint: string | null;
 }

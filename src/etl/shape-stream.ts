@@ -390,8 +390,9 @@ async function load(ctx: RunContext, spec: StreamedShapeSpec, files: FetchedFile
   const own = run.report(facts);
   return {
     rowsRead: total(stats.values(), (x) => x.records + x.malformed),
-    rowsLoaded: stats.get(spec.relation.name)!.records,
+    rowsLoaded: total(stats.values(), (x) => x.records),
     rowsRejected: malformed,
+    mainRows: stats.get(spec.relation.name)!.records,
     facts: Object.assign(facts, own),
     fingerprint: null,
   };
