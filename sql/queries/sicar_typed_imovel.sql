@@ -15,7 +15,7 @@
 CREATE UNLOGGED TABLE {{typed}} AS
 SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 4, 7)::text AS cod_municipio_ibge,
        nullif(btrim(s.municipio), '')::text AS municipio,
-       etl.car_situacao(s.ind_status) AS situacao, etl.car_tipo(s.ind_tipo) AS tipo,
+       k.situacao, k.tipo,
        nullif(btrim(s.des_condic), '')::text AS condicao,
        k.mf AS modulos_fiscais,
        k.area AS area_total_ha,
@@ -32,13 +32,14 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 
        CASE WHEN k.atuali > {{as_of}} THEN 'implausible' ELSE k.atuali_kind END AS dat_atuali_kind,
        u.at IS NOT NULL AS num_area_unparsed, u.mf IS NOT NULL AS mod_fiscal_unparsed,
        etl.is_overflow(s.num_area) AS num_area_overflow, etl.is_overflow(s.mod_fiscal) AS mod_fiscal_overflow,
-       CASE WHEN s.ind_status IS NOT NULL AND etl.car_situacao(s.ind_status) IS NULL THEN s.ind_status END AS unknown_status,
-       CASE WHEN s.ind_tipo IS NOT NULL AND etl.car_tipo(s.ind_tipo) IS NULL THEN s.ind_tipo END AS unknown_tipo
+       CASE WHEN k.situacao IS NULL AND s.ind_status IS NOT NULL THEN s.ind_status END AS unknown_status,
+       CASE WHEN k.tipo IS NULL AND s.ind_tipo IS NOT NULL THEN s.ind_tipo END AS unknown_tipo
 FROM {{stage}} s
 CROSS JOIN LATERAL (
   SELECT upper(btrim(s.car)) AS car, etl.parse_date(s.dat_criaca) AS criaca, etl.parse_date(s.dat_atuali) AS atuali,
          etl.date_kind(s.dat_criaca) AS criaca_kind, etl.date_kind(s.dat_atuali) AS atuali_kind,
-         etl.parse_number(s.num_area) AS area, etl.parse_number(s.mod_fiscal) AS mf, clock_timestamp() AS once
+         etl.parse_number(s.num_area) AS area, etl.parse_number(s.mod_fiscal) AS mf,
+         etl.car_situacao(s.ind_status) AS situacao, etl.car_tipo(s.ind_tipo) AS tipo, clock_timestamp() AS once
 ) k
 CROSS JOIN LATERAL (
   SELECT CASE WHEN k.criaca_kind = 'bad' OR k.criaca > {{as_of}} THEN s.dat_criaca END AS di,
@@ -46,8 +47,8 @@ CROSS JOIN LATERAL (
          CASE WHEN btrim(s.num_area) <> '' AND k.area IS NULL AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS at,
          CASE WHEN btrim(s.mod_fiscal) <> '' AND k.mf IS NULL AND NOT etl.is_overflow(s.mod_fiscal) THEN s.mod_fiscal END AS mf,
          -- A status or type code that is none of §2.5's: NULL in its column, its text kept here.
-         CASE WHEN btrim(s.ind_status) <> '' AND etl.car_situacao(s.ind_status) IS NULL THEN s.ind_status END AS st,
-         CASE WHEN btrim(s.ind_tipo) <> '' AND etl.car_tipo(s.ind_tipo) IS NULL THEN s.ind_tipo END AS tp,
+         CASE WHEN k.situacao IS NULL AND btrim(s.ind_status) <> '' THEN s.ind_status END AS st,
+         CASE WHEN k.tipo IS NULL AND btrim(s.ind_tipo) <> '' THEN s.ind_tipo END AS tp,
          clock_timestamp() AS once
 ) u
 CROSS JOIN LATERAL (SELECT etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair) AS verdict, clock_timestamp() AS once) w

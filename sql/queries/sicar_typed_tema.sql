@@ -15,18 +15,21 @@ CREATE UNLOGGED TABLE {{typed}} AS
 SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, {{tema}}::text AS tema_base,
        nullif(btrim(s.cod_tema), '')::text AS cod_tema, nullif(btrim(s.nom_tema), '')::text AS nome_tema,
        k.area AS area_ha,
-       etl.car_situacao(s.ind_status) AS situacao, nullif(btrim(s.des_condic), '')::text AS condicao,
+       k.situacao, nullif(btrim(s.des_condic), '')::text AS condicao,
        g.geom, etl.area_ha(g.geom) AS area_calculada_ha,
-       CASE WHEN coalesce(k.bad_area, k.bad_status) IS NULL THEN s.extra
-            ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object('area_ha', k.bad_area, 'situacao', k.bad_status)) END AS extra
+       CASE WHEN coalesce(u.bad_area, u.bad_status) IS NULL THEN s.extra
+            ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object('area_ha', u.bad_area, 'situacao', u.bad_status)) END AS extra
 FROM {{stage}} s
 {{link_join}}
 CROSS JOIN LATERAL (
-  SELECT upper(btrim({{car}})) AS car, etl.parse_number(s.num_area) AS area,
-         CASE WHEN btrim(s.num_area) <> '' AND etl.parse_number(s.num_area) IS NULL AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS bad_area,
-         CASE WHEN btrim(s.ind_status) <> '' AND etl.car_situacao(s.ind_status) IS NULL THEN s.ind_status END AS bad_status,
+  SELECT upper(btrim({{car}})) AS car, etl.parse_number(s.num_area) AS area, etl.car_situacao(s.ind_status) AS situacao,
          clock_timestamp() AS once
 ) k
+CROSS JOIN LATERAL (
+  SELECT CASE WHEN k.area IS NULL AND btrim(s.num_area) <> '' AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS bad_area,
+         CASE WHEN k.situacao IS NULL AND btrim(s.ind_status) <> '' THEN s.ind_status END AS bad_status,
+         clock_timestamp() AS once
+) u
 CROSS JOIN LATERAL (
   SELECT coalesce({{link_verdict}}, etl.sicar_verdict(k.car, {{uf}}, s.geom, s.src_srid, s.repair)) AS verdict, clock_timestamp() AS once
 ) w
