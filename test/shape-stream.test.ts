@@ -170,8 +170,10 @@ describe('a streamed source declared on the shape', () => {
     expect(out.status).toBe('published');
     expect(source.relations).toEqual(['strm_pessoas', 'strm_contas', 'strm_cidades']);
     expect(source.mainRelation).toBe('strm_pessoas');
-    // 150 people + 120 accounts + 3 cities well formed, one malformed record.
-    expect([out.rows_read, out.rows_loaded, out.rows_rejected]).toEqual([274, 150, 1]);
+    // 150 people + 120 accounts + 3 cities well formed, one malformed record: read = loaded +
+    // rejected over every relation; the snapshot's rows are the main relation's (150 people).
+    expect([out.rows_read, out.rows_loaded, out.rows_rejected]).toEqual([274, 273, 1]);
+    expect((await db.pool.query(`SELECT rows FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0].rows).toBe(150);
 
     const sid = out.snapshot_id!;
     const rows = async (rel: string, order: string) => (await db.pool.query(`SELECT * FROM ${qualifiedSnapshotTable(rel, sid)} ORDER BY ${order}`)).rows;
