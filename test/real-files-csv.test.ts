@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { titularesCsv } from '../fixtures/car-titulares.ts';
+import { headerKey, matchHeader } from '../src/etl/header-match.ts';
 import { carTitulares } from '../pipelines/car-titulares/index.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline } from '../src/etl/run.ts';
@@ -44,4 +45,22 @@ test("a spreadsheet's empty rows (';;;', '; ; ;') are skipped and noted, the ext
   expect(got.q.facts.rejected).toEqual(want.q.facts.rejected);
   expect(got.rows).toEqual(want.rows);
   expect(got.q.facts.notes.join('\n')).toMatch(/10 CSV records of empty cells only .* skipped/);
+});
+
+test("a header re-spelled with accents, capitals and punctuation ('NÚMERO CAR', 'CPF/CNPJ', 'Vínculo') maps as the declared one", async () => {
+  const want = await load('plain-header', titularesCsv());
+  const got = await load('respelled-header', titularesCsv({ header: ['NÚMERO CAR', 'CPF/CNPJ', 'Nome', ' Vínculo '] }));
+  expect(got.out.error ?? null).toBeNull();
+  expect(got.out.status).toBe('published');
+  expect(got.out).toMatchObject({ rows_read: want.out.rows_read, rows_loaded: want.out.rows_loaded, rows_rejected: want.out.rows_rejected });
+  expect(got.rows).toEqual(want.rows);
+});
+
+test('header matching: an exact spelling wins over a re-spelled one, a column maps to one field at most', () => {
+  expect(headerKey('\uFEFF Município - UF ')).toBe('municipio_uf');
+  expect(headerKey('CPF/CNPJ')).toBe('cpf_cnpj');
+  const specs = [{ aliases: ['municipio'] }, { aliases: ['município', 'cidade'] }, { aliases: ['cpf_cnpj'] }];
+  // each of the first two takes the column spelled exactly as its alias; 'cpf/cnpj' maps by its key.
+  expect(matchHeader(['município', 'municipio ', 'cpf/cnpj'].map((h) => h.trim().toLowerCase()), specs)).toEqual([1, 0, 2]);
+  expect(matchHeader(['MUNICÍPIO'.toLowerCase()], [{ aliases: ['municipio'] }, { aliases: ['municipio'] }])).toEqual([0, null]);
 });

@@ -33,7 +33,7 @@ import { shapedPipeline, type ShapedPipeline } from '../../src/etl/shape.ts';
 import { sourceByContent } from '../../src/etl/shape-csv.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { typedColumns } from '../../src/etl/sql/typed.ts';
-import { normaliseHeader } from '../../src/etl/stage-csv.ts';
+import { normaliseHeader } from '../../src/etl/header-match.ts';
 import { classifyTerms, createGeoms, termCounts } from './queries.ts';
 
 /** File names looked for when --source names a folder, in order of preference. */

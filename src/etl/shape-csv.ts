@@ -23,7 +23,8 @@ import type { RunContext } from './pipeline.ts';
 import type { QualityFacts } from './quality.ts';
 import type { Relation } from './relation.ts';
 import { fetchOneFile, resolveSource, sourceFolderFiles, type SourceLayout } from './source-files.ts';
-import { headerMismatch, normaliseHeader, stageCsv } from './stage-csv.ts';
+import { matchHeader, normaliseHeader } from './header-match.ts';
+import { headerMismatch, stageCsv } from './stage-csv.ts';
 import { stageLayers, type FieldSpec, type LayerStageResult, type StageResult } from './stage-vector.ts';
 import { openForStreaming } from './layers.ts';
 import { findShapefiles, type VectorLayer } from './vector-reader.ts';
@@ -122,8 +123,8 @@ async function checkHeaders(files: { name: string; path: string }[], fields: Fie
   const heads = await Promise.all(files.map((f) => readCsvHead(f.path, delimiter)));
   files.forEach((f, i) => {
     const { header, format } = heads[i];
-    const present = new Set(header.map(normaliseHeader));
-    const missing = fields.filter((s) => s.required && !s.aliases.some((a) => present.has(a))).map((s) => s.name);
+    const found = matchHeader(header.map(normaliseHeader), fields);
+    const missing = fields.filter((s, k) => s.required && found[k] === null).map((s) => s.name);
     if (!missing.length) return;
     const shown = missing.length > 8 ? `${missing.slice(0, 8).join(', ')} … (${missing.length} in all)` : missing.join(', ');
     throw new AgroError('required_field_missing', `${f.name}: required columns missing: ${shown}; ${headerMismatch(f.name, format, header)}`, { file: f.name, fields: missing });

@@ -15,6 +15,7 @@ import { copyLine, copyLines, type CopyValue } from './copy.ts';
 import { describeCsvFormat, detectCsvFormat, readCsvRecords, type CsvEncoding, type CsvFormat } from './csv-records.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import type { FieldSpec } from './stage-vector.ts';
+import { matchHeader, normaliseHeader } from './header-match.ts';
 
 export interface CsvOptions {
   /** The publisher's delimiter: header-driven files are checked for another one (`;`, `,`, tab, `|`). */
@@ -62,9 +63,6 @@ export function headerMismatch(file: string, format: CsvFormat, header: string[]
   return `${file} read as ${describeCsvFormat(format)}; its header has ${header.length} column(s): ${shownHeader(header)}`;
 }
 
-/** A header cell as alias maps spell it: BOM stripped, trimmed, lower case. */
-export const normaliseHeader = (h: string) => h.replace(/^\uFEFF/, '').trim().toLowerCase();
-
 export async function stageCsv(client: pg.ClientBase, table: string, file: string, specs: FieldSpec[], o: CsvOptions): Promise<CsvStageResult> {
   const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
   if (!o.append) await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb)`);
@@ -80,8 +78,9 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
   const setup = (header: string[]) => {
     const names = header.map(normaliseHeader);
     width = names.length;
-    slot = specs.map((s) => {
-      const i = names.findIndex((n) => s.aliases.includes(n));
+    const found = matchHeader(names, specs);
+    slot = specs.map((s, k) => {
+      const i = found[k] ?? -1;
       if (i < 0 && s.required) {
         const why = headerMismatch(path.basename(file), format, header);
         throw new AgroError('required_field_missing', `column ${s.name} not found (looked for ${s.aliases.join(', ')}); ${why}`, {

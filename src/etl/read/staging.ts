@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import type pg from 'pg';
 import { AgroError } from '../../errors.ts';
 import { ident } from '../../db/pool.ts';
+import { matchHeader } from '../header-match.ts';
 
 export interface FieldSpec {
   /** Canonical (staging) column name. */
@@ -36,10 +37,11 @@ export interface NamedFields {
 export function mapFields(layer: NamedFields, specs: FieldSpec[]): { index: Map<string, string>; missing: string[]; unknown: string[] } {
   const index = new Map<string, string>();
   const missing: string[] = [];
-  const present = new Set(layer.fields.map((f) => f.name));
-  for (const spec of specs) {
-    const hit = spec.aliases.find((a) => present.has(a));
-    if (hit) index.set(hit, spec.name);
+  const names = layer.fields.map((f) => f.name);
+  const found = matchHeader(names, specs);
+  for (const [k, spec] of specs.entries()) {
+    const hit = found[k] === null ? undefined : names[found[k]!];
+    if (hit !== undefined) index.set(hit, spec.name);
     else if (spec.required) {
       throw new AgroError('required_field_missing', `${layer.name} has no ${spec.name} (looked for ${spec.aliases.join(', ')})`, { layer: layer.name, field: spec.name });
     } else missing.push(spec.name);
