@@ -12,6 +12,7 @@ import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { FUNAI_FIXTURE, buildFunaiZip } from '../fixtures/funai-tis.ts';
 import { FUNAI_FIELDS, funaiTis } from '../pipelines/funai-tis/index.ts';
+import { describeRun } from '../src/cli/context.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { mapFields } from '../src/etl/stage-vector.ts';
@@ -125,6 +126,9 @@ describe('funai-tis', () => {
   test('the committed fixture replaces the sample: duplicates, repair, arrays, flags', async () => {
     const out = await run(FIXTURE_DIR);
     expect(out).toMatchObject({ status: 'published', rows_read: 5, rows_loaded: 4, rows_rejected: 0 });
+    // The duplicate key is dropped by design: the run's line adds up (read = loaded + dropped + rejected).
+    expect(out.rows_dropped).toBe(1);
+    expect(describeRun(out)).toMatch(/read 5, loaded 4, dropped 1, rejected 0 in /);
     fixtureSnapshot = out.snapshot_id!;
     const rows = await servingRows();
     expect(rows.map((r) => r.codigo)).toEqual(['90101', '90102', '90103', '90104']);

@@ -65,7 +65,7 @@ export function pipelineArg(env: Env, i = 1) {
 export function describeRun(o: RunOutcome): string {
   const where = `${o.pipeline}${o.uf ? ' ' + o.uf : ''}`;
   const base = `${where}: ${o.status}${o.snapshot_id ? ` snapshot ${o.snapshot_id}` : ''}${o.as_of ? ` as of ${o.as_of}` : ''}`;
-  const counts = o.status === 'unchanged' ? '' : ` — read ${o.rows_read}, loaded ${o.rows_loaded}, rejected ${o.rows_rejected} in ${(o.duration_ms / 1000).toFixed(1)} s`;
+  const counts = o.status === 'unchanged' ? '' : ` — read ${o.rows_read}, loaded ${o.rows_loaded}${o.rows_dropped ? `, dropped ${o.rows_dropped}` : ''}, rejected ${o.rows_rejected} in ${(o.duration_ms / 1000).toFixed(1)} s`;
   const extra = o.error ? `\n  error (${o.error.code}): ${o.error.message}` : o.message ? `\n  ${o.message}` : '';
   return base + counts + (o.forced ? ' (forced past the quality gate)' : '') + extra + (o.report ? `\n  report: ${o.report}` : '');
 }

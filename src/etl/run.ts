@@ -45,6 +45,8 @@ export interface RunOutcome {
   rows_read: number;
   rows_loaded: number;
   rows_rejected: number;
+  /** Rows left out by design (duplicate keys, other states): read = loaded + rejected + dropped. */
+  rows_dropped: number;
   duration_ms: number;
   stages: Record<string, number>;
   forced: boolean;
@@ -198,7 +200,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
   const runId = locks.runId;
   const outcome: RunOutcome = {
     run_id: runId, pipeline: pipeline.name, uf, status: 'running', snapshot_id: null, as_of: null,
-    rows_read: 0, rows_loaded: 0, rows_rejected: 0, duration_ms: 0, stages: {}, forced: false,
+    rows_read: 0, rows_loaded: 0, rows_rejected: 0, rows_dropped: 0, duration_ms: 0, stages: {}, forced: false,
   };
   const publishBudget = { lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs };
   const runLog = log.child({ run_id: runId, pipeline: pipeline.name, ...(uf ? { uf } : {}) });
@@ -285,6 +287,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.rows_read = load.rowsRead;
     outcome.rows_loaded = load.rowsLoaded;
     outcome.rows_rejected = load.rowsRejected;
+    outcome.rows_dropped = sum(load.facts.dropped);
 
     let text: Awaited<ReturnType<typeof checkSnapshotText>> | null = null;
     const report = await stage('quality', async () => {
