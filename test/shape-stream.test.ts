@@ -60,12 +60,12 @@ async function writeZip(file: string, members: Record<string, string>): Promise<
   await pipeline(zip.outputStream, fs.createWriteStream(file));
 }
 
-async function writeSource(dir: string, extraAccounts = 0): Promise<void> {
+async function writeSource(dir: string, extraAccounts = 0, people = 150): Promise<void> {
   fs.mkdirSync(dir, { recursive: true });
   const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, k) => a + k);
   await writeZip(path.join(dir, 'Pessoas0.zip'), { 'K1.D1.PESSOAS': range(1, 80).map(person).join(''), 'LEIAME.TXT': 'not a member of any relation' });
   // Record 31 of this member has two fields: malformed, counted with its number, never copied.
-  const second = range(81, 150).map(person);
+  const second = range(81, people).map(person);
   second.splice(30, 0, rec('999', 'SEM CIDADE'));
   await writeZip(path.join(dir, 'Pessoas1.zip'), { 'K2.D1.PESSOAS': second.join('') });
   await writeZip(path.join(dir, 'Contas.zip'), { 'K1.D1.CONTAS': range(1, 120 + extraAccounts).map((i) => rec(`C${i}`, String((i % 150) + 1), `${i},50`)).join('') });
@@ -235,6 +235,17 @@ describe('a streamed source declared on the shape', () => {
     expect(seen[1].compared).toEqual([before]);
     expect(seen[1].read.strm_contas.records).toBe(125);
     expect(first.compared).toEqual([]);
+  });
+
+  test('a load whose main relation drops is blocked, however much its other relations load (the drop is judged on the main one)', async () => {
+    const dir = path.join(work, 'b2');
+    await writeSource(dir, 60, 90); // 90 people (was 150), 180 accounts (was 125)
+    const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, source, { source: dir });
+    expect(out.status).toBe('blocked');
+    expect(out.gate?.failures.map((f) => f.rule)).toEqual(['row_drop']);
+    expect(out.gate?.failures[0].message).toMatch(/rows dropped 40\.0 % .*\(150 → 90\)/);
+    expect((await quality(out.snapshot_id!)).change).toMatchObject({ previous_rows: 150, rows: 90 });
+    expect(out.rows_loaded).toBe(90 + 180 + 3);
   });
 
   test('a declaration its template does not match fails before any zip is read', async () => {

@@ -168,13 +168,16 @@ export function addRepairFacts(facts: QualityFacts, repair: RepairResult): void 
 /** Applies the gate rules of contract §2; an empty list means the load may publish. */
 export function evaluateGate(counts: QualityReport['counts'], change: ChangeSummary, facts: QualityFacts, t: QualityThresholds): GateFailure[] {
   const failures: GateFailure[] = [...facts.failures];
-  if (counts.loaded === 0) failures.push({ rule: 'empty', message: 'no rows were loaded' });
+  // Emptiness and the drop are judged on the main relation (change.rows), as the previous
+  // snapshot's rows were counted: a streamed load's `loaded` counts every relation.
+  const rows = change.rows;
+  if (rows === 0) failures.push({ rule: 'empty', message: 'no rows were loaded' });
   if (change.previous_rows && change.previous_rows > 0) {
-    const drop = (change.previous_rows - counts.loaded) / change.previous_rows;
+    const drop = (change.previous_rows - rows) / change.previous_rows;
     if (drop > t.maxRowDrop) {
       failures.push({
         rule: 'row_drop',
-        message: `rows dropped ${(drop * 100).toFixed(1)} % against snapshot ${change.previous_snapshot_id} (${change.previous_rows} → ${counts.loaded})`,
+        message: `rows dropped ${(drop * 100).toFixed(1)} % against snapshot ${change.previous_snapshot_id} (${change.previous_rows} → ${rows})`,
         value: drop,
         threshold: t.maxRowDrop,
       });
