@@ -39,6 +39,15 @@ function openFirstRing(shp: Buffer, shx: Buffer, n: number, dx: number): void {
   shp.writeDoubleLE(shp.readDoubleLE(last) + dx, last);
 }
 
+/** Ring `ring` (0-based) of record `n` loses its closing vertex (the last point becomes a copy of the one before): open, the same shape once closed. */
+function dropClosingVertex(shp: Buffer, shx: Buffer, n: number, ring: number): void {
+  const at = shx.readInt32BE(100 + 8 * (n - 1)) * 2 + 8;
+  const nParts = shp.readInt32LE(at + 36);
+  const end = ring + 1 < nParts ? shp.readInt32LE(at + 44 + 4 * (ring + 1)) : shp.readInt32LE(at + 40);
+  const xy = at + 44 + 4 * nParts;
+  shp.copy(shp, xy + 16 * (end - 1), xy + 16 * (end - 2), xy + 16 * (end - 1));
+}
+
 /** The .dbf cut before its last record (header count and bytes): the .shp keeps one shape more. */
 function cutLastDbfRecord(dbfPath: string): void {
   const dbf = fs.readFileSync(dbfPath);
@@ -91,6 +100,31 @@ describe('a polygon ring that does not close', () => {
       expect(got.q!.facts.notes.join('\n')).toMatch(/1 polygon ring\(s\) not closed in the \.shp, closed on reading/);
       expect(got.q!.facts.notes.join('\n')).toContain(reader === 'GDAL reader' ? 'read with GDAL' : 'read with the streaming shapefile reader');
     });
+  }
+});
+
+describe('an open ring of a polygon with a hole', () => {
+  // Record 3 of the fixture (TI 90103) is a shell with one hole. Either ring left open must keep
+  // its orientation: a hole taken for an outer ring became a part of its own, and the repair
+  // filled the hole (the streaming reader published 429,437 ha for 417,166, no hole).
+  for (const [reader, f] of [
+    ['streaming reader', { encoding: 'utf8', cpg: 'UTF-8' }],
+    ['GDAL reader', { encoding: 'latin1', cpg: null, ldid: 0x02 }],
+  ] as [string, LayerFormat][]) {
+    for (const ring of [0, 1]) {
+      test(`${reader}: the ${ring ? 'hole' : 'shell'} left open, the land keeps its hole and its area`, async () => {
+        const shape = async () => (await db.pool.query(`SELECT area_calculada_ha AS ha, ST_NumInteriorRings(ST_GeometryN(geom, 1)) AS holes, ST_NumGeometries(geom) AS parts FROM serving.funai_tis WHERE codigo = '90103'`)).rows[0];
+        expect((await load(f)).out.status).toBe('published');
+        const want = await shape();
+        expect(want.holes).toBe(1);
+        const got = await load(f, (shp, shx) => dropClosingVertex(shp, shx, 3, ring));
+        expect(got.out.status).toBe('published');
+        const have = await shape();
+        expect({ holes: have.holes, parts: have.parts }).toEqual({ holes: 1, parts: want.parts });
+        expect(Math.abs(have.ha - want.ha)).toBeLessThan(1e-6 * want.ha);
+        expect(got.q!.facts.notes.join('\n')).toMatch(/1 polygon ring\(s\) not closed in the \.shp, closed on reading/);
+      });
+    }
   }
 });
 

@@ -99,12 +99,17 @@ const cut = (file: string) => new AgroError('malformed_source', `${file}: a .shp
 
 const WKB_POINT = 1, WKB_LINESTRING = 2, WKB_POLYGON = 3, WKB_MULTIPOINT = 4, WKB_MULTILINESTRING = 5, WKB_MULTIPOLYGON = 6;
 
-/** Signed shoelace area of a ring (negative = clockwise). */
+/**
+ * Signed shoelace area of a ring (negative = clockwise), closing edge included: it is 0 for a
+ * closed ring, and an open one (closed later, markOpenRings) must get its true orientation,
+ * or a hole judged an outer ring becomes a part of its own and the repair fills the hole.
+ */
 function ringArea(v: DataView<ArrayBufferLike>, xy: number, n: number): number {
   let s = 0;
-  for (let i = 0; i + 1 < n; i++) {
+  for (let i = 0; i < n; i++) {
     const a = xy + 16 * i;
-    s += v.getFloat64(a, true) * v.getFloat64(a + 24, true) - v.getFloat64(a + 16, true) * v.getFloat64(a + 8, true);
+    const b = xy + 16 * (i + 1 < n ? i + 1 : 0);
+    s += v.getFloat64(a, true) * v.getFloat64(b + 8, true) - v.getFloat64(b, true) * v.getFloat64(a + 8, true);
   }
   return s / 2;
 }
