@@ -108,6 +108,26 @@ describe('single-byte DBFs: every name byte-exact', () => {
     expect((await report(out.snapshot_id!)).facts.layers[0]).toMatchObject({ encoding: 'CP850', decided_by: 'bytes' });
   });
 
+  // A Windows file whose only high bytes are an NBSP, 'é' and curly quotes: 0xA0 and 0x93 are
+  // letters in CP850 ('á', 'ô'), and the vote took such a file for DOS ('JosÚ', 'ComunidadeáBoa').
+  for (const ldid of [0x00, 0x57]) {
+    test(`Windows-1252 text with NBSPs and curly quotes, LDID 0x${ldid.toString(16).padStart(2, '0')}: not taken for CP850`, async () => {
+      const name = 'Comunidade\u00a0Boa\u00a0Vista do José “Café”';
+      const fold = (v: unknown) => (typeof v === 'string' ? v.normalize('NFD').replace(/[\u0300-\u036f]/g, '') : v);
+      const rows = (page?: 'cp1252') => incraRows(name, page).map((r) => ({
+        geometry: r.geometry,
+        attributes: Object.fromEntries(Object.entries(r.attributes).map(([k, v]) => [k, k === 'nm_comunid' && v === (page ? inCodePage(name, page) : name) ? v : fold(v)])),
+      }));
+      const good = await incraRun(rows(), { encoding: 'utf8', cpg: 'UTF-8' });
+      expect(good.status).toBe('published');
+      const want = await published();
+      const out = await incraRun(rows('cp1252'), { encoding: 'latin1', cpg: null, ldid });
+      expect(out.status).toBe('published');
+      expect(await published()).toEqual(want);
+      expect((await report(out.snapshot_id!)).facts.layers[0].encoding).not.toBe('CP850');
+    });
+  }
+
   test('the same CP850 bytes under LDID 0x02 are read as CP850 by the LDID', async () => {
     const name = 'Conceição das Crioulas - Olho d\'Água Ângelo';
     const want = await truth(name);

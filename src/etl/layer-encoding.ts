@@ -100,22 +100,30 @@ const PT_LETTERS = 'àáâãçéêíóôõúüÀÁÂÃÇÉÊÍÓÔÕÚÜ';
 const CP850_HIGH =
   'ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜø£Ø×ƒáíóúñÑªº¿®¬½¼¡«»░▒▓│┤ÁÂÀ©╣║╗╝¢¥┐└┴┬├─┼ãÃ╚╔╩╦╠═╬¤ðÐÊËÈıÍÎÏ┘┌█▄¦Ì▀ÓßÔÒõÕµþÞÚÛÙýÝ¯´\u00ad±‗¾¶§÷¸°¨·¹³²■\u00a0';
 const isPtLetter = (c: string) => PT_LETTERS.includes(c);
+// Bytes that CP850 reads as a letter but that Windows-1252 text uses for common punctuation
+// (NBSP, €, …, “, ·): they vote for neither page, or one NBSP or curly quote in a Windows file
+// would turn 'José' into 'JosÚ'.
+const WINDOWS_PUNCTUATION = new Set([0xa0, 0x80, 0x85, 0x93, 0x94, 0xb7]);
 /** Per byte 0x80–0xFF: +1 when only Windows-1252 reads it as a Portuguese letter, -1 when only CP850 does. */
 const PAGE_VOTE: number[] = Array.from({ length: 128 }, (_, i) => {
+  if (WINDOWS_PUNCTUATION.has(0x80 + i)) return 0;
   const win = isPtLetter(String.fromCharCode(0x80 + i));
   const dos = isPtLetter(CP850_HIGH[i]);
   return win === dos ? 0 : win ? 1 : -1;
 });
 const PAGE_SCAN_BYTES = 16 << 20;
+/** CP850 needs at least this many letters only it reads, and twice as many as Windows-1252's. */
+const CP850_MIN_LETTERS = 3;
 
 /**
  * Which single-byte code page a DBF that is not UTF-8 is written in, from its first 16 MiB
- * of records: CP850 when more of its high bytes are Portuguese letters in CP850 than in
- * Windows-1252 (a DOS export: 'Conceição' would read 'Concei‡Æo'); else CP1252 when it holds
- * bytes 0x80–0x9F (C1 controls in ISO-8859-1, never text; CP1252's ’ – “ ” …: 'Olho d’Água'
- * read as ISO-8859-1 published an invisible U+0092); else ISO-8859-1.
+ * of records: CP850 when clearly more of its high bytes are Portuguese letters in CP850 than
+ * in Windows-1252 (a DOS export: 'Conceição' would read 'Concei‡Æo'), never when the LDID says
+ * Windows ANSI (`windowsLdid`); else CP1252 when it holds bytes 0x80–0x9F (C1 controls in
+ * ISO-8859-1, never text; CP1252's ’ – “ ” …: 'Olho d’Água' read as ISO-8859-1 published an
+ * invisible U+0092); else ISO-8859-1.
  */
-export function singleBytePage(dbf: string): 'ISO-8859-1' | 'CP1252' | 'CP850' {
+export function singleBytePage(dbf: string, windowsLdid = false): 'ISO-8859-1' | 'CP1252' | 'CP850' {
   const fd = fs.openSync(dbf, 'r');
   try {
     const head = Buffer.alloc(32);
@@ -123,7 +131,8 @@ export function singleBytePage(dbf: string): 'ISO-8859-1' | 'CP1252' | 'CP850' {
     const headerLen = head.readUInt16LE(8);
     const end = headerLen + Math.min(head.readUInt32LE(4) * head.readUInt16LE(10), PAGE_SCAN_BYTES);
     const buf = Buffer.alloc(CHUNK);
-    let vote = 0;
+    let dos = 0;
+    let win = 0;
     let c1 = false;
     for (let pos = headerLen; pos < end; ) {
       const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
@@ -131,12 +140,15 @@ export function singleBytePage(dbf: string): 'ISO-8859-1' | 'CP1252' | 'CP850' {
       for (let i = 0; i < n; i++) {
         const b = buf[i];
         if (b < 0x80) continue;
-        vote += PAGE_VOTE[b - 0x80];
+        const vote = PAGE_VOTE[b - 0x80];
+        if (vote < 0) dos++;
+        else if (vote > 0) win++;
         if (b < 0xa0) c1 = true;
       }
       pos += n;
     }
-    return vote < 0 ? 'CP850' : c1 ? 'CP1252' : 'ISO-8859-1';
+    if (!windowsLdid && dos >= CP850_MIN_LETTERS && dos >= 2 * win) return 'CP850';
+    return c1 ? 'CP1252' : 'ISO-8859-1';
   } finally {
     fs.closeSync(fd);
   }
@@ -178,5 +190,6 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
   const extra = ignored.length ? { ignored: ignored.join('; ') } : {};
   if (claimed && bytes !== 'utf8') return { encoding: claimed, decidedBy: 'ldid', ...extra };
   if (bytes === 'ascii') return { encoding: 'ISO-8859-1', decidedBy: 'default', ...extra };
-  return { encoding: bytes === 'utf8' ? 'UTF-8' : singleBytePage(parts.dbf), decidedBy: 'bytes', ...extra };
+  const windowsLdid = ldid !== null && ldid >= 0x57 && ldid <= 0x59;
+  return { encoding: bytes === 'utf8' ? 'UTF-8' : singleBytePage(parts.dbf, windowsLdid), decidedBy: 'bytes', ...extra };
 }
