@@ -52,6 +52,11 @@ const DOCUMENT_PUNCTUATION = /[ \t\n\r\f\v\u00a0./-]/g;
 const CPF_DIGITS = /^0{0,2}([0-9]{11})$/;
 const DIGIT_RUN = /(?<![0-9A-Za-z])[0-9][0-9.-]*[0-9](?![0-9A-Za-z])/g;
 const API_KEY_IN_TEXT = /ck_(live|test)_[0-9A-Za-z]+/g;
+/** A signed or plain decimal whose fraction is not two digits ('-15.793889012', '47.123'): a number, not '529982247.25'. */
+const isDecimal = (s: string): boolean => {
+  const m = /^\s*-?\d+\.(\d+)\s*$/.exec(s);
+  return !!m && m[1].length !== 2;
+};
 
 /** Percent-escapes decoded where they form valid UTF-8; anything else is kept as written. */
 function decodePercent(text: string): string {
@@ -73,12 +78,18 @@ function decodePercent(text: string): string {
  */
 export function maskRequestUrl(url: string, max: number): string {
   const parts = decodePercent(url).split(/([/?&=])/);
+  let inQuery = false;
   const masked = parts
     .map((p) => {
+      if (p === '?') inQuery = true;
+      // A decimal number in a query value ('lat=-15.793889012') is not a CPF; a path segment
+      // is one when the document routes would read it as one, however it is grouped.
+      if (inQuery && isDecimal(p)) return p;
       const whole = CPF_DIGITS.exec(p.replace(DOCUMENT_PUNCTUATION, ''));
       if (whole) return maskCpf(whole[1]);
       // Inside other text (a search term): a run of digits, dots and dashes holding a CPF's digits.
-      return p.replace(DIGIT_RUN, (run) => {
+      return p.replace(DIGIT_RUN, (run, at: number) => {
+        if (isDecimal(run) || p[at - 1] === '-') return run;
         const inRun = CPF_DIGITS.exec(run.replace(/\D/g, ''));
         return inRun ? maskCpf(inRun[1]) : run;
       });

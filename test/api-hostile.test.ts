@@ -7,6 +7,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { HistoryWriter } from '../src/platform/history-writer.ts';
+import { maskRequestUrl } from '../src/privacy.ts';
 import { createKey } from '../src/platform/keys.ts';
 import { call, expectEnvelope, fixtureApi, newKey, startApi, type Reply } from './helpers/api.ts';
 
@@ -394,4 +395,16 @@ describe('the request log and the query history', () => {
       expect(text).not.toContain(k.key.slice(8));
     }
   }, 60_000);
+});
+
+test('the URL kept in the log and the history masks every CPF form, and leaves decimal numbers (coordinates) as they are', () => {
+  const kept = (u: string) => maskRequestUrl(u, 2048);
+  expect(kept('/v1/x?lat=-15.793889012&lon=-47.882778123')).toBe('/v1/x?lat=-15.793889012&lon=-47.882778123');
+  expect(kept('/v1/x?bbox=-47.123456789,-15.123456789')).toBe('/v1/x?bbox=-47.123456789,-15.123456789');
+  for (const q of ['agro 5299.8224-725', 'agro 52998224725', 'agro%2052998224725', '529982247.25', 'fulano-52998224725', 'agro 529 982 247 25']) {
+    expect(kept(`/v1/socio/search?q=${q}`), q).toMatch(/\*\*\*\.982\.247-\*\*/);
+  }
+  // A path segment is masked when the document routes would read it as a CPF, however grouped.
+  expect(kept('/v1/car/by-document/529.982.247.25')).toBe('/v1/car/by-document/***.982.247-**');
+  expect(kept('/v1/car/by-document/-15.793889012')).toBe('/v1/car/by-document/***.938.890-**');
 });
