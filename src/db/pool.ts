@@ -2,6 +2,7 @@
 // restarted, network cut) must never crash the process with an unhandled 'error' event:
 // idle and checked-out clients both have a listener, and the query in flight rejects
 // with an error that isConnectionError() recognises.
+import crypto from 'node:crypto';
 import os from 'node:os';
 import pg from 'pg';
 import { AgroError } from '../errors.ts';
@@ -19,8 +20,11 @@ export type Client = pg.PoolClient;
  * The application_name of a process's sessions: `agro <pid>@<host>`, so that the cleanup of a
  * dead run can end the statements its process left running (etl.runs holds pid and host).
  */
-export function sessionName(pid = process.pid, host = os.hostname()): string {
-  return Buffer.from(`agro ${pid}@${host}`).subarray(0, 63).toString();
+/** Drawn once a process: pids repeat (a restarted container has the same host and small pids). */
+const PROCESS_TOKEN = crypto.randomBytes(4).toString('hex');
+
+export function sessionName(pid = process.pid, host = os.hostname(), token = PROCESS_TOKEN): string {
+  return Buffer.from(`agro ${pid}@${host} ${token}`).subarray(0, 63).toString();
 }
 
 export function createPool(url: string, max = 10): pg.Pool {

@@ -3,6 +3,7 @@
 // CPF mask: this is the choke point between what a source says and what we keep.
 import os from 'node:os';
 import type pg from 'pg';
+import { sessionName } from '../db/pool.ts';
 import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 
 type Db = pg.Pool | pg.ClientBase;
@@ -48,14 +49,16 @@ export interface RunRow {
   /** The process that ran it. */
   pid: number | null;
   host: string | null;
+  /** Its process's session name (application_name), from migration 0086 on. */
+  session: string | null;
 }
 
 // ---- runs and stages -------------------------------------------------------
 
 export async function insertRun(db: Db, pipeline: string, scope: string, options: object): Promise<number> {
   const r = await db.query(
-    `INSERT INTO etl.runs (pipeline, scope, options, pid, host) VALUES ($1, $2, $3, $4, $5) RETURNING run_id`,
-    [pipeline, scope, JSON.stringify(maskCpfsDeep(options)), process.pid, os.hostname()],
+    `INSERT INTO etl.runs (pipeline, scope, options, pid, host, session) VALUES ($1, $2, $3, $4, $5, $6) RETURNING run_id`,
+    [pipeline, scope, JSON.stringify(maskCpfsDeep(options)), process.pid, os.hostname(), sessionName()],
   );
   return r.rows[0].run_id;
 }

@@ -170,9 +170,11 @@ export class RunLocks {
  * runs on until it would answer, then commits: a part table created after the cleanup
  * would stay behind) and waits, bounded, until those sessions are gone.
  */
-export async function endSessionsOf(db: pg.ClientBase, pid: number | null, host: string | null): Promise<void> {
-  if (pid === null || host === null) return;
-  const name = sessionName(pid, host);
+export async function endSessionsOf(db: pg.ClientBase, run: { session: string | null; pid: number | null; host: string | null }): Promise<void> {
+  // The session name the run recorded (pid, host and its process's token); a run from before
+  // migration 0086 has none, and its process's sessions were named by pid and host alone.
+  const name = run.session ?? (run.pid !== null && run.host !== null ? Buffer.from(`agro ${run.pid}@${run.host}`).subarray(0, 63).toString() : null);
+  if (name === null) return;
   if (name === sessionName()) return; // this process: its runs are not dead, whatever their locks say
   const q = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`;
   for (let i = 0; i < 40; i++) {

@@ -135,7 +135,7 @@ export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
       const got = (await client.query('SELECT pg_try_advisory_lock($1, $2) AS ok', [RUN_ALIVE_LOCK, run.run_id])).rows[0].ok;
       if (!got) continue; // alive
       try {
-        await endSessionsOf(client, run.pid, run.host);
+        await endSessionsOf(client, run);
         await dropStagingTables(client, run.run_id);
         const snaps = await client.query(`SELECT snapshot_id, tables FROM etl.snapshots WHERE run_id = $1 AND status = 'loading'`, [run.run_id]);
         for (const s of snaps.rows) {
