@@ -449,7 +449,10 @@ describe('unhappy paths at the command line', () => {
 
     // With DATABASE_URL set, `db status` is about that database, not the unused embedded cluster.
     expect(agro('db', 'status', '--json')).toMatchObject({ code: 0, out: { running: true, url: db.url, note: expect.stringMatching(/embedded cluster is not used/) } });
-    const down = spawnSync(process.execPath, [AGRO, 'db', 'status', '--json'], { env: { ...process.env, DATABASE_URL: 'postgres://agro@127.0.0.1:1/nothing' }, encoding: 'utf8' });
+    const down = spawnSync(process.execPath, [AGRO, 'db', 'status', '--json'], { env: { ...process.env, DATABASE_URL: 'postgres://agro:s3cr3t@127.0.0.1:1/nothing' }, encoding: 'utf8' });
     expect([down.status, JSON.parse(down.stdout).running]).toEqual([1, false]);
+    // The password never reaches the output (it ends up in CI logs).
+    expect(JSON.parse(down.stdout).url).toBe('postgres://agro:***@127.0.0.1:1/nothing');
+    expect(down.stdout + down.stderr).not.toContain('s3cr3t');
   }, 120_000);
 });

@@ -149,6 +149,18 @@ function sicarSource(cfg: Config): string | undefined {
   }
 }
 
+/** A connection URL as printed: its password replaced (the output ends up in CI logs). */
+function withoutPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (!u.password) return url;
+    u.password = '***';
+    return u.toString();
+  } catch {
+    return url.replace(/:[^:@/]*@/, ':***@');
+  }
+}
+
 async function cmdNightly(env: Env): Promise<number> {
   const which = (env.values.sources as string | undefined) ?? 'official';
   if (which !== 'official' && which !== 'fixtures') throw new AgroError('usage', '--sources is official or fixtures');
@@ -268,7 +280,7 @@ async function cmdDb(env: Env): Promise<number> {
     const pool = createPool(env.cfg.databaseUrl, 1);
     const error = await pool.query('SELECT 1').then(() => null, (e: Error) => e.message);
     await pool.end();
-    const st = { running: error === null, url: env.cfg.databaseUrl, note: 'DATABASE_URL is set: the embedded cluster is not used', ...(error ? { error } : {}) };
+    const st = { running: error === null, url: withoutPassword(env.cfg.databaseUrl), note: 'DATABASE_URL is set: the embedded cluster is not used', ...(error ? { error } : {}) };
     print(env, st, () => `${st.note}\n${st.running ? 'reachable' : `unreachable (${error})`}  ${st.url}`);
     return st.running ? 0 : 1;
   }
