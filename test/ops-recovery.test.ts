@@ -84,7 +84,9 @@ describe('SIGKILL during derive', () => {
     const dead = (await db.pool.query(`SELECT run_id FROM etl.runs WHERE status = 'running'`)).rows.map((r) => r.run_id);
     expect(dead).toHaveLength(1);
     expect(await served()).toBe(before);
-    // `agro runs` says so before any cleanup: not "running" until the next run.
+    // `agro runs` says so before any cleanup: not "running" until the next run. (Its lock goes
+    // when the server notices the killed client's socket closed: a few ms, longer under load.)
+    await until('the killed run to show as dead', async () => (await listRuns(db.pool, 'sicar', 1))[0].status === 'dead', 10_000);
     expect((await listRuns(db.pool, 'sicar', 1))[0]).toMatchObject({ run_id: dead[0], status: 'dead', stage: 'derive', error: expect.stringMatching(/died during derive/) });
 
     // Any run cleans up after the dead one (here the same source again).
@@ -264,6 +266,9 @@ describe('the scheduler under failure', () => {
       expect(await exited).toBe('SIGKILL');
       server.release();
       expect((await slots('yearly')).map((x) => x[1])).toEqual(['running']);
+      // Its locks go when the server notices the killed client's sockets closed (longer under load).
+      const sessions = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`;
+      await until("the killed scheduler's sessions to end", async () => (await db.pool.query(sessions, [`agro ${child.pid}@%`])).rows[0].n === 0, 10_000);
 
       const s = loadSchedule(file, NAMES);
       const again = await new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, now: () => new Date('2026-11-23T12:00:00Z') }, s).catchUp();
