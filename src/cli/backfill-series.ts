@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { AgroError } from '../errors.ts';
 import * as catalog from '../etl/catalog.ts';
-import { checkAsOf, isCalendarDate, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
+import { isCalendarDate } from '../dates.ts';
+import { checkAsOf, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
 import { describeRun, out, pipelineArg, print, withDb, type Env } from './context.ts';
 
 export interface SeriesEntry {

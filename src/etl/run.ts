@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
 import { KNOWN_UFS, type Config } from '../config.ts';
+import { isCalendarDate } from '../dates.ts';
 import { AgroError, diskFullError, isAgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { connectOrFail, ident, isConnectionError } from '../db/pool.ts';
@@ -72,14 +73,6 @@ function writeReportFiles(cfg: Config, r: QualityReport) {
   fs.mkdirSync(path.dirname(reportPath(cfg, r.snapshot_id)), { recursive: true });
   fs.writeFileSync(reportPath(cfg, r.snapshot_id), JSON.stringify(safe, null, 2));
   fs.writeFileSync(reportPath(cfg, r.snapshot_id, 'html'), renderHtml(safe));
-}
-
-/** A real calendar date written yyyy-mm-dd (2026-02-30 is not one). */
-export function isCalendarDate(s: string): boolean {
-  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);
-  if (!m) return false;
-  const d = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
-  return d.getUTCFullYear() === Number(m[1]) && d.getUTCMonth() === Number(m[2]) - 1 && d.getUTCDate() === Number(m[3]);
 }
 
 /**

@@ -6,6 +6,7 @@ import { Type } from 'typebox';
 import { Cursors } from '../api/cursor.ts';
 import type { ApiDeps } from '../api/deps.ts';
 import { ErrorResponses, Nullable, Timestamp } from '../api/schemas.ts';
+import { isCalendarDate } from '../dates.ts';
 import { AgroError } from '../errors.ts';
 import { flushHistory } from './history-writer.ts';
 
@@ -63,12 +64,6 @@ export async function historyPage(db: pg.Pool, o: { keyId: string; from: string 
     [o.keyId, o.from, o.to, o.before, o.limit],
   );
   return r.rows;
-}
-
-/** A YYYY-MM-DD that is a calendar date to PostgreSQL too (year 0000 is one to JavaScript only). */
-export function isCalendarDate(v: string): boolean {
-  const d = new Date(`${v}T00:00:00Z`);
-  return /^\d{4}-\d{2}-\d{2}$/.test(v) && !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === v && v >= '0001-01-01';
 }
 
 function checkDate(name: string, v: string | undefined): string | null {
