@@ -168,18 +168,18 @@ function listEntries(zip: ZipFile): Promise<Entry[]> {
 }
 
 /**
- * Opens a zip, lists its entries, checks the declared sizes of the file entries `pick`
- * selects, then streams those one at a time (inflated bytes counted, CRC checked) into
- * the sink `onEntry` gives; directory entries go to `onEntry` with no stream.
- */
-/**
  * macOS's resource forks in a zip it made (`__MACOSX/…`, `._<name>` beside every file): binary
  * AppleDouble headers named like the data (`._GO_AREA_IMOVEL.shp`, `._termo_embargo.csv`), never
  * data. A zip repacked on a Mac (the manual-drop path) carries one per member: read, they failed
  * the load as a shapefile without a header or were taken for the CSV.
  */
-export const isMacResourceFork = (name: string): boolean => /(^|\/)__MACOSX\//.test(name) || /(^|\/)\._[^/]*$/.test(name);
+const isMacResourceFork = (name: string): boolean => /(^|\/)__MACOSX\//.test(name) || /(^|\/)\._[^/]*$/.test(name);
 
+/**
+ * Opens a zip, lists its entries, checks the declared sizes of the file entries `pick`
+ * selects, then streams those one at a time (inflated bytes counted, CRC checked) into
+ * the sink `onEntry` gives; directory entries go to `onEntry` with no stream.
+ */
 async function walkZip(
   file: string,
   limits: ZipLimits,

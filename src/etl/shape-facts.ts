@@ -8,7 +8,7 @@ import type pg from 'pg';
 import { countShapefileOverflows } from './dbf-overflow.ts';
 import { encodingNotes, readerNote } from './layers.ts';
 import { countNulls } from './load-steps.ts';
-import { headerKey } from './header-match.ts';
+import { matchHeader } from './header-match.ts';
 import { addCounts, addRepairFacts, describeLayer, noteImplausibleDates, sum } from './quality.ts';
 import { addCsvFacts, type ContentStaged } from './shape-csv.ts';
 import type { InputDone, Plan, PlanInput, RunStep } from './shape-run.ts';
@@ -103,7 +103,8 @@ export async function commonFacts(run: RunStep, plan: Plan, planOf: Map<InputDon
  */
 async function overflowCounts(client: pg.ClientBase, input: PlanInput, d: InputDone, prefix: string): Promise<Record<string, number>> {
   const rel = input.rel;
-  const canonical = (src: string) => (rel.staging.find((f) => f.aliases.includes(src)) ?? rel.staging.find((f) => f.aliases.some((a) => headerKey(a) === headerKey(src))))?.name ?? src;
+  // The field a source column was staged as, matched as the readers matched it (header-match.ts).
+  const canonical = (src: string) => rel.staging[matchHeader([src], rel.staging).findIndex((i) => i !== null)]?.name ?? src;
   const out: Record<string, number> = {};
   const add = (c: string, n: number) => (out[prefix + c] = (out[prefix + c] ?? 0) + n);
   // Layers read by a layer reader (an input's own stager counts its own).
