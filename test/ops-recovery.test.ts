@@ -24,7 +24,9 @@ import { loadSchedule, parseSchedule } from '../src/schedule/config.ts';
 import { Scheduler } from '../src/schedule/loop.ts';
 import { PIPELINES } from '../pipelines/registry.ts';
 import { writeBigState } from './helpers/big-state.ts';
+import { eventually } from './helpers/api.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 import { slowFileServer } from './helpers/slow-server.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -39,23 +41,6 @@ afterAll(() => {
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** A database of its own for the describe block it is called in. */
-function usesTestDatabase(set: (db: TestDb) => void) {
-  let db: TestDb | undefined;
-  beforeAll(async () => set((db = await testDatabase())));
-  afterAll(async () => {
-    await db?.drop();
-  });
-}
-
-async function until(what: string, fn: () => Promise<boolean>, ms = 120_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await fn())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 describe('SIGKILL during derive', () => {
   let db: TestDb;
@@ -78,7 +63,7 @@ describe('SIGKILL during derive', () => {
     });
     const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
     const partTables = `SELECT tablename FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE 'ov\\_%'`;
-    await until('a part table of the derive stage', async () => ((await db.pool.query(partTables)).rowCount ?? 0) > 0);
+    await eventually(async () => expect((await db.pool.query(partTables)).rowCount, 'a part table of the derive stage').toBeGreaterThan(0), 120_000);
     child.kill('SIGKILL');
     expect(await exited).toBe('SIGKILL');
     const dead = (await db.pool.query(`SELECT run_id FROM etl.runs WHERE status = 'running'`)).rows.map((r) => r.run_id);
@@ -86,7 +71,7 @@ describe('SIGKILL during derive', () => {
     expect(await served()).toBe(before);
     // `agro runs` says so before any cleanup: not "running" until the next run. (Its lock goes
     // when the server notices the killed client's socket closed: a few ms, longer under load.)
-    await until('the killed run to show as dead', async () => (await listRuns(db.pool, 'sicar', 1))[0].status === 'dead', 10_000);
+    await eventually(async () => expect((await listRuns(db.pool, 'sicar', 1))[0].status, 'the killed run to show as dead').toBe('dead'), 10_000);
     expect((await listRuns(db.pool, 'sicar', 1))[0]).toMatchObject({ run_id: dead[0], status: 'dead', stage: 'derive', error: expect.stringMatching(/died during derive/) });
 
     // Any run cleans up after the dead one (here the same source again).
@@ -183,8 +168,8 @@ describe('the database restarted while a run downloads', () => {
       try {
         const runId = (await c.query(`SELECT run_id FROM etl.runs WHERE status = 'running'`)).rows[0].run_id;
         // The first run holds its alive lock again once the database is back.
-        await until('the run to take its lock again', async () =>
-          ((await c.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = 727001 AND objid = $1 AND granted`, [runId])).rowCount ?? 0) > 0, 30_000);
+        await eventually(async () =>
+          expect((await c.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = 727001 AND objid = $1 AND granted`, [runId])).rowCount, 'the run to take its lock again').toBeGreaterThan(0), 30_000);
 
         const other = path.join(work, 'MT-other');
         await buildSicarState('MT', other, { themes: [], dropEveryOther: true });
@@ -268,7 +253,7 @@ describe('the scheduler under failure', () => {
       expect((await slots('yearly')).map((x) => x[1])).toEqual(['running']);
       // Its locks go when the server notices the killed client's sockets closed (longer under load).
       const sessions = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`;
-      await until("the killed scheduler's sessions to end", async () => (await db.pool.query(sessions, [`agro ${child.pid}@%`])).rows[0].n === 0, 10_000);
+      await eventually(async () => expect((await db.pool.query(sessions, [`agro ${child.pid}@%`])).rows[0].n, "the killed scheduler's sessions to end").toBe(0), 10_000);
 
       const s = loadSchedule(file, NAMES);
       const again = await new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, now: () => new Date('2026-11-23T12:00:00Z') }, s).catchUp();

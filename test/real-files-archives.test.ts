@@ -3,9 +3,8 @@
 // `._<name>` beside it (zip and tar on macOS): binary AppleDouble headers named like the data.
 // They are not data: the layer and the CSV load as from the clean zip.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { FUNAI_DBF_FIELDS, FUNAI_FIXTURE } from '../fixtures/funai-tis.ts';
 import { ibamaCsv } from '../fixtures/ibama-embargos.ts';
 import { writeLayer } from '../fixtures/readers.ts';
@@ -14,18 +13,12 @@ import { funaiTis } from '../pipelines/funai-tis/index.ts';
 import { ibamaEmbargos } from '../pipelines/ibama-embargos/index.ts';
 import type { Pipeline } from '../src/etl/pipeline.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 
 let db: TestDb;
 let tmp: string;
-beforeAll(async () => {
-  db = await testDatabase();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'archives-test-'));
-});
-afterAll(async () => {
-  await db.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'archives-test-');
 
 /** An AppleDouble file as macOS writes it for a member (magic 0x00051607, version 2, 'Mac OS X' filler). */
 const APPLE_DOUBLE = Buffer.concat([Buffer.from('0005160700020000', 'hex'), Buffer.from('Mac OS X        ', 'latin1'), Buffer.from('000200000009000000320000000a00000002000000', 'hex'), Buffer.alloc(4030)]);

@@ -3,26 +3,19 @@
 // which are no rows (skipped and noted), not rows rejected for a bad CAR number (which
 // tripped the 1 % gate on an extract with a few hundred formatted empty rows).
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { titularesCsv } from '../fixtures/car-titulares.ts';
 import { headerKey, matchHeader } from '../src/etl/header-match.ts';
 import { carTitulares } from '../pipelines/car-titulares/index.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 
 let db: TestDb;
 let tmp: string;
-beforeAll(async () => {
-  db = await testDatabase();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'csv-variants-'));
-});
-afterAll(async () => {
-  await db.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'csv-variants-');
 
 async function load(label: string, text: string) {
   const file = path.join(tmp, label, 'titulares.csv');

@@ -8,10 +8,9 @@
 // - a UTF-8 DBF whose field name has an accent ('Município'): its values reach `extra`;
 // - a latin1 CSV (car-titulares) and Receita's record reader with CP1252 punctuation.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { inCodePage, recordInCodePage } from '../fixtures/code-pages.ts';
 import { rowById } from '../fixtures/car-titulares.ts';
 import { INCRA_DBF_FIELDS, INCRA_FIXTURE, INCRA_ZIP_NAME } from '../fixtures/incra-quilombos.ts';
@@ -23,7 +22,8 @@ import type { Pipeline } from '../src/etl/pipeline.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { CsvRecordSink, emptySinkStats } from '../src/etl/zip-csv-stream.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 
 let db: TestDb;
 let tmp: string;
@@ -59,14 +59,7 @@ async function truth(name: string) {
   return published();
 }
 
-beforeAll(async () => {
-  db = await testDatabase();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'encodings-test-'));
-});
-afterAll(async () => {
-  await db.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'encodings-test-');
 
 describe('single-byte DBFs: every name byte-exact', () => {
   const PUNCTUATED = 'Conceição das Crioulas – Olho d’Água “Sítio”';

@@ -5,27 +5,20 @@
 // polygon goes through the repair like any other. And a .dbf cut short against its .shp:
 // the shapes past its last record have no attributes; they were skipped without a word.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { FUNAI_DBF_FIELDS, FUNAI_FIXTURE } from '../fixtures/funai-tis.ts';
 import { writeLayer, type LayerFormat } from '../fixtures/readers.ts';
 import { zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { funaiTis } from '../pipelines/funai-tis/index.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 
 let db: TestDb;
 let tmp: string;
-beforeAll(async () => {
-  db = await testDatabase();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'geometry-test-'));
-});
-afterAll(async () => {
-  await db.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'geometry-test-');
 
 const LAYER = 'tis_poligonais';
 const ROWS = FUNAI_FIXTURE.map((r) => ({ geometry: r.geometry, attributes: { ...r.attributes } }));

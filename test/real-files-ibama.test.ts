@@ -3,25 +3,18 @@
 // "S/…"), a day/month date written in the US order with AM/PM, and an ISO stamp with a
 // 12-hour time. Each is published as the contract says and counted, its text kept.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { IBAMA_TERMS, ibamaCsv, type IbamaTerm } from '../fixtures/ibama-embargos.ts';
 import { ibamaEmbargos, type EmbargoFacts } from '../pipelines/ibama-embargos/index.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 
 let db: TestDb;
 let tmp: string;
-beforeAll(async () => {
-  db = await testDatabase();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ibama-variants-'));
-});
-afterAll(async () => {
-  await db.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'ibama-variants-');
 
 /** The fixture's terms with some cells rewritten (by term id). */
 function withCells(changes: Record<string, Partial<IbamaTerm['row']>>): IbamaTerm[] {

@@ -3,26 +3,19 @@
 // labels in any case, with or without accents, map to the codes of §2.5; a code that is
 // none of them is NULL in its column, counted, and its text kept in the row's `extra`.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
 import { AREA_IMOVEL_FIELDS, SICAR_FIXTURES } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 
 let db: TestDb;
 let tmp: string;
-beforeAll(async () => {
-  db = await testDatabase();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sicar-codes-'));
-});
-afterAll(async () => {
-  await db.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'sicar-codes-');
 
 /** Status and type as written, in the order of GO's fixture rows (cycled). */
 const SPELLED: [string, string][] = [

@@ -4,26 +4,19 @@
 // dat_atuali) the copy read last, a legal-reserve polygon, became the property's geometry.
 // The zip is refused, naming the layer; the last good snapshot keeps serving.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { writeLayer } from '../fixtures/readers.ts';
 import { zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { AREA_IMOVEL_FIELDS, SICAR_FIXTURES, THEME_FIELDS } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 
 let db: TestDb;
 let tmp: string;
-beforeAll(async () => {
-  db = await testDatabase();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sicar-mixed-'));
-});
-afterAll(async () => {
-  await db.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'sicar-mixed-');
 
 /** GO's AREA_IMOVEL in the older layout (no dat_criaca/dat_atuali), alone or with the RESERVA_LEGAL layer beside it. */
 async function goZip(label: string, withTheme: boolean): Promise<string> {

@@ -2,27 +2,20 @@
 // changed the case of the national vocabulary), through a real run against PostGIS: app_ha
 // is the same as from the official upper-case codes; the codes are published as written.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
 import { SICAR_FIXTURES, THEME_FIELDS } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 
 const FIXTURE_GO = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'sicar', 'GO');
 let db: TestDb;
 let tmp: string;
-beforeAll(async () => {
-  db = await testDatabase();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sicar-theme-codes-'));
-});
-afterAll(async () => {
-  await db.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'sicar-theme-codes-');
 
 async function load(label: string, code: (c: string) => string) {
   const dir = path.join(tmp, label);

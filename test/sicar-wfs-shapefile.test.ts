@@ -3,26 +3,19 @@
 // tipo_imove, dat_criaca, data_atual), loaded through a real run against PostGIS: every
 // property's status, type and dates equal those loaded from the official zip layout.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
 import { AREA_IMOVEL_FIELDS, SICAR_FIXTURES } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import type { DbfField } from '../fixtures/lib/shapefile-writer.ts';
 import { runPipeline } from '../src/etl/run.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
 
 let db: TestDb;
 let tmp: string;
-beforeAll(async () => {
-  db = await testDatabase();
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sicar-wfs-shp-'));
-});
-afterAll(async () => {
-  await db.drop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'sicar-wfs-shp-');
 
 /** The official zip's field → the WFS attribute it comes from, cut to 10 characters as a DBF keeps it. */
 const WFS_SHP_NAMES: Record<string, string> = {
