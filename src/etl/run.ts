@@ -281,11 +281,13 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.rows_loaded = load.rowsLoaded;
     outcome.rows_rejected = load.rowsRejected;
     outcome.rows_dropped = sum(load.facts.dropped);
+    // The main relation's rows: the snapshot's `rows`, what the next load is compared with.
+    const mainRows = load.mainRows ?? load.rowsLoaded;
 
     let text: Awaited<ReturnType<typeof checkSnapshotText>> | null = null;
     const report = await stage('quality', async () => {
       const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
-      const change = await changeAgainst(pool, pipeline, pipeline.key, current, mainTable, load.mainRows ?? load.rowsLoaded);
+      const change = await changeAgainst(pool, pipeline, pipeline.key, current, mainTable, mainRows);
       const counts = { read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, dropped: sum(load.facts.dropped) };
       // Every text column of the snapshot: U+FFFD, double-encoded text and (beyond a few stray bytes) C1 controls fail the gate (text-checks.ts).
       const scan = await checkSnapshotText(pool, (await catalog.getSnapshot(pool, sid))?.tables ?? []);
@@ -298,7 +300,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
         gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
       };
       writeReportFiles(cfg, r);
-      await catalog.setSnapshotFields(pool, sid, { rows: load.mainRows ?? load.rowsLoaded, quality: r, fingerprint: load.fingerprint ?? undefined });
+      await catalog.setSnapshotFields(pool, sid, { rows: mainRows, quality: r, fingerprint: load.fingerprint ?? undefined });
       return r;
     }, () => null, (r) => ({ passed: r.gate.passed, failures: r.gate.failures.map((f) => f.rule) }));
     outcome.gate = report.gate;
@@ -326,7 +328,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     const gateNow = async (client: pg.ClientBase, cur: catalog.SnapshotRow | null): Promise<GateFailure[]> => {
       final = report;
       if ((cur?.snapshot_id ?? null) === report.change.previous_snapshot_id) return report.gate.failures;
-      const change = await changeAgainst(client, pipeline, pipeline.key, cur, mainTable, load.mainRows ?? load.rowsLoaded);
+      const change = await changeAgainst(client, pipeline, pipeline.key, cur, mainTable, mainRows);
       const evaluated = evaluateGate(report.counts, change, load.facts, cfg.quality);
       const failures = text ? mergeTextFailures(evaluated, text) : evaluated;
       const note = `the gate was evaluated again at publish time: snapshot ${cur?.snapshot_id ?? 'none'} was current then (snapshot ${report.change.previous_snapshot_id ?? 'none'} when the run started)`;
