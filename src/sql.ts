@@ -37,6 +37,18 @@ export type Sql = string & { readonly [sqlBrand]: true };
 /** SQL the code itself wrote (a declaration's expression, a generated select list). */
 export const sqlText = (text: string): Sql => text as Sql;
 
+/**
+ * The storage options of every table a load builds (staging, typed, snapshot): autovacuum keeps
+ * away until the build is done. A table fresh from COPY or CREATE TABLE AS invites an
+ * insert-triggered vacuum, which then holds the lock the load's next DDL needs (DROP COLUMN,
+ * CREATE INDEX, DROP TABLE): that statement waits deadlock_timeout (1 s) before the server
+ * cancels the vacuum, measured once or twice in a SICAR load, and the vacuum's scan takes one
+ * of the two cores meanwhile. Staging tables are dropped never vacuumed; a snapshot's tables get
+ * autovacuum back when the load is done (publish.ts resumeAutovacuum). The same options are
+ * written out in sql/queries/*.sql.
+ */
+export const BUILD_TABLE = sqlText('WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)');
+
 /** A schema-qualified table name as ctx.stagingTable / SnapshotTarget.table return it. */
 export function tableName(qualified: string): Sql {
   if (!/^("[^"]+"|[a-z_][a-z0-9_]*)\.("[^"]+"|[a-z_][a-z0-9_]*)$/.test(qualified)) throw new Error(`not a qualified table name: ${qualified}`);

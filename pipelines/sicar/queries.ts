@@ -1,7 +1,7 @@
 // sicar's own statements, one typed function each (tables in as Sql, typed rows out).
 import type pg from 'pg';
 import { dateLiteral } from '../../src/etl/sql/shape.ts';
-import { fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
+import { BUILD_TABLE, fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
 import { onTwoConnections } from '../../src/etl/two-connections.ts';
 
 /** The typed pass of AREA_IMOVEL (sql/queries/sicar_typed_imovel.sql). */
@@ -57,7 +57,7 @@ export function themeLink(links: Sql, layers: string[]): ThemeLink {
 
 /** The theme hectares' table (filled by `themeAreaOf`, one theme at a time, then `indexThemeArea`): one row per property and theme. */
 export async function createThemeArea(client: pg.ClientBase, theme_area: Sql): Promise<void> {
-  await client.query(`CREATE UNLOGGED TABLE ${theme_area} (car text, tema_base text, ha double precision)`);
+  await client.query(`CREATE UNLOGGED TABLE ${theme_area} (car text, tema_base text, ha double precision) ${BUILD_TABLE}`);
 }
 
 /**

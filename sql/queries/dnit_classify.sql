@@ -1,6 +1,6 @@
 -- Why each staged SNV segment is kept or not, in priority order, with its geometry made
 -- valid (line parts kept), 2D, multi and in EPSG:4326 from the SRID read from the .prj.
-CREATE UNLOGGED TABLE {{classified}} AS
+CREATE UNLOGGED TABLE {{classified}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT s.src_seq, k.codigo, i.was_invalid,
        CASE
          WHEN k.codigo IS NULL THEN 'no_codigo'

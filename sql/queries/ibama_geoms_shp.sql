@@ -1,6 +1,6 @@
 -- Shapefile route: the polygonal part of each staged feature, kept in the layer's SRID
 -- (EPSG:4674); repair and the transform to 4326 come next, as for the CSV route.
-CREATE UNLOGGED TABLE {{geoms}} AS
+CREATE UNLOGGED TABLE {{geoms}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT src_seq, src_srid,
        CASE WHEN state = 'ok' THEN ST_Force2D(ST_CollectionExtract(geom, 3)) END AS geom,
        state

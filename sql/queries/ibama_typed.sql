@@ -14,7 +14,7 @@
 -- 'Impresso' in DES_STATUS_FORMULARIO_AIE; a status not known to be inactive is active, and
 -- listed (status_desconhecido); so is a cancel or lift flag that is neither yes nor no
 -- (flag_desconhecido, its text kept in `extra`). OFFSET 0 keeps each lateral evaluated once per row.
-CREATE UNLOGGED TABLE {{classified}} AS
+CREATE UNLOGGED TABLE {{classified}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT x.*,
        CASE WHEN x.no_key THEN 'no_key'
             WHEN x.rn > 1 THEN 'duplicate_key'

@@ -1,7 +1,7 @@
 -- Why each staged mesh feature is kept or not, in priority order, with its geometry
 -- already repaired (fix table), 2D and in EPSG:4326. Codes are validated by shape
 -- (7 digits, a real UF prefix), never by check digit (SOURCES §1.3).
-CREATE UNLOGGED TABLE {{classified}} AS
+CREATE UNLOGGED TABLE {{classified}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT s.src_seq, x.code AS geocodigo,
        CASE
          WHEN NOT etl.ibge_code_ok(x.code) THEN 'bad_geocodigo'

@@ -8,7 +8,7 @@
 --                                            whitespace collapsed)
 --   'geometria:<md5 of the source WKB>'      last resort: changes whenever INCRA edits the polygon
 -- Prefixes keep these apart from real codes (digits). origem says which candidate was used.
-CREATE UNLOGGED TABLE {{keys}} AS
+CREATE UNLOGGED TABLE {{keys}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 WITH c AS (
   SELECT s.src_seq,
          CASE WHEN btrim(s.numero_processo) <> '' AND NOT etl.is_overflow(s.numero_processo)

@@ -6,7 +6,7 @@
 -- key_join (a placeholder) joins the layer's fallback keys as `k` when it declares them (else empty).
 -- Duplicate keys: the copy with the latest {{newest}} is kept, then the one read last
 -- (highest src_seq).
-CREATE UNLOGGED TABLE {{classified}} AS
+CREATE UNLOGGED TABLE {{classified}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 WITH g AS (
   SELECT s.src_seq, {{key}} AS codigo, {{newest}} AS updated,
          f.status AS repair, s.geom IS NULL AS no_geom,

@@ -13,7 +13,7 @@
 -- (GeometryType, ST_NPoints) were evaluated per joined row, each time detoasting the
 -- feature (a municipality or an indigenous land is tens of kB to MBs compressed).
 --   {{part}}: SQL condition on l, the share of the layer's features this statement takes.
-CREATE UNLOGGED TABLE {{hits}} AS
+CREATE UNLOGGED TABLE {{hits}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT f.ctid AS k, f.fid, f.ativo, f.is_point, c.car, c.uf, c.area_calculada_ha AS car_ha, x.ha,
        CASE WHEN x.ha IS NULL THEN c.geom END AS geom
 FROM (

@@ -3,7 +3,7 @@
 -- large feature, the sum over the feature's pieces near it (pieces of one feature do not
 -- overlap). Two polygons sharing less than 1 m² share a border, not an area
 -- (CONTRACT §3): no row.
-CREATE UNLOGGED TABLE {{out}} AS
+CREATE UNLOGGED TABLE {{out}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT z.car, z.uf, z.fid,
        CASE WHEN bool_and(z.is_point) THEN NULL ELSE sum(z.ha) END AS area_sobreposta_ha,
        CASE WHEN bool_and(z.is_point) THEN NULL ELSE least(1, sum(z.ha) / nullif(min(z.car_ha), 0)) END AS percentual,

@@ -5,7 +5,7 @@
 -- (overlapping self-declared properties: ambiguous) leaves it unlinked: counted in the
 -- report, not loaded. {{properties}} holds the winning properties (car, geom in 4326).
 -- Repairs are in the staged row (repair.ts repairInPlace).
-CREATE UNLOGGED TABLE {{links}} AS
+CREATE UNLOGGED TABLE {{links}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT s.src_seq, CASE WHEN count(p.car) = 1 THEN min(p.car) END AS car, count(p.car)::int AS matches
 FROM {{stage}} s
 CROSS JOIN LATERAL (

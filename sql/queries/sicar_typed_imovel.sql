@@ -12,7 +12,7 @@
 -- area_calculada_ha is computed here (on the two connections), not in car_imovel's build.
 -- etl.date_unkept_text(t, as_of) is written out as CASE WHEN kind = 'bad' OR date > as_of
 -- THEN t END, from the date and its kind computed once.
-CREATE UNLOGGED TABLE {{typed}} AS
+CREATE UNLOGGED TABLE {{typed}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 4, 7)::text AS cod_municipio_ibge,
        nullif(btrim(s.municipio), '')::text AS municipio,
        k.situacao, k.tipo,

@@ -11,7 +11,7 @@
 -- twelve times a row: measured 12.1 s → 6.0 s for 1,000,368 APPS polygons on one core). It
 -- also makes the statement serial: the caller runs the inputs on two connections instead.
 -- area_calculada_ha is computed here, on the two connections, not in car_tema's build.
-CREATE UNLOGGED TABLE {{typed}} AS
+CREATE UNLOGGED TABLE {{typed}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, {{tema}}::text AS tema_base,
        nullif(btrim(s.cod_tema), '')::text AS cod_tema, nullif(btrim(s.nom_tema), '')::text AS nome_tema,
        k.area AS area_ha,

@@ -7,7 +7,7 @@
 -- Every column of snap.car_titulares is typed here (ShapeSpec.typed: the build copies the
 -- kept rows). The HMAC key comes from the transaction-local setting agro.hmac_key, set by
 -- the loader (never in the SQL text); only checked documents get one.
-CREATE UNLOGGED TABLE {{classified}} AS
+CREATE UNLOGGED TABLE {{classified}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 WITH n AS (
   SELECT s.src_seq,
          upper(btrim(coalesce(s.car, ''), E' \t\r\n\u00a0')) AS car,

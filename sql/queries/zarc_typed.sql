@@ -10,7 +10,7 @@
 -- and a risk cell that is not a risk value load as NULL, and their source text goes into
 -- `extra` under the column's name (`unparsed`, counted in the report); a run of asterisks is
 -- no value at all (not kept; the engine counts it as overflowed).
-CREATE UNLOGGED TABLE {{classified}} AS
+CREATE UNLOGGED TABLE {{classified}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT s.src_file::integer AS file_no, s.src_seq,
        CASE WHEN NOT etl.zarc_geocodigo_ok(k.geocodigo) THEN 'bad_geocodigo'
             WHEN k.cultura IS NULL THEN 'missing_cultura'

@@ -198,6 +198,11 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
   });
 }
 
+/** Gives a loaded snapshot's tables autovacuum back: they were built with it off (sql.ts BUILD_TABLE). */
+export async function resumeAutovacuum(db: pg.ClientBase | pg.Pool, tables: string[]): Promise<void> {
+  for (const t of tables) await db.query(`ALTER TABLE IF EXISTS ${t} RESET (autovacuum_enabled, toast.autovacuum_enabled)`);
+}
+
 export async function dropSnapshotTables(db: pg.ClientBase | pg.Pool, tables: string[]): Promise<void> {
   for (const t of tables) await db.query(`DROP TABLE IF EXISTS ${t}`);
 }

@@ -19,7 +19,7 @@ import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } fro
 import { qualifiedSnapshotTable } from './names.ts';
 import { fileDay } from './source-files.ts';
 import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
-import { applyRetention, dropSnapshotTables, publishSnapshot } from './publish.ts';
+import { applyRetention, dropSnapshotTables, publishSnapshot, resumeAutovacuum } from './publish.ts';
 import { RUN_ALIVE_LOCK, RunLocks, endSessionsOf } from './run-locks.ts';
 import { forgetQsaChanges } from './sql/qsa-changes.ts';
 import { evaluateGate, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
@@ -277,6 +277,8 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     };
 
     const load: LoadResult = await pipeline.load(ctx, files, target);
+    // built, indexed and analysed: the tables are what autovacuum may tend from now on
+    await resumeAutovacuum(pool, (await catalog.getSnapshot(pool, sid))?.tables ?? []);
     outcome.rows_read = load.rowsRead;
     outcome.rows_loaded = load.rowsLoaded;
     outcome.rows_rejected = load.rowsRejected;

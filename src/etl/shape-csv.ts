@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
 import { ident } from '../db/pool.ts';
+import { BUILD_TABLE } from '../sql.ts';
 import { AgroError, ERRORS, isAgroError } from '../errors.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import { extractZip, readHead } from './archive.ts';
@@ -135,7 +136,7 @@ async function checkHeaders(files: { name: string; path: string }[], fields: Fie
 async function stageCsvFiles(client: pg.ClientBase, table: string, files: { name: string; path: string }[], fields: FieldSpec[], o: CsvRead): Promise<ContentStaged & { csv: CsvStaged }> {
   // One file fails in its own read, at its header, before any row is staged.
   if (files.length > 1) await checkHeaders(files, fields, o.delimiter);
-  await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_file smallint NOT NULL DEFAULT 0, ${fields.map((f) => `${ident(f.name)} text`).join(', ')}, extra jsonb)`);
+  await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_file smallint NOT NULL DEFAULT 0, ${fields.map((f) => `${ident(f.name)} text`).join(', ')}, extra jsonb) ${BUILD_TABLE}`);
   const out: CsvStagedFile[] = [];
   let next = 1;
   for (const [fileNo, f] of files.entries()) {

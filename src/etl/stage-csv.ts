@@ -11,6 +11,7 @@ import path from 'node:path';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { ident } from '../db/pool.ts';
+import { BUILD_TABLE } from '../sql.ts';
 import { copyLine, copyLines, type CopyValue } from './copy.ts';
 import { describeCsvFormat, detectCsvFormat, readCsvRecords, type CsvEncoding, type CsvFormat } from './csv-records.ts';
 import { maskCpfsInText } from '../privacy.ts';
@@ -65,7 +66,7 @@ export function headerMismatch(file: string, format: CsvFormat, header: string[]
 
 export async function stageCsv(client: pg.ClientBase, table: string, file: string, specs: FieldSpec[], o: CsvOptions): Promise<CsvStageResult> {
   const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
-  if (!o.append) await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb)`);
+  if (!o.append) await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb) ${BUILD_TABLE}`);
   const format = await detectCsvFormat(file, { expectedDelimiter: o.delimiter, encoding: o.encoding, delimiter: o.columns === 'header' ? undefined : o.delimiter });
   const result: CsvStageResult = { rows: 0, badRows: 0, badRowSamples: [], missingOptional: [], unknown: [], fingerprint: null, header: null, format };
   let width = 0;

@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import type pg from 'pg';
 import { AgroError } from '../../errors.ts';
 import { ident } from '../../db/pool.ts';
+import { BUILD_TABLE } from '../../sql.ts';
 import { matchHeader } from '../header-match.ts';
 
 export interface FieldSpec {
@@ -58,7 +59,7 @@ export function schemaFingerprint(layers: NamedFields[]): string {
 export async function createStagingTable(client: pg.ClientBase, table: string, specs: FieldSpec[]): Promise<void> {
   const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
   await client.query(
-    `CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_layer text NOT NULL, src_srid int NOT NULL, ${cols}, extra jsonb, geom geometry)`,
+    `CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_layer text NOT NULL, src_srid int NOT NULL, ${cols}, extra jsonb, geom geometry) ${BUILD_TABLE}`,
   );
 }
 

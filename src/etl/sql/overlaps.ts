@@ -1,7 +1,7 @@
 // The derive stage's statements (sql/queries/overlap_*.sql), one typed function each: tables
 // come in as qualified names, expressions as SQL the derive code wrote; nothing free-form.
 import type pg from 'pg';
-import { fillSql, type Sql } from '../../sql.ts';
+import { BUILD_TABLE, fillSql, type Sql } from '../../sql.ts';
 
 /** A line layer snapshot (roads) cut into runs of at most 8 vertices (~1 km), once per layer snapshot. */
 export async function createLinePieces(client: pg.ClientBase, v: { pieces: Sql; layer: Sql; id: Sql; filter: Sql }): Promise<void> {
@@ -18,7 +18,7 @@ export async function linePiecesRows(client: pg.ClientBase, v: { pieces: Sql }):
 
 /** The (empty) table one part of a distance pair fills: the columns every overlap part has. */
 export async function createDistanceOut(client: pg.ClientBase, v: { out: Sql; car: Sql }): Promise<void> {
-  await client.query(`CREATE UNLOGGED TABLE ${v.out} AS
+  await client.query(`CREATE UNLOGGED TABLE ${v.out} ${BUILD_TABLE} AS
     SELECT c.car, c.uf, NULL::text AS fid, NULL::double precision AS area_sobreposta_ha, NULL::double precision AS percentual,
            NULL::boolean AS ativo, NULL::double precision AS distancia_km
     FROM ${v.car} c WITH NO DATA`);

@@ -2,7 +2,7 @@
 // tables come in as `Sql` (tableName), declarations as a Relation, never as free text.
 import type pg from 'pg';
 import { ident } from '../../db/pool.ts';
-import { sqlLiteral, type Sql } from '../../sql.ts';
+import { BUILD_TABLE, sqlLiteral, type Sql } from '../../sql.ts';
 import { declaredShape, selectList, type Relation } from '../relation.ts';
 
 /** The staging tables of one load. */
@@ -40,7 +40,7 @@ export async function buildSnapshot(
   a: { rel: Relation; target: Sql; kept: Sql; stage: Sql; joins: Sql; values: RunValues; asOf: string; snapshotId: number },
 ): Promise<void> {
   await client.query(
-    `CREATE TABLE ${a.target} AS
+    `CREATE TABLE ${a.target} ${BUILD_TABLE} AS
 SELECT
 ${selectList(a.rel, dateLiteral(a.asOf), a.snapshotId)}
 FROM ${a.kept} c
@@ -112,7 +112,7 @@ export async function dropStagedTable(client: pg.ClientBase, stage: Sql): Promis
 
 /** A relation's snapshot table with no rows: its template's columns and whatever the template declares. */
 export async function createFromTemplate(client: pg.ClientBase, table: Sql, relation: string): Promise<void> {
-  await client.query(`CREATE TABLE ${table} (LIKE snap.${ident(`${relation}__template`)} INCLUDING ALL)`);
+  await client.query(`CREATE TABLE ${table} (LIKE snap.${ident(`${relation}__template`)} INCLUDING ALL) ${BUILD_TABLE}`);
 }
 
 /** The default kept rows: the classified rows whose verdict is 'ok'. */

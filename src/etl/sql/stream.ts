@@ -2,11 +2,11 @@
 // come in as `Sql` (tableName), relation names are quoted with ident.
 import type pg from 'pg';
 import { ident } from '../../db/pool.ts';
-import { sqlText, type Sql } from '../../sql.ts';
+import { BUILD_TABLE, sqlText, type Sql } from '../../sql.ts';
 
 /** Creates a relation's snapshot table like its template (in the COPY's transaction: COPY FREEZE needs it). */
 export async function createLikeTemplate(client: pg.ClientBase, table: Sql, relation: string): Promise<void> {
-  await client.query(`CREATE TABLE ${table} (LIKE snap.${ident(`${relation}__template`)})`);
+  await client.query(`CREATE TABLE ${table} (LIKE snap.${ident(`${relation}__template`)}) ${BUILD_TABLE}`);
 }
 
 /** The COPY statement of a table created in the same transaction (FREEZE: no later rewrite of hint bits). */

@@ -6,7 +6,7 @@
 // per-row values `c`, as in the two-table build.
 import type pg from 'pg';
 import { ident } from '../../db/pool.ts';
-import { sqlLiteral, sqlText, type Sql } from '../../sql.ts';
+import { BUILD_TABLE, sqlLiteral, sqlText, type Sql } from '../../sql.ts';
 import { selectList, type Relation } from '../relation.ts';
 import { dateLiteral, type CheckCounts } from './shape.ts';
 
@@ -42,13 +42,13 @@ export const typedExampleColumns = (rel: Relation): string[] =>
  * the staged text. For a typed pass that computes its own columns (SICAR's), not the declared ones.
  */
 export async function buildSelected(client: pg.ClientBase, a: { rel: Relation; target: Sql; from: Sql; asOf: string; snapshotId: number }): Promise<void> {
-  await client.query(`CREATE TABLE ${a.target} AS\nSELECT\n${selectList(a.rel, dateLiteral(a.asOf), a.snapshotId)}\nFROM ${a.from}`);
+  await client.query(`CREATE TABLE ${a.target} ${BUILD_TABLE} AS\nSELECT\n${selectList(a.rel, dateLiteral(a.asOf), a.snapshotId)}\nFROM ${a.from}`);
 }
 
 /** Builds the snapshot from the kept typed rows alone. */
 export async function buildFromTyped(client: pg.ClientBase, a: { rel: Relation; target: Sql; kept: Sql }): Promise<void> {
   const cols = a.rel.columns.map((c) => `c.${ident(c.name)}`).join(', ');
-  await client.query(`CREATE TABLE ${a.target} AS SELECT ${cols} FROM ${a.kept} c${a.rel.orderBy ? ` ORDER BY ${a.rel.orderBy}` : ''}`);
+  await client.query(`CREATE TABLE ${a.target} ${BUILD_TABLE} AS SELECT ${cols} FROM ${a.kept} c${a.rel.orderBy ? ` ORDER BY ${a.rel.orderBy}` : ''}`);
 }
 
 /**
