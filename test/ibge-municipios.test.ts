@@ -222,15 +222,34 @@ describe('variants', () => {
     expect(await servingRows()).toEqual(before);
   });
 
-  it('blocks a DBF whose .cpg lies (U+FFFD in names) unless forced', async () => {
+  it('reads a latin1 DBF under a .cpg saying UTF-8 by its bytes, and says so', async () => {
     const out = await run(await variant('lying-cpg', { encoding: 'latin1', cpg: 'UTF-8' }));
+    expect(out.status).toBe('published');
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.encoding).toEqual({ name: 'ISO-8859-1', assumed: true, replacementChars: 0 });
+    // Values with a non-ASCII character among the mapped fields, counted on the fixture itself: each is one undecodable sequence.
+    const accented = IBGE_FIXTURE.flatMap((f) => Object.values(f.attributes)).filter((v) => typeof v === 'string' && /[^\x00-\x7f]/.test(v)).length;
+    expect(accented).toBeGreaterThan(3);
+    expect(q.facts.notes).toContain(`BR_Municipios_2024: .cpg says UTF-8 but the DBF's bytes are not UTF-8 (${accented} byte sequences undecodable, 0 multibyte)`);
+    expect(q.facts.notes).toContain('BR_Municipios_2024: its DBF read as ISO-8859-1 (decided by the bytes)');
+    const r = await db.pool.query(`SELECT nome FROM serving.ref_municipio WHERE geocodigo IN ('3550308', '5108402') ORDER BY 1`);
+    expect(r.rows.map((x) => x.nome)).toEqual(['São Paulo', 'Várzea Grande']);
+  });
+
+  it('blocks a UTF-8 DBF with damaged bytes under its UTF-8 .cpg (U+FFFD in names) unless forced', async () => {
+    // Every text written as its UTF-8 bytes (a latin1 writer given the bytes as latin1 letters),
+    // except one name written in latin1: one undecodable sequence among the valid multibyte ones.
+    const asUtf8Bytes = (v: unknown) => (typeof v === 'string' ? Buffer.from(v, 'utf8').toString('latin1') : v);
+    const features = IBGE_FIXTURE.map((f) => {
+      const attributes = Object.fromEntries(Object.entries(f.attributes).map(([k, v]) => [k, asUtf8Bytes(v)])) as unknown as IbgeFeature['attributes'];
+      return { ...f, attributes: f.attributes.CD_MUN === '5103403' ? { ...attributes, NM_MUN: 'Cuiabá' } : attributes };
+    });
+    const out = await run(await variant('damaged-utf8', { encoding: 'latin1', cpg: 'UTF-8', features }));
     expect(out.status).toBe('blocked');
     const q = await quality(out.snapshot_id!);
-    // Values with a non-ASCII character among the mapped fields, counted on the fixture itself.
-    const accented = IBGE_FIXTURE.flatMap((f) => Object.values(f.attributes)).filter((v) => typeof v === 'string' && /[^\x00-\x7f]/.test(v)).length;
-    expect(q.facts.encoding).toEqual({ name: 'UTF-8', assumed: false, replacementChars: accented });
+    expect(q.facts.encoding).toEqual({ name: 'UTF-8', assumed: false, replacementChars: 1 });
     expect(q.gate.failures).toEqual([
-      { rule: 'replacement_characters', message: `${accented} values hold U+FFFD: the DBF is not in the encoding its .cpg declares (UTF-8)`, value: accented },
+      { rule: 'replacement_characters', message: `1 values hold U+FFFD: the DBF is not in the encoding its .cpg declares (UTF-8)`, value: 1 },
     ]);
   });
 
@@ -239,7 +258,7 @@ describe('variants', () => {
     expect(out.status).toBe('published');
     const q = await quality(out.snapshot_id!);
     expect(q.facts.encoding).toEqual({ name: 'ISO-8859-1', assumed: true, replacementChars: 0 });
-    expect(q.facts.notes).toContain('BR_Municipios_2024 had no .cpg: its DBF bytes read as ISO-8859-1');
+    expect(q.facts.notes).toContain('BR_Municipios_2024 has no .cpg or .cst: its DBF read as ISO-8859-1 (decided by the bytes)');
     const r = await db.pool.query(`SELECT nome, nome_normalizado FROM serving.ref_municipio WHERE geocodigo IN ('3550308', '5108402') ORDER BY 1`);
     expect(r.rows).toEqual([
       { nome: 'São Paulo', nome_normalizado: 'SAO PAULO' },

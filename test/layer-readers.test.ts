@@ -6,10 +6,11 @@ import os from 'node:os';
 import path from 'node:path';
 import gdal from 'gdal-async';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { inCodePage } from '../fixtures/code-pages.ts';
 import { PRJ_SIRGAS2000, PRJ_WGS84, type DbfField } from '../fixtures/lib/shapefile-writer.ts';
 import { PRJ_GEOSERVER_SIRGAS2000, PRJ_SIRGAS2000_UTM23S, PRJ_WEB_MERCATOR, writeLayer, type LayerFormat } from '../fixtures/readers.ts';
 import { identifySrid } from '../src/etl/layer-crs.ts';
-import { codePageName, decideEncoding, scanDbfBytes } from '../src/etl/layer-encoding.ts';
+import { codePageName, decideEncoding, scanDbfBytes, utf8Sequences } from '../src/etl/layer-encoding.ts';
 import { openLayer, readFeatures } from '../src/etl/vector-reader.ts';
 
 let tmp: string;
@@ -76,6 +77,29 @@ describe('the encoding rule', () => {
     expect(decideEncoding(parts(cst))).toEqual({ encoding: 'UTF-8', decidedBy: 'cst' });
     expect(namesRead(cst)).toEqual(ACCENTED);
     expect(openLayer(cst, { srid: 4674 })).toMatchObject({ encoding: 'UTF-8', encodingDecidedBy: 'cst', encodingAssumed: false });
+  });
+
+  test('a .cpg or .cst saying UTF-8 over bytes that cannot be UTF-8 is overruled by the bytes, and said so', async () => {
+    const cpg = await layer(ACCENTED, { encoding: 'latin1', cpg: 'UTF-8' });
+    // 'Plácido', 'FAMÍLIA', 'Conceição' (ç, ã), 'São', 'Félix': six accents, each a lead byte without its continuation
+    expect(utf8Sequences(parts(cpg).dbf)).toEqual({ multibyte: 0, invalid: 6 });
+    const said = ".cpg says UTF-8 but the DBF's bytes are not UTF-8 (6 byte sequences undecodable, 0 multibyte)";
+    expect(decideEncoding(parts(cpg))).toEqual({ encoding: 'ISO-8859-1', decidedBy: 'bytes', ignored: said });
+    expect(namesRead(cpg)).toEqual(ACCENTED);
+    expect(openLayer(cpg, { srid: 4674 })).toMatchObject({ encoding: 'ISO-8859-1', encodingDecidedBy: 'bytes', encodingAssumed: true, encodingIgnored: said });
+    // Windows punctuation among them: read as CP1252, as without a .cpg
+    const win = await layer(['Olho d’Água', ...ACCENTED].map((t) => inCodePage(t, 'cp1252')), { encoding: 'latin1', cpg: null, cst: 'UTF-8' });
+    expect(decideEncoding(parts(win))).toMatchObject({ encoding: 'CP1252', decidedBy: 'bytes' });
+    expect(namesRead(win)).toEqual(['Olho d’Água', ...ACCENTED]);
+  });
+
+  test('a UTF-8 .cpg stands over UTF-8 bytes with a few damaged ones (their U+FFFD are the loud part)', async () => {
+    // the first two names as UTF-8 bytes, the third in latin1: 4 valid multibyte sequences, 2 not
+    const mixed = [Buffer.from(ACCENTED[0], 'utf8').toString('latin1'), Buffer.from(ACCENTED[1], 'utf8').toString('latin1'), ACCENTED[2]];
+    const shp = await layer(mixed, { encoding: 'latin1', cpg: 'UTF-8' });
+    expect(utf8Sequences(parts(shp).dbf)).toEqual({ multibyte: 4, invalid: 2 });
+    expect(decideEncoding(parts(shp))).toEqual({ encoding: 'UTF-8', decidedBy: 'cpg' });
+    expect(namesRead(shp)).toEqual([ACCENTED[0], ACCENTED[1], 'S\uFFFDo F\uFFFDlix do Araguaia']);
   });
 
   test('an unreadable .cpg is passed over and said so; a specific LDID (0x02, DOS 850) is honoured', async () => {

@@ -103,19 +103,37 @@ describe('encodings: .cpg, then .cst, then the LDID, then the bytes, in every pi
 });
 
 describe('the gate fails on U+FFFD and on double-encoded text, whatever the pipeline', () => {
-  test('a .cpg that lies (ISO-8859-1 bytes, UTF-8 .cpg): U+FFFD blocks INCRA', async () => {
-    const before = (await db.pool.query('SELECT codigo, nome FROM serving.incra_quilombos ORDER BY codigo')).rows;
+  test('a .cpg that lies (ISO-8859-1 bytes, UTF-8 .cpg): the bytes overrule it, INCRA publishes FAMÍLIA and says why', async () => {
     const dir = await zipIn('incra-lying-cpg', INCRA_ZIP_NAME, INCRA_ZIP_NAME.replace(/\.zip$/, ''), INCRA_DBF_FIELDS, INCRA_ROWS, { encoding: 'latin1', cpg: 'UTF-8' });
+    const out = await run(db, incraQuilombos, dir);
+    expect(out.status).toBe('published');
+    const rows = (await db.pool.query(`SELECT codigo, nome, municipio FROM serving.incra_quilombos ORDER BY codigo`)).rows;
+    expect(rows.find((r) => r.codigo === '1103')).toMatchObject({ nome: 'FAMÍLIA Magalhães' });
+    expect(rows.map((r) => r.nome)).toContain('Conceição das Crioulas');
+    const q = await report(db, out.snapshot_id!);
+    expect(q.facts.layers[0]).toMatchObject({ encoding: 'ISO-8859-1', decided_by: 'bytes' });
+    expect(q.facts.notes.find((n) => n.includes('.cpg says UTF-8'))).toMatch(/^Áreas de Quilombolas: \.cpg says UTF-8 but the DBF's bytes are not UTF-8 \(\d+ byte sequences undecodable, 0 multibyte\)$/);
+    expect(q.facts.text?.findings).toEqual([]);
+  });
+
+  test('UTF-8 under its UTF-8 .cpg with one value written in latin1: U+FFFD blocks INCRA, with examples', async () => {
+    const before = (await db.pool.query('SELECT codigo, nome FROM serving.incra_quilombos ORDER BY codigo')).rows;
+    // every text as its UTF-8 bytes (through a latin1 writer), but community 1103's name in latin1
+    const asUtf8Bytes = (v: unknown) => (typeof v === 'string' ? Buffer.from(v, 'utf8').toString('latin1') : v);
+    const rows = INCRA_ROWS.map((r) => {
+      const attributes = Object.fromEntries(Object.entries(r.attributes).map(([k, v]) => [k, asUtf8Bytes(v)]));
+      return { ...r, attributes: r.attributes.cd_quilomb === 1103 ? { ...attributes, nm_comunid: r.attributes.nm_comunid } : attributes };
+    });
+    const dir = await zipIn('incra-damaged-utf8', INCRA_ZIP_NAME, INCRA_ZIP_NAME.replace(/\.zip$/, ''), INCRA_DBF_FIELDS, rows, { encoding: 'latin1', cpg: 'UTF-8' });
     const out = await run(db, incraQuilombos, dir);
     expect(out.status).toBe('blocked');
     expect(out.gate?.failures.map((f) => f.rule)).toEqual(['replacement_characters']);
     const q = await report(db, out.snapshot_id!);
-    // Every column read with U+FFFD is counted, with examples (serving's `nome` is a view of `comunidade`).
+    // The column read with U+FFFD is counted, with its example (serving's `nome` is a view of `comunidade`).
     const found = Object.fromEntries(q.facts.text!.findings.map((f) => [f.column, f.replacement]));
-    expect(found).toEqual({ comunidade: 2, municipio: 1, fase: 1, observacao: 1 });
-    const comunidade = q.facts.text!.findings.find((f) => f.column === 'comunidade')!;
-    expect(comunidade.examples.sort()).toEqual(['Concei\uFFFD\uFFFDo das Crioulas', 'FAM\uFFFDLIA Magalh\uFFFDes']);
-    expect(out.gate?.failures[0]).toMatchObject({ value: 5, threshold: 0 });
+    expect(found).toEqual({ comunidade: 1 });
+    expect(q.facts.text!.findings[0].examples).toEqual(['FAM\uFFFDLIA Magalh\uFFFDes']);
+    expect(out.gate?.failures[0]).toMatchObject({ value: 1, threshold: 0 });
     expect(q.facts.layers[0]).toMatchObject({ encoding: 'UTF-8', decided_by: 'cpg' });
     expect((await db.pool.query('SELECT codigo, nome FROM serving.incra_quilombos ORDER BY codigo')).rows).toEqual(before);
   });

@@ -100,7 +100,6 @@ export const ibgeMunicipios = shapedPipeline({
       );
     }
     for (const r of repetidos) facts.notes.push(`code ${r.geocodigo} is carried by ${r.feicoes} features: their polygons were merged into one row`);
-    for (const l of staged.layers.filter((x) => x.encodingAssumed)) facts.notes.push(`${l.name} had no .cpg: its DBF bytes read as ${l.encoding}`);
     // Names are the crosswalk's join key: corrupted ones must not replace good ones.
     facts.encoding.replacementChars = staged.replacementChars;
     if (staged.replacementChars > 0) {

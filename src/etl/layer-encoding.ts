@@ -1,5 +1,6 @@
 // The one rule that decides how a shapefile's DBF text is decoded, for every pipeline:
-//   1. the .cpg sidecar (ESRI's code page file),
+//   1. the .cpg sidecar (ESRI's code page file) — one saying UTF-8 over bytes that cannot be
+//      UTF-8 is overruled by the bytes (rule 4's single-byte page),
 //   2. the .cst sidecar (GeoServer's SHAPE-ZIP writes its charset there),
 //   3. the DBF's language driver id (LDID, header byte 29) when it makes a specific claim,
 //      unless the bytes are valid UTF-8 holding multibyte sequences (then UTF-8),
@@ -94,6 +95,51 @@ export function scanDbfBytes(dbf: string): 'utf8' | 'latin1' | 'ascii' {
   }
 }
 
+/**
+ * Byte sequences in a DBF's first 16 MiB of records: `multibyte`, valid multibyte UTF-8
+ * sequences; `invalid`, sequences UTF-8 cannot decode (a stray continuation byte, a lead
+ * byte not followed by its continuations: 'São' in latin1 is S 0xE3 'o').
+ */
+export function utf8Sequences(dbf: string): { multibyte: number; invalid: number } {
+  const fd = fs.openSync(dbf, 'r');
+  try {
+    const head = Buffer.alloc(32);
+    if (fs.readSync(fd, head, 0, 32, 0) < 12) return { multibyte: 0, invalid: 0 };
+    const headerLen = head.readUInt16LE(8);
+    const end = headerLen + Math.min(head.readUInt32LE(4) * head.readUInt16LE(10), PAGE_SCAN_BYTES);
+    const buf = Buffer.alloc(CHUNK);
+    let multibyte = 0;
+    let invalid = 0;
+    // continuation bytes still expected by the sequence in progress (it may straddle chunks)
+    let need = 0;
+    for (let pos = headerLen; pos < end; ) {
+      const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
+      if (n === 0) break;
+      for (let i = 0; i < n; i++) {
+        const b = buf[i];
+        if (need > 0) {
+          if ((b & 0xc0) === 0x80) {
+            if (--need === 0) multibyte++;
+            continue;
+          }
+          invalid++;
+          need = 0;
+        }
+        if (b < 0x80) continue;
+        if (b >= 0xc2 && b <= 0xdf) need = 1;
+        else if (b >= 0xe0 && b <= 0xef) need = 2;
+        else if (b >= 0xf0 && b <= 0xf4) need = 3;
+        else invalid++;
+      }
+      pos += n;
+    }
+    if (need > 0) invalid++;
+    return { multibyte, invalid };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 // Portuguese letters as each single-byte code page writes them: 0xC0–0xFF in Windows-1252 /
 // ISO-8859-1; mostly 0x80–0xA5 in DOS CP850 ('ç' 0x87, 'ã' 0xC6, 'é' 0x82, 'á' 0xA0).
 const PT_LETTERS = 'àáâãçéêíóôõúüÀÁÂÃÇÉÊÍÓÔÕÚÜ';
@@ -165,6 +211,9 @@ export function dbfLdid(dbf: string): number | null {
   }
 }
 
+/** LDIDs 0x57–0x59 say Windows ANSI: the bytes are never DOS CP850 then. */
+const isWindowsLdid = (ldid: number | null): boolean => ldid !== null && ldid >= 0x57 && ldid <= 0x59;
+
 /** Applies the rule to one layer: its sidecars (paths or null) and its DBF. */
 export function decideEncoding(parts: { cpg: string | null; cst: string | null; dbf: string }): EncodingDecision {
   const ignored: string[] = [];
@@ -176,6 +225,18 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
       // Bytes 0x80–0x9F under an ISO-8859-1 label are Windows-1252 punctuation (as the WHATWG standard reads the label).
       ignored.push(`.${rule} says ISO-8859-1 and the DBF holds bytes 0x80–0x9F: read as CP1252`);
       return { encoding: 'CP1252', decidedBy: rule, ignored: ignored.join('; ') };
+    }
+    if (name === 'UTF-8') {
+      // A label is a claim about the bytes, and some files carry the wrong one (a latin1 export
+      // with UTF-8 written beside it blocked every load on U+FFFD). The bytes overrule it only
+      // when they cannot be UTF-8: more undecodable sequences than valid multibyte ones. A UTF-8
+      // file with a few damaged bytes stays UTF-8 (its U+FFFD are counted and block the load).
+      const seen = utf8Sequences(parts.dbf);
+      if (seen.invalid > seen.multibyte) {
+        const page = singleBytePage(parts.dbf, isWindowsLdid(dbfLdid(parts.dbf)));
+        ignored.push(`.${rule} says UTF-8 but the DBF's bytes are not UTF-8 (${seen.invalid} byte sequences undecodable, ${seen.multibyte} multibyte)`);
+        return { encoding: page, decidedBy: 'bytes', ignored: ignored.join('; ') };
+      }
     }
     if (name) return { encoding: name, decidedBy: rule, ...(ignored.length ? { ignored: ignored.join('; ') } : {}) };
     ignored.push(`.${rule} "${text.trim().slice(0, 40)}" not recognised`);
@@ -190,6 +251,5 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
   const extra = ignored.length ? { ignored: ignored.join('; ') } : {};
   if (claimed && bytes !== 'utf8') return { encoding: claimed, decidedBy: 'ldid', ...extra };
   if (bytes === 'ascii') return { encoding: 'ISO-8859-1', decidedBy: 'default', ...extra };
-  const windowsLdid = ldid !== null && ldid >= 0x57 && ldid <= 0x59;
-  return { encoding: bytes === 'utf8' ? 'UTF-8' : singleBytePage(parts.dbf, windowsLdid), decidedBy: 'bytes', ...extra };
+  return { encoding: bytes === 'utf8' ? 'UTF-8' : singleBytePage(parts.dbf, isWindowsLdid(ldid)), decidedBy: 'bytes', ...extra };
 }

@@ -160,10 +160,12 @@ export function encodingNotes(layers: VectorLayer[]): string[] {
   for (const l of layers) {
     if (l.encodingIgnored) notes.push(`${l.name}: ${l.encodingIgnored}`);
     if (!l.encodingAssumed) continue;
+    // a sidecar passed over (unreadable, or overruled by the bytes) was named just above
+    const without = l.encodingIgnored ? `${l.name}:` : `${l.name} has no .cpg or .cst${l.encodingDecidedBy === 'default' ? ' and' : ':'}`;
     notes.push(
       l.encodingDecidedBy === 'default'
-        ? `${l.name} has no .cpg or .cst and its text is plain ASCII: read as ${l.encoding}`
-        : `${l.name} has no .cpg or .cst: its DBF read as ${l.encoding} (decided by the ${l.encodingDecidedBy === 'ldid' ? 'language driver byte' : 'bytes'})`,
+        ? `${without} its text is plain ASCII: read as ${l.encoding}`
+        : `${without} its DBF read as ${l.encoding} (decided by the ${l.encodingDecidedBy === 'ldid' ? 'language driver byte' : 'bytes'})`,
     );
   }
   return notes;
