@@ -101,6 +101,29 @@ describe('single-byte DBFs: every name byte-exact', () => {
     expect((await report(out.snapshot_id!)).facts.layers[0]).toMatchObject({ encoding: 'CP850', decided_by: 'bytes' });
   });
 
+  // Upper-case DOS text: its 'Ç' (0x80), 'Ã' (0xC7) and 'Ó' are letters in Windows-1252 too ('€',
+  // 'Ç', 'à'), so no letter votes; it was read as Windows-1252 and published 'CONCEI€ÇO'. A 0x80
+  // between two letters is CP850's 'Ç' (never a '€' inside a word).
+  test('upper-case DOS CP850 text (ASSOCIAÇÃO … CONCEIÇÃO … POÇO) is told from Windows-1252 by its Ç between letters', async () => {
+    const name = 'ASSOCIAÇÃO DAS COMUNIDADES DA CONCEIÇÃO E DO POÇO DO JOÃO';
+    const fold = (v: unknown) => (typeof v === 'string' ? v.normalize('NFD').replace(/[\u0300-\u036f]/g, '') : v);
+    // every other text without accents, folded before it is written in the code page
+    const rows = (page?: 'cp850') => INCRA_FIXTURE.map((r) => {
+      const attributes = Object.fromEntries(Object.entries(r.attributes).map(([k, v]) => [k, fold(v)]));
+      const named = r.attributes.cd_quilomb === 1103 ? { ...attributes, nm_comunid: name } : attributes;
+      return { geometry: r.geometry, attributes: page ? recordInCodePage(named, page) : named };
+    });
+    const good = await incraRun(rows(), { encoding: 'utf8', cpg: 'UTF-8' });
+    expect(good.status).toBe('published');
+    const want = await published();
+    expect(want.map((r) => r.nome)).toContain(name);
+    expect(want.map((r) => r.municipio)).toContain('Aparecida de Goiania');
+    const out = await incraRun(rows('cp850'), { encoding: 'latin1', cpg: null });
+    expect(out.status).toBe('published');
+    expect(await published()).toEqual(want);
+    expect((await report(out.snapshot_id!)).facts.layers[0]).toMatchObject({ encoding: 'CP850', decided_by: 'bytes' });
+  });
+
   // A Windows file whose only high bytes are an NBSP, 'é' and curly quotes: 0xA0 and 0x93 are
   // letters in CP850 ('á', 'ô'), and the vote took such a file for DOS ('JosÚ', 'ComunidadeáBoa').
   for (const ldid of [0x00, 0x57]) {

@@ -157,6 +157,9 @@ const PAGE_VOTE: number[] = Array.from({ length: 128 }, (_, i) => {
   const dos = isPtLetter(CP850_HIGH[i]);
   return win === dos ? 0 : win ? 1 : -1;
 });
+/** Per byte 0x80–0xFF: a letter in either page (for the letters around a 0x80, below). */
+const HIGH_LETTER: boolean[] = Array.from({ length: 128 }, (_, i) => isPtLetter(String.fromCharCode(0x80 + i)) || isPtLetter(CP850_HIGH[i]));
+const isLetterByte = (b: number) => (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || (b >= 0x80 && HIGH_LETTER[b - 0x80]);
 const PAGE_SCAN_BYTES = 16 << 20;
 /** CP850 needs at least this many letters only it reads, and twice as many as Windows-1252's. */
 const CP850_MIN_LETTERS = 3;
@@ -180,11 +183,20 @@ export function singleBytePage(dbf: string, windowsLdid = false): 'ISO-8859-1' |
     let dos = 0;
     let win = 0;
     let c1 = false;
+    // 0x80 between two letters: CP850's 'Ç' of 'CONCEIÇÃO' (0x80 0xC7), never Windows' '€'
+    // inside a word. Upper-case DOS text votes through it alone: its 'Ç', 'Ã', 'Ó', 'Ú' and
+    // 'Ô' are letters in Windows-1252 too ('CONCEI€ÇO' was published for 'CONCEIÇÃO').
+    let prevLetter = false;
+    let euroAfterLetter = false;
     for (let pos = headerLen; pos < end; ) {
       const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
       if (n === 0) break;
       for (let i = 0; i < n; i++) {
         const b = buf[i];
+        const letter = isLetterByte(b);
+        if (euroAfterLetter && letter) dos++;
+        euroAfterLetter = b === 0x80 && prevLetter;
+        prevLetter = letter;
         if (b < 0x80) continue;
         const vote = PAGE_VOTE[b - 0x80];
         if (vote < 0) dos++;
