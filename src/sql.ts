@@ -44,8 +44,11 @@ export const sqlText = (text: string): Sql => text as Sql;
  * CREATE INDEX, DROP TABLE): that statement waits deadlock_timeout (1 s) before the server
  * cancels the vacuum, measured once or twice in a SICAR load, and the vacuum's scan takes one
  * of the two cores meanwhile. Staging tables are dropped never vacuumed; a snapshot's tables get
- * autovacuum back when the load is done (publish.ts resumeAutovacuum). The same options are
- * written out in sql/queries/*.sql.
+ * autovacuum back when the load is done (publish.ts resumeAutovacuum). Auto-analyze goes with it,
+ * which only ever reached these tables by the launcher's chance visit mid-load: the load analyses
+ * the tables whose statistics its plans need (typed passes, fixes, theme hectares, snapshots),
+ * and a staging table is planned from its size alone, as before. The same options are
+ * written out in sql/queries/*.sql; test/build-tables.test.ts checks every table a load creates.
  */
 export const BUILD_TABLE = sqlText('WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false)');
 

@@ -81,12 +81,18 @@ describe('the encoding rule', () => {
 
   test('a .cpg or .cst saying UTF-8 over bytes that cannot be UTF-8 is overruled by the bytes, and said so', async () => {
     const cpg = await layer(ACCENTED, { encoding: 'latin1', cpg: 'UTF-8' });
-    // 'Plácido', 'FAMÍLIA', 'Conceição' (ç, ã), 'São', 'Félix': six accents, each a lead byte without its continuation
-    expect(utf8Sequences(parts(cpg).dbf)).toEqual({ multibyte: 0, invalid: 6 });
-    const said = ".cpg says UTF-8 but the DBF's bytes are not UTF-8 (6 byte sequences undecodable, 0 multibyte)";
-    expect(decideEncoding(parts(cpg))).toEqual({ encoding: 'ISO-8859-1', decidedBy: 'bytes', ignored: said });
+    // 'Plácido', 'FAMÍLIA', 'Conceição' (ç, ã), 'São', 'Félix': six accents, each a lead byte
+    // without its continuation, each inside a word
+    expect(utf8Sequences(parts(cpg).dbf)).toEqual({ multibyte: 0, invalid: 6, midWord: 6 });
+    const said = ".cpg says UTF-8 but the DBF's bytes are not UTF-8 (6 byte sequences undecodable, 6 of them inside words; 0 multibyte)";
+    expect(decideEncoding(parts(cpg))).toEqual({ encoding: 'ISO-8859-1', decidedBy: 'bytes', ignored: said, passedOver: 'cpg' });
     expect(namesRead(cpg)).toEqual(ACCENTED);
-    expect(openLayer(cpg, { srid: 4674 })).toMatchObject({ encoding: 'ISO-8859-1', encodingDecidedBy: 'bytes', encodingAssumed: true, encodingIgnored: said });
+    expect(openLayer(cpg, { srid: 4674 })).toMatchObject({ encoding: 'ISO-8859-1', encodingDecidedBy: 'bytes', encodingAssumed: true, encodingIgnored: said, encodingPassedOver: 'cpg' });
+    // overruled, the label is passed over like an unreadable one: a DOS file's LDID still decides
+    const dosNames = ['JOÃO', 'SÃO', 'PÓ'];
+    const dos = await layer(dosNames.map((t) => inCodePage(t, 'cp850')), { encoding: 'latin1', cpg: 'UTF-8', ldid: 0x02 });
+    expect(decideEncoding(parts(dos))).toMatchObject({ encoding: 'CP850', decidedBy: 'ldid', passedOver: 'cpg' });
+    expect(namesRead(dos)).toEqual(dosNames);
     // Windows punctuation among them: read as CP1252, as without a .cpg
     const win = await layer(['Olho d’Água', ...ACCENTED].map((t) => inCodePage(t, 'cp1252')), { encoding: 'latin1', cpg: null, cst: 'UTF-8' });
     expect(decideEncoding(parts(win))).toMatchObject({ encoding: 'CP1252', decidedBy: 'bytes' });
@@ -97,14 +103,19 @@ describe('the encoding rule', () => {
     // the first two names as UTF-8 bytes, the third in latin1: 4 valid multibyte sequences, 2 not
     const mixed = [Buffer.from(ACCENTED[0], 'utf8').toString('latin1'), Buffer.from(ACCENTED[1], 'utf8').toString('latin1'), ACCENTED[2]];
     const shp = await layer(mixed, { encoding: 'latin1', cpg: 'UTF-8' });
-    expect(utf8Sequences(parts(shp).dbf)).toEqual({ multibyte: 4, invalid: 2 });
+    expect(utf8Sequences(parts(shp).dbf)).toEqual({ multibyte: 4, invalid: 2, midWord: 2 });
     expect(decideEncoding(parts(shp))).toEqual({ encoding: 'UTF-8', decidedBy: 'cpg' });
     expect(namesRead(shp)).toEqual([ACCENTED[0], ACCENTED[1], 'S\uFFFDo F\uFFFDlix do Araguaia']);
+    // values cut by the field's width inside their last character ('JOSÉ' as 'JOS' + 0xC3), and
+    // no other accent: the cut lead bytes sit before the padding, not inside words
+    const cut = await layer(['JOS\u00c3', 'ARAGUAÍ'.slice(0, 6) + '\u00c3', 'Rio Verde'], { encoding: 'latin1', cpg: 'UTF-8' });
+    expect(utf8Sequences(parts(cut).dbf)).toEqual({ multibyte: 0, invalid: 2, midWord: 0 });
+    expect(decideEncoding(parts(cut))).toEqual({ encoding: 'UTF-8', decidedBy: 'cpg' });
   });
 
   test('an unreadable .cpg is passed over and said so; a specific LDID (0x02, DOS 850) is honoured', async () => {
     const odd = await layer(ACCENTED, { encoding: 'utf8', cpg: 'what?' });
-    expect(decideEncoding(parts(odd))).toEqual({ encoding: 'UTF-8', decidedBy: 'bytes', ignored: '.cpg "what?" not recognised' });
+    expect(decideEncoding(parts(odd))).toEqual({ encoding: 'UTF-8', decidedBy: 'bytes', ignored: '.cpg "what?" not recognised', passedOver: 'cpg' });
     const dos = await layer(['ASCII only'], { encoding: 'latin1', cpg: null, ldid: 0x02 });
     expect(decideEncoding(parts(dos))).toEqual({ encoding: 'CP850', decidedBy: 'ldid' });
   });

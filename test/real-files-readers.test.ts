@@ -112,28 +112,32 @@ describe('the gate fails on U+FFFD and on double-encoded text, whatever the pipe
     expect(rows.map((r) => r.nome)).toContain('Conceição das Crioulas');
     const q = await report(db, out.snapshot_id!);
     expect(q.facts.layers[0]).toMatchObject({ encoding: 'ISO-8859-1', decided_by: 'bytes' });
-    expect(q.facts.notes.find((n) => n.includes('.cpg says UTF-8'))).toMatch(/^Áreas de Quilombolas: \.cpg says UTF-8 but the DBF's bytes are not UTF-8 \(\d+ byte sequences undecodable, 0 multibyte\)$/);
+    expect(q.facts.notes.find((n) => n.includes('.cpg says UTF-8'))).toMatch(/^Áreas de Quilombolas: \.cpg says UTF-8 but the DBF's bytes are not UTF-8 \(\d+ byte sequences undecodable, [1-9]\d* of them inside words; 0 multibyte\)$/);
     expect(q.facts.text?.findings).toEqual([]);
   });
 
   test('UTF-8 under its UTF-8 .cpg with one value written in latin1: U+FFFD blocks INCRA, with examples', async () => {
     const before = (await db.pool.query('SELECT codigo, nome FROM serving.incra_quilombos ORDER BY codigo')).rows;
-    // every text as its UTF-8 bytes (through a latin1 writer), but community 1103's name in latin1
+    // every text as its UTF-8 bytes (through a latin1 writer), but community 1103's name and
+    // 1104's phase in latin1
     const asUtf8Bytes = (v: unknown) => (typeof v === 'string' ? Buffer.from(v, 'utf8').toString('latin1') : v);
     const rows = INCRA_ROWS.map((r) => {
       const attributes = Object.fromEntries(Object.entries(r.attributes).map(([k, v]) => [k, asUtf8Bytes(v)]));
-      return { ...r, attributes: r.attributes.cd_quilomb === 1103 ? { ...attributes, nm_comunid: r.attributes.nm_comunid } : attributes };
+      if (r.attributes.cd_quilomb === 1103) return { ...r, attributes: { ...attributes, nm_comunid: r.attributes.nm_comunid } };
+      if (r.attributes.cd_quilomb === 1104) return { ...r, attributes: { ...attributes, fase: r.attributes.fase } };
+      return { ...r, attributes };
     });
     const dir = await zipIn('incra-damaged-utf8', INCRA_ZIP_NAME, INCRA_ZIP_NAME.replace(/\.zip$/, ''), INCRA_DBF_FIELDS, rows, { encoding: 'latin1', cpg: 'UTF-8' });
     const out = await run(db, incraQuilombos, dir);
     expect(out.status).toBe('blocked');
     expect(out.gate?.failures.map((f) => f.rule)).toEqual(['replacement_characters']);
     const q = await report(db, out.snapshot_id!);
-    // The column read with U+FFFD is counted, with its example (serving's `nome` is a view of `comunidade`).
+    // Each column read with U+FFFD is counted, with its examples (serving's `nome` is a view of `comunidade`).
     const found = Object.fromEntries(q.facts.text!.findings.map((f) => [f.column, f.replacement]));
-    expect(found).toEqual({ comunidade: 1 });
-    expect(q.facts.text!.findings[0].examples).toEqual(['FAM\uFFFDLIA Magalh\uFFFDes']);
-    expect(out.gate?.failures[0]).toMatchObject({ value: 1, threshold: 0 });
+    expect(found).toEqual({ comunidade: 1, fase: 1 });
+    expect(q.facts.text!.findings.find((f) => f.column === 'comunidade')!.examples).toEqual(['FAM\uFFFDLIA Magalh\uFFFDes']);
+    expect(q.facts.text!.findings.find((f) => f.column === 'fase')!.examples).toEqual(['T\uFFFDtulo parcial']);
+    expect(out.gate?.failures[0]).toMatchObject({ value: 2, threshold: 0 });
     expect(q.facts.layers[0]).toMatchObject({ encoding: 'UTF-8', decided_by: 'cpg' });
     expect((await db.pool.query('SELECT codigo, nome FROM serving.incra_quilombos ORDER BY codigo')).rows).toEqual(before);
   });

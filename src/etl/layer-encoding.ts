@@ -22,6 +22,8 @@ export interface EncodingDecision {
   decidedBy: EncodingRule;
   /** A sidecar or LDID that was present but not usable, for the report. */
   ignored?: string;
+  /** The first sidecar present but passed over (not understood, or a UTF-8 label the bytes overruled). */
+  passedOver?: 'cpg' | 'cst';
 }
 
 /** LDIDs that name one code page (dBase/ESRI table); the ANSI ones are left to the bytes. */
@@ -97,44 +99,61 @@ export function scanDbfBytes(dbf: string): 'utf8' | 'latin1' | 'ascii' {
 
 /**
  * Byte sequences in a DBF's first 16 MiB of records: `multibyte`, valid multibyte UTF-8
- * sequences; `invalid`, sequences UTF-8 cannot decode (a stray continuation byte, a lead
- * byte not followed by its continuations: 'São' in latin1 is S 0xE3 'o').
+ * sequences; `invalid`, sequences UTF-8 cannot decode; `midWord`, the invalid ones whose lead
+ * byte sits inside a word (followed at once by an ASCII letter or digit, or by another byte
+ * from 0xC0: 'São' in latin1 is S 0xE3 'o', 'ção' 0xE7 0xE3 'o'). A UTF-8 value cut inside
+ * its last character by the field's width ends in a lead byte followed by the padding: not
+ * inside a word, so a UTF-8 file whose only damage is such cuts is never taken for latin1.
  */
-export function utf8Sequences(dbf: string): { multibyte: number; invalid: number } {
+export function utf8Sequences(dbf: string): { multibyte: number; invalid: number; midWord: number } {
   const fd = fs.openSync(dbf, 'r');
   try {
     const head = Buffer.alloc(32);
-    if (fs.readSync(fd, head, 0, 32, 0) < 12) return { multibyte: 0, invalid: 0 };
+    if (fs.readSync(fd, head, 0, 32, 0) < 12) return { multibyte: 0, invalid: 0, midWord: 0 };
     const headerLen = head.readUInt16LE(8);
-    const end = headerLen + Math.min(head.readUInt32LE(4) * head.readUInt16LE(10), PAGE_SCAN_BYTES);
+    const recordsEnd = headerLen + head.readUInt32LE(4) * head.readUInt16LE(10);
+    const end = Math.min(recordsEnd, headerLen + PAGE_SCAN_BYTES);
     const buf = Buffer.alloc(CHUNK);
     let multibyte = 0;
     let invalid = 0;
-    // continuation bytes still expected by the sequence in progress (it may straddle chunks)
+    let midWord = 0;
+    // continuation bytes still expected by the sequence in progress (it may straddle chunks),
+    // and a byte that can never start one (0xC0, 0xC1, 0xF5–0xFF) waiting for its next byte
     let need = 0;
+    let lonePending = false;
+    const inWord = (b: number) => (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b >= 0xc0;
     for (let pos = headerLen; pos < end; ) {
       const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
       if (n === 0) break;
       for (let i = 0; i < n; i++) {
         const b = buf[i];
+        if (lonePending && inWord(b)) midWord++;
+        lonePending = false;
         if (need > 0) {
           if ((b & 0xc0) === 0x80) {
             if (--need === 0) multibyte++;
             continue;
           }
+          // the sequence broke at this byte: inside a word when this byte is a letter
           invalid++;
+          if (inWord(b)) midWord++;
           need = 0;
         }
         if (b < 0x80) continue;
         if (b >= 0xc2 && b <= 0xdf) need = 1;
         else if (b >= 0xe0 && b <= 0xef) need = 2;
         else if (b >= 0xf0 && b <= 0xf4) need = 3;
-        else invalid++;
+        else {
+          // a stray continuation byte (a symbol in latin1: º, ª, °) is no word evidence
+          invalid++;
+          lonePending = b >= 0xc0;
+        }
       }
       pos += n;
     }
-    if (need > 0) invalid++;
-    return { multibyte, invalid };
+    // a sequence still open where the records end is cut; where the scan stops, unknown
+    if (need > 0 && end === recordsEnd) invalid++;
+    return { multibyte, invalid, midWord };
   } finally {
     fs.closeSync(fd);
   }
@@ -157,9 +176,10 @@ const PAGE_VOTE: number[] = Array.from({ length: 128 }, (_, i) => {
   const dos = isPtLetter(CP850_HIGH[i]);
   return win === dos ? 0 : win ? 1 : -1;
 });
-/** Per byte 0x80–0xFF: a letter in either page (for the letters around a 0x80, below). */
-const HIGH_LETTER: boolean[] = Array.from({ length: 128 }, (_, i) => isPtLetter(String.fromCharCode(0x80 + i)) || isPtLetter(CP850_HIGH[i]));
-const isLetterByte = (b: number) => (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || (b >= 0x80 && HIGH_LETTER[b - 0x80]);
+// CP850's 'Ç' (0x80) as upper-case Portuguese writes it: after a capital, before A, O, U, 'Ã'
+// (0xC7) or 'Õ' (0xE5): PRAÇA, POÇO, AÇU, CONCEIÇÃO, AÇÕES.
+const isCapital = (b: number) => b >= 0x41 && b <= 0x5a;
+const AFTER_CEDILLA = new Set([0x41, 0x4f, 0x55, 0xc7, 0xe5]);
 const PAGE_SCAN_BYTES = 16 << 20;
 /** CP850 needs at least this many letters only it reads, and twice as many as Windows-1252's. */
 const CP850_MIN_LETTERS = 3;
@@ -183,20 +203,20 @@ export function singleBytePage(dbf: string, windowsLdid = false): 'ISO-8859-1' |
     let dos = 0;
     let win = 0;
     let c1 = false;
-    // 0x80 between two letters: CP850's 'Ç' of 'CONCEIÇÃO' (0x80 0xC7), never Windows' '€'
-    // inside a word. Upper-case DOS text votes through it alone: its 'Ç', 'Ã', 'Ó', 'Ú' and
-    // 'Ô' are letters in Windows-1252 too ('CONCEI€ÇO' was published for 'CONCEIÇÃO').
-    let prevLetter = false;
-    let euroAfterLetter = false;
+    // 0x80 inside an upper-case word (AFTER_CEDILLA): CP850's 'Ç' of 'CONCEIÇÃO' (0x80 0xC7),
+    // never Windows' '€', which sits by digits and spaces. Upper-case DOS text votes through it
+    // alone: its 'Ç', 'Ã', 'Ó', 'Ú' and 'Ô' are letters in Windows-1252 too ('CONCEI€ÇO' was
+    // published for 'CONCEIÇÃO').
+    let prevCapital = false;
+    let cedilla = false;
     for (let pos = headerLen; pos < end; ) {
       const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
       if (n === 0) break;
       for (let i = 0; i < n; i++) {
         const b = buf[i];
-        const letter = isLetterByte(b);
-        if (euroAfterLetter && letter) dos++;
-        euroAfterLetter = b === 0x80 && prevLetter;
-        prevLetter = letter;
+        if (cedilla && AFTER_CEDILLA.has(b)) dos++;
+        cedilla = b === 0x80 && prevCapital;
+        prevCapital = isCapital(b);
         if (b < 0x80) continue;
         const vote = PAGE_VOTE[b - 0x80];
         if (vote < 0) dos++;
@@ -229,6 +249,8 @@ const isWindowsLdid = (ldid: number | null): boolean => ldid !== null && ldid >=
 /** Applies the rule to one layer: its sidecars (paths or null) and its DBF. */
 export function decideEncoding(parts: { cpg: string | null; cst: string | null; dbf: string }): EncodingDecision {
   const ignored: string[] = [];
+  let passedOver: 'cpg' | 'cst' | undefined;
+  let seen: ReturnType<typeof utf8Sequences> | undefined;
   for (const [rule, file] of [['cpg', parts.cpg], ['cst', parts.cst]] as const) {
     if (!file) continue;
     const text = fs.readFileSync(file, 'latin1');
@@ -241,17 +263,20 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
     if (name === 'UTF-8') {
       // A label is a claim about the bytes, and some files carry the wrong one (a latin1 export
       // with UTF-8 written beside it blocked every load on U+FFFD). The bytes overrule it only
-      // when they cannot be UTF-8: more undecodable sequences than valid multibyte ones. A UTF-8
-      // file with a few damaged bytes stays UTF-8 (its U+FFFD are counted and block the load).
-      const seen = utf8Sequences(parts.dbf);
-      if (seen.invalid > seen.multibyte) {
-        const page = singleBytePage(parts.dbf, isWindowsLdid(dbfLdid(parts.dbf)));
-        ignored.push(`.${rule} says UTF-8 but the DBF's bytes are not UTF-8 (${seen.invalid} byte sequences undecodable, ${seen.multibyte} multibyte)`);
-        return { encoding: page, decidedBy: 'bytes', ignored: ignored.join('; ') };
+      // when they cannot be UTF-8: more undecodable sequences inside words than valid multibyte
+      // ones. A UTF-8 file with a few damaged bytes, or values cut inside their last character,
+      // stays UTF-8 (its U+FFFD are counted and block the load). Overruled, the label is passed
+      // over like an unreadable one: the LDID and the bytes decide (a DOS file's LDID still counts).
+      seen ??= utf8Sequences(parts.dbf);
+      if (seen.midWord > seen.multibyte) {
+        ignored.push(`.${rule} says UTF-8 but the DBF's bytes are not UTF-8 (${seen.invalid} byte sequences undecodable, ${seen.midWord} of them inside words; ${seen.multibyte} multibyte)`);
+        passedOver ??= rule;
+        continue;
       }
     }
-    if (name) return { encoding: name, decidedBy: rule, ...(ignored.length ? { ignored: ignored.join('; ') } : {}) };
+    if (name) return { encoding: name, decidedBy: rule, ...(ignored.length ? { ignored: ignored.join('; ') } : {}), ...(passedOver ? { passedOver } : {}) };
     ignored.push(`.${rule} "${text.trim().slice(0, 40)}" not recognised`);
+    passedOver ??= rule;
   }
   const ldid = dbfLdid(parts.dbf);
   const claimed = ldid === null ? undefined : LDID_CODEPAGES[ldid];
@@ -260,7 +285,7 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
   // accented text in a DOS or Windows code page is almost never valid UTF-8, while writers
   // that keep a default LDID over UTF-8 text exist (read as CP850 it published 'Concei├º├úo').
   if (claimed && bytes === 'utf8') ignored.push(`LDID 0x${ldid!.toString(16).padStart(2, '0')} (${claimed}) ignored: the bytes are valid UTF-8`);
-  const extra = ignored.length ? { ignored: ignored.join('; ') } : {};
+  const extra = { ...(ignored.length ? { ignored: ignored.join('; ') } : {}), ...(passedOver ? { passedOver } : {}) };
   if (claimed && bytes !== 'utf8') return { encoding: claimed, decidedBy: 'ldid', ...extra };
   if (bytes === 'ascii') return { encoding: 'ISO-8859-1', decidedBy: 'default', ...extra };
   return { encoding: bytes === 'utf8' ? 'UTF-8' : singleBytePage(parts.dbf, isWindowsLdid(ldid)), decidedBy: 'bytes', ...extra };

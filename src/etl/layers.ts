@@ -161,7 +161,7 @@ export function encodingNotes(layers: VectorLayer[]): string[] {
     if (l.encodingIgnored) notes.push(`${l.name}: ${l.encodingIgnored}`);
     if (!l.encodingAssumed) continue;
     // a sidecar passed over (unreadable, or overruled by the bytes) was named just above
-    const without = l.encodingIgnored ? `${l.name}:` : `${l.name} has no .cpg or .cst${l.encodingDecidedBy === 'default' ? ' and' : ':'}`;
+    const without = l.encodingPassedOver ? `${l.name}:` : `${l.name} has no .cpg or .cst${l.encodingDecidedBy === 'default' ? ' and' : ':'}`;
     notes.push(
       l.encodingDecidedBy === 'default'
         ? `${without} its text is plain ASCII: read as ${l.encoding}`

@@ -28,8 +28,10 @@ export interface VectorLayer {
   encodingDecidedBy: EncodingRule;
   /** No sidecar declared the encoding (it came from the LDID, the bytes or the default). */
   encodingAssumed: boolean;
-  /** A .cpg or .cst that was present but not understood (the next rule decided). */
+  /** A .cpg, .cst or LDID that was present but not used (the next rule decided), for the report. */
   encodingIgnored?: string;
+  /** The first sidecar present but passed over (not understood, or a UTF-8 label the bytes overruled). */
+  encodingPassedOver?: 'cpg' | 'cst';
   fields: LayerField[];
   featureCount: number;
   /**
@@ -131,6 +133,7 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
         encodingDecidedBy: decision.decidedBy,
         encodingAssumed: decision.decidedBy !== 'cpg' && decision.decidedBy !== 'cst',
         ...(decision.ignored ? { encodingIgnored: decision.ignored } : {}),
+        ...(decision.passedOver ? { encodingPassedOver: decision.passedOver } : {}),
         fields: layer.fields.map((f) => ({ name: f.name.toLowerCase(), type: f.type })),
         featureCount: layer.features.count(),
       };
