@@ -247,6 +247,61 @@ test('three inputs, two relations: each input read, repaired, typed and reported
   expect(db.pool.idleCount).toBe(db.pool.totalCount);
 });
 
+test('a relation\'s indexes start as soon as it is built, beside the pipeline\'s work for it; one failing fails the load cleanly', async () => {
+  // The features' work beside their build waits (≤ 10 s) for their btree index to exist: it is
+  // built on a connection of its own once the rows are in, not after that work.
+  let seen: boolean | undefined;
+  let wait = true;
+  const [feicao, parcela] = demo.spec.relations;
+  const early = shapedPipeline<DemoLoad>({
+    ...demo.spec,
+    name: 'demo-early-index',
+    relations: [
+      { ...feicao, async from(run, table) {
+        const b = await feicao.from(run, table);
+        const index = `${String(table).replace(/^snap\."?|"$/g, '')}_parcela`;
+        return b && { ...b, beside: [...(b.beside ?? []), { label: 'waits for the index', task: async (c: pg.ClientBase) => {
+          for (let i = 0; wait && i < 1000 && !seen; i++) {
+            seen = (await c.query(`SELECT 1 FROM pg_indexes WHERE schemaname = 'snap' AND indexname = $1`, [index])).rowCount === 1;
+            if (!seen) await new Promise((r) => setTimeout(r, 10));
+          }
+        } }] };
+      } },
+      parcela,
+    ],
+  });
+  const runEarly = (dir: string) => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, early, { source: path.join(work, dir), asOf: '2025-06-02', force: true });
+  const ok = await runEarly('all');
+  expect([ok.status, ok.error, seen]).toEqual(['published', undefined, true]);
+
+  // The same index failing (raised by the database) fails the next load (another source): its error, nothing left behind, the snapshot before still current.
+  const current = async () => (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'demo-early-index'`)).rows[0]?.snapshot_id;
+  const before = await current();
+  expect(before).toBe(ok.snapshot_id);
+  await db.pool.query(`
+    CREATE FUNCTION public.test_fail_index() RETURNS event_trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands() WHERE object_identity ~ '^snap\\.demo_feicao__s\\d+_parcela$') THEN
+        RAISE EXCEPTION 'injected failure in the features'' parcela index';
+      END IF;
+    END $$;
+    CREATE EVENT TRIGGER test_fail_index ON ddl_command_end WHEN TAG IN ('CREATE INDEX') EXECUTE FUNCTION public.test_fail_index();`);
+  try {
+    wait = false;
+    const failed = await runEarly('partial');
+    expect([failed.status, failed.error?.message]).toEqual(['failed', expect.stringContaining("injected failure in the features' parcela index")]);
+    const stages = (await db.pool.query(`SELECT stage, status FROM etl.run_stages WHERE run_id = $1 ORDER BY seq`, [failed.run_id])).rows;
+    expect(stages.at(-1)).toEqual({ stage: 'normalise', status: 'failed' });
+  } finally {
+    await db.pool.query('DROP EVENT TRIGGER test_fail_index; DROP FUNCTION public.test_fail_index()');
+  }
+  expect(await current()).toBe(before);
+  expect((await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage'`)).rows[0].n).toBe(0);
+  expect(db.pool.idleCount).toBe(db.pool.totalCount);
+  const active = await db.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'`);
+  expect(active.rows[0].n).toBe(0);
+}, 60_000);
+
 test('an optional input without its file is skipped; a required one fails the load', async () => {
   const o = await run(path.join(work, 'partial'));
   expect([o.status, o.error]).toEqual(['published', undefined]);

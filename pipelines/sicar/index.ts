@@ -212,7 +212,7 @@ export const sicar = shapedPipeline<SicarLoad>({
       },
     },
     {
-      // One row per CAR number, with its theme hectares (beside car_tema's indexes).
+      // One row per CAR number, with its theme hectares (car_tema's indexes build meanwhile).
       relation: CAR_IMOVEL,
       async from({ inputs, state }) {
         const loaded = (name: Theme) => state.loaded.includes(name);
