@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { AgroError, isAgroError } from '../errors.ts';
 import { progress } from '../progress.ts';
 import { checkZipDirectory, firstContentByte, readHead, type ZipLimits } from './archive.ts';
+import { noAnswerCode, watchHost } from './unreachable-hosts.ts';
 
 export interface FetchedFile {
   path: string;
@@ -83,7 +84,12 @@ const WRITE_BUFFER = 1 << 20;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 /** A failure worth another attempt (network, stall, 5xx, short body). */
-class Retryable extends Error {}
+class Retryable extends Error {
+  /** Set when the attempt never reached the server (unreachable-hosts.ts noAnswerCode). */
+  constructor(message: string, readonly noAnswer?: string) {
+    super(message);
+  }
+}
 
 export async function sha256File(file: string): Promise<string> {
   const hash = createHash('sha256');
@@ -313,19 +319,27 @@ function backoff(base: number, failures: number): number {
 
 async function withRetries(hj: HttpJob): Promise<FetchedFile | null> {
   const retries = hj.opts.retries ?? 5;
+  const host = watchHost(hj.uri);
   let failures = 0;
   for (;;) {
     try {
-      return await attempt(hj);
+      const got = await attempt(hj);
+      host.answered();
+      return got;
     } catch (e) {
-      if (!(e instanceof Retryable)) throw e;
+      if (!(e instanceof Retryable)) {
+        // a 404, a TLS refusal, a bad answer: the server was reached
+        if (!noAnswerCode(e)) host.answered();
+        throw e;
+      }
       const size = await sizeOf(hj.p.part);
       if (size > hj.best) {
         hj.best = size;
         failures = 0;
       } else failures++;
-      if (failures >= retries) {
-        throw new AgroError('download_failed', `${hj.uri}: ${e.message} (${failures} attempts without progress)`);
+      const stop = host.failed(e.noAnswer);
+      if (stop || failures >= retries) {
+        throw new AgroError('download_failed', `${hj.uri}: ${e.message} (${failures} attempt${failures === 1 ? '' : 's'} without progress${host.gaveUp()})`);
       }
       const wait = backoff(hj.opts.backoffMs ?? 1000, failures);
       hj.opts.log?.('download retry', { uri: hj.uri, reason: e.message, bytes: size, failures, waitMs: wait });
@@ -378,11 +392,13 @@ function requestOnce(hj: HttpJob, url: URL, headers: Record<string, string>): Pr
     });
     // Socket idle timeout: covers both waiting for headers and a body that stops flowing.
     req.setTimeout(hj.stallMs, () => {
-      const err = new Error(`stalled: no data for ${hj.stallMs} ms`);
+      // Still resolving or connecting: the server was never reached.
+      const connecting = !response && (!req.socket || req.socket.connecting);
+      const err = Object.assign(new Error(connecting ? `no connection after ${hj.stallMs} ms` : `stalled: no data for ${hj.stallMs} ms`), connecting ? { code: 'CONNECT_TIMEOUT' } : {});
       response?.destroy(err);
       req.destroy(err);
     });
-    req.on('error', (e) => reject(new Retryable(e.message)));
+    req.on('error', (e) => reject(new Retryable(e.message, noAnswerCode(e))));
   });
 }
 

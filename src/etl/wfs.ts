@@ -20,6 +20,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { WfsSettings } from '../config.ts';
 import { AgroError } from '../errors.ts';
 import type { FetchedFile } from './download.ts';
+import { noAnswerCode, watchHost } from './unreachable-hosts.ts';
 
 export const WFS_VERSION = '2.0.0';
 export const WFS_OUTPUT_FORMAT = 'application/json';
@@ -83,7 +84,8 @@ export interface WfsDownloadOptions {
 
 /** A failure worth another attempt; `gotBytes` says whether the attempt received any body bytes. */
 class Retryable extends Error {
-  constructor(message: string, readonly gotBytes = false) {
+  /** noAnswer: set when the attempt never reached the server (unreachable-hosts.ts noAnswerCode). */
+  constructor(message: string, readonly gotBytes = false, readonly noAnswer?: string) {
     super(message);
   }
 }
@@ -150,13 +152,13 @@ function getOnce(h: Http, url: string, sink: string | null): Promise<{ status: n
       clearTimeout(deadline);
       out?.destroy();
       req.destroy();
-      reject(e instanceof AgroError || e instanceof Retryable ? e : new Retryable(e.message, bytes > 0));
+      reject(e instanceof AgroError || e instanceof Retryable ? e : new Retryable(e.message, bytes > 0, noAnswerCode(e)));
     };
     const deadline = setTimeout(() => fail(new Retryable(`page not complete after ${h.s.pageTimeoutMs} ms`, bytes > 0)), h.s.pageTimeoutMs);
     const req = (secure ? https : http).get(u, { agent: secure ? h.agents.https : h.agents.http, headers: { 'user-agent': h.userAgent, accept: '*/*', 'accept-encoding': 'identity' } });
     req.on('socket', (sock) => {
       if (sock.connecting) {
-        const t = setTimeout(() => fail(new Retryable(`connect timeout after ${h.s.connectTimeoutMs} ms`)), h.s.connectTimeoutMs);
+        const t = setTimeout(() => fail(new Retryable(`connect timeout after ${h.s.connectTimeoutMs} ms`, false, 'CONNECT_TIMEOUT')), h.s.connectTimeoutMs);
         sock.once('connect', () => clearTimeout(t));
         sock.once('close', () => clearTimeout(t));
       }
@@ -232,16 +234,24 @@ function exceptionText(head: string): string | null {
  * no bytes and resets whenever bytes arrive; a hard cap of 3× the budget stops a server
  * that always cuts mid-body.
  */
-async function withRetries<T>(h: Http, what: string, attempt: () => Promise<T>): Promise<T> {
+async function withRetries<T>(h: Http, url: string, what: string, attempt: () => Promise<T>): Promise<T> {
+  const host = watchHost(url);
   let failures = 0;
   for (let n = 1; ; n++) {
     try {
-      return await attempt();
+      const got = await attempt();
+      host.answered();
+      return got;
     } catch (e) {
-      if (!(e instanceof Retryable)) throw e;
+      if (!(e instanceof Retryable)) {
+        // an exception report, a TLS refusal, a 404: the server was reached
+        host.answered();
+        throw e;
+      }
       failures = e.gotBytes ? 0 : failures + 1;
-      if (failures >= h.s.retries || n >= h.s.retries * 3) {
-        throw new AgroError('download_failed', `${what}: ${e.message} (${n} attempts)`);
+      const stop = host.failed(e.noAnswer);
+      if (stop || failures >= h.s.retries || n >= h.s.retries * 3) {
+        throw new AgroError('download_failed', `${what}: ${e.message} (${n} attempt${n === 1 ? '' : 's'}${host.gaveUp()})`);
       }
       const wait = backoff(h.s, Math.max(1, failures));
       h.log?.('wfs retry', { what, reason: e.message, attempt: n, waitMs: wait });
@@ -259,7 +269,7 @@ function httpStatusError(url: string, status: number): Error {
 /** numberMatched of the layer (resultType=hits). */
 export async function wfsHits(h: Http, r: WfsRequest): Promise<number> {
   const url = hitsUrl(r);
-  return withRetries(h, `hits of ${r.typeName}`, async () => {
+  return withRetries(h, url, `hits of ${r.typeName}`, async () => {
     const res = await getOnce(h, url, null);
     if (res.status !== 200) throw httpStatusError(url, res.status);
     const text = res.body!.toString('utf8');
@@ -302,7 +312,7 @@ async function fetchPage(h: Http, r: WfsRequest, dir: string, startIndex: number
   const file = path.join(dir, pageName(startIndex));
   const part = `${file}.part`;
   const url = pageUrl(r, startIndex);
-  return withRetries(h, `page at ${startIndex} of ${r.typeName}`, async () => {
+  return withRetries(h, url, `page at ${startIndex} of ${r.typeName}`, async () => {
     try {
       const res = await getOnce(h, url, part);
       if (res.status !== 200) throw httpStatusError(url, res.status);
