@@ -138,6 +138,23 @@ describe('monthly quota', () => {
     expect(hist.map((h) => [h.status, h.billable])).toEqual([[200, true], [404, false], [400, false], [200, true], [200, false], [200, false]]);
   });
 
+  test('a cursor is a following page only on a route that pages: on any other data route it is ignored and the answer is billed', async () => {
+    const k = await keyOf('starter');
+    const geometry = { type: 'Polygon', coordinates: [[[-49.34, -16.59], [-49.3, -16.59], [-49.3, -16.55], [-49.34, -16.55], [-49.34, -16.59]]] };
+    const rs = [
+      await call(fx.api.base, `/v1/car/${GO1}?cursor=free`, { key: k.key }),
+      await call(fx.api.base, `/v1/socio/search?q=agro&cursor=free`, { key: k.key }),
+      await call(fx.api.base, `/v1/car/by-geometry?cursor=free`, { key: k.key, body: { geometry } }),
+      await call(fx.api.base, `/v1/enriquecimento/territorial?cursor=free`, { key: k.key, body: { geometry, layers: ['uc'] } }),
+    ];
+    expect(rs.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect(rs.map((r) => r.headers.get('x-quota-used'))).toEqual(['1', '2', '3', '4']);
+    expect(await usedOf(k.id)).toBe(4);
+    await fx.api.app.flushHistory();
+    const hist = await q<{ billable: boolean }>(`SELECT billable FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id]);
+    expect(hist.map((h) => h.billable)).toEqual([true, true, true, true]);
+  });
+
   test('402 quota_exceeded at the limit before any work; thresholds 70/90/100 % queued once each', async () => {
     const k = await keyOf('starter'); // 50 a month: thresholds at 35, 45, 50
     await setUsed(k.id, 34);

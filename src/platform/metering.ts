@@ -26,8 +26,14 @@ declare module 'fastify' {
 /** The stored path: documents masked, percent-escapes decoded, storable text, bounded (src/privacy.ts). */
 export const historyPath = (url: string): string => maskRequestUrl(url, 2_000);
 
-/** A following page (with a cursor) of a lookup already counted. */
+/**
+ * A following page (with a cursor) of a lookup already counted. Only on a route that pages (its
+ * query schema has `cursor`): elsewhere an unknown parameter is ignored, and `?cursor=x` would
+ * have made any lookup free.
+ */
 function isFollowingPage(req: FastifyRequest): boolean {
+  const schema = req.routeOptions.schema?.querystring as { properties?: Record<string, unknown> } | undefined;
+  if (schema?.properties?.cursor === undefined) return false;
   const q = req.query as Record<string, unknown> | undefined;
   return typeof q?.cursor === 'string' && q.cursor !== '';
 }
