@@ -72,6 +72,30 @@ describe('Idempotency-Key on POST', () => {
     expect(ran([await post(fx.api.base, k.key, null, { geometry: G }), await post(fx.api.base, k.key, null, { geometry: G })])).toBe(2);
   });
 
+  test('a replay is free, so the quota does not refuse it: the request that used the last unit, retried, gets its stored answer; a new request is 402', async () => {
+    const k = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'idem-quota' }); // 50 a month
+    await fx.db.pool.query(`INSERT INTO platform.usage_months (key_id, month, used) VALUES ($1, date_trunc('month', now() AT TIME ZONE 'UTC')::date, 49)`, [k.id]);
+    const first = await post(fx.api.base, k.key, 'last-unit', { geometry: G });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-quota-used')).toBe('50');
+    const again = await post(fx.api.base, k.key, 'last-unit', { geometry: G });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get('x-quota-used')).toBe('50');
+    expect(await billed(k.id)).toBe(50);
+    // Not a replay: another body under the key, another key, no key at all → 402 as before.
+    expect(expectEnvelope(await post(fx.api.base, k.key, 'last-unit', { geometry: G2 }), 402, 'quota_exceeded').message).toMatch(/50 of 50/);
+    expectEnvelope(await post(fx.api.base, k.key, 'other', { geometry: G }), 402, 'quota_exceeded');
+    expectEnvelope(await post(fx.api.base, k.key, null, { geometry: G }), 402, 'quota_exceeded');
+    // The refused Idempotency-Key was not claimed: it is still free once quota is available.
+    expect((await fx.db.pool.query(`SELECT 1 FROM platform.idempotency WHERE key_id = $1 AND idem_key = 'other'`, [k.id])).rowCount).toBe(0);
+    expect(await billed(k.id)).toBe(50);
+    await fx.api.app.flushHistory();
+    const hist = await fx.db.pool.query(`SELECT status, billable FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id]);
+    expect(hist.rows.map((r) => [r.status, r.billable])).toEqual([[200, true], [200, false], [402, false], [402, false], [402, false]]);
+  });
+
   test('validation failures and 5xx are not stored: the key stays free for a correct request', async () => {
     const k = await newKey();
     expectEnvelope(await post(fx.api.base, k.key, 'v-1', { geometry: { type: 'Point', coordinates: [0, 0] } }), 422, 'geometry_invalid');

@@ -195,7 +195,7 @@ export async function buildServer(o: {
 
   // Once the status is known: the refund of a reservation the answer does not use, and the
   // history row. Idempotency-Key on POST: after validation (a refused body is never claimed).
-  if (metering) app.addHook('preHandler', async (req, reply) => idempotencyPreHandler(o.pool, req, reply));
+  if (metering) app.addHook('preHandler', async (req, reply) => idempotencyPreHandler(o.pool, req, reply, req.metering?.refusal));
 
   app.addHook('onSend', async (req, reply, payload) => {
     if (req.idempotency) await idempotencyOnSend(o.pool, req, reply, payload);

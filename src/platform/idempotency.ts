@@ -59,6 +59,16 @@ export async function claimIdempotency(db: Db, s: Scope, bodySha256: Buffer): Pr
   return r.rows[0] ?? claimIdempotency(db, s, bodySha256);
 }
 
+/** The row holding a scope, or null (a look that claims nothing). */
+export async function heldIdempotency(db: Db, s: Scope): Promise<StoredAnswer | null> {
+  const r = await db.query(
+    `SELECT body_sha256, state, status, headers, response FROM platform.idempotency
+     WHERE key_id = $1 AND method = $2 AND path = $3 AND idem_key = $4 AND expires_at > now()`,
+    [s.keyId, s.method, s.path, s.idemKey],
+  );
+  return r.rows[0] ?? null;
+}
+
 export async function storeIdempotentAnswer(db: Db, s: Scope, a: { status: number; headers: Record<string, string>; response: string }): Promise<void> {
   await db.query(
     `UPDATE platform.idempotency SET state = 'done', status = $5, headers = $6, response = $7
@@ -78,14 +88,22 @@ export async function purgeIdempotency(db: Db): Promise<number> {
   return (await db.query(`DELETE FROM platform.idempotency WHERE expires_at <= now()`)).rowCount ?? 0;
 }
 
-/** preHandler (after validation): claim, or answer from the stored row. */
-export async function idempotencyPreHandler(pool: pg.Pool, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+/**
+ * preHandler (after validation): claim, or answer from the stored row. A request the quota
+ * refused at admission (`refusal`, src/platform/metering.ts) claims nothing: it gets the stored
+ * answer of the same body (a replay is free), else the refusal.
+ */
+export async function idempotencyPreHandler(pool: pg.Pool, req: FastifyRequest, reply: FastifyReply, refusal?: AgroError): Promise<FastifyReply | undefined> {
   const header = req.headers['idempotency-key'];
-  if (req.method !== 'POST' || header === undefined || !req.apiKey) return undefined;
+  if (req.method !== 'POST' || header === undefined || !req.apiKey) {
+    if (refusal) throw refusal;
+    return undefined;
+  }
   if (typeof header !== 'string' || !IDEM_KEY.test(header)) throw new AgroError('invalid_request', 'Idempotency-Key: 1 to 255 printable ASCII characters');
   const scope: Scope = { keyId: req.apiKey.id, method: req.method, path: req.url.split('?')[0], idemKey: header };
   const hash = crypto.createHash('sha256').update(JSON.stringify(req.body ?? null)).digest();
-  const held = await claimIdempotency(pool, scope, hash);
+  const held = refusal ? await heldIdempotency(pool, scope) : await claimIdempotency(pool, scope, hash);
+  if (refusal && !(held?.state === 'done' && held.body_sha256.equals(hash))) throw refusal;
   if (!held) {
     req.idempotency = scope;
     return undefined;

@@ -15,7 +15,7 @@ import { PLAN_LIMITS, queueQuotaThresholds, reachesThreshold, refundQuota, windo
 
 declare module 'fastify' {
   interface FastifyRequest {
-    metering?: { month: string; used: number; free: boolean; reserved: boolean };
+    metering?: { month: string; used: number; free: boolean; reserved: boolean; refusal?: AgroError };
   }
   interface FastifyContextConfig {
     /** An authenticated route that is not a data endpoint (history, panel): never billed. */
@@ -64,7 +64,11 @@ export async function admit(admitter: Admitter, req: FastifyRequest, reply: Fast
     throw new AgroError('rate_limited', `${limits.perMinute} requests per minute on the ${key.plan} plan; retry in ${resetIn} s`);
   }
   if (!free && !a.reserved) {
-    throw new AgroError('quota_exceeded', `${req.metering.used} of ${limits.perMonth} billable requests used this month on the ${key.plan} plan`);
+    const refusal = new AgroError('quota_exceeded', `${req.metering.used} of ${limits.perMonth} billable requests used this month on the ${key.plan} plan`);
+    // A POST with an Idempotency-Key may be the retry of an answer already stored, and a replay
+    // is free: the idempotency check (after validation) replays it or throws this refusal.
+    if (req.method === 'POST' && req.headers['idempotency-key'] !== undefined) req.metering.refusal = refusal;
+    else throw refusal;
   }
 }
 
