@@ -324,6 +324,27 @@ describe('GET /v1/car/by-document/{documento}', () => {
     expect(inc.results[0].ucs).toEqual((await get(`/v1/car/${GO1}`)).body.sobreposicao_ucs);
   });
 
+  test("a masked CNPJ written as is (its '/' not escaped) is that CNPJ, not an unknown route: by-document and socio/cnpj", async () => {
+    for (const [masked, bare] of [['45.723.174/0001-10', '45723174000110'], ['12.ABC.345/01DE-35', '12ABC34501DE35'], ['12.abc.345/01de-35', '12ABC34501DE35']]) {
+      const r = await get(`/v1/car/by-document/${masked}?uf=GO`);
+      expect(r.status, r.text).toBe(200);
+      const { consultado_em: _a, ...got } = r.body;
+      const { consultado_em: _b, ...want } = (await get(`/v1/car/by-document/${bare}?uf=GO`)).body;
+      expect(got).toEqual(want);
+      expect(got.count).toBe(1);
+      const s = await get(`/v1/socio/cnpj/${masked}`);
+      const sBare = await get(`/v1/socio/cnpj/${bare}`);
+      expect(s.status, s.text).toBe(sBare.status);
+      expect(s.body?.cnpj ?? s.body?.error?.code).toBe(sBare.body?.cnpj ?? sBare.body?.error?.code);
+    }
+    expect((await get('/v1/socio/cnpj/12.ABC.345/01DE-35')).body.razao_social).toBe('AGROPECUÁRIA SÃO JOSÉ LTDA');
+    // Still validated as a document: wrong check digits, or two segments that are no CNPJ → 400 naming it.
+    expect(expectEnvelope(await get('/v1/car/by-document/45.723.174/0001-11'), 400, 'invalid_request').message).toMatch(/^documento: /);
+    expect(expectEnvelope(await get('/v1/socio/cnpj/45.723.174/0001-11'), 400, 'invalid_request').message).toMatch(/^cnpj: /);
+    // Anything longer stays an unknown route.
+    expectEnvelope(await get('/v1/car/by-document/45.723.174/0001-10/x'), 404, 'not_found');
+  });
+
   test('links inferred from an IBAMA embargo carry origem inferido', async () => {
     const r = await get(`/v1/car/by-document/${INFERRED_CPF}`);
     expect(r.status).toBe(200);

@@ -90,6 +90,16 @@ function clientError(err: Error & { code?: string }, socket: Socket) {
   rawFailure(socket, 400, 'Bad Request', 'invalid_request', `invalid request: malformed HTTP request (${err.code ?? 'parse error'})`);
 }
 
+// A CNPJ path parameter written with its mask as is: the '/' of 12.345.678/0001-90 unescaped.
+const MASKED_CNPJ_PATH = /^(\/v1\/(?:car\/by-document|socio\/cnpj)\/[0-9A-Za-z]{2}\.?[0-9A-Za-z]{3}\.?[0-9A-Za-z]{3})\/([0-9A-Za-z]{4}-?[0-9A-Za-z]{2}(?:[?#].*)?)$/s;
+
+/**
+ * The reference lets a document carry its punctuation; a masked CNPJ's '/' would otherwise split
+ * the path and answer 404 not_found, which a client reads as "no such company". Escaped before
+ * routing, the route reads (and validates) the CNPJ.
+ */
+export const joinMaskedCnpj = (url: string): string => url.replace(MASKED_CNPJ_PATH, '$1%2F$2');
+
 /** A pool's connection as a URL (the sandbox database is named after it). */
 function poolUrl(pool: pg.Pool): string {
   const { connectionString, host, port, user, password, database } = pool.options;
@@ -143,6 +153,7 @@ export async function buildServer(o: {
     requestIdHeader: false,
     bodyLimit: o.cfg.api.bodyLimitBytes,
     routerOptions: { maxParamLength: 8_192 },
+    rewriteUrl: (req) => joinMaskedCnpj(req.url ?? '/'),
     clientErrorHandler: clientError,
     // The whole request must arrive within the timeout (fastify's default is none: a slow body held
     // its connection forever); the connections are checked every second. Node enforces it only when
