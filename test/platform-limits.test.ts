@@ -138,6 +138,18 @@ describe('monthly quota', () => {
     expect(hist.map((h) => [h.status, h.billable])).toEqual([[200, true], [404, false], [400, false], [200, true], [200, false], [200, false]]);
   });
 
+  test('GET /v1/sources (freshness of the datasets) is not a data endpoint: never billed, like the history', async () => {
+    const k = await keyOf('starter');
+    const r = await call(fx.api.base, `/v1/sources`, { key: k.key });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('x-quota-used')).toBe('0');
+    expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('1');
+    expect(await usedOf(k.id)).toBe(1);
+    await fx.api.app.flushHistory();
+    const hist = await q<{ billable: boolean; status: number }>(`SELECT billable, status FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id]);
+    expect(hist.map((h) => [h.status, h.billable])).toEqual([[200, false], [200, true]]);
+  });
+
   test('a cursor is a following page only on a route that pages: on any other data route it is ignored and the answer is billed', async () => {
     const k = await keyOf('starter');
     const geometry = { type: 'Polygon', coordinates: [[[-49.34, -16.59], [-49.3, -16.59], [-49.3, -16.55], [-49.34, -16.55], [-49.34, -16.59]]] };

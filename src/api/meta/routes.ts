@@ -80,7 +80,8 @@ export function metaRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       return { status: 'ok' as const, database: { reachable: true, latency_ms: latency }, datasets, consultado_em: isoSeconds() };
     });
 
-    app.get('/sources', { schema: SourcesSchema }, async () => {
+    // Metadata about the data, not a data endpoint (contract §4): never billed.
+    app.get('/sources', { schema: SourcesSchema, config: { unbilled: true } }, async () => {
       const [published, history, runs] = await Promise.all([publishedSnapshots(pool), readableHistory(pool), sourceRuns(pool)]);
       const sources = sourceStates(published, runs, cadences, Date.now()).map(({ snapshot: s, run, checkedAt, ageMs, cadenceMs, freshness }) => ({
         dataset: s.dataset, uf: s.uf, snapshot_id: s.snapshot_id, as_of: s.as_of, published_at: ts(s.published_at), rows: s.rows,
