@@ -354,6 +354,16 @@ describe('GET /v1/car/by-document/{documento}', () => {
     expect(r.body.titular).toBe('Maria das Graças Lúcio');
   });
 
+  test('every link carries its evidence (contract §3): an inferred one its embargo term, a declared one the extract', async () => {
+    const inferred = (await get(`/v1/car/by-document/${INFERRED_CPF}`)).body.results[0];
+    const [want] = await q<{ evidencia: Record<string, unknown> }>(`SELECT evidencia FROM serving.car_titulares WHERE car = $1 AND documento = $2 AND origem = 'inferido'`, [MT1, INFERRED_CPF]);
+    expect(want.evidencia).toMatchObject({ fonte: 'embargo IBAMA', numero_tad: expect.any(String), confianca: 'baixa' });
+    expect(inferred.evidencia).toEqual(want.evidencia);
+    const declared = (await get(`/v1/car/by-document/52998224725`)).body.results;
+    expect(declared).toHaveLength(2);
+    for (const d of declared) expect(d.evidencia).toMatchObject({ fonte: 'extrato do operador', snapshot_id: expect.any(Number) });
+  });
+
   test('validation: check digits, limit, situacao, LGPD basis → 400 naming the parameter', async () => {
     expect(expectEnvelope(await get('/v1/car/by-document/52998224724'), 400, 'invalid_request').message).toMatch(/^documento: /);
     expect(expectEnvelope(await get('/v1/car/by-document/45723174000111'), 400, 'invalid_request').message).toMatch(/^documento: /);

@@ -127,7 +127,7 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
           area_total_ha: r.area_total_ha, area_calculada_ha: round(r.area_calculada_ha, 4), data_inscricao: r.data_inscricao,
           embargo_ibama: null, srid: 4326 as const, centroid: r.centroid, bbox: roundBbox(r.bbox),
           ...(r.geometria ? { geometria: r.geometria } : {}),
-          vinculo: link.vinculo, origem: link.origem, snapshot_id: r.snapshot_id, fonte: fonte(r.uf, asOfById.get(r.snapshot_id) ?? ''),
+          vinculo: link.vinculo, origem: link.origem, evidencia: link.evidencia, snapshot_id: r.snapshot_id, fonte: fonte(r.uf, asOfById.get(r.snapshot_id) ?? ''),
           ...layers,
         };
       });

@@ -111,6 +111,12 @@ export const CarSummary = Type.Object({
   srid: Type.Literal(4326), centroid: Nullable(PointSchema), bbox: Bbox, geometria: Geometria,
   vinculo: Nullable(Type.String({ description: 'proprietario | possuidor (null for an inferred link)' })),
   origem: Type.String({ enum: ['declarado', 'inferido'] }),
+  evidencia: Nullable(Type.Object({
+    fonte: Type.String({ description: "'extrato do operador' (declared) or 'embargo IBAMA' (inferred)" }),
+  }, {
+    additionalProperties: true,
+    description: 'why the link exists (contract §3): an inferred link names its embargo term (numero_tad, data_embargo, area_sobreposta_ha, percentual, confianca alta|media|baixa)',
+  })),
   snapshot_id: Type.Integer(), fonte: Type.String(),
   ...IncludeFields,
 });

@@ -124,7 +124,7 @@ export interface LinkRow {
   nome: string | null;
   vinculo: string | null;
   origem: 'declarado' | 'inferido';
-  evidencia: Record<string, unknown> | null;
+  evidencia: { fonte: string; [k: string]: unknown } | null;
 }
 
 /** Owner links of a document (by documento_hmac) in given snapshots. */
