@@ -127,6 +127,15 @@ describe('meta routes', () => {
   });
 });
 
+test('the OpenAPI document declares the request headers of the reference: Idempotency-Key on both POST routes, X-LGPD-Base-Legal on the CPF lookups', async () => {
+  const doc = (await call(api.base, '/v1/openapi.json')).body;
+  const headers = (p: string, m: string) => (doc.paths[p][m].parameters ?? []).filter((x: { in: string }) => x.in === 'header').map((x: { name: string }) => x.name.toLowerCase());
+  expect(headers('/v1/car/by-geometry', 'post')).toContain('idempotency-key');
+  expect(headers('/v1/enriquecimento/territorial', 'post')).toContain('idempotency-key');
+  expect(headers('/v1/car/by-document/{documento}', 'get')).toContain('x-lgpd-base-legal');
+  expect(headers('/v1/socio/cpf/{cpf}', 'get')).toContain('x-lgpd-base-legal');
+});
+
 describe('keys', () => {
   test('missing, malformed, unknown and revoked keys are 401 unauthorized; no key is needed for health', async () => {
     const path = `/v1/car/${GO1}`;

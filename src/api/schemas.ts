@@ -17,6 +17,13 @@ export const ErrorBody = Type.Object(
 
 export const ErrorResponses = { '4xx': ErrorBody, '5xx': ErrorBody };
 
+/** The Idempotency-Key header of the POST routes, for the OpenAPI document (checked and applied by src/platform/idempotency.ts). */
+export const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({
+    description: '1 to 255 printable ASCII characters; kept 24 h per key and path: the same body gets the stored answer (Idempotent-Replayed: true, not billed), another body 422 idempotency_key_reused, while the first runs 409 idempotency_conflict',
+  })),
+});
+
 export const Position = Type.Array(Type.Number(), { minItems: 2, maxItems: 3, description: '[lon, lat]' });
 const Ring = Type.Array(Position, { minItems: 4, description: 'closed linear ring' });
 

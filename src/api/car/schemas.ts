@@ -1,7 +1,7 @@
 // Schemas of the car routes (reference "Registry property record", "Property summary",
 // "Document lookup envelope", "Geometry query result item"; contract §3–4).
 import { Type } from 'typebox';
-import { Bbox, DateString, ErrorResponses, Nullable, PointSchema, RequestGeometry, Timestamp } from '../schemas.ts';
+import { Bbox, DateString, ErrorResponses, IdempotencyHeaders, Nullable, PointSchema, RequestGeometry, Timestamp } from '../schemas.ts';
 
 export const CAR_PATTERN = '^[A-Za-z]{2}-[0-9]{7}-[0-9A-Fa-f]{32}$';
 
@@ -172,6 +172,7 @@ export const ByGeometrySchema = {
     min_overlap: Type.Number({ minimum: 0, maximum: 1, default: 0, description: 'minimum overlap_ratio' }),
     limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
   }, { additionalProperties: false }),
+  headers: IdempotencyHeaders,
   response: {
     200: Type.Object({
       results: Type.Array(GeometryHitSchema), count: Type.Integer(), area_consulta_ha: Type.Number({ description: 'area of the query polygon, hectares' }),

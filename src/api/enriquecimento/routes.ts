@@ -7,7 +7,7 @@ import { AgroError } from '../../errors.ts';
 import { ZarcCultura } from '../car/schemas.ts';
 import type { ApiDeps } from '../deps.ts';
 import { checkGeometry, checkGeometryInDb } from '../geometry.ts';
-import { DateString, ErrorResponses, isoSeconds, Nullable, RequestGeometry, round, Timestamp } from '../schemas.ts';
+import { DateString, ErrorResponses, IdempotencyHeaders, isoSeconds, Nullable, RequestGeometry, round, Timestamp } from '../schemas.ts';
 import { zarcCultura } from '../zarc.ts';
 import { crossLayer, publishedDatasets, zarcOf } from './sql.ts';
 
@@ -46,6 +46,7 @@ const Schema = {
     geometry: RequestGeometry,
     layers: Type.Optional(Type.Array(Type.String({ enum: [...ENRICH_LAYERS] }), { uniqueItems: true, maxItems: 5, description: `default all: ${ENRICH_LAYERS.join(', ')}` })),
   }, { additionalProperties: false }),
+  headers: IdempotencyHeaders,
   response: { 200: Response, ...ErrorResponses },
 };
 
