@@ -245,6 +245,23 @@ describe('GET /v1/car/{numero}', () => {
     expect((await get(`/v1/car/${GO1}?geometry=false`)).body).not.toHaveProperty('geometria');
   });
 
+  test("geometry=True (Python's requests, .NET), TRUE, 1 and their false forms are the boolean; anything else → 400 naming geometry", async () => {
+    for (const v of ['True', 'TRUE', '1']) {
+      expect((await get(`/v1/car/${GO1}?geometry=${v}`)).body.geometria?.type, v).toBe('Polygon');
+      const doc = await get(`/v1/car/by-document/52998224725?geometry=${v}`);
+      expect(doc.body.results.every((x: { geometria?: unknown }) => x.geometria !== undefined), v).toBe(true);
+    }
+    for (const v of ['False', 'FALSE', '0']) {
+      const r = await get(`/v1/car/${GO1}?geometry=${v}`);
+      expect(r.status, v).toBe(200);
+      expect(r.body, v).not.toHaveProperty('geometria');
+    }
+    // A cursor's query fingerprint sees the boolean, not its spelling.
+    const p1 = (await get('/v1/car/by-document/52998224725?limit=1&geometry=True')).body;
+    expect((await get(`/v1/car/by-document/52998224725?limit=1&geometry=true&cursor=${p1.next_cursor}`)).status).toBe(200);
+    for (const v of ['yes', 'on', '2', '', 'truee']) expect(expectEnvelope(await get(`/v1/car/${GO1}?geometry=${v}`), 400, 'invalid_request').message, v).toMatch(/^geometry: /);
+  });
+
   test('the number is case-insensitive; malformed → 400 naming numero; unknown → 404 car_not_found', async () => {
     expect((await get(`/v1/car/${GO1.toLowerCase()}`)).body.car).toBe(GO1);
     expect(expectEnvelope(await get('/v1/car/GO-123'), 400, 'invalid_request').message).toMatch(/^numero: /);

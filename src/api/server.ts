@@ -29,6 +29,7 @@ import type { ApiDeps } from './deps.ts';
 import { enriquecimentoRoutes } from './enriquecimento/routes.ts';
 import { envelope, toFailure } from './errors.ts';
 import { rejectNonFinite } from './finite-numbers.ts';
+import { normalizeQueryBooleans } from './query-booleans.ts';
 import { OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
 import { ApiMetrics, metricsRoutes } from './metrics.ts';
@@ -200,6 +201,9 @@ export async function buildServer(o: {
       if (metering) await admit(admitter, req, reply);
     }
   });
+
+  // Before validation: True/FALSE/1/0 of a boolean query parameter (./query-booleans.ts).
+  app.addHook('preValidation', async (req) => normalizeQueryBooleans(req));
 
   // After validation: ±Infinity that Ajv coerced from a string is refused (./finite-numbers.ts).
   app.addHook('preHandler', async (req) => rejectNonFinite(req));
