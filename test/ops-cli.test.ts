@@ -162,6 +162,37 @@ describe('agro backfill --series', () => {
   });
 });
 
+describe('agro backfill --series-file and Ctrl-C', () => {
+  test('the download under way finishes, the run ends interrupted, the later dates do not start; one JSON object, exit 1', async () => {
+    const fresh = await testDatabase(); // nothing loaded: the first date is a new snapshot
+    const server = await slowFileServer(IBGE_ZIP, 'BR_Municipios_2024.zip');
+    try {
+      const list = path.join(work, 'interrupted.txt');
+      fs.writeFileSync(list, `2024-06-01 ${server.url}\n2025-01-01 ${path.dirname(IBGE_ZIP)}\n`);
+      const child = spawn(process.execPath, [AGRO, 'backfill', 'ibge-municipios', '--series-file', list, '--json'], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }) });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (err += d));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
+      await server.started;
+      child.kill('SIGINT');
+      await new Promise((r) => setTimeout(r, 300));
+      server.release();
+      expect(await exited).toEqual({ code: 1, signal: null });
+      expect(err).toMatch(/SIGINT: the stage under way finishes/);
+      const runs = JSON.parse(out).runs;
+      expect(runs.map((o: { as_of: string | null; status: string; error?: { code: string } }) => [o.status, o.error?.code])).toEqual([['failed', 'interrupted']]);
+      expect((await fresh.pool.query(`SELECT run_id::int, status, error_code FROM etl.runs`)).rows).toEqual([{ run_id: runs[0].run_id, status: 'failed', error_code: 'interrupted' }]);
+      expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM etl.current`)).rows[0].n).toBe(0);
+    } finally {
+      server.release();
+      await server.close();
+      await fresh.drop();
+    }
+  }, 120_000);
+});
+
 describe('agro doctor', () => {
   test('every check passes here; an unreachable database fails with what to do, exit 1', () => {
     const ok = agro('doctor', '--json');
