@@ -181,6 +181,16 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(down.code).toBe(1);
     expect(oneObject(down)).toEqual({ error: { code: 'database_unavailable', message: expect.any(String) } });
   }, 300_000);
+
+  test('report --out into a folder that does not exist, or onto a folder: a usage error naming the file, no stack trace', () => {
+    const id = String(oneObject(agro('snapshots', 'sicar', '--json')).snapshots[0].snapshot_id);
+    for (const out of [path.join(work, 'no-such-folder', 'r.html'), work]) {
+      const r = agro('report', id, '--format', 'html', '--out', out, '--json');
+      expect(r.code).toBe(2);
+      expect(oneObject(r)).toEqual({ error: { code: 'usage', message: expect.stringContaining(`--out ${out}: cannot write the report`) } });
+      expect(r.stderr).not.toMatch(/\n\s+at |unexpected error|"stack"/);
+    }
+  }, 300_000);
 });
 
 describe('publish <id> of a blocked snapshot (issue 6 C.2)', () => {

@@ -256,7 +256,13 @@ async function cmdReport(env: Env): Promise<number> {
   const safe = maskCpfsDeep(report);
   const text = format === 'html' ? renderReportHtml(safe, maskCpfsDeep(extras)) : JSON.stringify(safe, null, 2);
   if (env.values.out) {
-    fs.writeFileSync(env.values.out as string, text);
+    try {
+      fs.writeFileSync(env.values.out as string, text);
+    } catch (e) {
+      // A full disk says so (fail()); a folder that does not exist or cannot be written is the argument's fault.
+      if (diskFullError(e)) throw e;
+      throw new AgroError('usage', `--out ${env.values.out}: cannot write the report (${(e as Error).message})`);
+    }
     print(env, { snapshot_id: report.snapshot_id, format, out: env.values.out }, () => `report written to ${env.values.out}`);
   } else if (!env.json) out(text);
   else if (format === 'html') print(env, { snapshot_id: report.snapshot_id, format, html: text }, () => text);
