@@ -110,6 +110,21 @@ describe('agro runs', () => {
     expect(agro('runs', '--limit', '0').code).toBe(2);
     expect(agro('runs', 'nope').code).toBe(2);
   });
+
+  test('at an 80-column terminal the error is not cut off: it goes, wrapped, under its run', async () => {
+    const failed = agro('run', 'zarc', '--source', path.join(work, 'no-such-folder', 'zarc-tabua-de-risco-2025.csv'), '--json');
+    expect(failed.code).toBe(1);
+    const error = `${failed.json().error.code}: ${failed.json().error.message}`;
+    expect(error.length).toBeGreaterThan(80);
+    const { code, screen } = await inTerminal(`stty cols 80; ${process.execPath} ${AGRO} runs --limit 1`);
+    expect(code).toBe(0);
+    const lines = screen.split(/\r\n|\r|\n/).filter((l) => l.trim());
+    expect(lines[0]).toMatch(/^run\s+pipeline\s+uf\s+status\s+started \(UTC\)\s+duration\s+read\s+loaded\s+rejected\s+snapshot$/);
+    expect(lines[1]).toMatch(new RegExp(`^ *${failed.json().run_id}  zarc +failed `));
+    const under = lines.slice(2);
+    expect(under.every((l) => l.startsWith('     ') && l.length <= 80)).toBe(true);
+    expect(under.map((l) => l.trim()).join(' ')).toBe(error);
+  });
 });
 
 describe('agro backfill --series', () => {
