@@ -141,6 +141,17 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(oneObject(badConfig)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/configuration: not a number: three/) } });
   }, 300_000);
 
+  test('a source given as a bare argument is refused, not ignored (the run would have gone to the official source)', async () => {
+    const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
+    const dir = path.join(ROOT, 'fixtures/ibge-municipios');
+    expect(usage('run', 'ibge-municipios', dir, '--json')).toMatch(new RegExp(`unexpected argument "${dir}".*--source`));
+    expect(usage('backfill', 'ibge-municipios', dir, '--as-of', '2024-06-01', '--json')).toMatch(/unexpected argument/);
+    expect(usage('run', 'sicar', 'GO', '--json')).toMatch(/unexpected argument "GO".*--uf/);
+    expect(usage('snapshots', 'sicar', 'GO', '--json')).toMatch(/unexpected argument "GO"/);
+    expect(usage('rollback', 'sicar', 'GO', '--json')).toMatch(/unexpected argument "GO"/);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
+  }, 300_000);
+
   test('C.8: an impossible --as-of date and an unknown --uf are usage errors that say why', () => {
     expect(usage('run', 'sicar', '--uf', 'DF', '--as-of', '2026-02-30', '--json')).toMatch(/--as-of must be a calendar date \(yyyy-mm-dd\), got "2026-02-30"/);
     expect(usage('backfill', 'sicar', '--uf', 'DF', '--as-of', '2025-04-31', '--source', work, '--json')).toMatch(/calendar date/);

@@ -59,6 +59,9 @@ export function pipelineArg(env: Env, i = 1) {
   if (!name) throw new AgroError('usage', 'missing <pipeline>');
   const p = findPipeline(name);
   if (!p) throw new AgroError('usage', `unknown pipeline "${name}" (known: ${PIPELINES.map((x) => x.name).join(', ')})`);
+  // A bare word after the pipeline is not ignored: `run ibge-municipios ./dir` would load the official source.
+  const extra = env.args[i + 1];
+  if (extra !== undefined) throw new AgroError('usage', `unexpected argument "${extra}" after ${name}: options are named (--source S, --uf UF, --as-of DATE)`);
   return p;
 }
 
