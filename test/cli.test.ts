@@ -193,6 +193,23 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(oneObject(down)).toEqual({ error: { code: 'database_unavailable', message: expect.any(String) } });
   }, 300_000);
 
+  test('report of a snapshot whose run failed before its quality stage says which run and why', () => {
+    // Deflate data damaged inside the zip: the download passes, the read fails after the snapshot was created.
+    const dir = path.join(work, 'ibge-damaged');
+    fs.mkdirSync(dir, { recursive: true });
+    const zip = fs.readFileSync(path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip'));
+    for (let i = 200; i < 260; i++) zip[i] ^= 0x55;
+    fs.writeFileSync(path.join(dir, 'BR_Municipios_2024.zip'), zip);
+    const failed = agro('run', 'ibge-municipios', '--source', dir, '--json').json();
+    expect(failed).toMatchObject({ status: 'failed', snapshot_id: expect.any(Number), error: { code: 'corrupt_archive' } });
+    const r = agro('report', `s${failed.snapshot_id}`, '--json');
+    expect(r.code).toBe(1);
+    expect(oneObject(r).error).toEqual({
+      code: 'snapshot_not_found',
+      message: expect.stringContaining(`no quality report for s${failed.snapshot_id} (run ${failed.run_id} ended failed before its quality stage: the archive is corrupt`),
+    });
+  }, 300_000);
+
   test('report --out into a folder that does not exist, or onto a folder: a usage error naming the file, no stack trace', () => {
     const id = String(oneObject(agro('snapshots', 'sicar', '--json')).snapshots[0].snapshot_id);
     for (const out of [path.join(work, 'no-such-folder', 'r.html'), work]) {
