@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { slowFileServer } from './helpers/slow-server.ts';
+import { fixtureRuns } from '../src/cli/main.ts';
 
 const ROOT = path.resolve(__dirname, '..');
 const AGRO = path.join(ROOT, 'bin/agro.mjs');
@@ -206,6 +207,31 @@ describe('agro backfill --series-file and Ctrl-C', () => {
       await fresh.drop();
     }
   }, 120_000);
+});
+
+describe('stdout closed by its reader (agro nightly | head -1)', () => {
+  test('the night goes on to its end and says nothing of the database; a listing exits quietly', async () => {
+    const fresh = await testDatabase();
+    try {
+      const closedAfterFirstLine = (...args: string[]) => new Promise<{ code: number | null; err: string }>((resolve) => {
+        const child = spawn(process.execPath, [AGRO, ...args], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] });
+        let err = '';
+        child.stdout.once('data', () => child.stdout.destroy());
+        child.stderr.on('data', (d) => (err += d));
+        child.on('exit', (code) => resolve({ code, err }));
+      });
+      const night = await closedAfterFirstLine('nightly', '--sources', 'fixtures');
+      expect(night.err).not.toMatch(/database is unreachable|EPIPE|\n\s+at /);
+      expect(night.code).toBe(0);
+      const runs = (await fresh.pool.query(`SELECT status, count(*)::int AS n FROM etl.runs GROUP BY status`)).rows;
+      expect(runs).toEqual([{ status: 'published', n: fixtureRuns().length }]);
+      const list = await closedAfterFirstLine('runs', '--limit', '100');
+      expect(list.err).not.toMatch(/EPIPE|\n\s+at /);
+      expect(list.code).toBe(0);
+    } finally {
+      await fresh.drop();
+    }
+  }, 180_000);
 });
 
 describe('agro doctor', () => {

@@ -11,8 +11,16 @@ import type { Logger } from '../log.ts';
 import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 
+// A reader that closes stdout early (`agro nightly | head -1`) ends the output, not the command:
+// a night goes on to its end (it was stopped as "the database is unreachable: write EPIPE").
+let stdoutClosed = false;
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code !== 'EPIPE') throw e;
+  stdoutClosed = true;
+});
+
 export function out(text: string): void {
-  process.stdout.write(maskCpfsInText(text) + '\n');
+  if (!stdoutClosed) process.stdout.write(maskCpfsInText(text) + '\n');
 }
 
 export interface Env {
