@@ -26,6 +26,8 @@ export interface Config {
   logFormat: 'json' | 'auto';
   /** The scheduler's one config file (AGRO_SCHEDULE_FILE, default agro.schedule.json). */
   scheduleFile: string;
+  /** AGRO_SCHEDULE_FILE was set: a missing file is an error, not the defaults. */
+  scheduleFileExplicit: boolean;
   port: number;
   host: string;
   /** Snapshots kept per dataset (and per state for sicar). */
@@ -160,6 +162,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     logLevel: env.LOG_LEVEL || 'info',
     logFormat: env.LOG_FORMAT === 'json' ? 'json' : 'auto',
     scheduleFile: path.resolve(cwd, env.AGRO_SCHEDULE_FILE || 'agro.schedule.json'),
+    scheduleFileExplicit: !!env.AGRO_SCHEDULE_FILE,
     port: num(env.PORT, 8080),
     host: env.HOST || '127.0.0.1',
     retention: Math.max(1, num(env.AGRO_RETENTION, 3)),

@@ -141,6 +141,17 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(oneObject(badConfig)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/configuration: not a number: three/) } });
   }, 300_000);
 
+  test('a source given as a bare argument is refused, not ignored (the run would have gone to the official source)', async () => {
+    const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
+    const dir = path.join(ROOT, 'fixtures/ibge-municipios');
+    expect(usage('run', 'ibge-municipios', dir, '--json')).toMatch(new RegExp(`unexpected argument "${dir}".*--source`));
+    expect(usage('backfill', 'ibge-municipios', dir, '--as-of', '2024-06-01', '--json')).toMatch(/unexpected argument/);
+    expect(usage('run', 'sicar', 'GO', '--json')).toMatch(/unexpected argument "GO".*--uf/);
+    expect(usage('snapshots', 'sicar', 'GO', '--json')).toMatch(/unexpected argument "GO"/);
+    expect(usage('rollback', 'sicar', 'GO', '--json')).toMatch(/unexpected argument "GO"/);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
+  }, 300_000);
+
   test('C.8: an impossible --as-of date and an unknown --uf are usage errors that say why', () => {
     expect(usage('run', 'sicar', '--uf', 'DF', '--as-of', '2026-02-30', '--json')).toMatch(/--as-of must be a calendar date \(yyyy-mm-dd\), got "2026-02-30"/);
     expect(usage('backfill', 'sicar', '--uf', 'DF', '--as-of', '2025-04-31', '--source', work, '--json')).toMatch(/calendar date/);
@@ -180,6 +191,33 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     const down = agroEnv({ DATABASE_URL: 'postgres://agro@127.0.0.1:9/agro' }, 'snapshots', '--json');
     expect(down.code).toBe(1);
     expect(oneObject(down)).toEqual({ error: { code: 'database_unavailable', message: expect.any(String) } });
+  }, 300_000);
+
+  test('report of a snapshot whose run failed before its quality stage says which run and why', () => {
+    // Deflate data damaged inside the zip: the download passes, the read fails after the snapshot was created.
+    const dir = path.join(work, 'ibge-damaged');
+    fs.mkdirSync(dir, { recursive: true });
+    const zip = fs.readFileSync(path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip'));
+    for (let i = 200; i < 260; i++) zip[i] ^= 0x55;
+    fs.writeFileSync(path.join(dir, 'BR_Municipios_2024.zip'), zip);
+    const failed = agro('run', 'ibge-municipios', '--source', dir, '--json').json();
+    expect(failed).toMatchObject({ status: 'failed', snapshot_id: expect.any(Number), error: { code: 'corrupt_archive' } });
+    const r = agro('report', `s${failed.snapshot_id}`, '--json');
+    expect(r.code).toBe(1);
+    expect(oneObject(r).error).toEqual({
+      code: 'snapshot_not_found',
+      message: expect.stringContaining(`no quality report for s${failed.snapshot_id} (run ${failed.run_id} ended failed before its quality stage: the archive is corrupt`),
+    });
+  }, 300_000);
+
+  test('report --out into a folder that does not exist, or onto a folder: a usage error naming the file, no stack trace', () => {
+    const id = String(oneObject(agro('snapshots', 'sicar', '--json')).snapshots[0].snapshot_id);
+    for (const out of [path.join(work, 'no-such-folder', 'r.html'), work]) {
+      const r = agro('report', id, '--format', 'html', '--out', out, '--json');
+      expect(r.code).toBe(2);
+      expect(oneObject(r)).toEqual({ error: { code: 'usage', message: expect.stringContaining(`--out ${out}: cannot write the report`) } });
+      expect(r.stderr).not.toMatch(/\n\s+at |unexpected error|"stack"/);
+    }
   }, 300_000);
 });
 

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { slowFileServer } from './helpers/slow-server.ts';
+import { fixtureRuns } from '../src/cli/main.ts';
 
 const ROOT = path.resolve(__dirname, '..');
 const AGRO = path.join(ROOT, 'bin/agro.mjs');
@@ -110,6 +111,21 @@ describe('agro runs', () => {
     expect(agro('runs', '--limit', '0').code).toBe(2);
     expect(agro('runs', 'nope').code).toBe(2);
   });
+
+  test('at an 80-column terminal the error is not cut off: it goes, wrapped, under its run', async () => {
+    const failed = agro('run', 'zarc', '--source', path.join(work, 'no-such-folder', 'zarc-tabua-de-risco-2025.csv'), '--json');
+    expect(failed.code).toBe(1);
+    const error = `${failed.json().error.code}: ${failed.json().error.message}`;
+    expect(error.length).toBeGreaterThan(80);
+    const { code, screen } = await inTerminal(`stty cols 80; ${process.execPath} ${AGRO} runs --limit 1`);
+    expect(code).toBe(0);
+    const lines = screen.split(/\r\n|\r|\n/).filter((l) => l.trim());
+    expect(lines[0]).toMatch(/^run\s+pipeline\s+uf\s+status\s+started \(UTC\)\s+duration\s+read\s+loaded\s+rejected\s+snapshot$/);
+    expect(lines[1]).toMatch(new RegExp(`^ *${failed.json().run_id}  zarc +failed `));
+    const under = lines.slice(2);
+    expect(under.every((l) => l.startsWith('     ') && l.length <= 80)).toBe(true);
+    expect(under.map((l) => l.trim()).join(' ')).toBe(error);
+  });
 });
 
 describe('agro backfill --series', () => {
@@ -160,6 +176,62 @@ describe('agro backfill --series', () => {
       await fresh.drop();
     }
   });
+});
+
+describe('agro backfill --series-file and Ctrl-C', () => {
+  test('the download under way finishes, the run ends interrupted, the later dates do not start; one JSON object, exit 1', async () => {
+    const fresh = await testDatabase(); // nothing loaded: the first date is a new snapshot
+    const server = await slowFileServer(IBGE_ZIP, 'BR_Municipios_2024.zip');
+    try {
+      const list = path.join(work, 'interrupted.txt');
+      fs.writeFileSync(list, `2024-06-01 ${server.url}\n2025-01-01 ${path.dirname(IBGE_ZIP)}\n`);
+      const child = spawn(process.execPath, [AGRO, 'backfill', 'ibge-municipios', '--series-file', list, '--json'], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }) });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (err += d));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.on('exit', (code, signal) => r({ code, signal })));
+      await server.started;
+      child.kill('SIGINT');
+      await new Promise((r) => setTimeout(r, 300));
+      server.release();
+      expect(await exited).toEqual({ code: 1, signal: null });
+      expect(err).toMatch(/SIGINT: the stage under way finishes/);
+      const runs = JSON.parse(out).runs;
+      expect(runs.map((o: { as_of: string | null; status: string; error?: { code: string } }) => [o.status, o.error?.code])).toEqual([['failed', 'interrupted']]);
+      expect((await fresh.pool.query(`SELECT run_id::int, status, error_code FROM etl.runs`)).rows).toEqual([{ run_id: runs[0].run_id, status: 'failed', error_code: 'interrupted' }]);
+      expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM etl.current`)).rows[0].n).toBe(0);
+    } finally {
+      server.release();
+      await server.close();
+      await fresh.drop();
+    }
+  }, 120_000);
+});
+
+describe('stdout closed by its reader (agro nightly | head -1)', () => {
+  test('the night goes on to its end and says nothing of the database; a listing exits quietly', async () => {
+    const fresh = await testDatabase();
+    try {
+      const closedAfterFirstLine = (...args: string[]) => new Promise<{ code: number | null; err: string }>((resolve) => {
+        const child = spawn(process.execPath, [AGRO, ...args], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, LOG_LEVEL: 'warn' }), stdio: ['ignore', 'pipe', 'pipe'] });
+        let err = '';
+        child.stdout.once('data', () => child.stdout.destroy());
+        child.stderr.on('data', (d) => (err += d));
+        child.on('exit', (code) => resolve({ code, err }));
+      });
+      const night = await closedAfterFirstLine('nightly', '--sources', 'fixtures');
+      expect(night.err).not.toMatch(/database is unreachable|EPIPE|\n\s+at /);
+      expect(night.code).toBe(0);
+      const runs = (await fresh.pool.query(`SELECT status, count(*)::int AS n FROM etl.runs GROUP BY status`)).rows;
+      expect(runs).toEqual([{ status: 'published', n: fixtureRuns().length }]);
+      const list = await closedAfterFirstLine('runs', '--limit', '100');
+      expect(list.err).not.toMatch(/EPIPE|\n\s+at /);
+      expect(list.code).toBe(0);
+    } finally {
+      await fresh.drop();
+    }
+  }, 180_000);
 });
 
 describe('agro doctor', () => {

@@ -2,7 +2,7 @@
 // config validation, slots in a timezone, dependency order, two schedulers running a slot
 // once, one catch-up after downtime, retries with bounded backoff, and SIGTERM in a real
 // process during a download (nothing published; the slot runs again at the next start).
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -71,6 +71,21 @@ describe('schedule config', () => {
     const broken = path.join(work, 'broken.json');
     fs.writeFileSync(broken, '{"jobs": ');
     expect(() => loadSchedule(broken, NAMES)).toThrow(/broken\.json: not valid JSON/);
+  });
+
+  test('AGRO_SCHEDULE_FILE naming a file that is not there is an error, not the defaults (a typo must not schedule every state)', () => {
+    const absent = path.join(work, 'typo.json');
+    const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule', '--check', '--json'], {
+      env: { ...process.env, AGRO_SCHEDULE_FILE: absent }, encoding: 'utf8', timeout: 60_000,
+    });
+    expect(r.status).toBe(2);
+    expect(JSON.parse(r.stdout).error).toEqual({ code: 'schedule_config', message: expect.stringContaining(`${absent}: no such file (named by AGRO_SCHEDULE_FILE)`) });
+    // The default file name, absent, still means the defaults.
+    const d = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule', '--check', '--json'], {
+      env: { ...process.env, AGRO_SCHEDULE_FILE: '' }, cwd: work, encoding: 'utf8', timeout: 60_000,
+    });
+    expect(d.status).toBe(0);
+    expect(JSON.parse(d.stdout).origin).toBe('defaults');
   });
 });
 

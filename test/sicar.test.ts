@@ -277,6 +277,23 @@ describe('issue 6: a GO theme in the older per-municipality layout (IDF, NOM_TEM
     expect(q.gate.passed).toBe(true);
   });
 
+  test('the counts add up over the properties: theme polygons not linked are listed by reason, not counted as dropped properties', async () => {
+    const fresh = await testDatabase();
+    try {
+      const out = await runPipeline({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log }, sicar, { uf: 'GO', source: DIR });
+      expect([out.status, out.error]).toEqual(['published', undefined]);
+      // GO's 10 AREA_IMOVEL rows: 8 loaded, the neighbour state's and the older copy dropped.
+      expect([out.rows_read, out.rows_loaded, out.rows_rejected, out.rows_dropped]).toEqual([10, 8, 0, 2]);
+      const q = await report(out.snapshot_id!, fresh);
+      expect(q.counts).toEqual({ read: 10, loaded: 8, rejected: 0, dropped: 2 });
+      expect(q.counts.read).toBe(q.counts.loaded + q.counts.rejected + q.counts.dropped);
+      // The two APPS polygons that no single property holds are still in the report, under their theme.
+      expect(q.facts.dropped).toEqual({ other_state: 1, duplicate_car: 1, 'apps:not_linked_no_property': 1, 'apps:not_linked_ambiguous': 1 });
+    } finally {
+      await fresh.drop();
+    }
+  });
+
   test('a theme none of whose polygons can be linked is skipped with a note; its areas are NULL', async () => {
     const dir = path.join(work, 'municipal-unlinkable');
     await buildSicarMunicipalGo(dir, municipalAppsRows().filter((r) => !('car' in r.expect)));

@@ -1,6 +1,7 @@
 // `agro backfill <pipeline> --series DIR | --series-file F`: loads historical sources in
 // date order, each as a kept snapshot (exempt from retention). The engine's backfill rule
-// decides what becomes current: only a snapshot newer than the current one.
+// decides what becomes current: only a snapshot newer than the current one. A signal stops
+// the series as it stops `agro run` (interrupt.ts).
 import fs from 'node:fs';
 import path from 'node:path';
 import { AgroError } from '../errors.ts';
@@ -8,6 +9,7 @@ import * as catalog from '../etl/catalog.ts';
 import { isCalendarDate } from '../dates.ts';
 import { checkAsOf, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
 import { describeRun, out, pipelineArg, print, withDb, type Env } from './context.ts';
+import { stoppedBySignal } from './interrupt.ts';
 
 export interface SeriesEntry {
   asOf: string;
@@ -56,9 +58,11 @@ export async function cmdBackfillSeries(env: Env): Promise<number> {
   const series = env.values.series ? seriesFromDir(env.values.series as string) : seriesFromFile(env.values['series-file'] as string);
   for (const e of series) checkAsOf(e.asOf); // a date in the future refuses the series before anything loads
   const outcomes: (RunOutcome & { kept: boolean })[] = [];
-  await withDb(env, async (pool) => {
+  // Ctrl-C or SIGTERM: the stage under way finishes, the run ends interrupted, later dates do not start.
+  await stoppedBySignal(env, (signal) => withDb(env, async (pool) => {
     for (const e of series) {
-      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log }, pipeline, { source: e.source, uf, asOf: e.asOf, backfill: true, force: !!env.values.force });
+      if (signal.aborted) break;
+      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, pipeline, { source: e.source, uf, asOf: e.asOf, backfill: true, force: !!env.values.force });
       // The snapshot of this date (a new one, or an identical one loaded before) is kept out of retention.
       const snap = o.snapshot_id ? await catalog.getSnapshot(pool, o.snapshot_id) : null;
       const kept = !!snap && catalog.GOOD_STATUSES.includes(snap.status) && (await catalog.setKept(pool, snap.snapshot_id, true));
@@ -66,7 +70,7 @@ export async function cmdBackfillSeries(env: Env): Promise<number> {
       if (!env.json) out(describeRun(o) + (kept ? ' (kept)' : ''));
       if (o.status === 'failed') break; // later dates would be published over a gap
     }
-  });
+  }));
   if (env.json) print(env, { runs: outcomes }, () => '');
   return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
 }

@@ -11,8 +11,16 @@ import type { Logger } from '../log.ts';
 import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 
+// A reader that closes stdout early (`agro nightly | head -1`) ends the output, not the command:
+// a night goes on to its end (it was stopped as "the database is unreachable: write EPIPE").
+let stdoutClosed = false;
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code !== 'EPIPE') throw e;
+  stdoutClosed = true;
+});
+
 export function out(text: string): void {
-  process.stdout.write(maskCpfsInText(text) + '\n');
+  if (!stdoutClosed) process.stdout.write(maskCpfsInText(text) + '\n');
 }
 
 export interface Env {
@@ -59,6 +67,9 @@ export function pipelineArg(env: Env, i = 1) {
   if (!name) throw new AgroError('usage', 'missing <pipeline>');
   const p = findPipeline(name);
   if (!p) throw new AgroError('usage', `unknown pipeline "${name}" (known: ${PIPELINES.map((x) => x.name).join(', ')})`);
+  // A bare word after the pipeline is not ignored: `run ibge-municipios ./dir` would load the official source.
+  const extra = env.args[i + 1];
+  if (extra !== undefined) throw new AgroError('usage', `unexpected argument "${extra}" after ${name}: options are named (--source S, --uf UF, --as-of DATE)`);
   return p;
 }
 

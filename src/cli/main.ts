@@ -246,8 +246,9 @@ async function cmdReport(env: Env): Promise<number> {
     let snap = arg.startsWith('r') ? null : await catalog.getSnapshot(pool, n);
     const run = !snap && !arg.startsWith('s') ? await catalog.getRun(pool, n) : null;
     if (run?.snapshot_id) snap = await catalog.getSnapshot(pool, run.snapshot_id);
-    // A run that ended before its quality stage says why, rather than that nothing exists.
-    const why = run && !snap?.quality ? ` (run ${run.run_id} ended ${run.status} before its quality stage${run.error ? `: ${run.error}` : ''})` : '';
+    // A run (or a snapshot's run) that ended before its quality stage says why, rather than that nothing exists.
+    const ended = run ?? (snap && !snap.quality && snap.run_id ? await catalog.getRun(pool, snap.run_id) : null);
+    const why = ended && !snap?.quality ? ` (run ${ended.run_id} ended ${ended.status} before its quality stage${ended.error ? `: ${ended.error}` : ''})` : '';
     if (!snap?.quality) throw new AgroError('snapshot_not_found', `no quality report for ${arg}${why}`);
     const q = snap.quality as unknown as QualityReport;
     const relation = findPipeline(snap.dataset)?.mainRelation;
@@ -256,7 +257,13 @@ async function cmdReport(env: Env): Promise<number> {
   const safe = maskCpfsDeep(report);
   const text = format === 'html' ? renderReportHtml(safe, maskCpfsDeep(extras)) : JSON.stringify(safe, null, 2);
   if (env.values.out) {
-    fs.writeFileSync(env.values.out as string, text);
+    try {
+      fs.writeFileSync(env.values.out as string, text);
+    } catch (e) {
+      // A full disk says so (fail()); a folder that does not exist or cannot be written is the argument's fault.
+      if (diskFullError(e)) throw e;
+      throw new AgroError('usage', `--out ${env.values.out}: cannot write the report (${(e as Error).message})`);
+    }
     print(env, { snapshot_id: report.snapshot_id, format, out: env.values.out }, () => `report written to ${env.values.out}`);
   } else if (!env.json) out(text);
   else if (format === 'html') print(env, { snapshot_id: report.snapshot_id, format, html: text }, () => text);

@@ -54,7 +54,30 @@ export async function listRuns(db: pg.Pool | pg.ClientBase, pipeline: string | n
 
 const num = (n: number | null) => (n === null ? '' : n.toLocaleString('en-US'));
 
-/** A table for people: aligned columns; the error is cut to the terminal's width. */
+/** Words of `text` in lines of at most `width` characters (a longer word is cut), each after `indent`. */
+function wrapped(text: string, width: number, indent: string): string[] {
+  const room = Math.max(20, width - indent.length);
+  const lines: string[] = [];
+  let cur = '';
+  for (const word of text.split(' ')) {
+    if (cur && cur.length + 1 + word.length > room) {
+      lines.push(cur);
+      cur = '';
+    }
+    cur = cur ? `${cur} ${word}` : word;
+    while (cur.length > room) {
+      lines.push(cur.slice(0, room));
+      cur = cur.slice(room);
+    }
+  }
+  if (cur) lines.push(cur);
+  return lines.map((l) => indent + l);
+}
+
+/**
+ * A table for people: aligned columns, the error last. At a terminal too narrow for a row,
+ * each error goes on its own lines under its run, wrapped: nothing is cut off.
+ */
 export function runsTable(rows: RunListRow[], width: number | undefined): string {
   if (rows.length === 0) return 'no runs';
   const head = ['run', 'pipeline', 'uf', 'status', 'started (UTC)', 'duration', 'read', 'loaded', 'rejected', 'snapshot', 'error'];
@@ -65,11 +88,10 @@ export function runsTable(rows: RunListRow[], width: number | undefined): string
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
   const right = new Set([0, 5, 6, 7, 8, 9]);
-  const line = (cells: string[]) => {
-    const text = cells.map((c, i) => (i === cells.length - 1 ? c : right.has(i) ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ');
-    return width ? text.slice(0, width) : text;
-  };
-  return [line(head), ...body.map(line)].join('\n');
+  const line = (cells: string[]) => cells.map((c, i) => (i === head.length - 1 ? c : right.has(i) ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd();
+  const table = [line(head), ...body.map(line)];
+  if (!width || table.every((l) => l.length <= width)) return table.join('\n');
+  return [line(head.slice(0, -1)), ...body.flatMap((b) => [line(b.slice(0, -1)), ...(b.at(-1) ? wrapped(b.at(-1)!, width, '     ') : [])])].join('\n');
 }
 
 export async function cmdRuns(env: Env): Promise<number> {

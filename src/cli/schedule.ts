@@ -19,7 +19,7 @@ function describe(s: ScheduleConfig, sicarUfs: readonly string[]) {
 }
 
 export async function cmdSchedule(env: Env): Promise<number> {
-  const schedule = loadSchedule(env.cfg.scheduleFile, PIPELINES.map((p) => p.name));
+  const schedule = loadSchedule(env.cfg.scheduleFile, PIPELINES.map((p) => p.name), env.cfg.scheduleFileExplicit);
   const jobs = describe(schedule, env.cfg.sicarUfs);
   if (env.values.check) {
     print(env, { origin: schedule.origin, timezone: schedule.timezone, retries: schedule.retries, jobs }, () =>

@@ -56,6 +56,8 @@ export interface LoadResult {
   rowsRead: number;
   rowsLoaded: number;
   rowsRejected: number;
+  /** Rows dropped by design among those `rowsRead` counts; sum(facts.dropped) when absent (facts may also list other inputs' drops). */
+  rowsDropped?: number;
   /** Rows of the main relation (the snapshot's `rows`, compared with the previous snapshot's); rowsLoaded when absent. */
   mainRows?: number;
   facts: QualityFacts;

@@ -282,7 +282,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.rows_read = load.rowsRead;
     outcome.rows_loaded = load.rowsLoaded;
     outcome.rows_rejected = load.rowsRejected;
-    outcome.rows_dropped = sum(load.facts.dropped);
+    outcome.rows_dropped = load.rowsDropped ?? sum(load.facts.dropped);
     // The main relation's rows: the snapshot's `rows`, what the next load is compared with.
     const mainRows = load.mainRows ?? load.rowsLoaded;
 
@@ -290,7 +290,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     const report = await stage('quality', async () => {
       const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
       const change = await changeAgainst(pool, pipeline, pipeline.key, current, mainTable, mainRows);
-      const counts = { read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, dropped: sum(load.facts.dropped) };
+      const counts = { read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, dropped: outcome.rows_dropped };
       // Every text column of the snapshot: U+FFFD, double-encoded text and (beyond a few stray bytes) C1 controls fail the gate (text-checks.ts).
       const scan = await checkSnapshotText(pool, (await catalog.getSnapshot(pool, sid))?.tables ?? []);
       text = scan;

@@ -275,13 +275,15 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
     await commonFacts(run, plan, planOf);
     const own = (await plan.facts?.(run)) ?? {};
     const facts = run.facts;
-    // The main input's rejections (the other inputs' verdicts carry their prefix).
+    // The main input's rejections and drops (the other inputs' verdicts carry their prefix):
+    // read = loaded + rejected + dropped holds over the rows `read` counts.
     const others = done.slice(1).map((d) => `${d.name.toLowerCase()}:`);
-    const rowsRejected = sum(Object.fromEntries(Object.entries(facts.rejected).filter(([k]) => !others.some((p) => k.startsWith(p)))));
+    const mainOnly = (o: Record<string, number>) => sum(Object.fromEntries(Object.entries(o).filter(([k]) => !others.some((p) => k.startsWith(p)))));
     return {
       rowsRead: main.staged.rows + (main.staged.csv?.badRows ?? 0),
       rowsLoaded: built.rows,
-      rowsRejected,
+      rowsRejected: mainOnly(facts.rejected),
+      rowsDropped: mainOnly(facts.dropped),
       facts: { ...facts, ...own },
       fingerprint: main.staged.fingerprint,
     };

@@ -128,13 +128,19 @@ export function defaultSchedule(knownPipelines: readonly string[]): ScheduleConf
   return { ...DEFAULTS, jobs, origin: 'defaults' };
 }
 
-/** Reads the schedule file; a missing file means the defaults, a broken one is an error. */
-export function loadSchedule(file: string, knownPipelines: readonly string[]): ScheduleConfig {
+/**
+ * Reads the schedule file; a missing file means the defaults, unless it was named explicitly
+ * (AGRO_SCHEDULE_FILE: a typo must not run the defaults instead); a broken one is an error.
+ */
+export function loadSchedule(file: string, knownPipelines: readonly string[], explicit = false): ScheduleConfig {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return defaultSchedule(knownPipelines);
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
+      if (explicit) bad(file, 'no such file (named by AGRO_SCHEDULE_FILE)');
+      return defaultSchedule(knownPipelines);
+    }
     bad(file, (e as Error).message);
   }
   let raw: unknown;

@@ -56,7 +56,7 @@ export function cadencesOf(cfg: Config, log: { warn(o: object, msg: string): voi
   let c = loaded.get(cfg);
   if (!c) {
     try {
-      c = pipelineCadences(loadSchedule(cfg.scheduleFile, PIPELINES.map((p) => p.name)), new Date());
+      c = pipelineCadences(loadSchedule(cfg.scheduleFile, PIPELINES.map((p) => p.name), cfg.scheduleFileExplicit), new Date());
     } catch (err) {
       log.warn({ err }, 'schedule config unreadable: no freshness for /v1/sources and /metrics');
       c = new Map();
