@@ -92,6 +92,9 @@ describe('HTML report in Chromium', () => {
     expect(lat).toBeGreaterThan(-34);
     expect(lat).toBeLessThan(6);
     expect(map.box).toBeGreaterThan(100); // drawn, not collapsed
+    // The legend counts what is drawn (rows with a geometry), not the counts table's totals.
+    expect(await page.$eval('svg#map', (svg) => svg.previousElementSibling?.textContent)).toMatch(/^ rejected or dropped rows with a geometry: 1 · {2}repaired geometries: 1 · \d+ municipalities drawn$/);
+    expect(await page.$$eval('h2', (hs) => hs.map((h) => h.textContent))).toContain('Geometry');
     await page.close();
   });
 
@@ -122,6 +125,9 @@ describe('HTML report in Chromium', () => {
       { id: a.snapshot_id, h: Math.round((a.rows_loaded / b.rows_loaded) * 100), me: false },
       { id: b.snapshot_id, h: 100, me: true },
     ]);
+    // ZARC's tables have no geometry: no map of geometries, no Geometry section.
+    expect(await page.$('svg#map')).toBeNull();
+    expect(await page.$$eval('h2', (hs) => hs.map((h) => h.textContent))).not.toContain('Geometry');
     await page.close();
   });
 });

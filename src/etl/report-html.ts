@@ -64,13 +64,18 @@ function change(r: QualityReport, x: ReportExtras | undefined): string {
 ${x.change.rows.map((a) => `<tr><td>${esc(a.area)}</td><td class="n">${int(a.previous)}</td><td class="n">${int(a.current)}</td><td class="n">${a.current - a.previous >= 0 ? '+' : ''}${int(a.current - a.previous)}</td></tr>`).join('')}</table>`;
 }
 
+/** Whether the load read geometries at all (ZARC's tables and the CAR holders' CSV do not). */
+const spatial = (r: QualityReport) =>
+  r.facts.geometry.srid !== null || r.facts.layers.length > 0 || !!r.facts.locations?.rejected.length || !!r.facts.locations?.repaired.length;
+
 function map(r: QualityReport, x: ReportExtras | undefined): string {
+  if (!spatial(r)) return '';
   const loc = r.facts.locations ?? { repaired: [], rejected: [] };
   // The coarse outline always (so that Brazil is recognisable), the loaded municipalities over it.
   const outline = `<path class="outline coarse" d="${coarsePath()}"/>` + (x?.outline ?? []).map((d) => `<path class="outline municipio" d="${esc(d)}"/>`).join('');
   const dots = (pts: [number, number][], cls: string) => pts.map(([lon, lat]) => `<circle class="${cls}" cx="${lon}" cy="${-lat}" r="0.3"/>`).join('');
   return `<h2>Where the rejected and repaired geometries are</h2>
-<p><span class="key rejected"></span> rejected or dropped: ${int(loc.rejected.length)} · <span class="key repaired"></span> repaired: ${int(loc.repaired.length)}${x?.outline?.length ? ` · ${int(x.outline.length)} municipalities drawn` : ' · no municipalities loaded: coarse outline only'}</p>
+<p><span class="key rejected"></span> rejected or dropped rows with a geometry: ${int(loc.rejected.length)} · <span class="key repaired"></span> repaired geometries: ${int(loc.repaired.length)}${x?.outline?.length ? ` · ${int(x.outline.length)} municipalities drawn` : ' · no municipalities loaded: coarse outline only'}</p>
 <svg id="map" xmlns="http://www.w3.org/2000/svg" viewBox="-74.5 -6 46.5 40.5" width="520" height="453" role="img" aria-label="map of Brazil">
 <g>${outline}</g><g>${dots(loc.repaired, 'repaired')}</g><g>${dots(loc.rejected, 'rejected')}</g></svg>`;
 }
@@ -106,7 +111,7 @@ ${reasons('Dropped rows by reason (by design: duplicates, other states)', 'dropp
 ${change(r, extras)}
 ${map(r, extras)}
 ${trend(extras, r.snapshot_id)}
-${table('Geometry', Object.entries(f.geometry))}
+${spatial(r) ? table('Geometry', Object.entries(f.geometry)) : ''}
 ${table('Empty values per field', Object.entries(f.fields.empty))}
 ${table('Fields', [['missing optional', f.fields.missingOptional.join(', ') || '—'], ['unknown (kept in extra)', f.fields.unknown.join(', ') || '—']])}
 ${table('Unparseable dates', Object.entries(f.dates.unparseable))}
