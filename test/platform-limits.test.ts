@@ -2,8 +2,9 @@
 // a PostGIS loaded with the fixtures: exact counts under concurrency, in one process and in
 // two `agro serve` processes sharing the database.
 import { describe, expect, test } from 'vitest';
-import { createKey, type Plan } from '../src/platform/keys.ts';
+import { createKey, rotateKey, type Plan } from '../src/platform/keys.ts';
 import { purgeHistory } from '../src/platform/limits.ts';
+import { usageByDay } from '../src/platform/panel-sql.ts';
 import { call, expectEnvelope, fixtureApi, startApi, type Reply } from './helpers/api.ts';
 import { testDatabase } from './helpers/db.ts';
 import { serveProcess } from './helpers/serve.ts';
@@ -200,6 +201,33 @@ describe('monthly quota', () => {
     expect((after[0] as { n: number }).n).toBe((before[0] as { n: number }).n + 2); // the 402 and the history call are in the history
     expect((await thresholdEvents(k.id)).length).toBe(3);
   });
+});
+
+test('a rotated key goes on with its month and its minute: the successor counts on its predecessor\'s meter; thresholds are announced once', async () => {
+  await awayFromMinuteEnd();
+  const old = await keyOf('starter'); // 50 a month, 30 a minute
+  await setUsed(old.id, 44);
+  expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: old.key })).headers.get('x-quota-used')).toBe('45'); // 90 %: 70 and 90 announced
+  const { key: next } = await rotateKey(fx.db.pool, old.id, 1);
+  const r = await call(fx.api.base, `/v1/car/${GO1}`, { key: next.key });
+  expect([r.status, r.headers.get('x-quota-used'), r.headers.get('x-ratelimit-remaining')]).toEqual([200, '46', '28']);
+  // The old key, in its grace period, counts on the same meter.
+  expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: old.key })).headers.get('x-quota-used')).toBe('47');
+  expect([await usedOf(old.id), await usedOf(next.id)]).toEqual([47, 0]);
+  expect((await thresholdEvents(old.id)).map((e) => (e.body.data as { threshold: number }).threshold)).toEqual([70, 90]);
+  expect(await thresholdEvents(next.id)).toEqual([]);
+  // At the limit, a second rotation does not start a new month either.
+  await setUsed(old.id, 50);
+  expectEnvelope(await call(fx.api.base, `/v1/car/${GO1}`, { key: next.key }), 402, 'quota_exceeded');
+  const { key: third } = await rotateKey(fx.db.pool, next.id, 1);
+  const over = await call(fx.api.base, `/v1/car/${GO1}`, { key: third.key });
+  expectEnvelope(over, 402, 'quota_exceeded');
+  expect(over.headers.get('x-quota-used')).toBe('50');
+  // The panel shows the meter's month, the successors' billable answers included.
+  await fx.api.app.flushHistory();
+  const u = await usageByDay(fx.db.pool, third.id, MONTH());
+  expect(u.used).toBe(50);
+  expect([...u.days.values()].reduce((a, b) => a + b, 0)).toBe(3);
 });
 
 describe('quota reserved at admission', () => {

@@ -41,7 +41,8 @@ declare module 'fastify' {
     flushHistory(): Promise<void>;
   }
   interface FastifyRequest {
-    apiKey?: { id: string; env: 'test' | 'live'; plan: string };
+    /** meter: what rate limits and the quota count on (a rotated key's successor shares its predecessor's). */
+    apiKey?: { id: string; env: 'test' | 'live'; plan: string; meter: string };
   }
   interface FastifyContextConfig {
     /** No API key needed (health, OpenAPI, docs). */

@@ -5,9 +5,7 @@
 import type pg from 'pg';
 import pgLib from 'pg';
 import type { Logger } from '../log.ts';
-import { findActiveKey, keySha256, type ApiKey } from './keys.ts';
-
-export type ActiveKey = Pick<ApiKey, 'id' | 'env' | 'plan' | 'revoked_at'>;
+import { findActiveKey, keySha256, type ActiveKey } from './keys.ts';
 
 const CHANNEL = 'agro_api_keys';
 

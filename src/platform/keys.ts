@@ -67,6 +67,9 @@ export interface ApiKey {
   replaced_by: string | null;
 }
 
+/** A key that may be used now, with `meter`: what its rate limit and quota count on, the first key of its rotation chain (its own id when never rotated). */
+export type ActiveKey = Pick<ApiKey, 'id' | 'env' | 'plan' | 'revoked_at'> & { meter: string };
+
 export interface CreatedKey {
   id: string;
   key: string;
@@ -78,15 +81,15 @@ export interface CreatedKey {
 type Db = pg.Pool | pg.ClientBase;
 
 /** Creates a key and returns it in clear, the only time it is ever shown. */
-export async function createKey(db: Db, o: { env: KeyEnv; plan: Plan; name?: string | null; accountId?: string | null }): Promise<CreatedKey> {
+export async function createKey(db: Db, o: { env: KeyEnv; plan: Plan; name?: string | null; accountId?: string | null; meterId?: string | null }): Promise<CreatedKey> {
   if (!KEY_ENVS.includes(o.env)) throw new AgroError('usage', `--env is test or live, got "${o.env}"`);
   if (!PLANS.includes(o.plan)) throw new AgroError('usage', `--plan is one of ${PLANS.join(', ')}, got "${o.plan}"`);
   const key = generateKey(o.env);
   const id = `key_${randomBase62(16)}`;
   const name = o.name ?? null;
   await db.query(
-    `INSERT INTO platform.api_keys (id, name, env, plan, key_sha256, prefix, last4, account_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-    [id, name, o.env, o.plan, keySha256(key), `ck_${o.env}_${key.slice(8, 12)}`, key.slice(-4), o.accountId ?? null],
+    `INSERT INTO platform.api_keys (id, name, env, plan, key_sha256, prefix, last4, account_id, meter_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [id, name, o.env, o.plan, keySha256(key), `ck_${o.env}_${key.slice(8, 12)}`, key.slice(-4), o.accountId ?? null, o.meterId ?? null],
   );
   return { id, key, env: o.env, plan: o.plan, name };
 }
@@ -120,15 +123,16 @@ export async function purgeRevokedKeys(db: Db): Promise<number> {
 }
 
 /**
- * Issues a successor with the same env, plan and name; the old key keeps working for the grace
- * period, then answers 401 like a revoked one.
+ * Issues a successor with the same env, plan and name, counting on the same meter (its month's
+ * quota and minute go on); the old key keeps working for the grace period, then answers 401
+ * like a revoked one.
  */
 export async function rotateKey(db: pg.Pool, id: string, graceHours: number): Promise<{ old: { id: string; expires_at: Date }; key: CreatedKey }> {
   if (!(graceHours >= 0)) throw new AgroError('usage', `the grace period is a number of hours ≥ 0, got ${graceHours}`);
   const c = await db.connect();
   try {
     await c.query('BEGIN');
-    const cur = await c.query(`SELECT env, plan, name, coalesce(account_id, id) AS "accountId" FROM platform.api_keys WHERE id = $1 AND (revoked_at IS NULL OR revoked_at > now()) AND replaced_by IS NULL FOR UPDATE`, [id]);
+    const cur = await c.query(`SELECT env, plan, name, coalesce(account_id, id) AS "accountId", coalesce(meter_id, id) AS "meterId" FROM platform.api_keys WHERE id = $1 AND (revoked_at IS NULL OR revoked_at > now()) AND replaced_by IS NULL FOR UPDATE`, [id]);
     if (!cur.rows[0]) throw new AgroError('key_not_found', `${id} (unknown, revoked or already rotated)`);
     const key = await createKey(c, cur.rows[0]);
     const r = await c.query(
@@ -157,10 +161,10 @@ export async function revokeKey(db: Db, id: string): Promise<ApiKey> {
   return r.rows[0];
 }
 
-export const ACTIVE_KEY_SQL = `SELECT id, env, plan, revoked_at FROM platform.api_keys WHERE key_sha256 = $1 AND (revoked_at IS NULL OR revoked_at > now())`;
+export const ACTIVE_KEY_SQL = `SELECT id, env, plan, revoked_at, coalesce(meter_id, id) AS meter FROM platform.api_keys WHERE key_sha256 = $1 AND (revoked_at IS NULL OR revoked_at > now())`;
 
 /** The active key with this value (not revoked, or rotated and still in its grace period), or null. */
-export async function findActiveKey(db: Db, key: string): Promise<Pick<ApiKey, 'id' | 'env' | 'plan' | 'revoked_at'> | null> {
+export async function findActiveKey(db: Db, key: string): Promise<ActiveKey | null> {
   const r = await db.query(ACTIVE_KEY_SQL, [keySha256(key)]);
   return r.rows[0] ?? null;
 }

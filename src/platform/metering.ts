@@ -45,7 +45,7 @@ export async function admit(admitter: Admitter, req: FastifyRequest, reply: Fast
   const limits = PLAN_LIMITS[plan];
   const w = windowOf(nowMs);
   const free = key.env !== 'live' || req.routeOptions.config?.unbilled === true || isFollowingPage(req);
-  const a = await admitter.admit({ keyId: key.id, plan, windowStart: w.windowStart, month: w.month, reserve: !free });
+  const a = await admitter.admit({ keyId: key.meter, plan, windowStart: w.windowStart, month: w.month, reserve: !free });
   req.metering = { month: w.month, used: key.env === 'live' ? a.used : 0, free, reserved: a.reserved };
   const remaining = Math.max(0, limits.perMinute - a.n);
   const resetIn = Math.max(1, Math.ceil(w.resetEpoch - nowMs / 1000));
@@ -88,11 +88,12 @@ export async function settle(pool: pg.Pool, history: HistoryWriter, req: Fastify
   const billable = m.reserved && !replayed && status >= 200 && status < 300;
   try {
     if (m.reserved && !billable) {
-      const used = await refundQuota(pool, key.id, m.month);
+      const used = await refundQuota(pool, key.meter, m.month);
       if (used !== null) reply.header('x-quota-used', String(used));
     } else if (billable && reachesThreshold(key.plan as Plan, m.used)) {
       // Only past 70 % of the month's quota, and only for an answer that counts.
-      await queueQuotaThresholds(pool, { keyId: key.id, plan: key.plan as Plan, month: m.month, used: m.used });
+      // Per meter, like the count: a rotated key's successor does not announce its month's thresholds again.
+      await queueQuotaThresholds(pool, { keyId: key.meter, plan: key.plan as Plan, month: m.month, used: m.used });
     }
   } catch (err) {
     req.log.error({ err, billable }, 'cannot refund the quota of an answer that does not count, or queue its threshold events');

@@ -55,16 +55,20 @@ export async function accountKeys(db: Db, account: string): Promise<ApiKey[]> {
   return r.rows;
 }
 
-/** Billable answers of a key per UTC day of a month (`YYYY-MM`), and the month's counter. */
+/**
+ * Billable answers per UTC day of a month (`YYYY-MM`) and the month's counter, of the key's
+ * meter: a rotated key's successor shows the month its predecessors began.
+ */
 export async function usageByDay(db: Db, keyId: string, month: string): Promise<{ days: Map<number, number>; used: number }> {
+  const meter = `(SELECT coalesce(meter_id, id) FROM platform.api_keys WHERE id = $1)`;
   const r = await db.query(
     `SELECT extract(day FROM created_at AT TIME ZONE 'UTC')::int AS day, count(*)::int AS n FROM platform.requests
-      WHERE key_id = $1 AND billable
+      WHERE key_id IN (SELECT id FROM platform.api_keys WHERE coalesce(meter_id, id) = ${meter}) AND billable
         AND created_at >= (($2 || '-01')::date)::timestamp AT TIME ZONE 'UTC'
         AND created_at < ((($2 || '-01')::date + interval '1 month'))::timestamp AT TIME ZONE 'UTC'
       GROUP BY 1`,
     [keyId, month],
   );
-  const u = await db.query(`SELECT used FROM platform.usage_months WHERE key_id = $1 AND month = ($2 || '-01')::date`, [keyId, month]);
+  const u = await db.query(`SELECT used FROM platform.usage_months WHERE key_id = ${meter} AND month = ($2 || '-01')::date`, [keyId, month]);
   return { days: new Map(r.rows.map((x) => [x.day as number, x.n as number])), used: Number(u.rows[0]?.used ?? 0) };
 }
