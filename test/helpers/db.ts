@@ -34,6 +34,23 @@ async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * Each change of the migrations builds a new template (~17 MB); a development cluster kept
+ * every old one. When a new one is built, templates built more than a day before go (another
+ * checkout with older migrations rebuilds its own in seconds); one in use stays (the drop fails).
+ */
+async function dropStaleTemplates(c: pg.Client): Promise<void> {
+  const stale = await c.query(
+    `SELECT datname FROM pg_database
+      WHERE datname LIKE 'agro\\_tpl\\_%'
+        AND coalesce(substring(shobj_description(oid, 'pg_database') FROM 'built (\\S+)$')::timestamptz, '-infinity') < now() - interval '1 day'`,
+  );
+  for (const { datname } of stale.rows) {
+    await c.query(`UPDATE pg_database SET datistemplate = false WHERE datname = $1`, [datname]);
+    await c.query(`DROP DATABASE IF EXISTS ${datname}`).catch(() => c.query(`UPDATE pg_database SET datistemplate = true WHERE datname = $1`, [datname]));
+  }
+}
+
 export async function prepareTemplate(): Promise<void> {
   const name = templateName();
   await admin(async (c) => {
@@ -41,6 +58,7 @@ export async function prepareTemplate(): Promise<void> {
     try {
       const ready = await c.query(`SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate`, [name]);
       if (ready.rowCount) return;
+      await dropStaleTemplates(c);
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.query(`CREATE DATABASE ${name}`);
       const pool = createPool(withDatabase(databaseUrl(loadConfig()), name), 2);
@@ -50,6 +68,7 @@ export async function prepareTemplate(): Promise<void> {
         await pool.end();
       }
       await c.query(`UPDATE pg_database SET datistemplate = true WHERE datname = $1`, [name]);
+      await c.query(`COMMENT ON DATABASE ${name} IS 'agro test template, built ${new Date().toISOString()}'`);
     } finally {
       await c.query(`SELECT pg_advisory_unlock(hashtext('agro.test-template'))`);
     }
@@ -79,7 +98,8 @@ export async function testDatabase(env: Record<string, string> = {}): Promise<Te
     log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
     async drop() {
       await pool.end();
-      await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+      // `agro sandbox load` against this database makes its `_sandbox` companion.
+      await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).then(() => c.query(`DROP DATABASE IF EXISTS ${name}_sandbox WITH (FORCE)`)));
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
