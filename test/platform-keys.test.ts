@@ -1,6 +1,7 @@
 // Key lifecycle (issue 10): 401 for every kind of bad key, rotation with a grace period (the
 // server's key cache included), revoked keys listed for 30 days, `agro keys rotate`.
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createKey, listKeys, purgeRevokedKeys, revokeKey, rotateKey } from '../src/platform/keys.ts';
@@ -107,4 +108,22 @@ describe('keys', () => {
     expect((await db.pool.query(`SELECT 1 FROM platform.requests WHERE id = 'req_purge_old'`)).rowCount).toBe(0);
     expect((await db.pool.query(`SELECT 1 FROM platform.idempotency WHERE key_id = $1`, [k.id])).rowCount).toBe(0);
   }, 60_000);
+});
+
+test('migrations 0087 and 0089 on keys rotated before them: each successor counts on its chain\'s first key, with the month it had counted', async () => {
+  // The state before 0087: a chain a → b → c and a key never rotated, each with this month's usage on its own id.
+  const [a, b, c, d] = await Promise.all(['a', 'b', 'c', 'd'].map((n) => createKey(db.pool, { env: 'live', plan: 'starter', name: `pre-0087 ${n}` })));
+  await db.pool.query(`UPDATE platform.api_keys SET replaced_by = CASE id WHEN $1 THEN $2 WHEN $2 THEN $3 END, revoked_at = CASE WHEN id IN ($1, $2) THEN now() END, meter_id = NULL WHERE id IN ($1, $2, $3, $4)`, [a.id, b.id, c.id, d.id]);
+  const month = `${new Date().toISOString().slice(0, 7)}-01`;
+  for (const [k, used] of [[a, 10], [b, 45], [c, 2], [d, 7]] as const) {
+    await db.pool.query(`INSERT INTO platform.usage_months (key_id, month, used) VALUES ($1, $2, $3) ON CONFLICT (key_id, month) DO UPDATE SET used = EXCLUDED.used`, [k.id, month, used]);
+  }
+  const sql = (f: string) => fs.readFileSync(path.join(import.meta.dirname, '..', 'sql', f), 'utf8');
+  // 0087's backfill (its ALTER TABLE already ran in this database), then 0089 as it is.
+  await db.pool.query(sql('0087_key_meter.sql').slice(sql('0087_key_meter.sql').indexOf('WITH RECURSIVE')));
+  await db.pool.query(sql('0089_meter_usage.sql'));
+  const keys = await db.pool.query(`SELECT id, meter_id FROM platform.api_keys WHERE id IN ($1, $2, $3, $4)`, [a.id, b.id, c.id, d.id]);
+  expect(Object.fromEntries(keys.rows.map((r) => [r.id, r.meter_id]))).toEqual({ [a.id]: null, [b.id]: a.id, [c.id]: a.id, [d.id]: null });
+  const usage = await db.pool.query(`SELECT key_id, used FROM platform.usage_months WHERE key_id IN ($1, $2, $3, $4) AND month = $5`, [a.id, b.id, c.id, d.id, month]);
+  expect(Object.fromEntries(usage.rows.map((r) => [r.key_id, r.used]))).toEqual({ [a.id]: 57, [d.id]: 7 });
 });

@@ -214,10 +214,15 @@ test('a rotated key goes on with its month and its minute: the successor counts 
   // The old key, in its grace period, counts on the same meter.
   expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: old.key })).headers.get('x-quota-used')).toBe('47');
   expect([await usedOf(old.id), await usedOf(next.id)]).toEqual([47, 0]);
+  // 70 and 90 % were announced about the old key, and not again for its successor; the
+  // successor's answer that reaches 100 % is announced about the successor (its endpoints get it).
   expect((await thresholdEvents(old.id)).map((e) => (e.body.data as { threshold: number }).threshold)).toEqual([70, 90]);
   expect(await thresholdEvents(next.id)).toEqual([]);
+  await setUsed(old.id, 49);
+  expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: next.key })).headers.get('x-quota-used')).toBe('50');
+  expect((await thresholdEvents(next.id)).map((e) => e.body.data)).toEqual([{ key_id: next.id, plan: 'starter', threshold: 100, used: 50, limit: 50, month: MONTH() }]);
+  expect((await thresholdEvents(old.id)).length).toBe(2);
   // At the limit, a second rotation does not start a new month either.
-  await setUsed(old.id, 50);
   expectEnvelope(await call(fx.api.base, `/v1/car/${GO1}`, { key: next.key }), 402, 'quota_exceeded');
   const { key: third } = await rotateKey(fx.db.pool, next.id, 1);
   const over = await call(fx.api.base, `/v1/car/${GO1}`, { key: third.key });
@@ -227,7 +232,7 @@ test('a rotated key goes on with its month and its minute: the successor counts 
   await fx.api.app.flushHistory();
   const u = await usageByDay(fx.db.pool, third.id, MONTH());
   expect(u.used).toBe(50);
-  expect([...u.days.values()].reduce((a, b) => a + b, 0)).toBe(3);
+  expect([...u.days.values()].reduce((a, b) => a + b, 0)).toBe(4);
 });
 
 describe('quota reserved at admission', () => {

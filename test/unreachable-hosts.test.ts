@@ -93,6 +93,20 @@ describe('zips and files (fetchSource)', () => {
     expect(retries).toHaveLength(2);
   });
 
+  test('a host that answers with a redirect to a dead one is not marked: every download keeps its budget', async () => {
+    const dead = await closedPort();
+    const port = await closedPort();
+    let hits = 0;
+    await listen(port, (_req, res) => {
+      hits++;
+      res.writeHead(302, { location: `http://127.0.0.1:${dead}/moved.zip` }).end();
+    });
+    const retries: string[] = [];
+    const opts: FetchOptions = { destDir: tmp, userAgent: 'agro-test', expect: 'zip', retries: 3, backoffMs: 1, log: (msg) => void (msg === 'download retry' && retries.push(msg)) };
+    for (const name of ['a.zip', 'b.zip']) await expect(fetchSource(`http://127.0.0.1:${port}/${name}`, opts)).rejects.toThrow(/ECONNREFUSED.*\(3 attempts without progress\)$/);
+    expect([hits, retries.length]).toEqual([6, 4]);
+  });
+
   test('a host that answers with errors is not marked: every download keeps its budget', async () => {
     const port = await closedPort();
     let hits = 0;

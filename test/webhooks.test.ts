@@ -61,7 +61,7 @@ async function quotaEvent(keyId: string): Promise<string> {
     // One request per minute window: the starter rate limit (30 a minute) is under 70 % of its quota (35).
     const minute = new Date(windowStart.getTime() - i * 60_000);
     const [a] = await admitRequests(db.pool, [{ keyId, plan: 'starter', windowStart: minute, month, reserve: true }]);
-    await queueQuotaThresholds(db.pool, { keyId, plan: 'starter', month, used: a.used });
+    await queueQuotaThresholds(db.pool, { keyId, meter: keyId, plan: 'starter', month, used: a.used });
   }
   const r = await q(`SELECT id FROM events.outbox WHERE key_id = $1 AND type = 'quota.threshold'`, [keyId]);
   expect(r).toHaveLength(1);

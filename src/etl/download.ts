@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { AgroError, isAgroError } from '../errors.ts';
 import { progress } from '../progress.ts';
 import { checkZipDirectory, firstContentByte, readHead, type ZipLimits } from './archive.ts';
-import { noAnswerCode, watchHost } from './unreachable-hosts.ts';
+import { noAnswerCode, watchHost, type HostWatch } from './unreachable-hosts.ts';
 
 export interface FetchedFile {
   path: string;
@@ -291,6 +291,8 @@ interface HttpJob extends Job {
   stallMs: number;
   /** Largest .part size reached since the last restart from zero; growth counts as progress. */
   best: number;
+  /** The source's host: any answer from it (a redirect too) tells it is up. */
+  host: HostWatch;
 }
 
 async function fetchHttp(job: Job): Promise<FetchedFile | null> {
@@ -303,7 +305,7 @@ async function fetchHttp(job: Job): Promise<FetchedFile | null> {
       minVersion: opts.agentOptions?.minVersion as SecureVersion | undefined,
     }),
   };
-  const hj: HttpJob = { ...job, agents, stallMs: opts.stallTimeoutMs ?? 60_000, best: await sizeOf(job.p.part) };
+  const hj: HttpJob = { ...job, agents, stallMs: opts.stallTimeoutMs ?? 60_000, best: await sizeOf(job.p.part), host: watchHost(job.uri) };
   try {
     return await withRetries(hj);
   } finally {
@@ -319,7 +321,7 @@ function backoff(base: number, failures: number): number {
 
 async function withRetries(hj: HttpJob): Promise<FetchedFile | null> {
   const retries = hj.opts.retries ?? 5;
-  const host = watchHost(hj.uri);
+  const { host } = hj;
   let failures = 0;
   for (;;) {
     try {
@@ -387,6 +389,8 @@ function requestOnce(hj: HttpJob, url: URL, headers: Record<string, string>): Pr
     const get = secure ? https.get : http.get;
     let response: http.IncomingMessage | undefined;
     const req = get(url, { headers, agent: secure ? hj.agents.https : hj.agents.http }, (res) => {
+      // The first host answered, even if only with a redirect to one that does not.
+      if (url.host === new URL(hj.uri).host) hj.host.answered();
       response = res;
       resolve(res);
     });

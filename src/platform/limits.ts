@@ -69,12 +69,12 @@ export async function admitRequests(db: Db, rs: readonly AdmissionRequest[]): Pr
 /** Whether a counted answer that brought the month's usage to `used` reaches a threshold (70 % and up). */
 export const reachesThreshold = (plan: Plan, used: number) => used >= Math.ceil((PLAN_LIMITS[plan].perMonth * QUOTA_THRESHOLDS[0]) / 100);
 
-/** Queues the quota.threshold events a counted answer reached (each once per key and month, whatever the concurrency). */
-export async function queueQuotaThresholds(db: Db, o: { keyId: string; plan: Plan; month: string; used: number }): Promise<void> {
+/** Queues the quota.threshold events a counted answer reached (each once per meter and month, whatever the concurrency), about `keyId`. */
+export async function queueQuotaThresholds(db: Db, o: { keyId: string; meter: string; plan: Plan; month: string; used: number }): Promise<void> {
   await db.query({
     name: 'platform_quota_thresholds',
-    text: `SELECT platform.queue_quota_thresholds($1, $2, $3, $4, $5, '{${QUOTA_THRESHOLDS.join(',')}}')`,
-    values: [o.keyId, o.month, o.plan, o.used, PLAN_LIMITS[o.plan].perMonth],
+    text: `SELECT platform.queue_quota_thresholds($1, $2, $3, $4, $5, $6, '{${QUOTA_THRESHOLDS.join(',')}}')`,
+    values: [o.keyId, o.meter, o.month, o.plan, o.used, PLAN_LIMITS[o.plan].perMonth],
   });
 }
 

@@ -92,8 +92,9 @@ export async function settle(pool: pg.Pool, history: HistoryWriter, req: Fastify
       if (used !== null) reply.header('x-quota-used', String(used));
     } else if (billable && reachesThreshold(key.plan as Plan, m.used)) {
       // Only past 70 % of the month's quota, and only for an answer that counts.
-      // Per meter, like the count: a rotated key's successor does not announce its month's thresholds again.
-      await queueQuotaThresholds(pool, { keyId: key.meter, plan: key.plan as Plan, month: m.month, used: m.used });
+      // Once a month per meter, like the count (a rotated key's successor does not announce its
+      // month's thresholds again), about the key in use (its endpoints get it).
+      await queueQuotaThresholds(pool, { keyId: key.id, meter: key.meter, plan: key.plan as Plan, month: m.month, used: m.used });
     }
   } catch (err) {
     req.log.error({ err, billable }, 'cannot refund the quota of an answer that does not count, or queue its threshold events');

@@ -34,20 +34,30 @@ async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
+/** A template's comment says when a suite last used it. */
+const stamp = (c: pg.Client, name: string) => c.query(`COMMENT ON DATABASE ${name} IS 'agro test template, used ${new Date().toISOString()}'`);
+
 /**
  * Each change of the migrations builds a new template (~17 MB); a development cluster kept
- * every old one. When a new one is built, templates built more than a day before go (another
- * checkout with older migrations rebuilds its own in seconds); one in use stays (the drop fails).
+ * every old one. When a new one is built, templates no suite used for a day go (by their
+ * stamp, else by their files' age; another checkout with older migrations rebuilds its own in
+ * seconds, and testDatabase rebuilds one dropped under it). Best effort: a cluster where this
+ * user cannot read file ages keeps them.
  */
 async function dropStaleTemplates(c: pg.Client): Promise<void> {
-  const stale = await c.query(
-    `SELECT datname FROM pg_database
-      WHERE datname LIKE 'agro\\_tpl\\_%'
-        AND coalesce(substring(shobj_description(oid, 'pg_database') FROM 'built (\\S+)$')::timestamptz, '-infinity') < now() - interval '1 day'`,
-  );
-  for (const { datname } of stale.rows) {
-    await c.query(`UPDATE pg_database SET datistemplate = false WHERE datname = $1`, [datname]);
-    await c.query(`DROP DATABASE IF EXISTS ${datname}`).catch(() => c.query(`UPDATE pg_database SET datistemplate = true WHERE datname = $1`, [datname]));
+  try {
+    const stale = await c.query(
+      `SELECT datname FROM pg_database
+        WHERE datname LIKE 'agro\\_tpl\\_%'
+          AND coalesce(substring(shobj_description(oid, 'pg_database') FROM 'used (\\S+)$')::timestamptz,
+                       (pg_stat_file('base/' || oid || '/PG_VERSION')).modification) < now() - interval '1 day'`,
+    );
+    for (const { datname } of stale.rows) {
+      await c.query(`UPDATE pg_database SET datistemplate = false WHERE datname = $1`, [datname]);
+      await c.query(`DROP DATABASE IF EXISTS ${datname}`).catch(() => c.query(`UPDATE pg_database SET datistemplate = true WHERE datname = $1`, [datname]));
+    }
+  } catch {
+    /* not allowed here: the templates stay */
   }
 }
 
@@ -57,7 +67,7 @@ export async function prepareTemplate(): Promise<void> {
     await c.query(`SELECT pg_advisory_lock(hashtext('agro.test-template'))`);
     try {
       const ready = await c.query(`SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate`, [name]);
-      if (ready.rowCount) return;
+      if (ready.rowCount) return void (await stamp(c, name));
       await dropStaleTemplates(c);
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.query(`CREATE DATABASE ${name}`);
@@ -68,7 +78,7 @@ export async function prepareTemplate(): Promise<void> {
         await pool.end();
       }
       await c.query(`UPDATE pg_database SET datistemplate = true WHERE datname = $1`, [name]);
-      await c.query(`COMMENT ON DATABASE ${name} IS 'agro test template, built ${new Date().toISOString()}'`);
+      await stamp(c, name);
     } finally {
       await c.query(`SELECT pg_advisory_unlock(hashtext('agro.test-template'))`);
     }
@@ -88,7 +98,13 @@ export interface TestDb {
 /** A fresh migrated database and data folder for one test file. Call drop() in afterAll. */
 export async function testDatabase(env: Record<string, string> = {}): Promise<TestDb> {
   const name = `agro_t_${process.pid}_${crypto.randomBytes(4).toString('hex')}`;
-  await admin((c) => c.query(`CREATE DATABASE ${name} TEMPLATE ${templateName()}`));
+  const clone = () => admin((c) => c.query(`CREATE DATABASE ${name} TEMPLATE ${templateName()}`));
+  // The template dropped under a running suite (another checkout's cleanup): built again.
+  await clone().catch(async (e) => {
+    if ((e as { code?: string }).code !== '3D000') throw e;
+    await prepareTemplate();
+    await clone();
+  });
   const url = withDatabase(databaseUrl(loadConfig()), name);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-test-'));
   const cfg = loadConfig({ ...process.env, DATABASE_URL: url, AGRO_DATA_DIR: dataDir, ...env });
