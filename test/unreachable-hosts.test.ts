@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import yazl from 'yazl';
 import { loadConfig } from '../src/config.ts';
 import { fetchSource, type FetchOptions } from '../src/etl/download.ts';
-import { forgetUnreachableHosts, UNREACHABLE_MEMORY_MS, watchHost } from '../src/etl/unreachable-hosts.ts';
+import { forgetUnreachableHosts, noAnswerCode, UNREACHABLE_MEMORY_MS, watchHost } from '../src/etl/unreachable-hosts.ts';
 import { downloadWfsLayer, type WfsRequest } from '../src/etl/wfs.ts';
 
 let tmp: string;
@@ -157,4 +157,18 @@ test('a host is remembered for 30 minutes after the last download gave up on it'
   expect(watchHost(url, clock).failed('ENOTFOUND')).toBe(false);
   // Another port is another host.
   expect(watchHost('https://geoserver.example.invalid:8443/wfs', clock).failed('ENOTFOUND')).toBe(false);
+});
+
+test('which errors mean the server was never reached', () => {
+  const err = (code: string, syscall?: string) => Object.assign(new Error(`${syscall ?? ''} ${code}`), { code, syscall });
+  expect(noAnswerCode(err('ECONNREFUSED', 'connect'))).toBe('ECONNREFUSED');
+  expect(noAnswerCode(err('ENOTFOUND', 'getaddrinfo'))).toBe('ENOTFOUND');
+  // A connection that timed out being made, not one that timed out later.
+  expect(noAnswerCode(err('ETIMEDOUT', 'connect'))).toBe('ETIMEDOUT');
+  expect(noAnswerCode(err('ETIMEDOUT', 'read'))).toBeUndefined();
+  // Every address of a dual-stack host tried (Node's AggregateError carries the first error's code).
+  const all = Object.assign(new AggregateError([err('ETIMEDOUT', 'connect'), err('ENETUNREACH', 'connect')], 'all addresses failed'), { code: 'ETIMEDOUT' });
+  expect(noAnswerCode(all)).toBe('ETIMEDOUT');
+  expect(noAnswerCode(err('ECONNRESET', 'read'))).toBeUndefined();
+  expect(noAnswerCode(new Error('no code'))).toBeUndefined();
 });

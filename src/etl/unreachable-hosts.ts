@@ -14,10 +14,19 @@ export const UNREACHABLE_MEMORY_MS = 30 * 60_000;
 
 const marked = new Map<string, { at: number; code: string }>();
 
-/** The code of an error that means the server was never reached, else undefined. */
+type NetError = { code?: unknown; syscall?: unknown; errors?: NetError[] } | null;
+
+/**
+ * The code of an error that means the server was never reached, else undefined. ETIMEDOUT
+ * counts only from `connect` (it also ends established connections); trying every address of a
+ * host (IPv4 and IPv6) fails with an AggregateError whose code and syscall are its first error's.
+ */
 export function noAnswerCode(e: unknown): string | undefined {
-  const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && NO_ANSWER.has(code) ? code : undefined;
+  const err = e as NetError;
+  const code = err?.code;
+  if (typeof code !== 'string') return undefined;
+  if (code === 'ETIMEDOUT') return (err?.syscall ?? err?.errors?.[0]?.syscall) === 'connect' ? code : undefined;
+  return NO_ANSWER.has(code) ? code : undefined;
 }
 
 export interface HostWatch {
