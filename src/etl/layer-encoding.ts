@@ -58,6 +58,34 @@ export function codePageName(text: string): string | null {
 }
 
 const CHUNK = 1 << 20;
+/** The byte scans that decide a page look at the first 16 MiB of records. */
+const PAGE_SCAN_BYTES = 16 << 20;
+
+/**
+ * Hands a DBF's record bytes (header skipped) to `each` in 1 MiB chunks (one buffer, reused),
+ * up to `limit` bytes or until `each` returns false. Null when the file is too short for a DBF
+ * header; else whether the scan reached the records' end.
+ */
+function scanRecords(dbf: string, limit: number, each: (chunk: Buffer) => boolean | void): { complete: boolean } | null {
+  const fd = fs.openSync(dbf, 'r');
+  try {
+    const head = Buffer.alloc(32);
+    if (fs.readSync(fd, head, 0, 32, 0) < 12) return null;
+    const headerLen = head.readUInt16LE(8);
+    const recordsEnd = headerLen + head.readUInt32LE(4) * head.readUInt16LE(10);
+    const end = Math.min(recordsEnd, headerLen + limit);
+    const buf = Buffer.alloc(CHUNK);
+    for (let pos = headerLen; pos < end; ) {
+      const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
+      if (n === 0) break;
+      pos += n;
+      if (each(buf.subarray(0, n)) === false) return { complete: pos >= recordsEnd };
+    }
+    return { complete: end === recordsEnd };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
 
 /**
  * Scans a DBF's records (header skipped) in 1 MiB chunks: 'utf8' when every byte sequence
@@ -65,36 +93,27 @@ const CHUNK = 1 << 20;
  * (stops there), 'ascii' when there is no byte above 0x7F.
  */
 export function scanDbfBytes(dbf: string): 'utf8' | 'latin1' | 'ascii' {
-  const fd = fs.openSync(dbf, 'r');
-  try {
-    const head = Buffer.alloc(32);
-    const got = fs.readSync(fd, head, 0, 32, 0);
-    if (got < 12) return 'ascii';
-    const records = head.readUInt32LE(4);
-    const headerLen = head.readUInt16LE(8);
-    const recordLen = head.readUInt16LE(10);
-    const end = headerLen + records * recordLen;
-    const decoder = new TextDecoder('utf-8', { fatal: true });
-    const buf = Buffer.alloc(CHUNK);
-    // A multibyte sequence decodes to fewer UTF-16 units than it has bytes.
-    let bytes = 0;
-    let units = 0;
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  // A multibyte sequence decodes to fewer UTF-16 units than it has bytes.
+  let bytes = 0;
+  let units = 0;
+  let utf8 = true;
+  const decode = (chunk?: Buffer) => {
     try {
-      for (let pos = headerLen; pos < end; ) {
-        const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
-        if (n === 0) break;
-        units += decoder.decode(buf.subarray(0, n), { stream: true }).length;
-        bytes += n;
-        pos += n;
-      }
-      units += decoder.decode().length;
+      units += (chunk ? decoder.decode(chunk, { stream: true }) : decoder.decode()).length;
     } catch {
-      return 'latin1';
+      utf8 = false;
     }
-    return units < bytes ? 'utf8' : 'ascii';
-  } finally {
-    fs.closeSync(fd);
-  }
+  };
+  const scanned = scanRecords(dbf, Infinity, (chunk) => {
+    decode(chunk);
+    bytes += chunk.length;
+    return utf8; // decided at the first sequence that is not UTF-8
+  });
+  if (!scanned) return 'ascii';
+  if (utf8) decode();
+  if (!utf8) return 'latin1';
+  return units < bytes ? 'utf8' : 'ascii';
 }
 
 /**
@@ -106,57 +125,42 @@ export function scanDbfBytes(dbf: string): 'utf8' | 'latin1' | 'ascii' {
  * inside a word, so a UTF-8 file whose only damage is such cuts is never taken for latin1.
  */
 export function utf8Sequences(dbf: string): { multibyte: number; invalid: number; midWord: number } {
-  const fd = fs.openSync(dbf, 'r');
-  try {
-    const head = Buffer.alloc(32);
-    if (fs.readSync(fd, head, 0, 32, 0) < 12) return { multibyte: 0, invalid: 0, midWord: 0 };
-    const headerLen = head.readUInt16LE(8);
-    const recordsEnd = headerLen + head.readUInt32LE(4) * head.readUInt16LE(10);
-    const end = Math.min(recordsEnd, headerLen + PAGE_SCAN_BYTES);
-    const buf = Buffer.alloc(CHUNK);
-    let multibyte = 0;
-    let invalid = 0;
-    let midWord = 0;
-    // continuation bytes still expected by the sequence in progress (it may straddle chunks),
-    // and a byte that can never start one (0xC0, 0xC1, 0xF5–0xFF) waiting for its next byte
-    let need = 0;
-    let lonePending = false;
-    const inWord = (b: number) => (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b >= 0xc0;
-    for (let pos = headerLen; pos < end; ) {
-      const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
-      if (n === 0) break;
-      for (let i = 0; i < n; i++) {
-        const b = buf[i];
-        if (lonePending && inWord(b)) midWord++;
-        lonePending = false;
-        if (need > 0) {
-          if ((b & 0xc0) === 0x80) {
-            if (--need === 0) multibyte++;
-            continue;
-          }
-          // the sequence broke at this byte: inside a word when this byte is a letter
-          invalid++;
-          if (inWord(b)) midWord++;
-          need = 0;
+  let multibyte = 0;
+  let invalid = 0;
+  let midWord = 0;
+  // continuation bytes still expected by the sequence in progress (it may straddle chunks),
+  // and a byte that can never start one (0xC0, 0xC1, 0xF5–0xFF) waiting for its next byte
+  let need = 0;
+  let lonePending = false;
+  const inWord = (b: number) => (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b >= 0xc0;
+  const scanned = scanRecords(dbf, PAGE_SCAN_BYTES, (chunk) => {
+    for (const b of chunk) {
+      if (lonePending && inWord(b)) midWord++;
+      lonePending = false;
+      if (need > 0) {
+        if ((b & 0xc0) === 0x80) {
+          if (--need === 0) multibyte++;
+          continue;
         }
-        if (b < 0x80) continue;
-        if (b >= 0xc2 && b <= 0xdf) need = 1;
-        else if (b >= 0xe0 && b <= 0xef) need = 2;
-        else if (b >= 0xf0 && b <= 0xf4) need = 3;
-        else {
-          // a stray continuation byte (a symbol in latin1: º, ª, °) is no word evidence
-          invalid++;
-          lonePending = b >= 0xc0;
-        }
+        // the sequence broke at this byte: inside a word when this byte is a letter
+        invalid++;
+        if (inWord(b)) midWord++;
+        need = 0;
       }
-      pos += n;
+      if (b < 0x80) continue;
+      if (b >= 0xc2 && b <= 0xdf) need = 1;
+      else if (b >= 0xe0 && b <= 0xef) need = 2;
+      else if (b >= 0xf0 && b <= 0xf4) need = 3;
+      else {
+        // a stray continuation byte (a symbol in latin1: º, ª, °) is no word evidence
+        invalid++;
+        lonePending = b >= 0xc0;
+      }
     }
-    // a sequence still open where the records end is cut; where the scan stops, unknown
-    if (need > 0 && end === recordsEnd) invalid++;
-    return { multibyte, invalid, midWord };
-  } finally {
-    fs.closeSync(fd);
-  }
+  });
+  // a sequence still open where the records end is cut; where the scan stops, unknown
+  if (need > 0 && scanned?.complete) invalid++;
+  return { multibyte, invalid, midWord };
 }
 
 // Portuguese letters as each single-byte code page writes them: 0xC0–0xFF in Windows-1252 /
@@ -180,7 +184,6 @@ const PAGE_VOTE: number[] = Array.from({ length: 128 }, (_, i) => {
 // (0xC7) or 'Õ' (0xE5): PRAÇA, POÇO, AÇU, CONCEIÇÃO, AÇÕES.
 const isCapital = (b: number) => b >= 0x41 && b <= 0x5a;
 const AFTER_CEDILLA = new Set([0x41, 0x4f, 0x55, 0xc7, 0xe5]);
-const PAGE_SCAN_BYTES = 16 << 20;
 /** CP850 needs at least this many letters only it reads, and twice as many as Windows-1252's. */
 const CP850_MIN_LETTERS = 3;
 
@@ -193,43 +196,30 @@ const CP850_MIN_LETTERS = 3;
  * invisible U+0092); else ISO-8859-1.
  */
 export function singleBytePage(dbf: string, windowsLdid = false): 'ISO-8859-1' | 'CP1252' | 'CP850' {
-  const fd = fs.openSync(dbf, 'r');
-  try {
-    const head = Buffer.alloc(32);
-    if (fs.readSync(fd, head, 0, 32, 0) < 12) return 'ISO-8859-1';
-    const headerLen = head.readUInt16LE(8);
-    const end = headerLen + Math.min(head.readUInt32LE(4) * head.readUInt16LE(10), PAGE_SCAN_BYTES);
-    const buf = Buffer.alloc(CHUNK);
-    let dos = 0;
-    let win = 0;
-    let c1 = false;
-    // 0x80 inside an upper-case word (AFTER_CEDILLA): CP850's 'Ç' of 'CONCEIÇÃO' (0x80 0xC7),
-    // never Windows' '€', which sits by digits and spaces. Upper-case DOS text votes through it
-    // alone: its 'Ç', 'Ã', 'Ó', 'Ú' and 'Ô' are letters in Windows-1252 too ('CONCEI€ÇO' was
-    // published for 'CONCEIÇÃO').
-    let prevCapital = false;
-    let cedilla = false;
-    for (let pos = headerLen; pos < end; ) {
-      const n = fs.readSync(fd, buf, 0, Math.min(CHUNK, end - pos), pos);
-      if (n === 0) break;
-      for (let i = 0; i < n; i++) {
-        const b = buf[i];
-        if (cedilla && AFTER_CEDILLA.has(b)) dos++;
-        cedilla = b === 0x80 && prevCapital;
-        prevCapital = isCapital(b);
-        if (b < 0x80) continue;
-        const vote = PAGE_VOTE[b - 0x80];
-        if (vote < 0) dos++;
-        else if (vote > 0) win++;
-        if (b < 0xa0) c1 = true;
-      }
-      pos += n;
+  let dos = 0;
+  let win = 0;
+  let c1 = false;
+  // 0x80 inside an upper-case word (AFTER_CEDILLA): CP850's 'Ç' of 'CONCEIÇÃO' (0x80 0xC7),
+  // never Windows' '€', which sits by digits and spaces. Upper-case DOS text votes through it
+  // alone: its 'Ç', 'Ã', 'Ó', 'Ú' and 'Ô' are letters in Windows-1252 too ('CONCEI€ÇO' was
+  // published for 'CONCEIÇÃO').
+  let prevCapital = false;
+  let cedilla = false;
+  const scanned = scanRecords(dbf, PAGE_SCAN_BYTES, (chunk) => {
+    for (const b of chunk) {
+      if (cedilla && AFTER_CEDILLA.has(b)) dos++;
+      cedilla = b === 0x80 && prevCapital;
+      prevCapital = isCapital(b);
+      if (b < 0x80) continue;
+      const vote = PAGE_VOTE[b - 0x80];
+      if (vote < 0) dos++;
+      else if (vote > 0) win++;
+      if (b < 0xa0) c1 = true;
     }
-    if (!windowsLdid && dos >= CP850_MIN_LETTERS && dos >= 2 * win) return 'CP850';
-    return c1 ? 'CP1252' : 'ISO-8859-1';
-  } finally {
-    fs.closeSync(fd);
-  }
+  });
+  if (!scanned) return 'ISO-8859-1';
+  if (!windowsLdid && dos >= CP850_MIN_LETTERS && dos >= 2 * win) return 'CP850';
+  return c1 ? 'CP1252' : 'ISO-8859-1';
 }
 
 /** The DBF's language driver id (byte 29), or null when the file is too short. */
