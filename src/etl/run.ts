@@ -277,8 +277,9 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     };
 
     const load: LoadResult = await pipeline.load(ctx, files, target);
+    const tables = (await catalog.getSnapshot(pool, sid))?.tables ?? [];
     // built, indexed and analysed: the tables are what autovacuum may tend from now on
-    await resumeAutovacuum(pool, (await catalog.getSnapshot(pool, sid))?.tables ?? []);
+    await resumeAutovacuum(pool, tables);
     outcome.rows_read = load.rowsRead;
     outcome.rows_loaded = load.rowsLoaded;
     outcome.rows_rejected = load.rowsRejected;
@@ -292,7 +293,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       const change = await changeAgainst(pool, pipeline, pipeline.key, current, mainTable, mainRows);
       const counts = { read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, dropped: outcome.rows_dropped };
       // Every text column of the snapshot: U+FFFD, double-encoded text and (beyond a few stray bytes) C1 controls fail the gate (text-checks.ts).
-      const scan = await checkSnapshotText(pool, (await catalog.getSnapshot(pool, sid))?.tables ?? []);
+      const scan = await checkSnapshotText(pool, tables);
       text = scan;
       const failures = mergeTextFailures(evaluateGate(counts, change, load.facts, cfg.quality), scan);
       const r: QualityReport = {

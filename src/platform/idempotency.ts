@@ -50,16 +50,11 @@ export async function claimIdempotency(db: Db, s: Scope, bodySha256: Buffer): Pr
     [s.keyId, s.method, s.path, s.idemKey, bodySha256, IDEMPOTENCY_TTL_HOURS, STALE_RUNNING_MINUTES],
   );
   if (claimed.rowCount) return null;
-  const r = await db.query(
-    `SELECT body_sha256, state, status, headers, response FROM platform.idempotency
-     WHERE key_id = $1 AND method = $2 AND path = $3 AND idem_key = $4`,
-    [s.keyId, s.method, s.path, s.idemKey],
-  );
-  // Gone between the two statements (released by a failed first run): claim again.
-  return r.rows[0] ?? claimIdempotency(db, s, bodySha256);
+  // Gone (or expired) between the two statements (released by a failed first run): claim again.
+  return (await heldIdempotency(db, s)) ?? claimIdempotency(db, s, bodySha256);
 }
 
-/** The row holding a scope, or null (a look that claims nothing). */
+/** The unexpired row holding a scope, or null (a look that claims nothing). */
 export async function heldIdempotency(db: Db, s: Scope): Promise<StoredAnswer | null> {
   const r = await db.query(
     `SELECT body_sha256, state, status, headers, response FROM platform.idempotency
