@@ -185,6 +185,15 @@ describe('receita-cnpj fixture month', () => {
     for (const f of quality.source.files) expect(f.sha256).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  it('serving.ref_municipio carries the Receita TOM code the crosswalk matched (cod_municipio_rf)', async () => {
+    const matched = await q(`SELECT codigo, codigo_ibge FROM serving.cnpj_municipios WHERE codigo_ibge IS NOT NULL ORDER BY codigo_ibge`);
+    expect(matched.length).toBeGreaterThanOrEqual(4);
+    const ref = await q(`SELECT geocodigo, cod_municipio_rf FROM serving.ref_municipio ORDER BY geocodigo`);
+    const byIbge = new Map(matched.map((m) => [m.codigo_ibge, m.codigo]));
+    for (const r of ref) expect([r.geocodigo, r.cod_municipio_rf]).toEqual([r.geocodigo, byIbge.get(r.geocodigo) ?? null]);
+    expect(ref.find((r) => r.geocodigo === '3550308')?.cod_municipio_rf).toBe('7107'); // São Paulo (hand-checked)
+  });
+
   it('an unchanged month is unchanged', async () => {
     const again = await run(RECEITA_FIXTURE_ROOT);
     expect(again.status).toBe('unchanged');

@@ -11,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runPipeline } from '../src/etl/run.ts';
 import { LAYOUT_2026, SOJA_COD_CULTURA, ZARC_FILE_NAMES, buildZarcFixtures, zarcFiles } from '../fixtures/zarc.ts';
 import { pickCkanResources, safraFromName, zarc } from '../pipelines/zarc/index.ts';
+import { IBGE_FIXTURE_DIR } from '../fixtures/ibge-municipios.ts';
+import { ibgeMunicipios } from '../pipelines/ibge-municipios/index.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'zarc');
@@ -429,5 +431,69 @@ describe('zarc variants', () => {
     expect(safraFromName(ZARC_FILE_NAMES.s2025)).toBe('2025/2026');
     expect(safraFromName(ZARC_FILE_NAMES.perene)).toBe('perene');
     expect(safraFromName('dados-abertos-tabua-de-risco.csv')).toBeNull();
+  });
+});
+
+describe('the municipality crosswalk: ZARC pairs geocodigo with the Bacen code (SOURCES §7.7)', () => {
+  let db2: TestDb;
+  beforeAll(async () => {
+    db2 = await testDatabase();
+  });
+  afterAll(async () => {
+    await db2?.drop();
+  });
+  const deps2 = () => ({ cfg: db2.cfg, pool: db2.pool, log: db2.log });
+  const crosswalk = async () =>
+    Object.fromEntries((await db2.pool.query(`SELECT geocodigo, cod_municipio_bacen FROM serving.ref_municipio ORDER BY geocodigo`)).rows.map((r) => [r.geocodigo, r.cod_municipio_bacen]));
+
+  /** geocodigo → the Cod_Munic values its rows carry, read by hand from the files. */
+  function pairsFromFiles(dir: string): Map<string, Set<string>> {
+    const out = new Map<string, Set<string>>();
+    for (const name of fs.readdirSync(dir).filter((n) => n.endsWith('.csv'))) {
+      const [head, ...lines] = fs.readFileSync(path.join(dir, name), 'utf8').replace(/^\uFEFF/, '').split(/\r?\n/).filter(Boolean);
+      const h = head.split(';').map((x) => x.toLowerCase());
+      for (const l of lines) {
+        const c = l.split(';');
+        const g = c[h.indexOf('geocodigo')];
+        if (!/^\d{7}$/.test(g) || !UF_CODES.has(g.slice(0, 2))) continue;
+        out.set(g, (out.get(g) ?? new Set()).add(c[h.indexOf('cod_munic')]));
+      }
+    }
+    return out;
+  }
+
+  test('serving.ref_municipio.cod_municipio_bacen holds the Cod_Munic ZARC gives each municipality; NULL where ZARC has none', async () => {
+    const ibge = await runPipeline(deps2(), ibgeMunicipios, { source: IBGE_FIXTURE_DIR });
+    expect(ibge.status).toBe('published');
+    const before = await crosswalk();
+    expect(Object.values(before).every((v) => v === null)).toBe(true);
+    const out = await runPipeline(deps2(), zarc, { source: FIXTURES });
+    expect(out.status).toBe('published');
+    const pairs = pairsFromFiles(FIXTURES);
+    const after = await crosswalk();
+    const both = Object.keys(after).filter((g) => pairs.has(g));
+    expect(both.length).toBeGreaterThanOrEqual(4);
+    for (const g of Object.keys(after)) expect([g, after[g]]).toEqual([g, pairs.has(g) ? [...pairs.get(g)!][0] : null]);
+    expect(after['5103403']).toBe('10902'); // Cuiabá (hand-checked)
+  });
+
+  test('a geocodigo paired with two Bacen codes: NULL in the crosswalk (no guess) and reported', async () => {
+    const dir = path.join(tmp, 'bacen-conflict');
+    fs.mkdirSync(dir, { recursive: true });
+    for (const name of Object.values(ZARC_FILE_NAMES)) fs.copyFileSync(path.join(FIXTURES, name), path.join(dir, name));
+    // One Cuiabá row of the 2025/26 season carries another Bacen code.
+    const file = path.join(dir, ZARC_FILE_NAMES.s2025);
+    const lines = fs.readFileSync(file, 'utf8').split('\n');
+    const i = lines.findIndex((l) => l.includes(';5103403;') && l.includes(';10902;'));
+    lines[i] = lines[i].replace(';10902;', ';10903;');
+    fs.writeFileSync(file, lines.join('\n'));
+    const out = await runPipeline(deps2(), zarc, { source: dir });
+    expect(out.status).toBe('published');
+    const after = await crosswalk();
+    expect(after['5103403']).toBeNull();
+    expect(after['5208707']).toBe('10527');
+    const q = (await db2.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0].quality;
+    expect(q.facts.zarc.bacen_conflicts).toEqual([{ geocodigo: '5103403', cod_municipio_bacen: ['10902', '10903'] }]);
+    expect(q.facts.notes.join('\n')).toContain('5103403 (10902, 10903)');
   });
 });

@@ -20,7 +20,7 @@ import { defineRelation, type ColumnDef } from '../../src/etl/relation.ts';
 import { csvFiles, fetchCsv, type CsvSource } from '../../src/etl/shape-csv.ts';
 import { shapedPipeline } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
-import { classifyZarc, invalidRiskCells, lastReadPerKey, seasonCounts, unparsedCounts, zarcDuplicates, zarcStats } from './queries.ts';
+import { bacenConflicts, classifyZarc, invalidRiskCells, lastReadPerKey, seasonCounts, unparsedCounts, zarcDuplicates, zarcStats } from './queries.ts';
 
 const DECS = Array.from({ length: 36 }, (_, i) => i + 1);
 
@@ -120,6 +120,8 @@ export interface ZarcFacts {
   duplicates: { exact: number; conflicting: number; conflicting_keys: string[] };
   bad_codes: number;
   uf_mismatch: number;
+  /** Municipalities whose rows carry several Bacen codes (at most 200): no code for them in serving.ref_municipio. */
+  bacen_conflicts: { geocodigo: string; cod_municipio_bacen: string[] }[];
   dedup_rule: string;
 }
 
@@ -154,7 +156,7 @@ export const zarc = shapedPipeline({
       seasons: {}, perennial_rows: 0,
       invalid_risk: { cells: st.invalid_cells, rows: st.invalid_rows, values: {}, samples: [] },
       duplicates: { exact: 0, conflicting: 0, conflicting_keys: [] },
-      bad_codes: st.bad_code, uf_mismatch: st.uf_mismatch, dedup_rule: DEDUP_RULE,
+      bad_codes: st.bad_code, uf_mismatch: st.uf_mismatch, bacen_conflicts: await bacenConflicts(client, target), dedup_rule: DEDUP_RULE,
     };
     facts.encoding.replacementChars = st.replacement_char;
     if ((verdicts.ok ?? 0) > rowsLoaded) {
@@ -185,6 +187,9 @@ export const zarc = shapedPipeline({
     if (z.duplicates.exact) n.push(`${z.duplicates.exact} exact duplicate rows dropped`);
     if (z.duplicates.conflicting) n.push(`${z.duplicates.conflicting} rows share a key with different risk cells; ${DEDUP_RULE}; e.g. ${z.duplicates.conflicting_keys.slice(0, 3).join(' ; ')}`);
     if (z.bad_codes) n.push(`${z.bad_codes} rows have a non-numeric optional code (cod_cultura, manejo, cod_clima, cod_meso or cod_micro), loaded as NULL, text kept in extra`);
+    if (z.bacen_conflicts.length) {
+      n.push(`${z.bacen_conflicts.length} municipalities carry several Bacen codes (Cod_Munic), left out of serving.ref_municipio.cod_municipio_bacen: ${z.bacen_conflicts.slice(0, 20).map((c) => `${c.geocodigo} (${c.cod_municipio_bacen.join(', ')})`).join(', ')}`);
+    }
     if (z.uf_mismatch) n.push(`${z.uf_mismatch} rows have a UF that does not match their geocodigo`);
     if (facts.encoding.replacementChars) n.push(`${facts.encoding.replacementChars} rows hold U+FFFD: a file is probably not UTF-8`);
     for (const f of z.files) {

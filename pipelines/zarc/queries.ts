@@ -78,3 +78,16 @@ export async function unparsedCounts(client: pg.ClientBase, classified: Sql): Pr
 export async function seasonCounts(client: pg.ClientBase, target: Sql): Promise<{ safra: string; n: string }[]> {
   return (await client.query(`SELECT safra, count(*)::bigint AS n FROM ${target} GROUP BY 1 ORDER BY 1`)).rows;
 }
+
+/**
+ * Municipalities whose rows carry more than one Bacen code (Cod_Munic): serving.ref_municipio
+ * leaves their cod_municipio_bacen NULL rather than pick one (sql/0093), so the load names them.
+ */
+export async function bacenConflicts(client: pg.ClientBase, target: Sql): Promise<{ geocodigo: string; cod_municipio_bacen: string[] }[]> {
+  const r = await client.query(
+    `SELECT geocodigo, array_agg(DISTINCT cod_municipio_bacen ORDER BY cod_municipio_bacen) AS cod_municipio_bacen
+       FROM (SELECT DISTINCT geocodigo, cod_municipio_bacen FROM ${target} WHERE cod_municipio_bacen IS NOT NULL) p
+      GROUP BY geocodigo HAVING count(*) > 1 ORDER BY geocodigo LIMIT 200`,
+  );
+  return r.rows;
+}
