@@ -94,7 +94,7 @@ async function zarcValues(db: pg.Pool, ctx: ReadContext, props: PropertyRef[], n
   const codes = [...new Set(props.map((p) => p.cod_municipio_ibge).filter((c): c is string => !!c))];
   const rows = codes.length ? await snapshotRows(db, layer.snapshot_id, 'zarc_risco', 'geocodigo', codes) : [];
   const byMun = new Map<string, ReturnType<typeof zarcCultura>[]>();
-  const key = (r: Record<string, unknown>) => [r.cultura, r.safra, r.ciclo, r.solo, r.manejo].map((x) => String(x ?? '')).join('\u0000');
+  const key = (r: Record<string, unknown>) => [r.cultura, r.safra, r.ciclo, r.solo, r.manejo, r.cod_clima, r.portaria].map((x) => String(x ?? '')).join('\u0000');
   for (const r of rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0))) {
     const list = byMun.get(String(r.geocodigo)) ?? [];
     list.push(zarcCultura(r, (n) => r[`dec${n}`]));

@@ -31,6 +31,8 @@ const QuilomboOverlap = Type.Object({
 export const ZarcCultura = Type.Object({
   // Codes are text (ZARC's crop codes have 14 digits); a code that did not parse is null, its text in the snapshot's extra.
   cultura: Type.String(), safra: Type.String(), ciclo: Nullable(Type.String()), solo: Nullable(Type.String()), manejo: Nullable(Type.String()), portaria: Nullable(Type.String()),
+  cod_clima: Nullable(Type.String({ description: 'ZARC climate variant (Cod_Clima): rows of one crop, season, cycle, soil and management differ by it' })),
+  clima: Nullable(Type.String({ description: 'name of the climate variant (Nome_Clima)' })),
   risco_20: Type.Array(Type.Integer({ minimum: 1, maximum: 36 }), { description: 'ten-day periods (1..36) at 20 % risk' }),
   risco_30: Type.Array(Type.Integer({ minimum: 1, maximum: 36 }), { description: 'ten-day periods at 30 % risk' }),
   risco_40: Type.Array(Type.Integer({ minimum: 1, maximum: 36 }), { description: 'ten-day periods at 40 % risk' }),

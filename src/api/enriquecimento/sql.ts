@@ -31,12 +31,12 @@ SELECT * FROM (
   SELECT n.codigo, n.br, n.uf, n.superficie, n.snapshot_id, ST_Distance(n.geom::geography, q.g::geography) / 1000
   FROM q CROSS JOIN LATERAL (SELECT * FROM serving.dnit_snv_principal r ORDER BY r.geom <-> q.g LIMIT 5) n
 ) s ORDER BY distancia_km, codigo`,
-  zarc: `SELECT r.geocodigo, r.safra, r.cultura, r.ciclo, r.solo, r.manejo, r.portaria, r.snapshot_id,
+  zarc: `SELECT r.geocodigo, r.safra, r.cultura, r.ciclo, r.solo, r.manejo, r.portaria, r.cod_clima, r.clima, r.snapshot_id,
        ARRAY[r.dec1, r.dec2, r.dec3, r.dec4, r.dec5, r.dec6, r.dec7, r.dec8, r.dec9, r.dec10, r.dec11, r.dec12,
              r.dec13, r.dec14, r.dec15, r.dec16, r.dec17, r.dec18, r.dec19, r.dec20, r.dec21, r.dec22, r.dec23, r.dec24,
              r.dec25, r.dec26, r.dec27, r.dec28, r.dec29, r.dec30, r.dec31, r.dec32, r.dec33, r.dec34, r.dec35, r.dec36] AS decendios
 FROM serving.zarc_risco r WHERE r.geocodigo = ANY ($1)
-ORDER BY r.geocodigo, r.cultura, r.safra, r.ciclo, r.solo, r.manejo`,
+ORDER BY r.geocodigo, r.cultura, r.safra, r.ciclo, r.solo, r.manejo, r.cod_clima, r.portaria`,
 } as const;
 
 export type EnrichLayer = 'municipios' | 'ti' | 'uc' | 'quilombo' | 'rodovias';
