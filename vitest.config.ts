@@ -8,5 +8,7 @@ export default defineConfig({
     hookTimeout: 300_000,
     pool: 'forks',
     maxWorkers: 2,
+    // Tests never reach the internet: a test that downloads a mesh names its own list (SOURCES §9.7).
+    env: { AGRO_SOURCE_IBGE_LOCALIDADES: 'none' },
   },
 });

@@ -131,6 +131,8 @@ const OFFICIAL_SOURCES: Record<string, string> = {
   'receita-cnpj': 'https://arquivos.receitafederal.gov.br/public.php/webdav/',
   'ibge-municipios':
     'https://geoftp.ibge.gov.br/organizacao_do_territorio/malhas_territoriais/malhas_municipais/municipio_2024/Brasil/BR_Municipios_2024.zip',
+  // The official municipality list a downloaded mesh is joined with (SOURCES §9.7); 'none': not used.
+  'ibge-localidades': 'https://servicodados.ibge.gov.br/api/v1/localidades/municipios',
 };
 
 const ALL_UFS = 'AC,AL,AM,AP,BA,CE,DF,ES,GO,MA,MG,MS,MT,PA,PB,PE,PI,PR,RJ,RN,RO,RR,RS,SC,SE,SP,TO';

@@ -1,6 +1,8 @@
 // ibge-municipios end to end on the real embedded PostGIS: the committed fixture, then
 // variants built by the fixture generator (encodings, drift, bad codes, duplicates, years).
-import { mkdtemp, rm } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Geometry } from 'geojson';
@@ -305,5 +307,109 @@ describe('variants', () => {
     const q = await quality(out.snapshot_id!);
     expect(q.facts.ibge.ano_do_arquivo).toBe(false);
     expect(q.facts.notes).toContain('malha.zip carries no mesh year (BR_Municipios_<YYYY>.zip): ano = 2022, the as-of year');
+  });
+});
+
+describe('the official list (IBGE localidades API, SOURCES §9.7)', () => {
+  /** An item as GET /api/v1/localidades/municipios writes it (new municipalities come with microrregiao null). */
+  const apiItem = (id: string, nome: string, uf: string | null) => ({
+    id: Number(id), nome,
+    microrregiao: uf ? { id: 0, nome: 'x', mesorregiao: { id: 0, nome: 'x', UF: { id: Number(id.slice(0, 2)), sigla: uf, nome: 'x' } } } : null,
+  });
+  const listed = IBGE_MUNICIPIOS.map((f) => apiItem(f.attributes.CD_MUN, f.attributes.NM_MUN, f.attributes.SIGLA_UF));
+  // Created in 2023 and absent from the meshes (SOURCES §9.6); the code is the fixture's.
+  const NEW = apiItem('5101837', 'Boa Esperança do Norte', null);
+
+  async function withList(name: string, list: unknown, opts: Parameters<typeof buildIbgeMunicipios>[1] = {}): Promise<string> {
+    const dir = await variant(name, opts);
+    await writeFile(path.join(dir, 'municipios.json'), typeof list === 'string' ? list : JSON.stringify(list));
+    return dir;
+  }
+
+  it('a listed code the mesh lacks is served with a NULL geometry (ref_municipio too); read = loaded + rejected + dropped', async () => {
+    const out = await run(await withList('official', [...listed, NEW]));
+    expect(out.error).toBeUndefined();
+    expect(out).toMatchObject({ status: 'published', rows_read: 10, rows_loaded: 10, rows_rejected: 0, rows_dropped: 0 });
+    const r = await db.pool.query(
+      `SELECT geocodigo, nome, uf, cod_uf, area_oficial_km2, area_calculada_km2, ponto_interior, geom, extra FROM serving.ibge_municipios WHERE geocodigo = '5101837'`,
+    );
+    expect(r.rows).toEqual([{
+      geocodigo: '5101837', nome: 'Boa Esperança do Norte', uf: 'MT', cod_uf: '51', area_oficial_km2: null, area_calculada_km2: null,
+      ponto_interior: null, geom: null, extra: { sem_malha: true },
+    }]);
+    expect((await servingRows()).map((x) => x.geocodigo)).toEqual([...IBGE_MUNICIPIOS.map((f) => f.attributes.CD_MUN), '5101837'].sort());
+    const ref = await db.pool.query(`SELECT geocodigo FROM serving.ref_municipio WHERE nome_normalizado = etl.normalize_nome($1) AND uf = 'MT'`, ['Boa Esperanca do Norte']);
+    expect(ref.rows).toEqual([{ geocodigo: '5101837' }]);
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.lista_oficial).toEqual({
+      fonte: 'municipios.json', municipios: 9,
+      sem_malha: [{ geocodigo: '5101837', nome: 'Boa Esperança do Norte', uf: 'MT' }],
+      fora_da_lista: [],
+    });
+    expect(q.facts.ibge.nao_municipios).toEqual([{ geocodigo: '4300002', nome: 'Lagoa dos Patos', uf: 'RS' }]);
+    expect(q.facts.notes.join('\n')).toContain('1 official municipalities are not in the mesh (served with a NULL geometry): 5101837 Boa Esperança do Norte (MT)');
+    expect(q.gate.passed).toBe(true);
+  });
+
+  it('a mesh feature with a municipality-shaped code the list lacks is not a municipality: reported, and over 1 % of them block', async () => {
+    const sorriso = byCode('5107925');
+    const stray: IbgeFeature = { ...sorriso, role: 'variant', attributes: { ...sorriso.attributes, CD_MUN: '5199999', NM_MUN: 'Área em litígio' }, geometry: box(-552000, -130000, -551000, -129000) };
+    const dir = await withList('unlisted', listed, { features: [...IBGE_FIXTURE, stray] });
+    const out = await run(dir);
+    expect(out).toMatchObject({ status: 'blocked', rows_read: 10, rows_loaded: 10 });
+    expect(out.gate?.failures.map((f) => f.rule)).toEqual(['official_list_mismatch']);
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.lista_oficial.fora_da_lista).toEqual([{ geocodigo: '5199999', nome: 'Área em litígio', uf: 'MT' }]);
+    expect(q.facts.ibge.nao_municipios).toEqual([{ geocodigo: '4300002', nome: 'Lagoa dos Patos', uf: 'RS' }, { geocodigo: '5199999', nome: 'Área em litígio', uf: 'MT' }]);
+    const forced = await run(dir, { force: true });
+    expect(forced.status).toBe('published');
+    expect((await servingRows()).map((x) => x.geocodigo)).not.toContain('5199999');
+    const cur = await db.pool.query(`SELECT is_municipio FROM "current".ibge_municipios WHERE geocodigo = '5199999'`);
+    expect(cur.rows).toEqual([{ is_municipio: false }]);
+  });
+
+  it('a list of another shape fails the run, naming the file; the current snapshot stays', async () => {
+    const before = (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'ibge-municipios'`)).rows[0].snapshot_id;
+    for (const [name, list] of [['list-html', '<html>Serviço indisponível</html>'], ['list-object', { erro: 'indisponível' }], ['list-items', [...listed, { id: 'x', nome: '' }]]] as const) {
+      const out = await run(await withList(name, list));
+      expect(out.status, name).toBe('failed');
+      expect(out.error?.code, name).toBe('malformed_source');
+      expect(out.error?.message, name).toContain('municipios.json');
+    }
+    expect((await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'ibge-municipios'`)).rows[0].snapshot_id).toBe(before);
+  });
+
+  it('a downloaded mesh takes the list from the configured URL; an unreachable list is a note, the mesh still loads', async () => {
+    const zip = await buildIbgeMunicipios(path.join(work, 'remote'), {});
+    let listStatus = 200;
+    const server = http.createServer((req, res) => {
+      if (req.url === '/BR_Municipios_2024.zip') {
+        res.setHeader('content-type', 'application/zip');
+        res.end(readFileSync(zip));
+      } else if (req.url === '/api/v1/localidades/municipios' && listStatus === 200) {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify([...listed, NEW]));
+      } else res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const cfg = { ...db.cfg, sources: { ...db.cfg.sources, 'ibge-localidades': `${base}/api/v1/localidades/municipios` } };
+      const out = await runPipeline({ cfg, pool: db.pool, log: db.log }, ibgeMunicipios, { source: `${base}/BR_Municipios_2024.zip`, force: true });
+      expect(out).toMatchObject({ status: 'published', rows_loaded: 10 });
+      expect((await quality(out.snapshot_id!)).facts.lista_oficial).toMatchObject({ fonte: `${base}/api/v1/localidades/municipios`, municipios: 9 });
+      listStatus = 404;
+      // Another mesh (a feature less), the list gone: loaded, told apart by code shape, said so.
+      await rm(path.join(work, 'remote'), { recursive: true });
+      await buildIbgeMunicipios(path.join(work, 'remote'), { features: IBGE_FIXTURE.filter((f) => f.attributes.CD_MUN !== '3550308') });
+      const again = await runPipeline({ cfg, pool: db.pool, log: db.log }, ibgeMunicipios, { source: `${base}/BR_Municipios_2024.zip`, force: true });
+      expect(again).toMatchObject({ status: 'published', rows_loaded: 8 });
+      const q = await quality(again.snapshot_id!);
+      expect(q.facts.lista_oficial).toMatchObject({ fonte: null, municipios: 0, sem_malha: [] });
+      expect(q.facts.notes.join('\n')).toMatch(/no official municipality list \(.*HTTP 404.*\): municipalities told apart by their code/);
+      expect((await servingRows()).map((x) => x.geocodigo)).not.toContain('4300002');
+    } finally {
+      server.close();
+    }
   });
 });

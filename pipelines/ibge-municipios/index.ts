@@ -5,7 +5,7 @@
 import { defineRelation, type FieldDef } from '../../src/etl/relation.ts';
 import { shapedPipeline } from '../../src/etl/shape.ts';
 import type { QualityFacts } from '../../src/etl/quality.ts';
-import { classifyMesh, keptMunicipalities, meshReport } from './queries.ts';
+import { classifyMesh, keptMunicipalities, meshReport, runLists } from './queries.ts';
 
 /** Kept in `extra` under these names (SOURCES §9.4: "same names lower-cased"). */
 const EXTRA_FIELDS: FieldDef[] = [
@@ -37,7 +37,8 @@ export const IBGE_MUNICIPIOS = defineRelation({
     { name: 'area_calculada_km2', type: 'double precision', sql: 'ST_Area(c.geom::geography) / 1e6' },
     { name: 'ponto_interior', type: 'geometry(Point,4326)', sql: 'ST_PointOnSurface(c.geom)' },
     { name: 'ano', type: 'integer', sql: 'v.ano' },
-    { name: 'is_municipio', type: 'boolean', sql: 'etl.ibge_is_municipio(c.geocodigo)' },
+    // In the official list when the run has one, else by code shape (classify: c.oficial).
+    { name: 'is_municipio', type: 'boolean', sql: 'c.oficial' },
     { name: 'extra', type: 'jsonb', role: 'extra' },
     { name: 'geom', type: 'geometry(MultiPolygon,4326)', sql: 'c.geom' },
     { name: 'snapshot_id', type: 'bigint', role: 'snapshot_id' },
@@ -67,7 +68,22 @@ export interface MeshFacts extends QualityFacts {
     nao_municipios: { geocodigo: string; nome: string; uf: string }[];
     codigos_repetidos: { geocodigo: string; feicoes: number }[];
   };
+  /** The official list the mesh was joined with (SOURCES §9.7); fonte null: none, `ausente` says why. */
+  lista_oficial: {
+    fonte: string | null;
+    ausente?: string;
+    municipios: number;
+    /** Official codes the mesh lacks: loaded without geometry. */
+    sem_malha: Municipio[];
+    /** Mesh features with a municipality-shaped code that the list lacks: not municipalities. */
+    fora_da_lista: Municipio[];
+  };
 }
+
+type Municipio = { geocodigo: string; nome: string; uf: string };
+
+/** Largest share of the mesh's municipality-shaped codes the official list may lack (a wrong list, e.g. one state's, would empty serving). */
+export const MAX_UNLISTED_SHARE = 0.01;
 
 export const ibgeMunicipios = shapedPipeline({
   name: 'ibge-municipios',
@@ -85,12 +101,29 @@ export const ibgeMunicipios = shapedPipeline({
   values: (file, asOf) => ({ ano: meshYear(file.name) ?? Number(asOf.slice(0, 4)) }),
   replacementChars: 'own',
   overlay: { camada: 'municipio', kind: 'area', filter: 'is_municipio' },
-  async facts({ client, t, target, file, asOf, facts, staged, verdicts, rowsLoaded }): Promise<Pick<MeshFacts, 'ibge'>> {
+  async facts({ client, t, ctx, target, file, asOf, facts, staged, verdicts, rowsLoaded }): Promise<Pick<MeshFacts, 'ibge' | 'lista_oficial'>> {
     const fileYear = meshYear(file.name);
     const ano = fileYear ?? Number(asOf.slice(0, 4));
     const report = await meshReport(client, { target, classified: t.classified });
     const naoMunicipios = report.filter((r) => r.kind === 'nao_municipio').map((r) => ({ geocodigo: r.geocodigo, nome: r.nome!, uf: r.uf! }));
     const repetidos = report.filter((r) => r.kind === 'codigo_repetido').map((r) => ({ geocodigo: r.geocodigo, feicoes: r.features! }));
+    const named = (kind: string): Municipio[] => report.filter((r) => r.kind === kind).map((r) => ({ geocodigo: r.geocodigo, nome: r.nome!, uf: r.uf! }));
+    const list = runLists.get(ctx) ?? { missing: 'not read' };
+    const lista: MeshFacts['lista_oficial'] = 'municipios' in list
+      ? { fonte: list.fonte, municipios: list.municipios.length, sem_malha: named('sem_malha'), fora_da_lista: named('fora_da_lista') }
+      : { fonte: null, ausente: list.missing, municipios: 0, sem_malha: [], fora_da_lista: [] };
+    const n = facts.notes;
+    if (lista.fonte === null) n.push(`no official municipality list (${lista.ausente}): municipalities told apart by their code (municipality number 0000 is not one)`);
+    if (lista.sem_malha.length) {
+      n.push(`${lista.sem_malha.length} official municipalities are not in the mesh (served with a NULL geometry): ${lista.sem_malha.slice(0, 20).map((m) => `${m.geocodigo} ${m.nome} (${m.uf})`).join(', ')}`);
+    }
+    if (lista.fora_da_lista.length) {
+      const shaped = lista.fora_da_lista.length + rowsLoaded - lista.sem_malha.length - naoMunicipios.length;
+      const share = lista.fora_da_lista.length / Math.max(1, shaped);
+      const what = `${lista.fora_da_lista.length} mesh features have a municipality's code that the official list (${lista.fonte}) lacks`;
+      n.push(`${what} (not municipalities): ${lista.fora_da_lista.slice(0, 20).map((m) => `${m.geocodigo} ${m.nome} (${m.uf})`).join(', ')}`);
+      if (share > MAX_UNLISTED_SHARE) facts.failures.push({ rule: 'official_list_mismatch', message: `${what}: ${(share * 100).toFixed(1)} % of them (is it the national list?)`, value: share, threshold: MAX_UNLISTED_SHARE });
+    }
     const okFeatures = verdicts.ok ?? 0;
     if (okFeatures > rowsLoaded) facts.dropped.duplicate_geocodigo_merged = okFeatures - rowsLoaded;
     if (naoMunicipios.length) {
@@ -107,6 +140,9 @@ export const ibgeMunicipios = shapedPipeline({
       facts.failures.push({ rule: 'replacement_characters', message: `${staged.replacementChars} values hold U+FFFD: ${why}`, value: staged.replacementChars });
     }
     if (fileYear === null) facts.notes.push(`${file.name} carries no mesh year (BR_Municipios_<YYYY>.zip): ano = ${ano}, the as-of year`);
-    return { ibge: { ano, ano_do_arquivo: fileYear !== null, municipios: rowsLoaded - naoMunicipios.length, nao_municipios: naoMunicipios, codigos_repetidos: repetidos } };
+    return {
+      ibge: { ano, ano_do_arquivo: fileYear !== null, municipios: rowsLoaded - naoMunicipios.length, nao_municipios: naoMunicipios, codigos_repetidos: repetidos },
+      lista_oficial: lista,
+    };
   },
 });
