@@ -109,6 +109,31 @@ async function quality(snapshotId: number) {
   return (await db.pool.query(`SELECT quality, schema_fingerprint, status FROM etl.snapshots WHERE snapshot_id = $1`, [snapshotId])).rows[0];
 }
 
+/**
+ * A CKAN on loopback: package_show lists `resources` (their urls made absolute), and
+ * /download/<name> answers `body(name)` (404 when undefined).
+ */
+async function ckanServer(resources: { url: string }[], body: (name: string) => string | Buffer | undefined): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    const port = (server.address() as { port: number }).port;
+    if (req.url?.startsWith('/api/3/action/package_show')) {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ success: true, result: { resources: resources.map((r) => ({ ...r, url: `http://127.0.0.1:${port}${r.url}` })) } }));
+      return;
+    }
+    const b = body(decodeURIComponent(req.url!.replace('/download/', '')));
+    if (b === undefined) {
+      res.writeHead(404).end();
+      return;
+    }
+    res.setHeader('content-type', 'text/csv');
+    res.setHeader('last-modified', 'Tue, 05 Aug 2025 10:00:00 GMT');
+    res.end(b);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return server;
+}
+
 // ---------- tests ----------
 
 describe('zarc on the fixtures', () => {
@@ -368,25 +393,10 @@ describe('zarc variants', () => {
       { name: 'Tábua de risco perene, olerícola e sem safra', format: 'CSV', url: `/download/${ZARC_FILE_NAMES.perene}` },
       { name: 'Tábua de risco (arquivo antigo)', format: 'CSV', url: '/download/dados-abertos-tabua-de-risco.csv' },
     ];
-    const server = http.createServer((req, res) => {
-      const port = (server.address() as { port: number }).port;
-      if (req.url?.startsWith('/api/3/action/package_show')) {
-        res.setHeader('content-type', 'application/json');
-        res.end(JSON.stringify({ success: true, result: { resources: resources.map((r) => ({ ...r, url: `http://127.0.0.1:${port}${r.url}` })) } }));
-        return;
-      }
-      const name = decodeURIComponent(req.url!.replace('/download/', ''));
+    const server = await ckanServer(resources, (name) => {
       const p = path.join(FIXTURES, name);
-      if (!fs.existsSync(p)) {
-        res.statusCode = 404;
-        res.end();
-        return;
-      }
-      res.setHeader('content-type', 'text/csv');
-      res.setHeader('last-modified', 'Tue, 05 Aug 2025 10:00:00 GMT');
-      res.end(fs.readFileSync(p));
+      return fs.existsSync(p) ? fs.readFileSync(p) : undefined;
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const port = (server.address() as { port: number }).port;
       const picked = pickCkanResources(resources.map((r) => ({ ...r, url: `http://x${r.url}` })));
@@ -495,5 +505,43 @@ describe('the municipality crosswalk: ZARC pairs geocodigo with the Bacen code (
     const q = (await db2.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0].quality;
     expect(q.facts.zarc.bacen_conflicts).toEqual([{ geocodigo: '5103403', cod_municipio_bacen: ['10902', '10903'] }]);
     expect(q.facts.notes.join('\n')).toContain('5103403 (10902, 10903)');
+  });
+});
+
+describe('CKAN resources whose download name is not a plain file name (SOURCES §7.1: chosen by name, never by UUID)', () => {
+  let db3: TestDb;
+  beforeAll(async () => {
+    db3 = await testDatabase();
+  });
+  afterAll(async () => {
+    await db3?.drop();
+  });
+
+  test('a season CSV named with spaces, accents or no .csv suffix is loaded; a season offered in another format is named in the report', async () => {
+    const s2026 = fs.readFileSync(path.join(FIXTURES, ZARC_FILE_NAMES.s2025), 'utf8').replaceAll(';2025;2026;', ';2026;2027;');
+    const files: Record<string, string | Buffer> = {
+      [ZARC_FILE_NAMES.s2025]: fs.readFileSync(path.join(FIXTURES, ZARC_FILE_NAMES.s2025)),
+      'Tábua de Risco safra 2026-2027 (1).csv': s2026,
+      'download': fs.readFileSync(path.join(FIXTURES, ZARC_FILE_NAMES.perene)),
+    };
+    const resources = [
+      { name: 'Tábua de risco safra 2025/2026', format: 'CSV', url: `/download/${ZARC_FILE_NAMES.s2025}` },
+      { name: 'Tábua de risco safra 2026/2027', format: 'CSV', url: `/download/${encodeURIComponent('Tábua de Risco safra 2026-2027 (1).csv')}` },
+      { name: 'Tábua de risco perene, olerícola e sem safra', format: 'CSV', url: '/download/download' },
+      { name: 'Tábua de risco safra 2024/2025 (compactada)', format: 'ZIP', url: '/download/safra-2024-2025.zip' },
+    ];
+    const server = await ckanServer(resources, (name) => files[name]);
+    try {
+      const port = (server.address() as { port: number }).port;
+      const out = await runPipeline({ cfg: db3.cfg, pool: db3.pool, log: db3.log }, zarc, { source: `http://127.0.0.1:${port}/api/3/action/package_show?id=x`, force: true });
+      expect(out.error).toBeUndefined();
+      expect(out.status).toBe('published');
+      const q = (await db3.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0].quality;
+      expect(q.facts.zarc.seasons).toEqual({ '2025/2026': 58, '2026/2027': 58, perene: 8 });
+      expect(q.facts.zarc.ckan_not_loaded).toEqual([{ name: 'Tábua de risco safra 2024/2025 (compactada)', format: 'ZIP', url: `http://127.0.0.1:${port}/download/safra-2024-2025.zip` }]);
+      expect(q.facts.notes.join('\n')).toContain('CKAN resources named like a season but not CSV, not loaded: Tábua de risco safra 2024/2025 (compactada) (ZIP)');
+    } finally {
+      server.close();
+    }
   });
 });

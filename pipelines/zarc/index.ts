@@ -76,19 +76,58 @@ interface CkanResource {
   format?: string | null;
 }
 
-/** The season and perennial CSV resources of the CKAN dataset (chosen by name, never by UUID). */
+/** A resource's download name and whether it is a season's (or the perennials') CSV, by its name and file name. */
+function ckanResource(r: CkanResource): { url: string; file: string; season: boolean; csv: boolean } {
+  const url = r.url ?? '';
+  const last = url.split('?')[0].split('/').pop() ?? '';
+  let file = last;
+  try {
+    file = decodeURIComponent(last);
+  } catch {
+    // a stray '%': the name as written
+  }
+  const label = `${r.name ?? ''} ${file}`;
+  return { url, file, season: /\d{4}\s*[/-]\s*\d{4}/.test(label) || /perene/i.test(label), csv: /csv/i.test(r.format ?? '') || /\.csv$/i.test(file) };
+}
+
+/**
+ * The local name of a resource: its download name in letters, digits, '.', '-' and '_' (accents
+ * stripped), ending in .csv; the resource's own name when the download name carries no season
+ * (an old layout without SafraIni/SafraFin takes the season from it, safraFromName).
+ */
+function localName(file: string, resourceName: string): string {
+  const safe = (s: string) => s.normalize('NFD').replace(/[\u0300-\u036f]/g, '').replace(/[^\w.\-]+/g, '-').replace(/^[-.]+|[-.]+$/g, '');
+  const fromFile = safe(file.replace(/\.csv$/i, ''));
+  const base = fromFile && safraFromName(fromFile) ? fromFile : safe(resourceName) || fromFile || 'recurso';
+  return `${base}.csv`;
+}
+
+/**
+ * The season and perennial CSV resources of the CKAN dataset (chosen by name, never by UUID),
+ * whatever their download names look like (spaces, accents, no suffix: local names are made safe).
+ */
 export function pickCkanResources(resources: CkanResource[]): { url: string; name: string }[] {
   const out = new Map<string, string>();
   for (const r of resources) {
-    const url = r.url ?? '';
-    const file = decodeURIComponent(url.split('?')[0].split('/').pop() ?? '');
-    const csv = /csv/i.test(r.format ?? '') || /\.csv$/i.test(file);
-    const label = `${r.name ?? ''} ${file}`;
-    const season = /\d{4}\s*[/-]\s*\d{4}/.test(label) || /perene/i.test(label);
-    if (csv && season && /^[\w.\-]+\.csv$/i.test(file)) out.set(file, url);
+    const x = ckanResource(r);
+    if (!x.csv || !x.season || !x.url) continue;
+    let name = localName(x.file, r.name ?? '');
+    for (let i = 2; out.has(name) && out.get(name) !== x.url; i++) name = localName(x.file, r.name ?? '').replace(/\.csv$/, `-${i}.csv`);
+    out.set(name, x.url);
   }
   return [...out].map(([name, url]) => ({ name, url })).sort((a, b) => a.name.localeCompare(b.name));
 }
+
+/** Resources named like a season that are not CSV (a zip, a spreadsheet): not loaded, named in the report. */
+export function ckanNotLoaded(resources: CkanResource[]): { name: string; format: string; url: string }[] {
+  return resources.filter((r) => {
+    const x = ckanResource(r);
+    return x.season && !x.csv && !/pdf|dicion/i.test(`${r.format ?? ''} ${r.name ?? ''}`);
+  }).map((r) => ({ name: r.name ?? '', format: r.format ?? '', url: r.url ?? '' }));
+}
+
+/** What each CKAN run left out (its facts report it). */
+const ckanSkipped = new WeakMap<RunContext, ReturnType<typeof ckanNotLoaded>>();
 
 /** The season CSVs: every .csv of a folder, one file, or a CSV URL. */
 const ZARC_SOURCE: CsvSource = { ext: /\.csv$/i, what: '.csv file', several: true };
@@ -105,6 +144,7 @@ async function fetchCkan(ctx: RunContext, src: string): Promise<FetchedFile[]> {
     throw new AgroError('download_failed', `${src}: not a CKAN package_show answer (${(e as Error).message})`);
   }
   const picked = pickCkanResources(resources);
+  ckanSkipped.set(ctx, ckanNotLoaded(resources));
   if (!picked.length) throw new AgroError('source_not_found', `${src}: no season CSV resource`);
   const files: FetchedFile[] = [];
   for (const r of picked) files.push((await fetchSource(r.url, { ...common, name: r.name }))!);
@@ -122,6 +162,8 @@ export interface ZarcFacts {
   uf_mismatch: number;
   /** Municipalities whose rows carry several Bacen codes (at most 200): no code for them in serving.ref_municipio. */
   bacen_conflicts: { geocodigo: string; cod_municipio_bacen: string[] }[];
+  /** CKAN resources named like a season that are not CSV (not loaded). */
+  ckan_not_loaded: { name: string; format: string; url: string }[];
   dedup_rule: string;
 }
 
@@ -145,7 +187,7 @@ export const zarc = shapedPipeline({
   workMem: '256MB',
   // Counted per row (a row holding U+FFFD in its text), below.
   replacementChars: 'own',
-  async facts({ client, t, target, facts, staged, verdicts, rowsLoaded }) {
+  async facts({ client, t, ctx, target, facts, staged, verdicts, rowsLoaded }) {
     const files = csvFiles(staged);
     const st = await zarcStats(client, t.classified);
     const z: ZarcFacts = {
@@ -156,7 +198,8 @@ export const zarc = shapedPipeline({
       seasons: {}, perennial_rows: 0,
       invalid_risk: { cells: st.invalid_cells, rows: st.invalid_rows, values: {}, samples: [] },
       duplicates: { exact: 0, conflicting: 0, conflicting_keys: [] },
-      bad_codes: st.bad_code, uf_mismatch: st.uf_mismatch, bacen_conflicts: await bacenConflicts(client, target), dedup_rule: DEDUP_RULE,
+      bad_codes: st.bad_code, uf_mismatch: st.uf_mismatch, bacen_conflicts: await bacenConflicts(client, target),
+      ckan_not_loaded: ckanSkipped.get(ctx) ?? [], dedup_rule: DEDUP_RULE,
     };
     facts.encoding.replacementChars = st.replacement_char;
     if ((verdicts.ok ?? 0) > rowsLoaded) {
@@ -187,6 +230,7 @@ export const zarc = shapedPipeline({
     if (z.duplicates.exact) n.push(`${z.duplicates.exact} exact duplicate rows dropped`);
     if (z.duplicates.conflicting) n.push(`${z.duplicates.conflicting} rows share a key with different risk cells; ${DEDUP_RULE}; e.g. ${z.duplicates.conflicting_keys.slice(0, 3).join(' ; ')}`);
     if (z.bad_codes) n.push(`${z.bad_codes} rows have a non-numeric optional code (cod_cultura, manejo, cod_clima, cod_meso or cod_micro), loaded as NULL, text kept in extra`);
+    if (z.ckan_not_loaded.length) n.push(`CKAN resources named like a season but not CSV, not loaded: ${z.ckan_not_loaded.map((r) => `${r.name} (${r.format || 'no format'})`).join(', ')}`);
     if (z.bacen_conflicts.length) {
       n.push(`${z.bacen_conflicts.length} municipalities carry several Bacen codes (Cod_Munic), left out of serving.ref_municipio.cod_municipio_bacen: ${z.bacen_conflicts.slice(0, 20).map((c) => `${c.geocodigo} (${c.cod_municipio_bacen.join(', ')})`).join(', ')}`);
     }
