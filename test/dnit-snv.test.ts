@@ -203,6 +203,31 @@ describe('variants', () => {
     expect(q.gate.failures.map((f: { rule: string }) => f.rule)).toEqual(['rejected_share']);
   });
 
+  it('vl_br written as text: a number or BR-NNN is padded; anything else takes the BR of the code, its text kept in extra and counted', async () => {
+    const [a, b, c, d] = SNV_FIXTURE;
+    const segments: SnvSegment[] = [
+      { ...a, attributes: { ...a.attributes, vl_br: 'BR-060' } },
+      { ...b, attributes: { ...b.attributes, vl_br: ' 60' } },
+      { ...c, attributes: { ...c.attributes, vl_br: '' } },
+      { ...d, attributes: { ...d.attributes, vl_br: '153/060' } },
+      ...SNV_FIXTURE.slice(4).map((s) => ({ ...s, attributes: { ...s.attributes, vl_br: String(s.attributes.vl_br) } })),
+    ];
+    const dir = path.join(work, 'br-text');
+    await buildDnitSnv(dir, { versao: '202510A', segments, fields: [{ name: 'vl_br', type: 'C', length: 7 }] });
+    const out = await run(dir, { force: true });
+    expect(out).toMatchObject({ status: 'published', rows_loaded: SNV_FIXTURE.length, rows_rejected: 0 });
+    const r = await db.pool.query(`SELECT codigo, br, extra FROM serving.dnit_snv WHERE codigo = ANY($1)`, [[a, b, c, d].map((s) => s.attributes.vl_codigo)]);
+    const got = Object.fromEntries(r.rows.map((x) => [x.codigo, [x.br, x.extra?.br ?? null]]));
+    expect(got).toEqual({
+      [a.attributes.vl_codigo]: ['060', null],
+      [b.attributes.vl_codigo]: ['060', null],
+      [c.attributes.vl_codigo]: ['060', null],
+      [d.attributes.vl_codigo]: ['153', '153/060'],
+    });
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.fields.unparsed).toEqual({ br: 1 });
+  });
+
   it('picks the newest version of a folder, searching the zip recursively', async () => {
     const dir = path.join(work, 'versions');
     await buildDnitSnv(dir, { versao: '202501A', segments: SNV_FIXTURE.slice(0, 4) });

@@ -11,7 +11,8 @@ import type { QualityFacts } from '../../src/etl/quality.ts';
 import { defineRelation } from '../../src/etl/relation.ts';
 import { shapedPipeline } from '../../src/etl/shape.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
-import { classifySegments, geometryCounts, snvReport } from './queries.ts';
+import { addCounts } from '../../src/etl/quality.ts';
+import { brNotNumbers, classifySegments, geometryCounts, snvReport } from './queries.ts';
 
 /**
  * snap.dnit_snv, with the 10-character DBF names of SOURCES §8.4 and the untruncated WFS
@@ -22,8 +23,12 @@ export const DNIT_SNV = defineRelation({
   name: 'dnit_snv',
   columns: [
     { name: 'codigo', type: 'text', from: ['vl_codigo'], required: true, sql: 'c.codigo' },
-    // BR numbers come unpadded (40, '40', 40.0): zero-padded to 3 (SOURCES §8.7); else the code's first 3 digits (joins: b).
-    { name: 'br', type: 'text', from: ['vl_br'], sql: 'coalesce(b.br, b.br_of_code)', counted: true },
+    // BR numbers come unpadded (40, '40', 40.0, 'BR-040'): zero-padded to 3 (SOURCES §8.7); else the code's first
+    // 3 digits (joins: b), and a text that is not a BR number is kept in extra (counted, facts).
+    {
+      name: 'br', type: 'text', from: ['vl_br'], sql: 'coalesce(b.br, b.br_of_code)', counted: true,
+      keepRaw: "CASE WHEN b.br IS NULL AND btrim(s.br) <> '' THEN s.br END",
+    },
     { name: 'uf', type: 'text', from: ['sg_uf'], convert: 'upper', counted: true },
     { name: 'km_inicial', type: 'double precision', from: ['vl_km_inic', 'vl_km_inicial'] },
     { name: 'km_final', type: 'double precision', from: ['vl_km_fina', 'vl_km_final'] },
@@ -50,7 +55,7 @@ export const DNIT_SNV = defineRelation({
   joins: `CROSS JOIN LATERAL (
   SELECT CASE WHEN x ~ '^\\d{1,3}$' THEN lpad(x, 3, '0') END AS br,
          CASE WHEN c.codigo ~ '^\\d{3}' THEN left(c.codigo, 3) END AS br_of_code
-  FROM (SELECT regexp_replace(btrim(s.br), '\\.0*$', '') AS x) p
+  FROM (SELECT regexp_replace(regexp_replace(btrim(s.br), '\\.0*$', ''), '^BR[-\\s]*', '', 'i') AS x) p
 ) b`,
   indexes: { gist: ['geom'], btree: ['codigo', { name: 'br', columns: ['br', 'uf'] }] },
   orderBy: 'c.src_seq',
@@ -196,6 +201,7 @@ export const dnitSnv = shapedPipeline({
     facts.geometry.invalid = g.invalid;
     facts.geometry.repaired = g.repaired;
     facts.geometry.rejected = g.emptyAfterRepair;
+    addCounts(facts, 'unparsed', { br: await brNotNumbers(client, target) });
 
     const rep = await snvReport(client, { target, limit: LENGTH_GAP_LIMIT });
     const superficies = rep.filter((r) => r.kind === 'superficie').map((r) => ({ superficie: r.codigo, trechos: r.n! }));

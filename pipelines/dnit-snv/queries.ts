@@ -31,3 +31,8 @@ export interface SnvReportRow {
 export async function snvReport(client: pg.ClientBase, a: { target: Sql; limit: number }): Promise<SnvReportRow[]> {
   return (await client.query(fillSql('queries/dnit_report', { target: a.target, limit: sqlLiteral(a.limit) }))).rows;
 }
+
+/** Segments whose vl_br is not a BR number (their br is the code's, the text kept in extra.br). */
+export async function brNotNumbers(client: pg.ClientBase, target: Sql): Promise<number> {
+  return (await client.query(`SELECT count(*)::int AS n FROM ${target} WHERE extra ? 'br'`)).rows[0].n;
+}
