@@ -14,6 +14,7 @@ import { streamedRelation, type StreamedRelation } from '../../src/etl/shape-str
 export type CellKind =
   | 'text' // trimmed text, '' → NULL
   | 'code' // like text: a code compared as text (never a number)
+  | 'code2' // a 2-character code of a fixed list (situação, porte): a lone digit is left-padded ('2' → '02', SOURCES §10.5), counted
   | 'date' // YYYYMMDD, 0 / 00000000 → NULL, anything else unparsed → NULL (raw kept in extra)
   | 'money' // decimal comma, '.' thousands separators removed
   | 'cep' // 8 digits; 7 digits (lost leading zero) left-padded and counted
@@ -23,10 +24,10 @@ export type CellKind =
   | 'name' // a name served as text: a trailing CPF cut, any other CPF-looking run masked (transform.cleanName)
   | 'derived'; // not a field of the record: the line builder computes it (CNPJ, partner key, …)
 
-export const CELLS: ReadonlySet<string> = new Set<CellKind>(['text', 'code', 'date', 'money', 'cep', 'list', 'int', 'doc', 'name', 'derived']);
+export const CELLS: ReadonlySet<string> = new Set<CellKind>(['text', 'code', 'code2', 'date', 'money', 'cep', 'list', 'int', 'doc', 'name', 'derived']);
 
 const TYPES: Record<Exclude<CellKind, 'derived'>, string> = {
-  text: 'text', code: 'text', date: 'date', money: 'numeric', cep: 'text', list: 'text[]', int: 'smallint', doc: 'text', name: 'text',
+  text: 'text', code: 'text', code2: 'text', date: 'date', money: 'numeric', cep: 'text', list: 'text[]', int: 'smallint', doc: 'text', name: 'text',
 };
 
 /** A relation of the month: its declaration and where the month holds it (zips, member suffix, record fields). */
@@ -54,7 +55,7 @@ export const EMPRESAS = monthRelation({ zips: tenOf('Empresas'), member: /\.EMPR
     field(1, 'razao_social', 'name'),
     ...fields(2, 'code', 'natureza_juridica', 'qualificacao_responsavel'),
     field(4, 'capital_social', 'money'),
-    field(5, 'porte', 'code'),
+    field(5, 'porte', 'code2'),
     field(6, 'ente_federativo_responsavel', 'text'),
     // The owner's CPF that MEI/EI legal names end with, cut from razao_social and kept masked
     // (every 'name' field is cleaned the same way; only the legal name keeps what it cut).
@@ -69,7 +70,7 @@ export const ESTABELECIMENTOS = monthRelation({ zips: tenOf('Estabelecimentos'),
     ...fields(0, 'doc', 'cnpj_basico', 'cnpj_ordem', 'cnpj_dv'),
     field(3, 'identificador_matriz_filial', 'code'),
     field(4, 'nome_fantasia', 'name'),
-    field(5, 'situacao_cadastral', 'code'),
+    field(5, 'situacao_cadastral', 'code2'),
     field(6, 'data_situacao_cadastral', 'date'),
     field(7, 'motivo_situacao_cadastral', 'code'),
     field(8, 'nome_cidade_exterior', 'text'),

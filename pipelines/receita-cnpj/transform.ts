@@ -22,11 +22,13 @@ export interface TransformCounts {
   /** CPF-looking runs cut or masked, per name column (razao_social's trailing CPF included). */
   cpfInNames: Record<string, number>;
   partnersMaskedCpf: number;
+  /** 2-character codes that came as one digit, left-padded (cell 'code2'), per column. */
+  codesPadded: Record<string, number>;
 }
 
 export const emptyCounts = (): TransformCounts => ({
   datePlaceholders: {}, dateUnparsed: {}, dateImplausible: {}, unparsed: {}, empty: {},
-  cepPadded: 0, cepInvalid: 0, capitalSentinel: {}, cnpjAlphanumeric: 0, cnpjBadCheckDigits: 0, cpfInName: 0, cpfInNames: {}, partnersMaskedCpf: 0,
+  cepPadded: 0, cepInvalid: 0, capitalSentinel: {}, cnpjAlphanumeric: 0, cnpjBadCheckDigits: 0, cpfInName: 0, cpfInNames: {}, partnersMaskedCpf: 0, codesPadded: {},
 });
 
 const bump = (m: Record<string, number>, k: string) => (m[k] = (m[k] ?? 0) + 1);
@@ -221,6 +223,12 @@ function cell(kind: FieldKind, s: string, column: string, ctx: BuildContext): Ce
       if (!n.found) return { value: t };
       ctx.counts.cpfInNames[column] = (ctx.counts.cpfInNames[column] ?? 0) + n.found;
       return { value: n.name, cut: n.cut };
+    }
+    case 'code2': {
+      const t = s.trim();
+      if (t.length !== 1 || t < '0' || t > '9') return { value: t === '' ? null : t };
+      bump(ctx.counts.codesPadded, column);
+      return { value: '0' + t };
     }
     case 'doc': {
       const t = s.trim().toUpperCase();
