@@ -380,7 +380,7 @@ describe('receita-cnpj committed fixture', () => {
 });
 
 describe('receita-cnpj: codes of a 2-character list that arrive as one digit (SOURCES §10.5)', () => {
-  it("situacao_cadastral '2' and porte '1' are served as '02' and '01' (the API reads ativa), counted; other codes as published", async () => {
+  it("situacao_cadastral '2' and porte '1' are served as '02' and '01' (the codes the API maps: 02 → ativa), counted; other codes as published", async () => {
     const q1 = (f: string[]) => f.map((x) => `"${x}"`).join(';');
     const [company] = sample('EMPRECSV.csv');
     const basico = '99887766';
