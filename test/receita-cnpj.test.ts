@@ -185,6 +185,13 @@ describe('receita-cnpj fixture month', () => {
     for (const f of quality.source.files) expect(f.sha256).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  it("uf 'EX' (abroad) is a valid value: every such establishment of the sample is served with it, the city abroad as published, no IBGE code", async () => {
+    const abroad = sample('ESTABELE.csv').filter((f) => f[19] === 'EX');
+    expect(abroad.length).toBeGreaterThan(0);
+    const rows = await q(`SELECT cnpj, uf, nome_cidade_exterior, pais, codigo_municipio_ibge FROM serving.cnpj_estabelecimentos WHERE uf = 'EX' ORDER BY cnpj`);
+    expect(rows).toEqual(abroad.map((f) => ({ cnpj: f[0] + f[1] + f[2], uf: 'EX', nome_cidade_exterior: nul(f[8]), pais: nul(f[9]), codigo_municipio_ibge: null })).sort((a, b) => (a.cnpj < b.cnpj ? -1 : 1)));
+  });
+
   it('serving.ref_municipio carries the Receita TOM code the crosswalk matched (cod_municipio_rf)', async () => {
     const matched = await q(`SELECT codigo, codigo_ibge FROM serving.cnpj_municipios WHERE codigo_ibge IS NOT NULL ORDER BY codigo_ibge`);
     expect(matched.length).toBeGreaterThanOrEqual(4);
