@@ -1,8 +1,14 @@
-// CONTRACT.md §2b and §4, item by item, where no other test held the code to the written
+// CONTRACT.md §1, §2b, §4 and §5, item by item, where no other test held the code to the written
 // names and numbers: the serving views' columns and geometry types, the plan table of rate
 // limit and quota, the legal-basis header on every authenticated route, idempotency scopes,
 // public routes never billed. A real PostGIS loaded with every fixture, the API on loopback.
+import { spawnSync } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { fixtureRuns } from '../src/cli/main.ts';
+import { DELIVERY_TIMEOUT_MS, postWebhook } from '../src/events/post.ts';
 import { createKey, PLANS, type Plan } from '../src/platform/keys.ts';
 import { call, expectEnvelope, fixtureApi } from './helpers/api.ts';
 
@@ -118,6 +124,23 @@ describe('§4 rate limit and quota: the plan table', () => {
   });
 });
 
+describe('§4 parameter bounds and defaults, as the route schemas (and so the OpenAPI document) declare them', () => {
+  test('by-geometry min_overlap 0..1 default 0, limit default 100 max 1000; page sizes of the reference', async () => {
+    const doc = (await call(fx.api.base, '/v1/openapi.json')).body;
+    const body = doc.paths['/v1/car/by-geometry'].post.requestBody.content['application/json'].schema.properties;
+    expect(body.min_overlap).toMatchObject({ minimum: 0, maximum: 1, default: 0 });
+    expect(body.limit).toMatchObject({ minimum: 1, maximum: 1000, default: 100 });
+    const query = (p: string, name: string) => doc.paths[p].get.parameters.find((x: { in: string; name: string }) => x.in === 'query' && x.name === name).schema;
+    expect(query('/v1/car/by-document/{documento}', 'limit')).toMatchObject({ minimum: 1, maximum: 100, default: 25 });
+    expect(query('/v1/car/history', 'limit')).toMatchObject({ minimum: 1, maximum: 100, default: 25 });
+    expect(query('/v1/socio/search', 'limit')).toMatchObject({ minimum: 1, maximum: 50, default: 20 });
+    expect(query('/v1/socio/search', 'q')).toMatchObject({ minLength: 3 });
+    const layers = doc.paths['/v1/enriquecimento/territorial'].post.requestBody.content['application/json'].schema;
+    expect(layers.required ?? []).not.toContain('layers');
+    expect(layers.properties.layers.items.enum).toEqual(['ti', 'uc', 'quilombo', 'zarc', 'rodovias']);
+  });
+});
+
 describe('§4 X-LGPD-Base-Legal', () => {
   const BASES = ['consentimento', 'obrigacao_legal', 'politicas_publicas', 'estudos_pesquisa', 'execucao_contrato',
     'exercicio_direitos', 'protecao_vida', 'tutela_saude', 'legitimo_interesse', 'protecao_credito'];
@@ -173,4 +196,71 @@ describe('§4 Idempotency-Key: scoped to (key, method, path)', () => {
     expect(c1.status).toBe(200);
     expect(c1.headers.get('idempotent-replayed')).toBeNull();
   });
+});
+
+const AGRO = path.resolve(__dirname, '../bin/agro.mjs');
+const agro = (...args: string[]) => {
+  const r = spawnSync(process.execPath, [AGRO, ...args], {
+    env: { ...process.env, DATABASE_URL: fx.db.url, AGRO_DATA_DIR: fx.db.dataDir, LOG_LEVEL: 'warn' }, encoding: 'utf8', timeout: 300_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+};
+
+describe('§1 command line', () => {
+  test('--help names every command and option of the §1 table as written', () => {
+    const r = agro('--help');
+    expect(r.code).toBe(0);
+    const forms = [
+      'db start|stop|status|url', 'migrate', 'run <pipeline> [--source S] [--uf UF] [--as-of DATE] [--force]', 'nightly [--sources official|fixtures]',
+      'backfill <pipeline> --as-of DATE --source S', 'snapshots [dataset] [--uf UF]', 'rollback <dataset> [--uf UF]', 'publish <snapshot_id>',
+      'report <run_id|snapshot_id> [--format json|html] [--out FILE]', 'serve [--port 8080] [--host 127.0.0.1]', 'schedule',
+      'keys create --env test|live --plan PLAN [--name N]', 'keys list', 'keys revoke <id>', 'webhooks add --key <key_id> --url URL --events a,b [--secret',
+      'monitors add --key <key_id> (car <numero> | cnpj <cnpj>)', 'webhooks deliver [--once]', 'webhooks replay <event_id>', 'runs [pipeline] [--limit N]',
+      'keys rotate <id>', 'sandbox load', 'monitors list', 'monitors remove <id>', 'webhooks list', 'webhooks remove <id>', 'keep <snapshot_id>', 'doctor',
+    ];
+    for (const f of forms) expect(r.stdout, f).toContain(f);
+    expect(r.stdout).toContain('pipelines: ' + ['ibge-municipios', 'dnit-snv', 'funai-tis', 'cnuc-ucs', 'incra-quilombos', 'ibama-embargos', 'zarc', 'sicar', 'car-titulares', 'receita-cnpj'].join(', '));
+  });
+
+  test('agro sandbox load --json: one object, exit 0, every fixture published; ck_test_ keys then read it, never billed', async () => {
+    const r = agro('sandbox', 'load', '--json');
+    expect(r.code, r.stderr.slice(-2000)).toBe(0);
+    const lines = r.stdout.split('\n').filter(Boolean);
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0])).toEqual({ database: expect.stringMatching(/_sandbox$/), published: fixtureRuns().length });
+    const t = await createKey(fx.db.pool, { env: 'test', plan: 'starter', name: 'sandbox' });
+    const got = await call(fx.api.base, `/v1/car/${GO1}`, { key: t.key });
+    expect(got.status).toBe(200);
+    expect(got.headers.get('x-quota-used')).toBe('0');
+  });
+});
+
+describe('§5 delivery: POST, 10 s timeout, only 2xx is success', () => {
+  test('the default timeout is 10 s: an answer after 8 s is delivered, a receiver that never answers fails at 10 s', async () => {
+    expect(DELIVERY_TIMEOUT_MS).toBe(10_000);
+    const methods: string[] = [];
+    const server = http.createServer((req, res) => {
+      methods.push(req.method!);
+      req.resume();
+      if (req.url === '/slow') setTimeout(() => res.writeHead(204).end(), 8_000);
+      // '/never': no answer
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const [slow, never] = await Promise.all([
+        postWebhook(`${base}/slow`, '{}', {}, { allowPrivate: true }),
+        postWebhook(`${base}/never`, '{}', {}, { allowPrivate: true }),
+      ]);
+      expect(slow).toMatchObject({ ok: true, status: 204 });
+      expect(never).toMatchObject({ ok: false, status: null });
+      expect(never.error).toMatch(/within 10000 ms/);
+      expect(never.durationMs).toBeGreaterThanOrEqual(9_900);
+      expect(never.durationMs).toBeLessThan(12_000);
+      expect(methods).toEqual(['POST', 'POST']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  }, 30_000);
 });
