@@ -201,7 +201,7 @@ describe('§4 Idempotency-Key: scoped to (key, method, path)', () => {
 const AGRO = path.resolve(__dirname, '../bin/agro.mjs');
 const agro = (...args: string[]) => {
   const r = spawnSync(process.execPath, [AGRO, ...args], {
-    env: { ...process.env, DATABASE_URL: fx.db.url, AGRO_DATA_DIR: fx.db.dataDir, LOG_LEVEL: 'warn' }, encoding: 'utf8', timeout: 300_000,
+    env: { ...process.env, DATABASE_URL: fx.db.url, AGRO_DATA_DIR: fx.db.dataDir, LOG_LEVEL: 'warn', AGRO_WEBHOOKS_ALLOW_PRIVATE: '1' }, encoding: 'utf8', timeout: 300_000,
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 };
@@ -220,6 +220,53 @@ describe('§1 command line', () => {
     ];
     for (const f of forms) expect(r.stdout, f).toContain(f);
     expect(r.stdout).toContain('pipelines: ' + ['ibge-municipios', 'dnit-snv', 'funai-tis', 'cnuc-ucs', 'incra-quilombos', 'ibama-embargos', 'zarc', 'sicar', 'car-titulares', 'receita-cnpj'].join(', '));
+  });
+
+  test('every command that prints a result, with --json: exactly one JSON object on stdout, exit 0', async () => {
+    const one = (...args: string[]) => {
+      const r = agro(...args, '--json');
+      const lines = r.stdout.split('\n').filter(Boolean);
+      expect(lines, `${args.join(' ')}: ${r.stdout.slice(0, 300)} ${r.stderr.slice(-500)}`).toHaveLength(1);
+      const o = JSON.parse(lines[0]);
+      expect(typeof o === 'object' && o !== null && !Array.isArray(o), args.join(' ')).toBe(true);
+      expect(o.error, `${args.join(' ')}: ${lines[0].slice(0, 300)}`).toBeUndefined();
+      expect(r.code, args.join(' ')).toBe(0);
+      return o;
+    };
+    const [go] = await q<{ snapshot_id: string; run_id: string }>(`SELECT snapshot_id, run_id FROM serving.snapshots WHERE dataset = 'sicar' AND uf = 'GO' AND status = 'current'`);
+    one('db', 'url');
+    one('db', 'status');
+    one('migrate');
+    expect(one('snapshots').snapshots.length).toBeGreaterThanOrEqual(fixtureRuns().length);
+    one('snapshots', 'sicar', '--uf', 'GO');
+    one('runs');
+    one('runs', 'sicar', '--limit', '1');
+    one('report', String(go.snapshot_id));
+    one('report', `r${go.run_id}`, '--format', 'html');
+    one('keep', String(go.snapshot_id));
+    one('schedule', '--check');
+    one('doctor');
+    const k = one('keys', 'create', '--env', 'live', '--plan', 'starter', '--name', 'cli');
+    expect(k).toMatchObject({ id: expect.any(String), key: expect.stringMatching(/^ck_live_/) });
+    expect(one('keys', 'create', '--env', 'test', '--plan', 'growth').key).toMatch(/^ck_test_/);
+    one('keys', 'list');
+    const m = one('monitors', 'add', '--key', k.id, 'car', GO1);
+    one('monitors', 'add', '--key', k.id, 'cnpj', '45.723.174/0001-10');
+    one('monitors', 'list');
+    one('monitors', 'remove', m.id);
+    const hook = one('webhooks', 'add', '--key', k.id, '--url', 'http://127.0.0.1:9/hook', '--events', 'quota.threshold,car.situacao.alterada');
+    expect(hook.secret).toMatch(/^whsec_[A-Za-z0-9+/]+={0,2}$/);
+    one('webhooks', 'list');
+    const test = one('webhooks', 'test', hook.id);
+    one('webhooks', 'deliver', '--once');
+    one('webhooks', 'replay', test.event_id);
+    one('webhooks', 'log', hook.id);
+    one('webhooks', 'remove', hook.id);
+    const rotated = one('keys', 'rotate', k.id);
+    expect(rotated.key).toMatch(/^ck_live_/);
+    one('keys', 'revoke', rotated.id);
+    // rollback and publish of another snapshot: test/cli.test.ts (one snapshot per dataset here)
+    one('publish', String(go.snapshot_id));
   });
 
   test('agro sandbox load --json: one object, exit 0, every fixture published; ck_test_ keys then read it, never billed', async () => {
