@@ -219,6 +219,10 @@ describe('§1 command line', () => {
       'keys rotate <id>', 'sandbox load', 'monitors list', 'monitors remove <id>', 'webhooks list', 'webhooks remove <id>', 'keep <snapshot_id>', 'doctor',
     ];
     for (const f of forms) expect(r.stdout, f).toContain(f);
+    // "one binary, agro (run as npx agro … from the checkout)"
+    const npx = spawnSync('npx', ['--no-install', 'agro', '--help'], { cwd: path.resolve(__dirname, '..'), encoding: 'utf8', timeout: 60_000 });
+    expect(npx.status, npx.stderr).toBe(0);
+    expect(npx.stdout).toBe(r.stdout);
     expect(r.stdout).toContain('pipelines: ' + ['ibge-municipios', 'dnit-snv', 'funai-tis', 'cnuc-ucs', 'incra-quilombos', 'ibama-embargos', 'zarc', 'sicar', 'car-titulares', 'receita-cnpj'].join(', '));
   });
 
