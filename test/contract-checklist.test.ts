@@ -11,6 +11,7 @@ import { fixtureRuns } from '../src/cli/main.ts';
 import { DELIVERY_TIMEOUT_MS, postWebhook } from '../src/events/post.ts';
 import { createKey, PLANS, type Plan } from '../src/platform/keys.ts';
 import { call, expectEnvelope, fixtureApi } from './helpers/api.ts';
+import { serveProcess } from './helpers/serve.ts';
 
 const fx = fixtureApi();
 const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
@@ -171,6 +172,41 @@ describe('§4 X-LGPD-Base-Legal', () => {
     // none of them was billed
     expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('1');
   });
+});
+
+describe('§4 GET /car/history: newest first', () => {
+  test('with two `agro serve` processes sharing the database: by the time of the request, on every page', async () => {
+    const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir), serveProcess(fx.db.url, fx.db.dataDir)]);
+    try {
+      for (let i = 0; i < 3; i++) {
+        const k = await liveKey();
+        // older through a (its row waits in a's buffer up to 200 ms), newer through b, whose
+        // history read writes b's buffer at once
+        const older = await call(a.base, `/v1/car/${GO1}`, { key: k.key });
+        const newer = await call(b.base, `/v1/car/${GO1}?geometry=true`, { key: k.key });
+        const first = await call(b.base, '/v1/car/history', { key: k.key });
+        expect(first.status).toBe(200);
+        await new Promise((r) => setTimeout(r, 1_000)); // a's buffer is written by now
+        const ids = [first, newer, older].map((r) => r.headers.get('x-request-id'));
+        const h = await call(b.base, '/v1/car/history', { key: k.key });
+        expect(h.body.results.map((x: { id: string }) => x.id), `round ${i}`).toEqual(ids);
+        const times = h.body.results.map((x: { created_at: string }) => x.created_at);
+        expect([...times].sort().reverse()).toEqual(times);
+        // page by page, the same order
+        const paged: string[] = [];
+        for (let cursor: string | null = null, n = 0; n < 5; n++) {
+          const p: Awaited<ReturnType<typeof call>> = await call(a.base, `/v1/car/history?limit=1${cursor ? `&cursor=${cursor}` : ''}`, { key: k.key });
+          paged.push(...p.body.results.map((x: { id: string }) => x.id));
+          cursor = p.body.next_cursor;
+          if (!cursor) break;
+        }
+        expect(paged.slice(-3)).toEqual(ids);
+      }
+    } finally {
+      expect(await a.stop()).toBe(0);
+      expect(await b.stop()).toBe(0);
+    }
+  }, 120_000);
 });
 
 describe('§4 Idempotency-Key: scoped to (key, method, path)', () => {
