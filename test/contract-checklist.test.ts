@@ -52,6 +52,17 @@ describe('§2b the SQL read interface (schema serving)', () => {
     }
   });
 
+  test('cnpj on establishments is 14 characters; car_titulares.documento is the bare document (digits, or the alphanumeric CNPJ)', async () => {
+    const [c] = await q<{ n: number; bad: number }>(`SELECT count(*)::int AS n, count(*) FILTER (WHERE cnpj !~ '^[0-9A-Z]{12}[0-9]{2}$')::int AS bad FROM serving.cnpj_estabelecimentos`);
+    expect(c.n).toBeGreaterThan(0);
+    expect(c.bad).toBe(0);
+    const [t] = await q<{ n: number; bad: number }>(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE NOT ((tipo_documento = 'cpf' AND documento ~ '^[0-9]{11}$') OR (tipo_documento = 'cnpj' AND documento ~ '^[0-9A-Z]{12}[0-9]{2}$')))::int AS bad
+         FROM serving.car_titulares`);
+    expect(t.n).toBeGreaterThan(0);
+    expect(t.bad).toBe(0);
+  });
+
   test('"Every view has a snapshot_id column": every relation of schema serving', async () => {
     const without = await q<{ rel: string }>(
       `SELECT c.relname AS rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
