@@ -30,6 +30,7 @@ import { enriquecimentoRoutes } from './enriquecimento/routes.ts';
 import { envelope, toFailure } from './errors.ts';
 import { rejectNonFinite } from './finite-numbers.ts';
 import { normalizeQueryBooleans } from './query-booleans.ts';
+import { checkLgpdBase } from './lgpd-base.ts';
 import { OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
 import { ApiMetrics, metricsRoutes } from './metrics.ts';
@@ -205,6 +206,8 @@ export async function buildServer(o: {
 
   // Before validation: True/FALSE/1/0 of a boolean query parameter (./query-booleans.ts).
   app.addHook('preValidation', async (req) => normalizeQueryBooleans(req));
+  // X-LGPD-Base-Legal on any authenticated route: one of the ten tokens (./lgpd-base.ts).
+  app.addHook('preValidation', async (req) => checkLgpdBase(req));
 
   // After validation: ±Infinity that Ajv coerced from a string is refused (./finite-numbers.ts).
   app.addHook('preHandler', async (req) => rejectNonFinite(req));

@@ -49,8 +49,11 @@ export interface HistoryRow {
 }
 
 /**
- * A key's history page, newest first, between two inclusive UTC dates, before a sequence
- * number. The rows this process still buffers are written first: a caller sees its own calls.
+ * A key's history page, newest first, between two inclusive UTC dates, after the row `before`
+ * (its seq, from the cursor). Newest by created_at, not seq: each `agro serve` process writes
+ * its rows in batches, so with several processes a request's seq follows when its process
+ * flushed, not when it was answered (ties by seq). The rows this process still buffers are
+ * written first: a caller sees its own calls.
  */
 export async function historyPage(db: pg.Pool, o: { keyId: string; from: string | null; to: string | null; before: string | null; limit: number }): Promise<HistoryRow[]> {
   await flushHistory(db);
@@ -59,8 +62,8 @@ export async function historyPage(db: pg.Pool, o: { keyId: string; from: string 
      WHERE key_id = $1
        AND ($2::date IS NULL OR created_at >= ($2::date)::timestamp AT TIME ZONE 'UTC')
        AND ($3::date IS NULL OR created_at < ($3::date + 1)::timestamp AT TIME ZONE 'UTC')
-       AND ($4::bigint IS NULL OR seq < $4::bigint)
-     ORDER BY seq DESC LIMIT $5`,
+       AND ($4::bigint IS NULL OR (created_at, seq) < (SELECT b.created_at, b.seq FROM platform.requests b WHERE b.key_id = $1 AND b.seq = $4::bigint))
+     ORDER BY created_at DESC, seq DESC LIMIT $5`,
     [o.keyId, o.from, o.to, o.before, o.limit],
   );
   return r.rows;
