@@ -378,7 +378,8 @@ describe('SIGTERM or Ctrl-C during agro run', () => {
       await sleep(200);
       child.kill('SIGINT');
       expect(await exited).toBe(1);
-      expect((await listRuns(db.pool, 'ibge-municipios', 1))[0]).toMatchObject({ status: 'dead', stage: 'download' });
+      // The server ends the dead process's session (and frees its run lock) a moment after the exit.
+      await eventually(async () => expect((await listRuns(db.pool, 'ibge-municipios', 1))[0]).toMatchObject({ status: 'dead', stage: 'download' }));
     } finally {
       hanging.release();
       await hanging.close();
