@@ -170,7 +170,7 @@ export interface InputsSpec<S = unknown> {
 }
 
 /** The download stage: the source resolved once, one file picked and fetched. */
-async function fetchFile(ctx: RunContext, spec: ShapeSpec): Promise<FetchedFile[]> {
+export async function fetchFile(ctx: RunContext, spec: Pick<ShapeSpec, 'name' | 'source' | 'read'>): Promise<FetchedFile[]> {
   if (!ctx.source) {
     const env = `AGRO_SOURCE_${spec.name.toUpperCase().replace(/-/g, '_')}`;
     throw new AgroError('usage', `${spec.name} has no configured source: pass --source <file, folder or URL> or set ${env}`);
