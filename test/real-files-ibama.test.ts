@@ -1,7 +1,7 @@
 // IBAMA's CSV with values the loader used to read as something they may not be, through a
 // real run against PostGIS: a cancel or lift flag that is neither 'S' nor 'N' (SOURCES §3.4
 // "S/…"), a day/month date written in the US order with AM/PM, and an ISO stamp with a
-// 12-hour time. Each is published as the contract says and counted, its text kept.
+// 12-hour time; a masked document. Each is published as the contract says and counted, its text kept.
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test } from 'vitest';
@@ -99,4 +99,36 @@ test('a quote that opens a cell and never closes there joins rows: each joined r
   // The joined record and every row it swallowed are rejected (at least two rows).
   expect(got.out.rows_rejected).toBeGreaterThanOrEqual(want.out.rows_rejected + 2);
   expect(got.q.facts.notes.join('\n')).toMatch(/rows joined into one record by a quote that does not close, each line counted as a rejected row: lines \d+–\d+/);
+});
+
+// IBAMA's documents (SOURCES §1.6: "apparently unmasked", UNVERIFIED). A document the source
+// publishes masked ('***.456.789-**' as Receita masks CPFs, or '123.***.***-00') is not its
+// visible digits: read as digits it was published as a 5- or 6-digit "document" ('456789')
+// with an HMAC that any other person with the same visible digits shares. It is kept as
+// written without punctuation, asterisks included, has no type and no HMAC, and is counted.
+test('a masked document is kept as written (asterisks and all), without type or HMAC, and counted', async () => {
+  const loaded = IBAMA_TERMS.filter((t) => t.role === 'filler' && /\d/.test(t.row.CPF_CNPJ_EMBARGADO ?? ''));
+  const [cpf, cnpj, plain] = loaded.map((t) => t.id);
+  const terms = withCells({ [cpf]: { CPF_CNPJ_EMBARGADO: '***.456.789-**' }, [cnpj]: { CPF_CNPJ_EMBARGADO: '123.***.***-00' } });
+  const file = path.join(tmp, 'masked', 'termo_embargo.csv');
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, ibamaCsv({ terms }), 'utf8');
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: file });
+  expect(out.status).toBe('published');
+  const row = async (id: string) => {
+    const num = terms.find((t) => t.id === id)!.row.NUM_TAD;
+    return (await db.pool.query(`SELECT documento, documento_tipo, documento_hmac FROM "current".ibama_embargos WHERE numero_tad = $1`, [num])).rows[0];
+  };
+  expect(await row(cpf)).toEqual({ documento: '***456789**', documento_tipo: null, documento_hmac: null });
+  expect(await row(cnpj)).toEqual({ documento: '123******00', documento_tipo: null, documento_hmac: null });
+  // An unmasked document is read as before.
+  const p = await row(plain);
+  expect(p.documento).toMatch(/^\d{11}$|^\d{14}$/);
+  expect(p.documento_hmac).toMatch(/^[0-9a-f]{64}$/);
+
+  const q: QualityReport & { facts: { embargos: EmbargoFacts } } = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+  expect(q.facts.embargos.documentos.mascarado).toBe(2);
+  expect(q.facts.notes.join('\n')).toMatch(/2 documents are masked in the source/);
+  // Masked documents never reach the report's text in clear either.
+  expect(JSON.stringify(q)).not.toMatch(/456\.?789/);
 });
