@@ -106,8 +106,21 @@ async function fetchFromCkan(ctx: RunContext, src: string): Promise<FetchedFile[
   return fetchOneFile(ctx, picked.url, { expect: 'zip', name: picked.name });
 }
 
+/**
+ * The release names its month only: as of its first day, its dates may fall on any day of that
+ * month, up to today (a unit created on the 15th is in that month's release). An --as-of the
+ * operator gives is the bound itself.
+ */
+export function cnucDatesUntil(fileName: string, asOf: string, today = new Date().toISOString().slice(0, 10)): string {
+  if (asOf !== cnucReleaseDate(fileName)) return asOf;
+  const [y, m] = asOf.split('-').map(Number);
+  const last = new Date(Date.UTC(y, m, 0)).toISOString().slice(0, 10);
+  return last < today ? last : today > asOf ? today : asOf;
+}
+
 const CNUC_SOURCE: ShapeSpec['source'] = {
   fileName: 'shp_cnuc.zip', pattern: /^shp_cnuc_\d{4}_\d{2}\.zip$/i, ext: /\.zip$/i, what: 'shp_cnuc_<YYYY>_<MM>.zip', releaseDate: cnucReleaseDate, fileDates: true,
+  datesUntil: cnucDatesUntil,
 };
 
 export const cnucUcs = shapedPipeline({
