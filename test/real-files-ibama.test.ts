@@ -108,8 +108,9 @@ test('a quote that opens a cell and never closes there joins rows: each joined r
 // written without punctuation, asterisks included, has no type and no HMAC, and is counted.
 test('a masked document is kept as written (asterisks and all), without type or HMAC, and counted', async () => {
   const loaded = IBAMA_TERMS.filter((t) => t.role === 'filler' && /\d/.test(t.row.CPF_CNPJ_EMBARGADO ?? ''));
-  const [cpf, cnpj, plain] = loaded.map((t) => t.id);
-  const terms = withCells({ [cpf]: { CPF_CNPJ_EMBARGADO: '***.456.789-**' }, [cnpj]: { CPF_CNPJ_EMBARGADO: '123.***.***-00' } });
+  const [cpf, cnpj, plain, alnum] = loaded.map((t) => t.id);
+  // And a CNPJ of the alphanumeric kind (registrations from July 2026, SOURCES §1.5), in lower case.
+  const terms = withCells({ [cpf]: { CPF_CNPJ_EMBARGADO: '***.456.789-**' }, [cnpj]: { CPF_CNPJ_EMBARGADO: '123.***.***-00' }, [alnum]: { CPF_CNPJ_EMBARGADO: '12.abc.345/01de-35' } });
   const file = path.join(tmp, 'masked', 'termo_embargo.csv');
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, ibamaCsv({ terms }), 'utf8');
@@ -125,6 +126,9 @@ test('a masked document is kept as written (asterisks and all), without type or 
   const p = await row(plain);
   expect(p.documento).toMatch(/^\d{11}$|^\d{14}$/);
   expect(p.documento_hmac).toMatch(/^[0-9a-f]{64}$/);
+  const a = await row(alnum);
+  expect(a).toMatchObject({ documento: '12ABC34501DE35', documento_tipo: 'cnpj' });
+  expect(a.documento_hmac).toMatch(/^[0-9a-f]{64}$/);
 
   const q: QualityReport & { facts: { embargos: EmbargoFacts } } = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
   expect(q.facts.embargos.documentos.mascarado).toBe(2);
