@@ -143,8 +143,12 @@ export interface EmbargoFacts {
   problemas_poligono: Record<string, number>;
   /** Loaded terms sharing their NUM_TAD with another loaded term (distinct id_tad). */
   numero_tad_repetido: number;
-  /** mascarado: masked in the source ('***456789**'), kept as written, no type nor HMAC; outro: neither a CPF nor a CNPJ by its check digits. */
-  documentos: { cpf: number; cnpj: number; outro: number; mascarado: number; ausente: number };
+  /**
+   * mascarado: masked in the source ('***456789**'), kept as written, no type nor HMAC; outro: neither
+   * a CPF nor a CNPJ by its check digits; zeros_completados: bare digits that had lost their leading
+   * zeros, completed because the padded value passes its check digits (also counted as cpf/cnpj).
+   */
+  documentos: { cpf: number; cnpj: number; outro: number; mascarado: number; zeros_completados: number; ausente: number };
   /** Distinct ULTIMA_ATUALIZACAO_RELATORIO values and their range. */
   ultima_atualizacao: { distintos: number; min: string | null; max: string | null };
   /**
@@ -226,7 +230,7 @@ const shaped: ShapedPipeline = shapedPipeline({
       ponto_em_vez_de_poligono: c.ponto_em_vez_de_poligono,
       problemas_poligono: c.problemas_poligono,
       numero_tad_repetido: c.repetidos,
-      documentos: { cpf: c.cpf, cnpj: c.cnpj, outro: c.outro, mascarado: c.mascarado, ausente: c.ausente },
+      documentos: { cpf: c.cpf, cnpj: c.cnpj, outro: c.outro, mascarado: c.mascarado, zeros_completados: c.zeros_completados, ausente: c.ausente },
       ultima_atualizacao: { distintos: c.stamps, min: c.stamp_min, max: c.stamp_max },
       status_desconhecido: Object.fromEntries(unknownStatus),
       flag_desconhecido: Object.fromEntries(c.flag_desconhecido),
@@ -236,6 +240,7 @@ const shaped: ShapedPipeline = shapedPipeline({
     if (noGeometry) facts.notes.push(`${noGeometry} terms have neither a polygon nor a usable point (lon/lat empty or 0/0): not loaded`);
     if (c.ponto_em_vez_de_poligono) facts.notes.push(`${c.ponto_em_vez_de_poligono} terms loaded with their point because their polygon was unusable (see geom_problema)`);
     if (c.mascarado) facts.notes.push(`${c.mascarado} documents are masked in the source: kept as written (asterisks included), without type or documento_hmac`);
+    if (c.zeros_completados) facts.notes.push(`${c.zeros_completados} documents had lost their leading zeros (bare digits read as a number): completed, as their check digits agree`);
     if (c.repetidos) facts.notes.push(`${c.repetidos} loaded terms share their NUM_TAD with another term (${c.grupos} numbers): numero_tad is not unique`);
     if (unknownStatus.length) facts.notes.push(`terms counted as active because their status is not known to be inactive (contract §3): ${unknownStatus.map(([s, n]) => `"${s}" × ${n}`).join(', ')}`);
     if (c.flag_desconhecido.length) facts.notes.push(`terms whose cancel/lift flag is neither yes nor no, read as no (kept in extra): ${c.flag_desconhecido.map(([s, n]) => `${s} × ${n}`).join(', ')}`);

@@ -40,6 +40,7 @@ export interface TermCounts {
   cnpj: number;
   outro: number;
   mascarado: number;
+  zeros_completados: number;
   ausente: number;
   /** NUM_TAD values shared by loaded terms, and the terms sharing them. */
   grupos: number;
