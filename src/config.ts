@@ -119,9 +119,10 @@ const OFFICIAL_SOURCES: Record<string, string> = {
     'https://dadosabertos.ibama.gov.br/dados/SIFISC/termo_embargo/termo_embargo/termo_embargo.csv',
   'funai-tis':
     'https://geoserver.funai.gov.br/geoserver/Funai/ows?service=WFS&version=1.0.0&request=GetFeature&typeName=Funai%3Atis_poligonais&maxFeatures=10000&outputFormat=SHAPE-ZIP',
-  // Resource ids change with every CNUC release; this is the 2024_02 file (SOURCES §5.1).
-  'cnuc-ucs':
-    'https://dados.mma.gov.br/dataset/44b6dc8a-dc82-4a84-8d95-1b0da7c85dac/resource/9ec98f66-44ad-4397-8583-a1d9cc3a9835/download/shp_cnuc_2024_02.zip',
+  // Resource ids change with every CNUC release (SOURCES §5.1): the newest shp_cnuc_YYYY_MM.zip is
+  // discovered through CKAN. Fallback, a file's own URL, e.g. the 2024_02 release:
+  // https://dados.mma.gov.br/dataset/44b6dc8a-dc82-4a84-8d95-1b0da7c85dac/resource/9ec98f66-44ad-4397-8583-a1d9cc3a9835/download/shp_cnuc_2024_02.zip
+  'cnuc-ucs': 'https://dados.mma.gov.br/api/3/action/package_show?id=44b6dc8a-dc82-4a84-8d95-1b0da7c85dac',
   'incra-quilombos': 'https://certificacao.incra.gov.br/csv_shp/zip/%C3%81reas%20de%20Quilombolas.zip',
   // DNIT Cloud (Nextcloud) public share over WebDAV: the share token is the user name.
   'dnit-snv': 'https://oTpPRmYs5AAdiNr:@servicos.dnit.gov.br/dnitcloud/public.php/webdav/SNV%20Bases%20Geom%C3%A9tricas%20(2013-Atual)%20(SHP)/',

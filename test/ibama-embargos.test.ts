@@ -123,7 +123,7 @@ describe('CSV route: the committed fixture', () => {
     expect(e.numero_tad_repetido).toBe(0);
     expect(e.ativos).toBe(LOADED_TERMS.map(rawOf).filter(isActive).length);
     const digits = LOADED_TERMS.map((t) => rawOf(t).CPF_CNPJ_EMBARGADO.replace(/\D/g, ''));
-    expect(e.documentos).toEqual({ cpf: digits.filter((d) => d.length === 11).length, cnpj: digits.filter((d) => d.length === 14).length, outro: 0, ausente: 0 });
+    expect(e.documentos).toEqual({ cpf: digits.filter((d) => d.length === 11).length, cnpj: digits.filter((d) => d.length === 14).length, outro: 0, mascarado: 0, zeros_completados: 0, ausente: 0 });
     expect(e.ultima_atualizacao).toEqual({ distintos: 1, min: '2026-10-28 18:56:39', max: '2026-10-28 18:56:39' });
     expect(e.hmac_key).toBe('development');
     expect(report.gate.passed).toBe(true);

@@ -1,12 +1,13 @@
 // IBAMA's CSV with values the loader used to read as something they may not be, through a
 // real run against PostGIS: a cancel or lift flag that is neither 'S' nor 'N' (SOURCES §3.4
 // "S/…"), a day/month date written in the US order with AM/PM, and an ISO stamp with a
-// 12-hour time. Each is published as the contract says and counted, its text kept.
+// 12-hour time; a masked document. Each is published as the contract says and counted, its text kept.
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test } from 'vitest';
 import { IBAMA_TERMS, ibamaCsv, type IbamaTerm } from '../fixtures/ibama-embargos.ts';
 import { ibamaEmbargos, type EmbargoFacts } from '../pipelines/ibama-embargos/index.ts';
+import { cnpjCheckDigits, cpfCheckDigits, documentHmac, resolveHmacKey } from '../src/documents.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import type { TestDb } from './helpers/db.ts';
@@ -99,4 +100,72 @@ test('a quote that opens a cell and never closes there joins rows: each joined r
   // The joined record and every row it swallowed are rejected (at least two rows).
   expect(got.out.rows_rejected).toBeGreaterThanOrEqual(want.out.rows_rejected + 2);
   expect(got.q.facts.notes.join('\n')).toMatch(/rows joined into one record by a quote that does not close, each line counted as a rejected row: lines \d+–\d+/);
+});
+
+/** Loads `terms` as the CSV of a folder of their own; `row(id)` is a term's published document columns. */
+async function loadDocuments(label: string, terms: IbamaTerm[]) {
+  const file = path.join(tmp, label, 'termo_embargo.csv');
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, ibamaCsv({ terms }), 'utf8');
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: file });
+  expect(out.status).toBe('published');
+  const row = async (id: string) => {
+    const num = terms.find((t) => t.id === id)!.row.NUM_TAD;
+    return (await db.pool.query(`SELECT documento, documento_tipo, documento_hmac FROM "current".ibama_embargos WHERE numero_tad = $1`, [num])).rows[0];
+  };
+  return { out, row };
+}
+
+// IBAMA's documents (SOURCES §1.6: "apparently unmasked", UNVERIFIED). A document the source
+// publishes masked ('***.456.789-**' as Receita masks CPFs, or '123.***.***-00') is not its
+// visible digits: read as digits it was published as a 5- or 6-digit "document" ('456789')
+// with an HMAC that any other person with the same visible digits shares. It is kept as
+// written without punctuation, asterisks included, has no type and no HMAC, and is counted.
+test('a masked document is kept as written (asterisks and all), without type or HMAC, and counted', async () => {
+  const loaded = IBAMA_TERMS.filter((t) => t.role === 'filler' && /\d/.test(t.row.CPF_CNPJ_EMBARGADO ?? ''));
+  const [cpf, cnpj, plain, alnum] = loaded.map((t) => t.id);
+  // And a CNPJ of the alphanumeric kind (registrations from July 2026, SOURCES §1.5), in lower case.
+  const terms = withCells({ [cpf]: { CPF_CNPJ_EMBARGADO: '***.456.789-**' }, [cnpj]: { CPF_CNPJ_EMBARGADO: '123.***.***-00' }, [alnum]: { CPF_CNPJ_EMBARGADO: '12.abc.345/01de-35' } });
+  const { out, row } = await loadDocuments('masked', terms);
+  expect(await row(cpf)).toEqual({ documento: '***456789**', documento_tipo: null, documento_hmac: null });
+  expect(await row(cnpj)).toEqual({ documento: '123******00', documento_tipo: null, documento_hmac: null });
+  // An unmasked document is read as before.
+  const p = await row(plain);
+  expect(p.documento).toMatch(/^\d{11}$|^\d{14}$/);
+  expect(p.documento_hmac).toMatch(/^[0-9a-f]{64}$/);
+  const a = await row(alnum);
+  expect(a).toMatchObject({ documento: '12ABC34501DE35', documento_tipo: 'cnpj' });
+  expect(a.documento_hmac).toMatch(/^[0-9a-f]{64}$/);
+
+  const q: QualityReport & { facts: { embargos: EmbargoFacts } } = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+  expect(q.facts.embargos.documentos.mascarado).toBe(2);
+  expect(q.facts.notes.join('\n')).toMatch(/2 documents are masked in the source/);
+  // Masked documents never reach the report's text in clear either.
+  expect(JSON.stringify(q)).not.toMatch(/456\.?789/);
+});
+
+// A document column of bare digits that passed through a number (a numeric DBF field for the
+// shapefile's cpf_cnpj_s, a spreadsheet re-save of the CSV) loses its leading zeros: a CPF
+// starting with 0 arrives with 10 digits, such a CNPJ with 13. Read as written it was published
+// garbled, typed nothing, and its HMAC (the lookup key) matched no one: an embargo a search by
+// document missed. Zeros are put back only when the padded value passes its check digits.
+test('bare digits that lost their leading zeros are completed when the check digits agree, and counted', async () => {
+  const cpf = `012345678${cpfCheckDigits('012345678')}`;
+  const cnpj = `012345670001${cnpjCheckDigits('012345670001')}`;
+  const loaded = IBAMA_TERMS.filter((t) => t.role === 'filler' && /\d/.test(t.row.CPF_CNPJ_EMBARGADO ?? ''));
+  const [a, b, c] = loaded.map((t) => t.id);
+  const terms = withCells({
+    [a]: { CPF_CNPJ_EMBARGADO: cpf.slice(1) },
+    [b]: { CPF_CNPJ_EMBARGADO: cnpj.slice(1) },
+    // Ten digits that are no CPF however padded: kept as written (no type).
+    [c]: { CPF_CNPJ_EMBARGADO: '1234567899' },
+  });
+  const { out, row } = await loadDocuments('zeros', terms);
+  const key = resolveHmacKey(db.cfg).key;
+  expect(await row(a)).toMatchObject({ documento: cpf, documento_tipo: 'cpf', documento_hmac: documentHmac(cpf, key) });
+  expect(await row(b)).toMatchObject({ documento: cnpj, documento_tipo: 'cnpj', documento_hmac: documentHmac(cnpj, key) });
+  expect(await row(c)).toMatchObject({ documento: '1234567899', documento_tipo: null });
+  const q: QualityReport & { facts: { embargos: EmbargoFacts } } = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+  expect(q.facts.embargos.documentos.zeros_completados).toBe(2);
+  expect(q.facts.notes.join('\n')).toMatch(/2 documents had lost their leading zeros/);
 });

@@ -3,8 +3,13 @@
 // validation, `cria_ano` is a dd-mm-yyyy date, and `uf` holds full upper-case state
 // names that become siglas through a 27-entry accent-insensitive map; an unknown name
 // fails the quality gate (SOURCES §5.7). Duplicate cd_cnuc: the copy read last is kept.
+import { AgroError } from '../../src/errors.ts';
+import { ckanResources, isPackageShow, type CkanResource } from '../../src/etl/ckan.ts';
+import type { FetchedFile } from '../../src/etl/download.ts';
+import type { RunContext } from '../../src/etl/pipeline.ts';
 import { defineRelation, type FieldDef } from '../../src/etl/relation.ts';
-import { describeCounts, shapedPipeline } from '../../src/etl/shape.ts';
+import { describeCounts, fetchFile, shapedPipeline, type ShapeSpec } from '../../src/etl/shape.ts';
+import { fetchOneFile } from '../../src/etl/source-files.ts';
 import { polygonLayer } from '../_polygon-layer.ts';
 import { unitsWithUnknownUf, unknownUfNames } from './queries.ts';
 
@@ -75,10 +80,55 @@ export function cnucReleaseDate(fileName: string): string | null {
   return m && Number(m[2]) >= 1 && Number(m[2]) <= 12 ? `${m[1]}-${m[2]}-01` : null;
 }
 
+/**
+ * The newest shp_cnuc_YYYY_MM.zip among a CKAN dataset's resources, by the YYYY_MM in its file
+ * name (resource ids change with every release: SOURCES §5.1), or null when there is none.
+ */
+export function pickCnucResource(resources: CkanResource[]): { name: string; url: string } | null {
+  let best: { name: string; url: string; release: string } | null = null;
+  for (const r of resources) {
+    const url = r.url ?? '';
+    let file = url.split('?')[0].split('/').pop() ?? '';
+    try {
+      file = decodeURIComponent(file);
+    } catch { /* kept as written */ }
+    const release = /^shp_cnuc_\d{4}_\d{2}\.zip$/i.test(file) ? cnucReleaseDate(file) : null;
+    if (release && (!best || release > best.release)) best = { name: file, url, release };
+  }
+  return best && { name: best.name, url: best.url };
+}
+
+/** A CKAN package_show URL: its newest shp_cnuc_YYYY_MM.zip resource, fetched under its own name. */
+async function fetchFromCkan(ctx: RunContext, src: string): Promise<FetchedFile[]> {
+  const resources = await ckanResources(ctx, src);
+  const picked = pickCnucResource(resources);
+  if (!picked) throw new AgroError('source_not_found', `${src}: no shp_cnuc_YYYY_MM.zip resource among ${resources.length}`);
+  return fetchOneFile(ctx, picked.url, { expect: 'zip', name: picked.name });
+}
+
+/**
+ * The release names its month only: as of its first day, its dates may fall on any day of that
+ * month, up to today (a unit created on the 15th is in that month's release). An --as-of the
+ * operator gives is the bound itself.
+ */
+export function cnucDatesUntil(fileName: string, asOf: string, today = new Date().toISOString().slice(0, 10)): string {
+  if (asOf !== cnucReleaseDate(fileName)) return asOf;
+  const [y, m] = asOf.split('-').map(Number);
+  const last = new Date(Date.UTC(y, m, 0)).toISOString().slice(0, 10);
+  return last < today ? last : today > asOf ? today : asOf;
+}
+
+const CNUC_SOURCE: ShapeSpec['source'] = {
+  fileName: 'shp_cnuc.zip', pattern: /^shp_cnuc_\d{4}_\d{2}\.zip$/i, ext: /\.zip$/i, what: 'shp_cnuc_<YYYY>_<MM>.zip', releaseDate: cnucReleaseDate, fileDates: true,
+  datesUntil: cnucDatesUntil,
+};
+
 export const cnucUcs = shapedPipeline({
   name: 'cnuc-ucs',
   relation: CNUC_UCS,
-  source: { fileName: 'shp_cnuc.zip', pattern: /^shp_cnuc_\d{4}_\d{2}\.zip$/i, ext: /\.zip$/i, what: 'shp_cnuc_<YYYY>_<MM>.zip', releaseDate: cnucReleaseDate, fileDates: true },
+  source: CNUC_SOURCE,
+  // The default source is the dataset's package_show: the newest release is discovered there.
+  fetch: (ctx) => (isPackageShow(ctx.source) ? fetchFromCkan(ctx, ctx.source) : fetchFile(ctx, { name: 'cnuc-ucs', source: CNUC_SOURCE, read: { srid: 4674 } })),
   // The layer carries no update date: among copies of a cd_cnuc the one read last wins.
   ...polygonLayer({ key: "nullif(btrim(s.codigo), '')" }),
   overlay: { camada: 'uc', kind: 'area' },

@@ -42,6 +42,21 @@ export const FUNAI_TIS = defineRelation({
 /** The staging fields (canonical name ← every spelling), as the read stage maps them. */
 export const FUNAI_FIELDS = FUNAI_TIS.staging;
 
+/**
+ * The feature cap a WFS request sets (maxFeatures in 1.x, count in 2.0; any case), or null for
+ * a URL without one and for a dropped file. The server stops at it without saying so.
+ */
+export function wfsFeatureLimit(uri: string): number | null {
+  let params: URLSearchParams;
+  try {
+    params = new URL(uri).searchParams;
+  } catch {
+    return null;
+  }
+  for (const [k, v] of params) if (/^(maxfeatures|count)$/i.test(k) && /^\d+$/.test(v.trim())) return Number(v);
+  return null;
+}
+
 export const funaiTis = shapedPipeline({
   name: 'funai-tis',
   relation: FUNAI_TIS,
@@ -50,7 +65,17 @@ export const funaiTis = shapedPipeline({
   ...polygonLayer({ key: 'etl.code_text(s.codigo)', newest: 'etl.parse_date(s.data_atualizacao)' }),
   replacementChars: 'fail',
   overlay: { camada: 'ti', kind: 'area' },
-  async facts({ client, t, facts }) {
+  async facts({ client, t, facts, file, staged }) {
+    // As many lands as the request's cap: the server cut the layer there (SOURCES §4.7).
+    const limit = wfsFeatureLimit(file.sourceUri);
+    if (limit !== null && staged.rows >= limit) {
+      facts.failures.push({
+        rule: 'wfs_feature_limit',
+        message: `the WFS answered ${staged.rows} features, its maxFeatures/count limit (${limit}): lands past it may be missing; raise the limit in the source URL`,
+        value: staged.rows,
+        threshold: limit,
+      });
+    }
     const r = await unknownUfs(client, t);
     if (r.length) facts.notes.push(`uf_sigla values that are not UF siglas (loaded as given): ${describeCounts(r)}`);
   },

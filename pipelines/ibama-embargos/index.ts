@@ -94,10 +94,11 @@ export const IBAMA_EMBARGOS = defineRelation({
     { name: 'data_desembargo', type: 'date', from: ['dat_desembargo', 'dat_desemb'] },
     { name: 'tipo_desembargo', type: 'text', from: ['tipo_desembargo'] },
     { name: 'descricao_desembargo', type: 'text', from: ['des_desembargo'] },
-    // Bare digits; the type by check digits (etl.documento_tipo, src/documents.ts); the HMAC keyed by configuration.
+    // Bare digits (a masked one as written, asterisks kept); the type by check digits (etl.documento_tipo, src/documents.ts); the HMAC keyed by configuration.
     { name: 'documento', type: 'text', from: ['cpf_cnpj_embargado', 'cpf_cnpj_s'], counted: true, personal: true, sql: 'c.doc' },
     { name: 'documento_tipo', type: 'text', sql: 'etl.documento_tipo(c.doc)' },
-    { name: 'documento_hmac', type: 'text', sql: "etl.ibama_hmac(c.doc, current_setting('agro.hmac_key'))" },
+    // None for a document the source masks ('***456789**'): it is no one's key.
+    { name: 'documento_hmac', type: 'text', sql: "CASE WHEN strpos(c.doc, '*') = 0 THEN etl.ibama_hmac(c.doc, current_setting('agro.hmac_key')) END" },
     { name: 'nome_embargado', type: 'text', from: ['nome_embargado', 'nome_pessoa_embargada', 'nom_pessoa'], counted: true, personal: true },
     { name: 'cod_municipio_ibge', type: 'text', from: ['cod_municipio', 'cod_munici'], counted: true },
     { name: 'municipio', type: 'text', from: ['municipio', 'nom_municipio_tad', 'nom_munici'], counted: true },
@@ -142,7 +143,12 @@ export interface EmbargoFacts {
   problemas_poligono: Record<string, number>;
   /** Loaded terms sharing their NUM_TAD with another loaded term (distinct id_tad). */
   numero_tad_repetido: number;
-  documentos: { cpf: number; cnpj: number; outro: number; ausente: number };
+  /**
+   * mascarado: masked in the source ('***456789**'), kept as written, no type nor HMAC; outro: neither
+   * a CPF nor a CNPJ by its check digits; zeros_completados: bare digits that had lost their leading
+   * zeros, completed because the padded value passes its check digits (also counted as cpf/cnpj).
+   */
+  documentos: { cpf: number; cnpj: number; outro: number; mascarado: number; zeros_completados: number; ausente: number };
   /** Distinct ULTIMA_ATUALIZACAO_RELATORIO values and their range. */
   ultima_atualizacao: { distintos: number; min: string | null; max: string | null };
   /**
@@ -224,7 +230,7 @@ const shaped: ShapedPipeline = shapedPipeline({
       ponto_em_vez_de_poligono: c.ponto_em_vez_de_poligono,
       problemas_poligono: c.problemas_poligono,
       numero_tad_repetido: c.repetidos,
-      documentos: { cpf: c.cpf, cnpj: c.cnpj, outro: c.outro, ausente: c.ausente },
+      documentos: { cpf: c.cpf, cnpj: c.cnpj, outro: c.outro, mascarado: c.mascarado, zeros_completados: c.zeros_completados, ausente: c.ausente },
       ultima_atualizacao: { distintos: c.stamps, min: c.stamp_min, max: c.stamp_max },
       status_desconhecido: Object.fromEntries(unknownStatus),
       flag_desconhecido: Object.fromEntries(c.flag_desconhecido),
@@ -233,6 +239,8 @@ const shaped: ShapedPipeline = shapedPipeline({
     const noGeometry = facts.dropped.no_geometry ?? 0;
     if (noGeometry) facts.notes.push(`${noGeometry} terms have neither a polygon nor a usable point (lon/lat empty or 0/0): not loaded`);
     if (c.ponto_em_vez_de_poligono) facts.notes.push(`${c.ponto_em_vez_de_poligono} terms loaded with their point because their polygon was unusable (see geom_problema)`);
+    if (c.mascarado) facts.notes.push(`${c.mascarado} documents are masked in the source: kept as written (asterisks included), without type or documento_hmac`);
+    if (c.zeros_completados) facts.notes.push(`${c.zeros_completados} documents had lost their leading zeros (bare digits read as a number): completed, as their check digits agree`);
     if (c.repetidos) facts.notes.push(`${c.repetidos} loaded terms share their NUM_TAD with another term (${c.grupos} numbers): numero_tad is not unique`);
     if (unknownStatus.length) facts.notes.push(`terms counted as active because their status is not known to be inactive (contract §3): ${unknownStatus.map(([s, n]) => `"${s}" × ${n}`).join(', ')}`);
     if (c.flag_desconhecido.length) facts.notes.push(`terms whose cancel/lift flag is neither yes nor no, read as no (kept in extra): ${c.flag_desconhecido.map(([s, n]) => `${s} × ${n}`).join(', ')}`);

@@ -39,6 +39,8 @@ export interface TermCounts {
   cpf: number;
   cnpj: number;
   outro: number;
+  mascarado: number;
+  zeros_completados: number;
   ausente: number;
   /** NUM_TAD values shared by loaded terms, and the terms sharing them. */
   grupos: number;

@@ -31,9 +31,10 @@ import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
 import { tableName, type Sql } from '../../src/sql.ts';
 import {
-  NO_LINK, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, propertyFacts, themeAreaOf, themeLink,
-  typeProperties, typeTheme, winningProperties, type PropertyFacts, type ThemeLink,
+  NO_LINK, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, propertyFacts, themeAreaOf, themeFacts, themeLink,
+  typeProperties, typeTheme, winningProperties, type PropertyFacts, type ThemeFacts, type ThemeLink,
 } from './queries.ts';
+import { THEME_CODES } from './theme-codes.ts';
 import { CAR_IMOVEL, CAR_TEMA } from './relations.ts';
 import { addWfsFacts, fetchWfsState, isWfsManifest, sicarRoute, sicarSourceInfo, stageWfsAreaImovel, type WfsStaged } from './wfs-route.ts';
 
@@ -167,6 +168,8 @@ const theme = (name: Theme): ShapeInput<SicarLoad> => ({
     }
     await steps.time(`typed ${name}`, () => typeTheme(c, { typed: t.classified, stage: t.stage, uf: ctx.scope, tema: name, link }));
   },
+  // Its areas that are not numbers, status codes outside §2.5 and cod_tema outside the vocabulary, from its typed table.
+  counted: ({ client, t, steps }) => steps.time(`facts ${name}`, () => themeFacts(client, t.classified, THEME_CODES[name])),
 });
 
 /** The themes built, in the inputs' order. */
@@ -243,6 +246,18 @@ export const sicar = shapedPipeline<SicarLoad>({
       }
     }
     for (const u of pf.unknownCodes) facts.notes.push(`unknown ${u.field} code "${u.code}" in ${u.n} rows (loaded as NULL)`);
+    // The themes' own values, counted as the properties' are (the areas under '<theme>:area_ha').
+    const outside: Record<string, Record<string, number>> = {};
+    for (const d of inputs.slice(1)) {
+      const tf = d.counted as ThemeFacts;
+      addCounts(facts, 'unparsed', { [`${d.name.toLowerCase()}:area_ha`]: tf.areaUnparsed });
+      if (tf.areaUnparsed) facts.notes.push(`${d.name}: ${tf.areaUnparsed} num_area value(s) are not numbers (area_ha loaded as NULL, source text kept in extra)`);
+      for (const u of tf.unknownStatus) facts.notes.push(`${d.name}: unknown ind_status code "${u.code}" in ${u.n} rows (situacao loaded as NULL, text kept in extra)`);
+      if (!tf.unknownCodes.length) continue;
+      outside[d.name] = Object.fromEntries(tf.unknownCodes.map((u) => [u.code, u.n]));
+      facts.notes.push(`${d.name}: cod_tema outside SOURCES §2.5's vocabulary (loaded as written; in APPS only APP_* and *_TOTAL codes count in app_ha): ${tf.unknownCodes.map((u) => `${u.code} × ${u.n}`).join(', ')}`);
+    }
+    if (Object.keys(outside).length) Object.assign(facts, { cod_tema_fora_do_vocabulario: outside });
     const orphans = await orphanThemePolygons(client, { car_tema: built.car_tema.table, car_imovel: built.car_imovel.table });
     if (orphans) facts.notes.push(`${orphans} theme polygons belong to no loaded property`);
   },

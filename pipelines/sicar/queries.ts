@@ -124,3 +124,27 @@ export async function propertyFacts(client: pg.ClientBase, typed: Sql): Promise<
 export async function orphanThemePolygons(client: pg.ClientBase, a: { car_tema: Sql; car_imovel: Sql }): Promise<number> {
   return (await client.query(`SELECT count(*)::int AS n FROM ${a.car_tema} m WHERE NOT EXISTS (SELECT 1 FROM ${a.car_imovel} c WHERE c.car = m.car)`)).rows[0].n;
 }
+
+export interface ThemeFacts {
+  /** Polygons whose num_area is text that is not a number (area_ha NULL, text kept in extra). */
+  areaUnparsed: number;
+  /** ind_status codes that are none of §2.5's (situacao NULL, text kept in extra), with counts. */
+  unknownStatus: { code: string; n: number }[];
+  /** Kept polygons' cod_tema (as written) outside the theme's vocabulary, with counts. */
+  unknownCodes: { code: string; n: number }[];
+}
+
+/** What the facts count of one theme's typed rows (one scan): `vocabulary` is the theme's cod_tema list (SOURCES §2.5). */
+export async function themeFacts(client: pg.ClientBase, typed: Sql, vocabulary: readonly string[]): Promise<ThemeFacts> {
+  const r = (await client.query(
+    `SELECT count(*) FILTER (WHERE area_unparsed)::int AS area,
+            (SELECT coalesce(jsonb_agg(u ORDER BY u.n DESC, u.code), '[]') FROM (
+               SELECT unknown_status AS code, count(*)::int AS n FROM ${typed} WHERE unknown_status IS NOT NULL GROUP BY 1) u) AS statuses,
+            (SELECT coalesce(jsonb_agg(u ORDER BY u.n DESC, u.code), '[]') FROM (
+               SELECT cod_tema AS code, count(*)::int AS n FROM ${typed}
+                WHERE verdict = 'ok' AND cod_tema IS NOT NULL AND upper(cod_tema) <> ALL ($1::text[]) GROUP BY 1) u) AS codes
+       FROM ${typed}`,
+    [vocabulary],
+  )).rows[0];
+  return { areaUnparsed: r.area, unknownStatus: r.statuses, unknownCodes: r.codes };
+}

@@ -11,9 +11,9 @@
 // cells, chave, extra; ShapeSpec.typed) and the build copies the kept typed rows, one per
 // chave (the last one read wins). The engine counts verdicts, empty values and overflowed
 // cells; ZARC adds its own facts (seasons, invalid risk cells, duplicates, files).
-import { readFile } from 'node:fs/promises';
 import { AgroError } from '../../src/errors.ts';
-import { fetchSource, isHttp, type FetchedFile } from '../../src/etl/download.ts';
+import { ckanResources, isPackageShow, type CkanResource } from '../../src/etl/ckan.ts';
+import { fetchSource, type FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import { addCounts } from '../../src/etl/quality.ts';
 import { defineRelation, type ColumnDef } from '../../src/etl/relation.ts';
@@ -68,12 +68,6 @@ export function safraFromName(name: string): string | null {
   const m = /safra-(\d{4})-(\d{4})/i.exec(name);
   if (m) return `${m[1]}/${m[2]}`;
   return /perene|sem-safra/i.test(name) ? 'perene' : null;
-}
-
-interface CkanResource {
-  name?: string | null;
-  url?: string | null;
-  format?: string | null;
 }
 
 /** A resource's download name and whether it is a season's (or the perennials') CSV, by its name and file name. */
@@ -135,14 +129,7 @@ const ZARC_SOURCE: CsvSource = { ext: /\.csv$/i, what: '.csv file', several: tru
 /** A CKAN package_show URL: the season resources are discovered by name. */
 async function fetchCkan(ctx: RunContext, src: string): Promise<FetchedFile[]> {
   const common = { destDir: ctx.rawDir, userAgent: ctx.cfg.userAgent, expect: 'csv' as const, log: (m: string) => ctx.log.info(m) };
-  const meta = await fetchSource(src, { ...common, destDir: ctx.workDir, name: 'package_show.json', expect: 'any' });
-  let resources: CkanResource[];
-  try {
-    resources = JSON.parse(await readFile(meta!.path, 'utf8')).result.resources;
-    if (!Array.isArray(resources)) throw new Error('no resources');
-  } catch (e) {
-    throw new AgroError('download_failed', `${src}: not a CKAN package_show answer (${(e as Error).message})`);
-  }
+  const resources = await ckanResources(ctx, src);
   const picked = pickCkanResources(resources);
   ckanSkipped.set(ctx, ckanNotLoaded(resources));
   if (!picked.length) throw new AgroError('source_not_found', `${src}: no season CSV resource`);
@@ -177,7 +164,7 @@ export const zarc = shapedPipeline({
     // The newest Last-Modified of the season files.
     filesDate: (files) => files.map(lastModifiedDay).filter((d): d is string => d !== null).sort().at(-1) ?? null,
   },
-  fetch: (ctx) => (ctx.source && isHttp(ctx.source) && /\/api\/3\/action\/package_show/.test(ctx.source) ? fetchCkan(ctx, ctx.source) : fetchCsv(ctx, 'zarc', ZARC_SOURCE)),
+  fetch: (ctx) => (isPackageShow(ctx.source) ? fetchCkan(ctx, ctx.source) : fetchCsv(ctx, 'zarc', ZARC_SOURCE)),
   // No layers: the seasons are delimited text (the SRID would be a zip's shapefiles', refused by the declaration's fields).
   read: { srid: 4674, csv: { delimiter: ';', badRows: 'reject' } },
   typed: true,

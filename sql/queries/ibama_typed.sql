@@ -32,6 +32,7 @@ FROM (
          -- A cancel/lift flag that is neither yes nor no: read as no (the term stays active), listed.
          nullif(concat_ws(', ', CASE WHEN NOT etl.ibama_flag_known(s.cancelado) THEN 'SIT_CANCELADO "' || btrim(s.cancelado) || '"' END,
                                 CASE WHEN NOT etl.ibama_flag_known(s.desembargado) THEN 'SIT_DESEMBARGO "' || btrim(s.desembargado) || '"' END), '') AS flag_desconhecido,
+         etl.ibama_documento_completado(s.documento) AS documento_completado,
          concat_ws(' ', s.nome_embargado, s.municipio, s.nome_imovel, s.descricao, s.localizacao) LIKE '%' || chr(65533) || '%' AS replacement_char,
 {{columns}}
   FROM {{stage}} s

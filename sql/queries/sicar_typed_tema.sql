@@ -4,7 +4,7 @@
 -- car of their spatial link (placeholder car = coalesce(s.car, l.car), link_join joins the
 -- links as l); an unlinked one gets link_verdict 'not_linked_no_property' or
 -- 'not_linked_ambiguous'. An area that is not a number and a status code that is none of
--- SOURCES §2.5's are NULL, their text kept in `extra`.
+-- SOURCES §2.5's are NULL, their text kept in `extra` and flagged for the report.
 -- Each lateral ends in `clock_timestamp() AS once`: a volatile column keeps the planner from
 -- pulling the lateral up into the select list, which copies its expressions to every place
 -- they are used (the verdict, the CAR number's checks and the area were computed two to
@@ -18,7 +18,9 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, {{tema}}::text
        k.situacao, nullif(btrim(s.des_condic), '')::text AS condicao,
        g.geom, etl.area_ha(g.geom) AS area_calculada_ha,
        CASE WHEN coalesce(u.bad_area, u.bad_status) IS NULL THEN s.extra
-            ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object('area_ha', u.bad_area, 'situacao', u.bad_status)) END AS extra
+            ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object('area_ha', u.bad_area, 'situacao', u.bad_status)) END AS extra,
+       -- Counted by the theme's facts (pipelines/sicar/queries.ts themeFacts).
+       u.bad_area IS NOT NULL AS area_unparsed, u.bad_status AS unknown_status
 FROM {{stage}} s
 {{link_join}}
 CROSS JOIN LATERAL (

@@ -25,7 +25,7 @@
 // are not written twice); `shapedPipeline` takes all three.
 import type { FetchedFile } from './download.ts';
 import type { Overlay } from './overlaps.ts';
-import type { Pipeline, RunContext } from './pipeline.ts';
+import type { Pipeline, RunContext, SnapshotTarget } from './pipeline.ts';
 import type { QualityFacts } from './quality.ts';
 import type { Relation } from './relation.ts';
 import type { RepairResult } from './repair.ts';
@@ -63,6 +63,12 @@ export interface ShapeSpec {
     fileDates?: boolean;
     /** The release date from every fetched file (e.g. the newest Last-Modified of several), instead of the above. */
     filesDate?: (files: FetchedFile[]) => string | null;
+    /**
+     * The last day the source's own dates may fall on, when it is not the as_of itself: a release
+     * named by its month (as_of its first day) holds dates of the whole month. Dates after it are
+     * implausible (contract §3); the snapshot's as_of stays as it is.
+     */
+    datesUntil?: (fileName: string, asOf: string) => string;
   };
   read: ShapeRead;
   /** Invalid polygons are repaired row by row (t.fix) before classify. */
@@ -170,7 +176,7 @@ export interface InputsSpec<S = unknown> {
 }
 
 /** The download stage: the source resolved once, one file picked and fetched. */
-async function fetchFile(ctx: RunContext, spec: ShapeSpec): Promise<FetchedFile[]> {
+export async function fetchFile(ctx: RunContext, spec: Pick<ShapeSpec, 'name' | 'source' | 'read'>): Promise<FetchedFile[]> {
   if (!ctx.source) {
     const env = `AGRO_SOURCE_${spec.name.toUpperCase().replace(/-/g, '_')}`;
     throw new AgroError('usage', `${spec.name} has no configured source: pass --source <file, folder or URL> or set ${env}`);
@@ -326,8 +332,14 @@ export function shapedPipeline<S>(spec: ShapeSpec | InputsSpec<S> | StreamedShap
     overlay: spec.overlay && { idColumn: rel.key, ...spec.overlay, dataset: spec.name, relation: rel.name },
     fetch: (ctx) => (spec.fetch ? spec.fetch(ctx) : fetchFile(ctx, spec)),
     releaseDate: async (_ctx, files) => releaseDate(spec, files),
-    load: (ctx, files, target) => runPlan(ctx, planOfOne(spec), files, target),
+    load: (ctx, files, target) => runPlan(ctx, planOfOne(spec), files, datesUntil(spec, files, target)),
   };
+}
+
+/** The load's bound for plausible dates (target.asOf as the engine reads it): the as_of, or the source's own bound. */
+function datesUntil(spec: ShapeSpec, files: FetchedFile[], target: SnapshotTarget): SnapshotTarget {
+  const bound = files[0] && spec.source.datesUntil?.(files[0].name, target.asOf);
+  return bound && bound !== target.asOf ? { ...target, asOf: bound } : target;
 }
 
 /** Rows named in a check query `SELECT name, n …`, as `"A" (2), "B" (1)` for messages. */
