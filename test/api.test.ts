@@ -127,13 +127,20 @@ describe('meta routes', () => {
   });
 });
 
-test('the OpenAPI document declares the request headers of the reference: Idempotency-Key on both POST routes, X-LGPD-Base-Legal on the CPF lookups', async () => {
+test('the OpenAPI document declares the request headers of the reference: Idempotency-Key on both POST routes, X-LGPD-Base-Legal on every authenticated route', async () => {
   const doc = (await call(api.base, '/v1/openapi.json')).body;
   const headers = (p: string, m: string) => (doc.paths[p][m].parameters ?? []).filter((x: { in: string }) => x.in === 'header').map((x: { name: string }) => x.name.toLowerCase());
   expect(headers('/v1/car/by-geometry', 'post')).toContain('idempotency-key');
   expect(headers('/v1/enriquecimento/territorial', 'post')).toContain('idempotency-key');
   expect(headers('/v1/car/by-document/{documento}', 'get')).toContain('x-lgpd-base-legal');
   expect(headers('/v1/socio/cpf/{cpf}', 'get')).toContain('x-lgpd-base-legal');
+  // checked on every authenticated route (src/api/lgpd-base.ts), so declared on each of them
+  const ops = Object.entries(doc.paths as Record<string, Record<string, { security?: unknown[] }>>).flatMap(([p, ms]) => Object.keys(ms).map((m) => [p, m] as const));
+  const authenticated = ops.filter(([p]) => p !== '/v1/health');
+  expect(authenticated.length).toBeGreaterThan(8);
+  for (const [p, m] of authenticated) expect(headers(p, m), `${m} ${p}`).toContain('x-lgpd-base-legal');
+  expect(headers('/v1/health', 'get')).not.toContain('x-lgpd-base-legal');
+  expect(doc.paths['/v1/health'].get.security).toEqual([]);
 });
 
 describe('keys', () => {

@@ -30,7 +30,7 @@ import { enriquecimentoRoutes } from './enriquecimento/routes.ts';
 import { envelope, toFailure } from './errors.ts';
 import { rejectNonFinite } from './finite-numbers.ts';
 import { normalizeQueryBooleans } from './query-booleans.ts';
-import { checkLgpdBase } from './lgpd-base.ts';
+import { checkLgpdBase, declareLgpdHeader } from './lgpd-base.ts';
 import { OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
 import { ApiMetrics, metricsRoutes } from './metrics.ts';
@@ -254,6 +254,7 @@ export async function buildServer(o: {
 
   await app.register(
     async (v1) => {
+      v1.addHook('onRoute', declareLgpdHeader);
       await v1.register(metaRoutes(deps));
       await v1.register(carRoutes(deps));
       await v1.register(socioRoutes(deps));
