@@ -17,6 +17,11 @@ export interface Config {
   databaseUrl: string | null;
   /** AGRO_SANDBOX_DATABASE_URL; null means the live database's name + `_sandbox`. */
   sandboxDatabaseUrl: string | null;
+  /**
+   * DATABASE_READ_URL: a streaming replica the API reads its data from (live keys); keys,
+   * metering, history and everything written stay on the primary. null: the primary.
+   */
+  databaseReadUrl: string | null;
   /** Port of the embedded cluster (loopback only). */
   embeddedPort: number;
   /** AGRO_DB_PORT was set: a taken port is an error, not a reason to pick another one. */
@@ -160,6 +165,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     dataDir: path.resolve(cwd, env.AGRO_DATA_DIR || '.data'),
     databaseUrl: env.DATABASE_URL || null,
     sandboxDatabaseUrl: env.AGRO_SANDBOX_DATABASE_URL || null,
+    databaseReadUrl: env.DATABASE_READ_URL || null,
     embeddedPort: num(env.AGRO_DB_PORT, 54329),
     embeddedPortExplicit: !!env.AGRO_DB_PORT,
     logLevel: env.LOG_LEVEL || 'info',

@@ -136,7 +136,10 @@ async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest):
 
 export async function buildServer(o: {
   cfg: Config;
+  /** The primary: keys, metering, history, idempotency, webhooks, and the data when there is no readPool. */
   pool: pg.Pool;
+  /** A streaming replica of the primary that live keys' data is read from (DATABASE_READ_URL). */
+  readPool?: pg.Pool;
   log: Logger;
   sandboxPool?: pg.Pool;
   /** Skips rate limit, quota, history and idempotency: only bench/platform.ts sets it (its anchor). */
@@ -147,7 +150,11 @@ export async function buildServer(o: {
   const metering = !o.benchBypassMetering;
   // Test keys read the sandbox database (src/platform/sandbox.ts); its pool connects lazily.
   const sandbox = o.sandboxPool ?? createApiPool(o.cfg, sandboxUrl(o.cfg, poolUrl(o.pool)));
-  const deps: ApiDeps = { cfg: o.cfg, pool: o.pool, cursors: new Cursors(o.cfg.hmacKey), dataPool: (req) => (req.apiKey?.env === 'test' ? sandbox : o.pool) };
+  const readPool = o.readPool ?? o.pool;
+  const deps: ApiDeps = {
+    cfg: o.cfg, pool: o.pool, readPool, replica: readPool !== o.pool, cursors: new Cursors(o.cfg.hmacKey),
+    dataPool: (req) => (req.apiKey?.env === 'test' ? sandbox : readPool),
+  };
   const log = o.log.child({ component: 'api' }, { redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' } });
   const app = Fastify({
     loggerInstance: log,

@@ -35,12 +35,18 @@ export async function startApi(cfg: Config, o: { port: number; host: string }) {
   const { buildServer, createApiPool } = await import('../api/server.ts');
   const log = createLogger(cfg.logLevel, 'json', { buffered: true });
   const pool = createApiPool(cfg, databaseUrl(cfg));
-  const app = await buildServer({ cfg, pool, log, drainWebhooks: true });
+  // DATABASE_READ_URL: the data is read from that replica; the primary keeps the rest.
+  const readPool = cfg.databaseReadUrl ? createApiPool(cfg, cfg.databaseReadUrl) : undefined;
+  const endPools = async () => {
+    await pool.end();
+    await readPool?.end();
+  };
+  const app = await buildServer({ cfg, pool, readPool, log, drainWebhooks: true });
   try {
     await app.listen({ port: o.port, host: o.host });
   } catch (e) {
     await app.close();
-    await pool.end();
+    await endPools();
     log.flush();
     throw new AgroError('usage', `cannot listen on ${o.host}:${o.port}: ${(e as Error).message}`);
   }
@@ -50,7 +56,7 @@ export async function startApi(cfg: Config, o: { port: number; host: string }) {
     url,
     async stop() {
       await app.close();
-      await pool.end();
+      await endPools();
       log.flush();
     },
   };

@@ -4,21 +4,32 @@ import { Type } from 'typebox';
 import type { ApiDeps } from '../deps.ts';
 import { DateString, ErrorResponses, isoSeconds, Nullable, Timestamp } from '../schemas.ts';
 import { cadencesOf, FRESHNESS_RULE, sourceStates } from './freshness.ts';
-import { dbPing, publishedSnapshots, readableHistory, sourceRuns } from './sql.ts';
+import { dbPing, publishedSnapshots, readableHistory, replayState, sourceRuns, walBytesPast, type PublishedSnapshot } from './sql.ts';
 
 const Published = Type.Object({
   dataset: Type.String(), uf: Nullable(Type.String()), snapshot_id: Type.Integer(), as_of: DateString,
   published_at: Nullable(Timestamp), rows: Nullable(Type.Integer()),
 });
 
+const SnapshotRef = Type.Object({ dataset: Type.String(), uf: Nullable(Type.String()), snapshot_id: Type.Integer() });
+
+const Replica = Type.Object({
+  reachable: Type.Boolean(),
+  in_recovery: Type.Boolean({ description: 'false: DATABASE_READ_URL is not a standby (lag unknown)' }),
+  lag_bytes: Nullable(Type.Number({ description: 'WAL the primary has written that the replica has not replayed' })),
+  lag_seconds: Nullable(Type.Number({ description: "0 when it has replayed everything; else the age of the newest commit it has replayed" })),
+  pending_publishes: Type.Array(SnapshotRef, { description: 'published on the primary, not yet visible on the replica (datasets shows what is served)' }),
+}, { description: 'present when the data is read from a streaming replica (DATABASE_READ_URL)' });
+
 const HealthSchema = {
-  summary: 'Service health: database reachable, each published snapshot and its age',
+  summary: 'Service health: database reachable, each published snapshot and its age, the read replica\'s lag',
   tags: ['meta'],
   security: [],
   response: {
     200: Type.Object({
       status: Type.Literal('ok'),
       database: Type.Object({ reachable: Type.Boolean(), latency_ms: Type.Number() }),
+      replica: Type.Optional(Replica),
       datasets: Type.Array(Type.Object({
         dataset: Type.String(), uf: Nullable(Type.String()), snapshot_id: Type.Integer(), as_of: DateString,
         published_at: Nullable(Timestamp), age_hours: Nullable(Type.Number({ description: 'hours since publication' })),
@@ -62,22 +73,36 @@ const ts = (d: Date | null) => (d ? isoSeconds(d) : null);
 
 const hours = (ms: number) => Math.round(ms / 36e4) / 10;
 
+/** The replica's position against the primary, and the publishes it has not replayed yet. */
+async function replicaHealth(deps: ApiDeps, served: PublishedSnapshot[]) {
+  const [state, primary] = await Promise.all([replayState(deps.readPool), publishedSnapshots(deps.pool)]);
+  const lagBytes = state.in_recovery && state.replay_lsn ? Math.max(0, await walBytesPast(deps.pool, state.replay_lsn)) : null;
+  const lagSeconds = lagBytes === null ? null : lagBytes === 0 ? 0 : Math.max(0, Math.round((state.since_replay_s ?? 0) * 10) / 10);
+  const key = (s: { dataset: string; uf: string | null }) => `${s.dataset}|${s.uf ?? ''}`;
+  const visible = new Map(served.map((s) => [key(s), s.snapshot_id]));
+  const pending = primary.filter((s) => visible.get(key(s)) !== s.snapshot_id).map((s) => ({ dataset: s.dataset, uf: s.uf, snapshot_id: s.snapshot_id }));
+  return { reachable: true, in_recovery: state.in_recovery, lag_bytes: lagBytes, lag_seconds: lagSeconds, pending_publishes: pending };
+}
+
 export function metaRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
-  const { pool } = deps;
+  // the data's metadata comes from where the data is read (a replica, if any)
+  const pool = deps.readPool;
   return async (app) => {
     // Read once, like the rest of the config: the schedule file the scheduler runs.
     const cadences = cadencesOf(deps.cfg, app.log);
     app.get('/health', { schema: HealthSchema, config: { public: true } }, async () => {
       const t0 = performance.now();
-      await dbPing(pool);
+      await dbPing(deps.pool);
       const latency = Math.round((performance.now() - t0) * 10) / 10;
       const now = Date.now();
-      const datasets = (await publishedSnapshots(pool)).map((s) => ({
+      const served = await publishedSnapshots(pool);
+      const replica = deps.replica ? await replicaHealth(deps, served) : undefined;
+      const datasets = served.map((s) => ({
         dataset: s.dataset, uf: s.uf, snapshot_id: s.snapshot_id, as_of: s.as_of, published_at: ts(s.published_at),
         age_hours: s.published_at ? hours(now - s.published_at.getTime()) : null,
         as_of_age_days: Math.floor((now - Date.parse(`${s.as_of}T00:00:00Z`)) / 864e5),
       }));
-      return { status: 'ok' as const, database: { reachable: true, latency_ms: latency }, datasets, consultado_em: isoSeconds() };
+      return { status: 'ok' as const, database: { reachable: true, latency_ms: latency }, ...(replica ? { replica } : {}), datasets, consultado_em: isoSeconds() };
     });
 
     // Metadata about the data, not a data endpoint (contract §4): never billed.

@@ -7,6 +7,21 @@ export async function dbPing(db: Db): Promise<void> {
   await db.query('SELECT 1');
 }
 
+/** Where a streaming replica stands: in recovery, the WAL it has replayed, how old its newest replayed commit is. */
+export async function replayState(db: Db): Promise<{ in_recovery: boolean; replay_lsn: string | null; since_replay_s: number | null }> {
+  const r = await db.query(
+    `SELECT pg_is_in_recovery() AS in_recovery, pg_last_wal_replay_lsn()::text AS replay_lsn,
+            extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8 AS since_replay_s`,
+  );
+  return r.rows[0];
+}
+
+/** Bytes of WAL the primary has written past `lsn` (a replica's replay position). */
+export async function walBytesPast(db: Db, lsn: string): Promise<number> {
+  const r = await db.query('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 AS bytes', [lsn]);
+  return r.rows[0].bytes;
+}
+
 export interface PublishedSnapshot {
   dataset: string;
   uf: string | null;
