@@ -219,14 +219,16 @@ describe('car-titulares: the operator extract', () => {
     }
   });
 
-  it('fails before loading when a required column is missing, and names the column', async () => {
+  it('is blocked before loading when a required column is missing, and names the column', async () => {
     const dir = tmpDir('titulares-drift-');
     try {
       fs.writeFileSync(path.join(dir, 'titulares.csv'), `car;cpf;nome;vinculo\n${rowById('S01').car};${rowById('S01').documento};José;proprietario\n`);
       const r = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: dir });
-      expect(r.status).toBe('failed');
+      expect(r.status).toBe('blocked');
       expect(r.error?.code).toBe('required_field_missing');
+      expect(r.gate?.failures).toMatchObject([{ rule: 'required_field_missing', forceable: false, fields: ['documento'], file: 'titulares.csv', delimiter: ';' }]);
       expect(r.error?.message).toContain('column documento not found');
+      expect(r.gate?.failures[0].message).toBe(r.error?.message);
       expect(leaks(r.error!.message)).toEqual([]);
       // what was detected, so a wrong delimiter or encoding is visible at once
       expect(r.error?.message).toContain(`titulares.csv read as UTF-8 (valid UTF-8), delimiter ';'; its header has 4 column(s): ["car", "cpf", "nome", "vinculo"]`);

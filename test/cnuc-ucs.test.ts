@@ -122,11 +122,11 @@ describe('cnuc-ucs', () => {
     expect((await servingRows()).every((r) => r.snapshot_id === second)).toBe(true);
   });
 
-  test('a missing cd_cnuc column fails the run; the previous snapshot keeps serving', async () => {
+  test('a missing cd_cnuc column blocks the run; the previous snapshot keeps serving', async () => {
     const dir = path.join(tmp, 'drift');
     await buildCnucZip(dir, { dropFields: ['cd_cnuc'], zipName: 'shp_cnuc_2025_06.zip' });
     const out = await run(dir);
-    expect(out).toMatchObject({ status: 'failed', error: { code: 'required_field_missing' } });
+    expect(out).toMatchObject({ status: 'blocked', error: { code: 'required_field_missing' }, gate: { passed: false, failures: [{ rule: 'required_field_missing', fields: ['codigo'] }] } });
     const served = await servingRows();
     expect(served).toHaveLength(5);
     expect(served.every((r) => r.snapshot_id === second)).toBe(true);

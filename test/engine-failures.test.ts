@@ -80,11 +80,28 @@ describe('broken sources fail clearly and keep the current snapshot', () => {
     expect(o.error?.message).toMatch(/GO_AREA_IMOVEL_2\.shp has no \.dbf/);
   });
 
-  test('a layer without the required cod_imovel fails before loading anything', async () => {
+  test('a layer without the required cod_imovel is blocked before loading anything, with or without --force', async () => {
     const dir = path.join(work, 'nokey');
     await buildSicarState('GO', dir, { dropFields: ['cod_imovel'] });
-    const o = await expectFailure(dir, 'required_field_missing');
-    expect(o.rows_loaded).toBe(0);
+    const before = await currentId('GO');
+    const count = await servedCount('GO');
+    for (const force of [false, true]) {
+      const o = await run('GO', dir, { force });
+      // contract §2: required fields missing is a gate refusal; --force cannot override it (nothing was loaded)
+      expect(o).toMatchObject({ status: 'blocked', forced: false, rows_loaded: 0, error: { code: 'required_field_missing' }, gate: { passed: false, forced: false } });
+      expect(o.gate?.failures).toMatchObject([{ rule: 'required_field_missing', forceable: false, fields: ['car'], looked_for: { car: ['cod_imovel'] } }]);
+      if (force) expect(o.message).toMatch(/--force cannot override this rule/);
+      expect(await currentId('GO')).toBe(before);
+      expect(await servedCount('GO')).toBe(count);
+      const staged = await db.pool.query(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'stage'`);
+      expect(staged.rows[0].n).toBe(0);
+      const ledger = await db.pool.query(`SELECT status, error_code FROM etl.runs WHERE run_id = $1`, [o.run_id]);
+      expect(ledger.rows[0]).toEqual({ status: 'blocked', error_code: 'required_field_missing' });
+      const snap = await db.pool.query(`SELECT status, quality->'gate'->'failures'->0->>'rule' AS rule FROM etl.snapshots WHERE snapshot_id = $1`, [o.snapshot_id]);
+      expect(snap.rows[0]).toEqual({ status: 'blocked', rule: 'required_field_missing' });
+      const left = await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'snap' AND tablename LIKE $1`, [`%\\_\\_s${o.snapshot_id}`]);
+      expect(left.rows[0].n).toBe(0);
+    }
   });
 
   test('a missing AREA_IMOVEL zip', async () => {

@@ -212,18 +212,20 @@ describe('funai-tis', () => {
     }
   });
 
-  test('a missing required column fails the run before loading; the previous snapshot keeps serving', async () => {
+  test('a missing required column blocks the run before loading; the previous snapshot keeps serving', async () => {
     const dir = path.join(tmp, 'drift');
     await buildFunaiZip(dir, { dropFields: ['terrai_cod'] });
     const out = await run(dir);
-    expect(out.status).toBe('failed');
+    expect(out.status).toBe('blocked');
     expect(out.error?.code).toBe('required_field_missing');
     expect(out.error?.message).toMatch(/codigo/);
+    expect(out.gate?.failures).toMatchObject([{ rule: 'required_field_missing', fields: ['codigo'], looked_for: { codigo: expect.arrayContaining(['terrai_cod']) } }]);
     const rows = await servingRows();
     expect(rows).toHaveLength(4);
     expect(rows.every((r) => r.snapshot_id === fixtureSnapshot)).toBe(true);
     const snap = await db.pool.query(`SELECT status, tables FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id]);
-    expect(snap.rows[0].status).toBe('failed');
+    // blocked for its report, without tables (publishSnapshot refuses it even with --force)
+    expect(snap.rows[0].status).toBe('blocked');
     const left = await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'snap' AND tablename = $1`, [`funai_tis__s${out.snapshot_id}`]);
     expect(left.rows[0].n).toBe(0);
   });

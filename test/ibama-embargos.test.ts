@@ -494,14 +494,15 @@ describe('variants: legacy headers, rejections and the gate, a missing required 
     ]);
   });
 
-  test('a missing required column fails before loading', async () => {
+  test('a missing required column blocks the run before loading', async () => {
     const before = (await varDb.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'ibama-embargos'`)).rows;
     const dir = path.join(work, 'no-cancel');
     fs.mkdirSync(dir);
     fs.writeFileSync(path.join(dir, 'termo_embargo.csv'), ibamaCsv({ omitColumns: ['SIT_CANCELADO'] }));
     const o = await run(varDb, dir);
-    expect([o.status, o.error?.code, o.rows_loaded]).toEqual(['failed', 'required_field_missing', 0]);
+    expect([o.status, o.error?.code, o.rows_loaded]).toEqual(['blocked', 'required_field_missing', 0]);
     expect(o.error?.message).toMatch(/cancelado/);
+    expect(o.gate?.failures).toMatchObject([{ rule: 'required_field_missing', fields: ['cancelado'] }]);
     expect((await varDb.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'ibama-embargos'`)).rows).toEqual(before);
   });
 });
@@ -647,8 +648,9 @@ describe('issue 6: electronic-system statuses, future dates, other encodings and
     const utf16 = path.join(dir, 'utf16.csv');
     fs.writeFileSync(utf16, encodeText(text, 'utf16le', false));
     const o = await runPipeline({ cfg: vDb.cfg, pool: vDb.pool, log: vDb.log }, ibamaEmbargos, { source: utf16 });
-    expect(o.status).toBe('failed');
+    expect(o.status).toBe('blocked');
     expect(o.error?.code).toBe('required_field_missing');
+    expect(o.gate?.failures).toMatchObject([{ rule: 'required_field_missing', fields: ['numero_tad'], file: 'utf16.csv', encoding: 'utf16le', delimiter: ',' }]);
     expect(o.error?.message).toContain('column numero_tad not found');
     expect(o.error?.message).toContain("read as UTF-16LE (no BOM, NUL byte pattern), delimiter ','");
     expect(o.error?.message).toContain('its header has 51 column(s): ["SEQ_TAD", "DES_STATUS_FORMULARIO"');
@@ -657,6 +659,10 @@ describe('issue 6: electronic-system statuses, future dates, other encodings and
     expect(o.error?.message).not.toContain('529.982.247-25');
     const stage = (await vDb.pool.query(`SELECT detail FROM etl.run_stages WHERE run_id = $1 AND stage = 'read'`, [o.run_id])).rows[0];
     expect(JSON.stringify(stage.detail)).not.toContain('529.982.247-25');
+    // the gate rule, the report and the ledger keep the detail, masked too
+    const kept = (await vDb.pool.query(`SELECT s.quality, r.error FROM etl.snapshots s JOIN etl.runs r USING (run_id) WHERE s.snapshot_id = $1`, [o.snapshot_id])).rows[0];
+    expect(kept.quality.gate.failures[0].message).toContain('***.982.247-**');
+    expect(JSON.stringify([kept, o.gate, fs.readFileSync(o.report!, 'utf8')])).not.toContain('529.982.247-25');
   });
 });
 
@@ -669,13 +675,14 @@ describe('the declaration on both routes: the WKT required of a CSV only; a chan
     await dDb.drop();
   });
 
-  test('a CSV without its WKT column fails before loading (the shapefile route, which has its own geometry, loads without it above)', async () => {
+  test('a CSV without its WKT column is blocked before loading (the shapefile route, which has its own geometry, loads without it above)', async () => {
     const dir = path.join(work, 'no-wkt');
     fs.mkdirSync(dir);
     fs.writeFileSync(path.join(dir, 'termo_embargo.csv'), ibamaCsv({ omitColumns: ['GEOM_AREA_EMBARGADA'] }));
     const o = await run(dDb, dir);
-    expect([o.status, o.error?.code, o.rows_loaded]).toEqual(['failed', 'required_field_missing', 0]);
+    expect([o.status, o.error?.code, o.rows_loaded]).toEqual(['blocked', 'required_field_missing', 0]);
     expect(o.error?.message).toMatch(/geom_wkt/);
+    expect(o.gate?.failures).toMatchObject([{ rule: 'required_field_missing', fields: ['geom_wkt'], forceable: false }]);
   });
 
   test('DAT_ULT_ALTERACAO on the release day itself, with a time, is kept; the day after is NULL with its text kept; an overflowed area is counted, not kept', async () => {

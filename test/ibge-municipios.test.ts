@@ -194,12 +194,13 @@ describe('the committed fixture', () => {
 });
 
 describe('variants', () => {
-  it('fails before loading when CD_MUN is missing', async () => {
+  it('is blocked before loading when CD_MUN is missing', async () => {
     const before = await servingRows();
     const out = await run(await variant('no-cd-mun', { dropFields: ['CD_MUN'] }));
-    expect(out.status).toBe('failed');
+    expect(out.status).toBe('blocked');
     expect(out.error?.code).toBe('required_field_missing');
     expect(out.error?.message).toMatch(/BR_Municipios_2024 has no geocodigo \(looked for cd_mun/);
+    expect(out.gate?.failures).toMatchObject([{ rule: 'required_field_missing', fields: ['geocodigo'], layer: 'BR_Municipios_2024', looked_for: { geocodigo: expect.arrayContaining(['cd_mun']) } }]);
     expect(await servingRows()).toEqual(before);
   });
 

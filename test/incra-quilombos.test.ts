@@ -161,12 +161,12 @@ describe('incra-quilombos', () => {
     expect(q.source.files.map((f: { name: string }) => f.name)).toEqual([INCRA_FILE_NAME]); // stored under the NFC name
   });
 
-  test('a missing cd_quilomb column fails the run; the previous snapshot keeps serving', async () => {
+  test('a missing cd_quilomb column blocks the run; the previous snapshot keeps serving', async () => {
     const before = await servingRows();
     const dir = path.join(tmp, 'drift');
     await buildIncraZip(dir, { dropFields: ['cd_quilomb'] });
     const out = await run(dir);
-    expect(out).toMatchObject({ status: 'failed', error: { code: 'required_field_missing' } });
+    expect(out).toMatchObject({ status: 'blocked', error: { code: 'required_field_missing' }, gate: { failures: [{ rule: 'required_field_missing' }] } });
     expect(out.error?.message).toMatch(/cd_quilomb/);
     expect(await servingRows()).toEqual(before);
   });

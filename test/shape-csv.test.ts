@@ -92,6 +92,8 @@ describe('csvRead', () => {
     await expect(read([good, drifted], 'stage.csv_drift')).rejects.toMatchObject({
       code: 'required_field_missing',
       message: expect.stringContaining('b-drifted.csv: required columns missing: codigo; b-drifted.csv read as'),
+      // what the run's gate rule is made of (quality.ts missingFieldFailure)
+      details: { file: 'b-drifted.csv', fields: ['codigo'], looked_for: { codigo: expect.arrayContaining(['codigo']) }, delimiter: ';' },
     });
     expect((await db.pool.query(`SELECT to_regclass('stage.csv_drift') AS t`)).rows[0].t).toBeNull();
   });

@@ -322,12 +322,13 @@ describe('issue 6: a GO theme in the older per-municipality layout (IDF, NOM_TEM
     expect(q.facts.dates.unparseable).toEqual({});
   });
 
-  test('a current-layout theme layer with cod_imovel but no cod_tema still fails the run (schema drift)', async () => {
+  test('a current-layout theme layer with cod_imovel but no cod_tema still blocks the run (schema drift)', async () => {
     const dir = path.join(work, 'municipal-drift');
     await buildSicarState('GO', dir, { dropFields: ['cod_tema'], themes: ['APPS'] });
     const out = await runM(dir);
-    expect(out.status).toBe('failed');
+    expect(out.status).toBe('blocked');
     expect(out.error).toMatchObject({ code: 'required_field_missing' });
     expect(out.error?.message).toMatch(/GO_APPS \(APPS\) has cod_imovel but no cod_tema/);
+    expect(out.gate?.failures).toMatchObject([{ rule: 'required_field_missing', fields: ['cod_tema'], layer: 'GO_APPS' }]);
   });
 });

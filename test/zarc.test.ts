@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { runPipeline } from '../src/etl/run.ts';
+import type { MissingFieldFailure } from '../src/etl/quality.ts';
 import { LAYOUT_2026, SOJA_COD_CULTURA, ZARC_FILE_NAMES, buildZarcFixtures, zarcFiles } from '../fixtures/zarc.ts';
 import { pickCkanResources, safraFromName, zarc } from '../pipelines/zarc/index.ts';
 import { IBGE_FIXTURE_DIR } from '../fixtures/ibge-municipios.ts';
@@ -310,20 +311,22 @@ describe('zarc on the fixtures', () => {
 });
 
 describe('zarc variants', () => {
-  test('a file without the dec columns fails the run before loading; the current snapshot stays', async () => {
+  test('a file without the dec columns blocks the run before loading; the current snapshot stays', async () => {
     const before = (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'zarc'`)).rows[0].snapshot_id;
     const dir = path.join(tmp, 'nodecs');
     const [f2025, f2016] = zarcFiles();
     await buildZarcFixtures(dir, [f2016]); // a good file first, so the failure is not the first file's
     await buildZarcFixtures(dir, [{ ...f2025, name: 'dados-abertos-tabua-de-risco-safra-2026-2027.csv' }], { header: LAYOUT_2026.slice(0, 19) });
     const out = await runPipeline(deps(), zarc, { source: dir });
-    expect(out.status).toBe('failed');
+    expect(out.status).toBe('blocked');
     expect(out.error?.code).toBe('required_field_missing');
+    expect(out.gate?.failures[0]).toMatchObject({ rule: 'required_field_missing', file: 'dados-abertos-tabua-de-risco-safra-2026-2027.csv' });
+    expect((out.gate?.failures[0] as MissingFieldFailure).fields).toHaveLength(36);
     expect(out.error?.message).toContain('dados-abertos-tabua-de-risco-safra-2026-2027.csv: required columns missing: dec1, dec2');
     expect(out.error?.message).toContain('(36 in all)');
     expect(out.rows_loaded).toBe(0);
     const snap = (await db.pool.query(`SELECT status, tables FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0];
-    expect(snap.status).toBe('failed');
+    expect(snap).toEqual({ status: 'blocked', tables: [] });
     const stages = (await db.pool.query(`SELECT stage, status FROM etl.run_stages WHERE run_id = $1 ORDER BY seq`, [out.run_id])).rows;
     expect(stages).toEqual([{ stage: 'download', status: 'done' }, { stage: 'read', status: 'failed' }]);
     expect((await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'zarc'`)).rows[0].snapshot_id).toBe(before);

@@ -27,7 +27,7 @@ import type { RunContext } from '../../src/etl/pipeline.ts';
 import { addCounts, noteImplausibleDates, sum } from '../../src/etl/quality.ts';
 import { shapedPipeline, type InputDone, type ShapeInput } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
-import type { FieldSpec } from '../../src/etl/stage-vector.ts';
+import { requiredFieldMissing, type FieldSpec } from '../../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
 import { tableName, type Sql } from '../../src/sql.ts';
 import {
@@ -78,7 +78,7 @@ export function checkThemeLayers(theme: string, layers: VectorLayer[]): void {
   for (const l of layers) {
     const names = new Set(l.fields.map((f) => f.name));
     if (names.has('cod_imovel') && !names.has('cod_tema')) {
-      throw new AgroError('required_field_missing', `${l.name} (${theme}) has cod_imovel but no cod_tema`, { layer: l.name, field: 'cod_tema' });
+      throw requiredFieldMissing(`${l.name} (${theme}) has cod_imovel but no cod_tema`, [{ name: 'cod_tema', aliases: ['cod_tema'] }], { layer: l.name });
     }
   }
 }

@@ -77,6 +77,7 @@ export function describeRun(o: RunOutcome): string {
   const where = `${o.pipeline}${o.uf ? ' ' + o.uf : ''}`;
   const base = `${where}: ${o.status}${o.snapshot_id ? ` snapshot ${o.snapshot_id}` : ''}${o.as_of ? ` as of ${o.as_of}` : ''}`;
   const counts = o.status === 'unchanged' ? '' : ` — read ${o.rows_read}, loaded ${o.rows_loaded}${o.rows_dropped ? `, dropped ${o.rows_dropped}` : ''}, rejected ${o.rows_rejected} in ${(o.duration_ms / 1000).toFixed(1)} s`;
-  const extra = o.error ? `\n  error (${o.error.code}): ${o.error.message}` : o.message ? `\n  ${o.message}` : '';
+  // a blocked run's message is its gate's (it may also carry the reader's error: required_field_missing)
+  const extra = o.error && o.status !== 'blocked' ? `\n  error (${o.error.code}): ${o.error.message}` : o.message ? `\n  ${o.message}` : '';
   return base + counts + (o.forced ? ' (forced past the quality gate)' : '') + extra + (o.report ? `\n  report: ${o.report}` : '');
 }

@@ -16,7 +16,7 @@ import { qualifiedSnapshotTable } from './names.ts';
 import { recordChangeEvents } from '../events/change-events.ts';
 import { fillMissingPairs, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
 import type { Pipeline } from './pipeline.ts';
-import type { GateFailure } from './quality.ts';
+import { unforceable, type GateFailure } from './quality.ts';
 import { forgetQsaChanges } from './sql/qsa-changes.ts';
 
 /** How long a publish may wait for readers: per attempt, and in total. */
@@ -105,8 +105,8 @@ export interface PublishOutcome {
 /** A backfill becomes current only when its as-of date is later than the current one's (contract §1). */
 const isNotNewer = (snap: catalog.SnapshotRow, than: catalog.SnapshotRow) => snap.as_of <= than.as_of;
 
-const gateRules = (snap: catalog.SnapshotRow) =>
-  (((snap.quality as { gate?: { failures?: GateFailure[] } } | null)?.gate?.failures) ?? []).map((f) => `${f.rule}: ${f.message}`);
+const gateFailures = (snap: catalog.SnapshotRow): GateFailure[] => ((snap.quality as { gate?: { failures?: GateFailure[] } } | null)?.gate?.failures) ?? [];
+const gateRules = (snap: catalog.SnapshotRow) => gateFailures(snap).map((f) => `${f.rule}: ${f.message}`);
 
 /** Makes a snapshot current in one transaction. */
 export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapshotId: number, opts: PublishOptions = {}): Promise<PublishOutcome> {
@@ -117,6 +117,13 @@ export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapsho
     // A snapshot still loading may only be published by the run that loads it.
     if (!snap || snap.status === 'dropped' || snap.status === 'failed' || (snap.status === 'loading' && !opts.fromRun)) {
       throw new AgroError('snapshot_not_found', `snapshot ${snapshotId} has no loaded tables`);
+    }
+    // A rule --force cannot override (a source without a required column): nothing was loaded.
+    const hard = snap.status === 'blocked' ? unforceable(gateFailures(snap)) : [];
+    if (hard.length) {
+      throw new AgroError('quality_gate', `snapshot ${snapshotId} was blocked by a rule that cannot be forced, nothing was loaded (${hard.map((f) => `${f.rule}: ${f.message}`).join('; ')}); fix the source and run again`, {
+        failures: gateRules(snap),
+      });
     }
     if (snap.status === 'blocked' && !opts.force) {
       const rules = gateRules(snap);

@@ -1,5 +1,7 @@
 // The quality report of one load and the gate that decides whether it may publish.
 import type { QualityThresholds } from '../config.ts';
+import type { AgroError } from '../errors.ts';
+import type { MissingWhere } from './read/staging.ts';
 import type { RepairResult } from './repair.ts';
 import type { TextColumnFinding } from './text-checks.ts';
 import type { VectorLayer } from './vector-reader.ts';
@@ -62,7 +64,33 @@ export interface GateFailure {
   message: string;
   value?: number;
   threshold?: number;
+  /** false: --force cannot override this rule (nothing could be loaded); absent: it can. */
+  forceable?: boolean;
 }
+
+/**
+ * Contract §2 "required fields missing": a source without a required column (a key, the
+ * geometry). Its code is the reader's error code; it names the fields, the spellings looked
+ * for and where (file or layer, the detected encoding and delimiter of a CSV). No row can be
+ * loaded without them, so it is the one rule --force cannot override.
+ */
+export interface MissingFieldFailure extends GateFailure, MissingWhere {
+  rule: 'required_field_missing';
+  forceable: false;
+  fields: string[];
+  looked_for: Record<string, string[]>;
+}
+
+/** The gate rule made of a reader's `required_field_missing` error (read/staging.ts requiredFieldMissing). */
+export function missingFieldFailure(e: AgroError): MissingFieldFailure {
+  const d = e.details as Partial<MissingFieldFailure>;
+  const where: MissingWhere = {};
+  for (const k of ['file', 'layer', 'encoding', 'delimiter'] as const) if (typeof d[k] === 'string') where[k] = d[k];
+  return { rule: 'required_field_missing', message: e.message, forceable: false, fields: d.fields ?? [], looked_for: d.looked_for ?? {}, ...where };
+}
+
+/** The rules among `failures` that --force cannot override. */
+export const unforceable = (failures: readonly GateFailure[]) => failures.filter((f) => f.forceable === false);
 
 export interface ChangeSummary {
   previous_snapshot_id: number | null;

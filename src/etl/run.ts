@@ -22,7 +22,7 @@ import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts'
 import { applyRetention, dropSnapshotTables, publishSnapshot, resumeAutovacuum } from './publish.ts';
 import { RUN_ALIVE_LOCK, RunLocks, endSessionsOf } from './run-locks.ts';
 import { forgetQsaChanges } from './sql/qsa-changes.ts';
-import { evaluateGate, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
+import { emptyFacts, evaluateGate, missingFieldFailure, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
 import { checkSnapshotText, mergeTextFailures } from './text-checks.ts';
 
 
@@ -181,6 +181,60 @@ async function changeAgainst(pool: pg.Pool | pg.ClientBase, pipeline: Pipeline, 
   };
 }
 
+/** Drops what a run that ends before publishing loaded into its snapshot (tables, derived rows). */
+async function discardSnapshotData(pool: pg.Pool, snapshotId: number): Promise<void> {
+  // The catalogue lists every table of the snapshot (registered before it is created), derived ones included.
+  const listed = (await catalog.getSnapshot(pool, snapshotId).catch(() => null))?.tables ?? [];
+  await dropSnapshotTables(pool, listed).catch(() => {});
+  await forgetOverlaps(pool, snapshotId).catch(() => {});
+  await forgetQsaChanges(pool, snapshotId).catch(() => {});
+}
+
+/** What a run that read a source without a required column knows when it ends. */
+interface MissingFieldEnd {
+  pipeline: Pipeline;
+  outcome: RunOutcome;
+  force: boolean;
+  /** The snapshot the run created (its data already discarded); null when the error came before it. */
+  snapshotId: number | null;
+  current: catalog.SnapshotRow | null;
+  source: QualityReport['source'] | null;
+}
+
+/**
+ * Contract §2: "required fields missing" is a quality-gate refusal. The run ends `blocked`
+ * (exit 3) with the rule `required_field_missing` in its gate and report, and keeps the
+ * reader's error (code and message, CPFs masked) in `error` for scripts that test its code.
+ * No row can be loaded without its key or geometry, so --force does not override it: a forced
+ * publish would make an empty or NULL-keyed snapshot current.
+ */
+async function blockOnMissingFields(deps: Deps, err: AgroError, m: MissingFieldEnd): Promise<void> {
+  const { cfg, pool } = deps;
+  const { outcome, snapshotId } = m;
+  const failure = maskCpfsDeep(missingFieldFailure(err));
+  outcome.status = 'blocked';
+  outcome.forced = false;
+  outcome.gate = { passed: false, forced: false, failures: [failure] };
+  outcome.error = { code: err.code, message: failure.message };
+  const missing = failure.fields.join(', ') || 'them';
+  outcome.message = failure.message + (m.force ? `; --force cannot override this rule: no row can be loaded without ${missing}, so nothing was loaded or published` : '');
+  if (snapshotId !== null && m.source && outcome.as_of) {
+    const r: QualityReport = {
+      dataset: m.pipeline.name, uf: outcome.uf, run_id: outcome.run_id, snapshot_id: snapshotId, as_of: outcome.as_of, generated_at: new Date().toISOString(),
+      source: m.source,
+      counts: { read: outcome.rows_read, loaded: 0, rejected: 0, dropped: 0 },
+      facts: { ...emptyFacts(), notes: [`nothing was loaded: the source has no ${missing}`] },
+      change: { previous_snapshot_id: m.current?.snapshot_id ?? null, previous_rows: m.current?.rows ?? null, rows: 0, delta_share: null, added: null, removed: null },
+      gate: outcome.gate,
+    };
+    writeReportFiles(cfg, r);
+    // blocked, without tables: kept for its report; publishSnapshot refuses it even with --force
+    await catalog.setSnapshotFields(pool, snapshotId, { status: 'blocked', quality: r });
+    outcome.report = reportPath(cfg, snapshotId);
+  }
+  await catalog.finishRun(pool, outcome.run_id, { status: 'blocked', snapshotId, read: outcome.rows_read, loaded: 0, rejected: 0, error: outcome.message, errorCode: err.code });
+}
+
 export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOptions): Promise<RunOutcome> {
   const { cfg, pool, log } = deps;
   const started = Date.now();
@@ -201,6 +255,9 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
   let snapshotId: number | null = null;
   /** A complete snapshot that could not be made current (publish gave up on locks) is kept. */
   let keepSnapshot = false;
+  // what a source without a required column is compared with and reported against (blockOnMissingFields)
+  let current: catalog.SnapshotRow | null = null;
+  let reportSource: QualityReport['source'] | null = null;
   try {
     if (!(await locks.takeScope())) {
       const other = (await catalog.runningRuns(pool, pipeline.name, scope, runId)).at(-1);
@@ -241,7 +298,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
 
     const files = await stage('download', () => pipeline.fetch(ctx), (f) => f.length, (f) => ({ files: f.map((x) => ({ name: x.name, sha256: x.sha256, size: x.size, cached: x.fromCache })) }));
     const sha = sourceChecksum(files);
-    const current = await catalog.currentSnapshot(pool, pipeline.name, scope);
+    current = await catalog.currentSnapshot(pool, pipeline.name, scope);
     const kept = options.backfill ? await catalog.snapshotsWithTables(pool, pipeline.name, scope) : current ? [current] : [];
     const same = kept.find((s) => s.source_sha256 === sha && s.status !== 'blocked');
     if (same) {
@@ -262,6 +319,8 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     const asOf = options.asOf ?? release ?? todayUtc();
     outcome.as_of = asOf;
     const source = { files: files.map((f) => ({ name: f.name, sha256: f.sha256, size: f.size, uri: f.sourceUri, etag: f.etag, last_modified: f.lastModified })), sha256: sha, ...(await pipeline.sourceInfo?.(files)) };
+    const reported = { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha };
+    reportSource = reported;
     snapshotId = await catalog.insertSnapshot(pool, { dataset: pipeline.name, uf, asOf, sourceSha256: sha, source, runId, fingerprint: null });
     outcome.snapshot_id = snapshotId;
     const sid = snapshotId;
@@ -298,7 +357,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       const failures = mergeTextFailures(evaluateGate(counts, change, load.facts, cfg.quality), scan);
       const r: QualityReport = {
         dataset: pipeline.name, uf, run_id: runId, snapshot_id: sid, as_of: asOf, generated_at: new Date().toISOString(),
-        source: { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha },
+        source: reported,
         counts, facts: { ...load.facts, notes: [...load.facts.notes, ...scan.notes], text: { scanned: scan.scanned, findings: scan.findings } }, change,
         gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
       };
@@ -388,17 +447,23 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
         : (diskFullError(e, cfg.dataDir) ?? new AgroError('internal', (e as Error).message));
     if (err.code === 'internal') runLog.error({ err: e }, 'run failed with an unexpected error');
     else if (err.code === 'database_unavailable' || err.code === 'disk_full') runLog.error(err.message);
+    if (snapshotId !== null && !keepSnapshot) await discardSnapshotData(pool, snapshotId);
+    if (err.code === 'required_field_missing') {
+      try {
+        await blockOnMissingFields(deps, err, { pipeline, outcome, force: !!options.force, snapshotId, current, source: reportSource });
+        runLog.warn(outcome.message);
+        return outcome;
+      } catch (e2) {
+        // the refusal could not be recorded (database lost, disk full): the run fails as before
+        runLog.error({ err: e2 }, 'could not record the blocked run');
+        delete outcome.gate;
+        delete outcome.message;
+        delete outcome.report;
+      }
+    }
     outcome.status = 'failed';
     outcome.error = { code: err.code, message: err.message };
-    if (snapshotId !== null && !keepSnapshot) {
-      // The catalogue lists every table of the snapshot (registered before it is created),
-      // derived ones included.
-      const listed = (await catalog.getSnapshot(pool, snapshotId).catch(() => null))?.tables ?? [];
-      await dropSnapshotTables(pool, listed).catch(() => {});
-      await forgetOverlaps(pool, snapshotId).catch(() => {});
-      await forgetQsaChanges(pool, snapshotId).catch(() => {});
-      await catalog.setSnapshotFields(pool, snapshotId, { status: 'failed' }).catch(() => {});
-    }
+    if (snapshotId !== null && !keepSnapshot) await catalog.setSnapshotFields(pool, snapshotId, { status: 'failed' }).catch(() => {});
     await catalog.finishRun(pool, runId, { status: 'failed', snapshotId, error: err.message, errorCode: err.code, read: outcome.rows_read, loaded: outcome.rows_loaded, rejected: outcome.rows_rejected }).catch(() => {});
     return outcome;
   } finally {

@@ -28,6 +28,7 @@ import { matchHeader, normaliseHeader } from './header-match.ts';
 import { headerMismatch, stageCsv } from './stage-csv.ts';
 import { stageLayers, type FieldSpec, type LayerStageResult, type StageResult } from './stage-vector.ts';
 import { openForStreaming } from './layers.ts';
+import { requiredFieldMissing } from './read/staging.ts';
 import { findShapefiles, type VectorLayer } from './vector-reader.ts';
 
 /** How a delimited-text source is read (ShapeSpec.read.csv). */
@@ -125,10 +126,14 @@ async function checkHeaders(files: { name: string; path: string }[], fields: Fie
   files.forEach((f, i) => {
     const { header, format } = heads[i];
     const found = matchHeader(header.map(normaliseHeader), fields);
-    const missing = fields.filter((s, k) => s.required && found[k] === null).map((s) => s.name);
-    if (!missing.length) return;
+    const absent = fields.filter((s, k) => s.required && found[k] === null);
+    if (!absent.length) return;
+    const missing = absent.map((s) => s.name);
     const shown = missing.length > 8 ? `${missing.slice(0, 8).join(', ')} … (${missing.length} in all)` : missing.join(', ');
-    throw new AgroError('required_field_missing', `${f.name}: required columns missing: ${shown}; ${headerMismatch(f.name, format, header)}`, { file: f.name, fields: missing });
+    // the spellings looked for are in the error's looked_for (for 36 ZARC columns the message would drown)
+    throw requiredFieldMissing(`${f.name}: required columns missing: ${shown}; ${headerMismatch(f.name, format, header)}`, absent, {
+      file: f.name, encoding: format.encoding, delimiter: format.delimiter,
+    });
   });
 }
 

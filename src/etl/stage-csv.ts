@@ -2,10 +2,11 @@
 // one CSV reader (csv-records.ts), which detects the encoding (BOM, UTF-16, UTF-8 or
 // latin1) and, for header-driven files, the delimiter. Header-driven files map columns by
 // name through the pipeline's alias map (sources reorder and rename columns between
-// releases); a required column that is missing fails with what was detected (encoding,
-// delimiter, the header found, CPFs masked). Headerless files (Receita) are positional with
-// a strict field count. Every value stays text here; typing happens in SQL. Cells may be
-// huge (IBAMA's WKT polygons exceed 128 KB): no record size cap.
+// releases); a required column that is missing throws required_field_missing (the run makes
+// it a gate rule: blocked) with what was detected (encoding, delimiter, the header found,
+// CPFs masked). Headerless files (Receita) are positional with a strict field count. Every
+// value stays text here; typing happens in SQL. Cells may be huge (IBAMA's WKT polygons
+// exceed 128 KB): no record size cap.
 import crypto from 'node:crypto';
 import path from 'node:path';
 import type pg from 'pg';
@@ -16,6 +17,7 @@ import { copyLine, copyLines, type CopyValue } from './copy.ts';
 import { describeCsvFormat, detectCsvFormat, readCsvRecords, type CsvEncoding, type CsvFormat } from './csv-records.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import type { FieldSpec } from './stage-vector.ts';
+import { requiredFieldMissing } from './read/staging.ts';
 import { matchHeader, normaliseHeader } from './header-match.ts';
 
 export interface CsvOptions {
@@ -80,16 +82,13 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
     const names = header.map(normaliseHeader);
     width = names.length;
     const found = matchHeader(names, specs);
-    slot = specs.map((s, k) => {
-      const i = found[k] ?? -1;
-      if (i < 0 && s.required) {
-        const why = headerMismatch(path.basename(file), format, header);
-        throw new AgroError('required_field_missing', `column ${s.name} not found (looked for ${s.aliases.join(', ')}); ${why}`, {
-          field: s.name, encoding: format.encoding, delimiter: format.delimiter,
-        });
-      }
-      return i < 0 ? null : i;
-    });
+    const absent = specs.filter((s, k) => s.required && found[k] === null);
+    if (absent.length) {
+      const name = path.basename(file);
+      const each = absent.map((s) => `column ${s.name} not found (looked for ${s.aliases.join(', ')})`).join(', ');
+      throw requiredFieldMissing(`${each}; ${headerMismatch(name, format, header)}`, absent, { file: name, encoding: format.encoding, delimiter: format.delimiter });
+    }
+    slot = specs.map((_, k) => found[k] ?? null);
     result.missingOptional = specs.filter((_, k) => slot[k] === null).map((s) => s.name);
     const used = new Set(slot.filter((x): x is number => x !== null));
     unknownIdx = names.map((_, i) => i).filter((i) => !used.has(i) && names[i] !== '');

@@ -16,7 +16,7 @@ import { stageShapefiles } from './read/shp-stream.ts';
 import { createStagingTable, mapFields, missingEverywhere, schemaFingerprint, stagingColumns, type FieldSpec, type StageResult } from './read/staging.ts';
 import { readFeatures, type VectorLayer } from './vector-reader.ts';
 
-export { createStagingTable, mapFields, schemaFingerprint, type FieldSpec, type StageResult } from './read/staging.ts';
+export { createStagingTable, mapFields, requiredFieldMissing, schemaFingerprint, type FieldSpec, type StageResult } from './read/staging.ts';
 
 /** Which reader staged the rows: the engine's streaming shapefile reader or GDAL's feature loop. */
 export type ReadPath = NonNullable<VectorLayer['reader']>;

@@ -34,18 +34,40 @@ export interface NamedFields {
   fields: { name: string }[];
 }
 
-/** Maps a layer's field names to canonical names; throws when a required field is absent. */
+/** Where a source lacks required columns, as the error (and the gate rule made of it) records it. */
+export interface MissingWhere {
+  file?: string;
+  layer?: string;
+  encoding?: string;
+  delimiter?: string;
+}
+
+/**
+ * The error of a source without required columns: the canonical fields, the spellings looked
+ * for and where. The run turns it into the gate rule `required_field_missing` (run.ts).
+ */
+export function requiredFieldMissing(detail: string, missing: FieldSpec[], where: MissingWhere): AgroError {
+  return new AgroError('required_field_missing', detail, {
+    ...where, fields: missing.map((s) => s.name), looked_for: Object.fromEntries(missing.map((s) => [s.name, s.aliases])),
+  });
+}
+
+/** Maps a layer's field names to canonical names; throws, naming every one, when required fields are absent. */
 export function mapFields(layer: NamedFields, specs: FieldSpec[]): { index: Map<string, string>; missing: string[]; unknown: string[] } {
   const index = new Map<string, string>();
   const missing: string[] = [];
+  const absent: FieldSpec[] = [];
   const names = layer.fields.map((f) => f.name);
   const found = matchHeader(names, specs);
   for (const [k, spec] of specs.entries()) {
     const hit = found[k] === null ? undefined : names[found[k]!];
     if (hit !== undefined) index.set(hit, spec.name);
-    else if (spec.required) {
-      throw new AgroError('required_field_missing', `${layer.name} has no ${spec.name} (looked for ${spec.aliases.join(', ')})`, { layer: layer.name, field: spec.name });
-    } else missing.push(spec.name);
+    else if (spec.required) absent.push(spec);
+    else missing.push(spec.name);
+  }
+  if (absent.length) {
+    const each = absent.map((s) => `no ${s.name} (looked for ${s.aliases.join(', ')})`).join(', ');
+    throw requiredFieldMissing(`${layer.name} has ${each}`, absent, { layer: layer.name });
   }
   const unknown = layer.fields.map((f) => f.name).filter((n) => !index.has(n));
   return { index, missing, unknown };
