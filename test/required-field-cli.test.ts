@@ -8,6 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildSicarState } from '../fixtures/sicar.ts';
+import type { SnapshotRow } from '../src/etl/catalog.ts';
+import { retentionPlan } from '../src/etl/publish.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -95,5 +97,26 @@ describe('agro run with a source missing a required column', () => {
     expect(pub.json.error).toMatchObject({ code: 'quality_gate', message: expect.stringMatching(/cannot be forced/) });
     expect(await current()).toBe(sid);
     expect(await served()).toEqual(before);
+  });
+});
+
+describe('retention and a blocked snapshot that cannot be forced', () => {
+  const snap = (id: number, status: SnapshotRow['status'], failures: object[] = [], current = false): SnapshotRow => ({
+    snapshot_id: id, dataset: 'sicar', uf: 'DF', scope: 'DF', as_of: `2026-01-${String(id).padStart(2, '0')}`, status, rows: 1, source_sha256: null, source: {},
+    tables: status === 'blocked' && failures.length && (failures[0] as { forceable?: boolean }).forceable === false ? [] : [`snap.car_imovel__s${id}`],
+    quality: { gate: { passed: failures.length === 0, forced: false, failures } }, forced: false, kept: false, run_id: id, created_at: new Date(), published_at: null, is_current: current,
+  });
+  const drop = { rule: 'row_drop', message: 'rows dropped 30 % against the current snapshot' };
+  const missing = { rule: 'required_field_missing', message: 'DF_AREA_IMOVEL has no car', forceable: false };
+
+  test('the latest blocked snapshot a --force can publish stays beside a later one that cannot be forced', () => {
+    const plan = retentionPlan([snap(1, 'published', [], true), snap(2, 'blocked', [drop]), snap(3, 'blocked', [missing])], { keep: 3, rollbackTo: null });
+    expect([...plan.keep].sort()).toEqual([1, 2, 3]);
+    // two forceable blocked snapshots: only the latest one, as before
+    const plain = retentionPlan([snap(1, 'published', [], true), snap(2, 'blocked', [drop]), snap(3, 'blocked', [drop])], { keep: 3, rollbackTo: null });
+    expect([...plain.keep].sort()).toEqual([1, 3]);
+    // several unforceable ones: the latest of them and the latest forceable one
+    const many = retentionPlan([snap(1, 'published', [], true), snap(2, 'blocked', [drop]), snap(3, 'blocked', [missing]), snap(4, 'blocked', [missing])], { keep: 3, rollbackTo: null });
+    expect([...many.keep].sort()).toEqual([1, 2, 4]);
   });
 });

@@ -248,8 +248,12 @@ export function retentionPlan(
     keep.add(s.snapshot_id);
     counted++;
   }
-  // Blocked snapshots have their own rule: the latest one stays (its report, a `publish --force`).
+  // Blocked snapshots have their own rule: the latest one stays (its report, a `publish --force`),
+  // and, when that one cannot be forced (a source without a required column: no tables), also
+  // the latest one that can.
   if (blocked[0]) keep.add(blocked[0].snapshot_id);
+  const forceable = blocked.find((s) => unforceable(gateFailures(s)).length === 0);
+  if (forceable) keep.add(forceable.snapshot_id);
   return { keep, drop: snapshots.filter((s) => !keep.has(s.snapshot_id)) };
 }
 
