@@ -37,8 +37,8 @@ afterAll(async () => {
 const run = (source: string, extra: { asOf?: string; force?: boolean } = {}) =>
   runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibgeMunicipios, { source, ...extra });
 
-async function quality(snapshotId: number) {
-  return (await db.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [snapshotId])).rows[0].quality;
+async function quality(snapshotId: number, t: TestDb = db) {
+  return (await t.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [snapshotId])).rows[0].quality;
 }
 
 async function servingRows() {
@@ -378,6 +378,56 @@ describe('the official list (IBGE localidades API, SOURCES §9.7)', () => {
       expect(out.error?.message, name).toContain('municipios.json');
     }
     expect((await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'ibge-municipios'`)).rows[0].snapshot_id).toBe(before);
+  });
+
+  it('the list is part of the source: the same mesh and list (any key order, spacing, item order) end unchanged; a list-only change loads; an unreachable list with the same mesh is unchanged', async () => {
+    const zip = await buildIbgeMunicipios(path.join(work, 'remote-list'), {});
+    // What the localidades API answers on each request: the body is built then (a new fetch each run).
+    let answer: () => string | null = () => JSON.stringify(listed);
+    const server = http.createServer((req, res) => {
+      const body = req.url === '/api/v1/localidades/municipios' ? answer() : null;
+      if (req.url === '/BR_Municipios_2024.zip') {
+        res.setHeader('content-type', 'application/zip');
+        res.end(readFileSync(zip));
+      } else if (body !== null) {
+        res.setHeader('content-type', 'application/json');
+        res.end(body);
+      } else res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const fresh = await testDatabase();
+    try {
+      const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const cfg = { ...fresh.cfg, sources: { ...fresh.cfg.sources, 'ibge-localidades': `${base}/api/v1/localidades/municipios` } };
+      const go = () => runPipeline({ cfg, pool: fresh.pool, log: fresh.log }, ibgeMunicipios, { source: `${base}/BR_Municipios_2024.zip` });
+      const served = async () => (await fresh.pool.query(`SELECT geocodigo FROM serving.ibge_municipios ORDER BY 1`)).rows.map((r) => r.geocodigo);
+      const first = await go();
+      expect(first).toMatchObject({ status: 'published', rows_loaded: 9 });
+      expect(await served()).not.toContain('5101837');
+      const sources = async (sid: number) => (await fresh.pool.query(`SELECT source FROM etl.snapshots WHERE snapshot_id = $1`, [sid])).rows[0].source;
+      expect((await sources(first.snapshot_id!)).parts).toEqual([expect.objectContaining({ name: 'municipios.json', uri: `${base}/api/v1/localidades/municipios`, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) })]);
+      // The same list again, then written otherwise: keys and items in another order, indented.
+      expect(await go()).toMatchObject({ status: 'unchanged', snapshot_id: first.snapshot_id });
+      answer = () => JSON.stringify([...listed].reverse().map((m) => Object.fromEntries(Object.entries(m).reverse())), null, 2);
+      expect(await go()).toMatchObject({ status: 'unchanged', snapshot_id: first.snapshot_id });
+      // Only the list changes (a new municipality): a new snapshot, with it served.
+      answer = () => JSON.stringify([...listed, NEW]);
+      const second = await go();
+      expect(second).toMatchObject({ status: 'published', rows_loaded: 10 });
+      expect(second.snapshot_id).not.toBe(first.snapshot_id);
+      expect(await served()).toContain('5101837');
+      expect((await quality(second.snapshot_id!, fresh)).facts.lista_oficial).toMatchObject({ municipios: 9, sem_malha: [{ geocodigo: '5101837', nome: 'Boa Esperança do Norte', uf: 'MT' }] });
+      expect(await go()).toMatchObject({ status: 'unchanged', snapshot_id: second.snapshot_id });
+      // The API down, the mesh the same: nothing new was read; the list-joined snapshot stays.
+      answer = () => null;
+      const down = await go();
+      expect(down).toMatchObject({ status: 'unchanged', snapshot_id: second.snapshot_id });
+      expect(down.message).toMatch(/municipios\.json could not be read/);
+      expect(await served()).toContain('5101837');
+    } finally {
+      server.close();
+      await fresh.drop();
+    }
   });
 
   it('a downloaded mesh takes the list from the configured URL; an unreachable list is a note, the mesh still loads', async () => {

@@ -10,10 +10,11 @@ import { pipeline } from 'node:stream/promises';
 import yazl from 'yazl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  ALNUM, buildReceitaMonth, RECEITA_FIXTURE_MONTH, ENTERING_PARTNER, LEAVING_PARTNER, RECEITA_FIXTURE_ROOT, SAMPLES_DIR, SHARED_CPF_PARTNERS, SHARED_MASKED_CPF,
+  ALNUM, buildReceitaMonth, RECEITA_FIXTURE_MONTH, ENTERING_PARTNER, LEAVING_PARTNER, RECEITA_FIXTURE_ROOT, SAMPLES_DIR, SHARED_CPF_PARTNERS, SHARED_MASKED_CPF, sampleLines, writeZip,
 } from '../fixtures/receita-cnpj.ts';
 import { ibgeMunicipios } from '../pipelines/ibge-municipios/index.ts';
 import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
+import { datesBound, referenceDate } from '../pipelines/receita-cnpj/reference-date.ts';
 import { RELATIONS } from '../pipelines/receita-cnpj/relations.ts';
 import { cnpjCheckDigits, isValidCnpj } from '../src/documents.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
@@ -342,7 +343,7 @@ describe('receita-cnpj: CPFs in trade names and other served names', () => {
     expect(JSON.stringify(row[0].extra)).toContain('20990101');
     const quality = (await fresh.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0].quality;
     expect(quality.facts.dates.implausible).toEqual({ data_entrada_sociedade: 1 });
-    expect(quality.facts.notes.join('\n')).toMatch(/dates before 1800 or after the month's last day \d{4}-\d{2}-\d{2} loaded as NULL \(text kept in extra\): \{"data_entrada_sociedade":1\}/);
+    expect(quality.facts.notes.join('\n')).toMatch(/dates before 1800 or after the reference date of the member names \(D61011\) 2026-10-11 loaded as NULL \(text kept in extra\): \{"data_entrada_sociedade":1\}/);
   });
 
   it('no served name field of a company, establishment or partner holds an 11-digit run', async () => {
@@ -354,6 +355,78 @@ describe('receita-cnpj: CPFs in trade names and other served names', () => {
     const p = (await fresh.pool.query(`SELECT nome_socio FROM serving.cnpj_socios WHERE cnpj_basico = $1 AND identificador_de_socio = '1'`, [meis[0][0]])).rows;
     expect(p.map((r) => r.nome_socio)).toContain(/^(.*\D) \d{11}$/.exec(meis[1][1])![1]);
   });
+});
+
+describe("receita-cnpj: dates after the month's reference date (the D<YMMDD> of its member names, SOURCES §10.2)", () => {
+  // Partners of a real sample company who entered on, before and after the reference date
+  // 2026-10-11 (D61011) of fixture month 2026-10: the month's data cannot hold a later date.
+  const basico = sample('EMPRECSV.csv')[0][0];
+  const q1 = (f: string[]) => f.map((x) => `"${x}"`).join(';');
+  const partner = (name: string, entered: string) => q1([basico, '2', name, '***123456**', '49', entered, '', '***000000**', '', '00', '0']);
+  const PARTNERS = [partner('ANTES DA REFERENCIA', '20261005'), partner('NA REFERENCIA', '20261011'), partner('DEPOIS DA REFERENCIA', '20261020')];
+  const entered = async (t: TestDb) => Object.fromEntries((await t.pool.query(
+    `SELECT nome_socio, data_entrada_sociedade::text AS d, extra FROM "current".cnpj_socios WHERE cnpj_basico = $1 AND nome_socio LIKE '%REFERENCIA'`, [basico],
+  )).rows.map((r) => [r.nome_socio, { d: r.d, extra: r.extra }]));
+  const quality = async (t: TestDb, sid: number) => (await t.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [sid])).rows[0].quality;
+
+  it('reads the code as the latest year with that last digit up to the folder; plausible in the folder month or the month before; the latest wins', () => {
+    expect(referenceDate('D40810', '2024-08')).toBe('2024-08-10');
+    expect(referenceDate('D40731', '2024-08')).toBe('2024-07-31'); // extracted the month before
+    expect(referenceDate('D91231', '2030-01')).toBe('2029-12-31'); // across a decade
+    expect(referenceDate('D40630', '2024-08')).toBeNull(); // two months before
+    expect(referenceDate('D40901', '2024-08')).toBeNull(); // after the folder's month
+    expect(referenceDate('D50810', '2024-08')).toBeNull(); // 2015
+    expect(referenceDate('D40231', '2024-02')).toBeNull(); // no calendar date
+    const members = ['K3241.K03200Y0.D40810.EMPRECSV', 'F.K03200$W.SIMPLES.CSV.D40812', 'F.K03200$Z.D40810.CNAECSV', 'LEIAME.TXT'];
+    expect(datesBound(members, '2024-08', '2024-08-01')).toEqual({ data: '2024-08-12', origem: 'data_de_referencia', referencias: ['2024-08-10', '2024-08-12'], recusadas: [] });
+    // A forced earlier --as-of keeps its own bound (the last day of its month).
+    expect(datesBound(members, '2024-08', '2024-07-01')).toMatchObject({ data: '2024-07-31', origem: 'fim_do_mes' });
+    expect(datesBound(['LEIAME.TXT'], '2024-08', '2024-08-01')).toEqual({ data: '2024-08-31', origem: 'fim_do_mes', referencias: [], recusadas: [] });
+  });
+
+  it('a date after the reference date, within the month, is NULL with its text kept and counted; one on or before it is kept; members that disagree: the latest', async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-reference-'));
+    const fresh = await testDatabase();
+    try {
+      await buildReceitaMonth(root, RECEITA_FIXTURE_MONTH, 'base', { SOCIOCSV: PARTNERS });
+      // One lookup extracted two days earlier (D61009): the month's bound is still the latest, the 11th.
+      await writeZip(path.join(root, RECEITA_FIXTURE_MONTH, 'Motivos.zip'), 'F.K03200$Z.D61009.MOTICSV', sampleLines('MOTICSV.csv'));
+      const out = await runPipeline({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log }, receitaCnpj, { source: root });
+      expect(out.status).toBe('published');
+      const got = await entered(fresh);
+      expect(got['ANTES DA REFERENCIA'].d).toBe('2026-10-05');
+      expect(got['NA REFERENCIA'].d).toBe('2026-10-11');
+      expect(got['DEPOIS DA REFERENCIA'].d).toBeNull();
+      expect(JSON.stringify(got['DEPOIS DA REFERENCIA'].extra)).toContain('20261020');
+      const qy = await quality(fresh, out.snapshot_id!);
+      expect(qy.facts.dates.implausible).toEqual({ data_entrada_sociedade: 1 });
+      expect(qy.facts.cnpj.limite_datas).toEqual({ data: '2026-10-11', origem: 'data_de_referencia', referencias: ['2026-10-09', '2026-10-11'], recusadas: [] });
+      expect(qy.facts.notes.join('\n')).toContain('dates before 1800 or after the reference date of the member names (D61011) 2026-10-11 loaded as NULL (text kept in extra): {"data_entrada_sociedade":1}');
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+      await fresh.drop();
+    }
+  }, 120_000);
+
+  it('member names without a reference date plausible for the month: the bound stays the month\'s last day, said in the facts and notes', async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-reference-'));
+    const fresh = await testDatabase();
+    try {
+      // D51011 reads as 2025-10-11: a year before folder 2026-10, not this month's extraction.
+      await buildReceitaMonth(root, RECEITA_FIXTURE_MONTH, 'base', { SOCIOCSV: PARTNERS }, 'D51011');
+      const out = await runPipeline({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log }, receitaCnpj, { source: root });
+      expect(out.status).toBe('published');
+      const got = await entered(fresh);
+      expect(got['DEPOIS DA REFERENCIA'].d).toBe('2026-10-20');
+      const qy = await quality(fresh, out.snapshot_id!);
+      expect(qy.facts.dates.implausible ?? {}).toEqual({});
+      expect(qy.facts.cnpj.limite_datas).toEqual({ data: '2026-10-31', origem: 'fim_do_mes', referencias: [], recusadas: ['D51011'] });
+      expect(qy.facts.notes.join('\n')).toContain("no member name gives a reference date plausible for month 2026-10 (D51011 refused): dates are bounded by the month's last day 2026-10-31");
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+      await fresh.drop();
+    }
+  }, 120_000);
 });
 
 describe('receita-cnpj on a small pool', () => {

@@ -5,7 +5,8 @@
 import { defineRelation, type FieldDef } from '../../src/etl/relation.ts';
 import { shapedPipeline } from '../../src/etl/shape.ts';
 import type { QualityFacts } from '../../src/etl/quality.ts';
-import { classifyMesh, keptMunicipalities, meshReport, runLists } from './queries.ts';
+import { listPart } from './official-list.ts';
+import { classifyMesh, keptMunicipalities, meshReport, runList, runLists } from './queries.ts';
 
 /** Kept in `extra` under these names (SOURCES §9.4: "same names lower-cased"). */
 const EXTRA_FIELDS: FieldDef[] = [
@@ -94,6 +95,8 @@ export const ibgeMunicipios = shapedPipeline({
     newest: (names) => [...names].sort((a, b) => meshYear(a)! - meshYear(b)!).at(-1)!,
     releaseDate: (name) => (meshYear(name) ? `${meshYear(name)}-01-01` : null),
   },
+  // The official list joined with the mesh is part of the source: a list-only change loads.
+  sourceParts: async (ctx) => listPart(await runList(ctx)),
   read: { srid: 4674 },
   repairPolygons: true,
   classify: classifyMesh,

@@ -3,10 +3,17 @@ import type pg from 'pg';
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import type { LoadStep, ShapeTables } from '../../src/etl/shape.ts';
 import { fillSql, sqlText, type Sql } from '../../src/sql.ts';
-import { officialList, type OfficialList } from './official-list.ts';
+import { officialList, type NoList, type OfficialList } from './official-list.ts';
 
-/** The official list each run used (its facts report it), or why it had none. */
-export const runLists = new WeakMap<RunContext, OfficialList | { missing: string }>();
+/** The official list each run read in its download stage (the one its source's SHA-256 covers; its facts report it), or why it had none. */
+export const runLists = new WeakMap<RunContext, OfficialList | NoList>();
+
+/** The run's list, read once. */
+export async function runList(ctx: RunContext): Promise<OfficialList | NoList> {
+  let list = runLists.get(ctx);
+  if (!list) runLists.set(ctx, (list = await officialList(ctx)));
+  return list;
+}
 
 /**
  * Creates t.classified: why each staged mesh feature is kept or not, with its geometry
@@ -15,8 +22,7 @@ export const runLists = new WeakMap<RunContext, OfficialList | { missing: string
  * as rows without geometry (counted as read: they are rows of the source's list).
  */
 export async function classifyMesh({ client, t, ctx, staged }: LoadStep): Promise<void> {
-  const list = await officialList(ctx);
-  runLists.set(ctx, list);
+  const list = await runList(ctx);
   let oficial = sqlText('etl.ibge_is_municipio(x.code)');
   if ('municipios' in list) {
     const table = t.aux('oficial');

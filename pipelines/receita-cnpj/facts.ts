@@ -5,6 +5,7 @@ import { addCounts, type GateFailure, type QualityFacts } from '../../src/etl/qu
 import type { RelationRead } from '../../src/etl/shape-stream.ts';
 import type { CsvSinkStats } from '../../src/etl/zip-csv-stream.ts';
 import type { CompanyFacts, EstablishmentFacts, PartnerFacts } from './queries.ts';
+import type { DatesBound } from './reference-date.ts';
 import type { CnpjRelation } from './relations.ts';
 import type { TransformCounts } from './transform.ts';
 
@@ -31,6 +32,8 @@ export interface FamilyFacts {
 /** Pipeline-specific facts (report JSON `cnpj`). */
 export interface CnpjFacts {
   mes: string;
+  /** The last plausible date of the month's records and where it came from (its member names' reference date, else the month's last day). */
+  limite_datas: DatesBound;
   familias: Record<string, FamilyFacts>;
   contagens: Record<string, number>;
   anterior: { snapshot_id: number; contagens: Record<string, number> } | null;
@@ -94,6 +97,10 @@ export function gateFailures(c: CnpjFacts): GateFailure[] {
 export function cnpjNotes(facts: QualityFacts, c: CnpjFacts): void {
   const n = facts.notes;
   n.push(`month ${c.mes}: ${c.contagens.empresas} companies, ${c.contagens.estabelecimentos} establishments, ${c.contagens.socios} partners, ${c.contagens.simples} Simples rows`);
+  const b = c.limite_datas;
+  const refused = b.recusadas.length ? ` (${b.recusadas.join(', ')} refused)` : '';
+  if (b.origem === 'fim_do_mes') n.push(`no member name gives a reference date plausible for month ${c.mes}${refused}: dates are bounded by the month's last day ${b.data}`);
+  else if (refused) n.push(`reference dates of member names not plausible for month ${c.mes}${refused}: the bound is ${b.data}`);
   for (const [fam, f] of Object.entries(c.familias)) {
     if (f.malformadas) n.push(`${fam}: ${f.malformadas} malformed rows (wrong field count) rejected, e.g. ${f.amostras_malformadas.slice(0, 5).map((s) => `${s.member} record ${s.record} (${s.fields} fields)`).join(', ')}`);
     if (f.aspas_soltas) n.push(`${fam}: ${f.aspas_soltas} quotes inside quoted fields kept as text`);
@@ -127,6 +134,7 @@ export interface MonthFactsInput {
   tables: TableFacts;
   municipios: CnpjFacts['municipios'];
   previous: SnapshotRow | null;
+  datesBound: DatesBound;
 }
 
 /** Each family table's facts (queries.ts), queried right after its indexes. */
@@ -149,6 +157,7 @@ export function monthFacts(m: MonthFactsInput): CnpjFacts {
   const prevCounts = (m.previous?.quality as { facts?: { cnpj?: CnpjFacts } } | null)?.facts?.cnpj?.contagens ?? null;
   return {
     mes: m.asOf.slice(0, 7),
+    limite_datas: m.datesBound,
     familias: Object.fromEntries(m.relations.map((rel) => {
       const s = m.read[rel.name];
       return [familyKey(rel), {

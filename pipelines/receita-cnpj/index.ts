@@ -16,6 +16,8 @@
 //                 (a local folder of months through the one picker; WebDAV listed by PROPFIND)
 //   queries.ts    its statements, one typed function each: each family table's facts
 //                 (orphan codes, empty names, repeated keys), queried right after its indexes
+//   reference-date.ts  the month's bound for plausible dates: the reference date of its
+//                 member names (`D40810` → 2024-08-10), else the month's last day
 //   crosswalk.ts  municipalities: Receita's TOM code → IBGE by normalised name + the UF the
 //                 establishments give it (the engine's deferred relation, written last)
 //   facts.ts      the report section `cnpj`, the gate (a month that lost its names or partner
@@ -30,19 +32,18 @@ import { buildCrosswalk, PlaceCounts } from './crosswalk.ts';
 import { noteImplausibleDates } from '../../src/etl/quality.ts';
 import { addTransformCounts, cnpjNotes, familyKey, gateFailures, monthFacts, type CnpjFacts, type TableFacts } from './facts.ts';
 import { fetchMonth, monthOf } from './fetch.ts';
+import { monthDatesBound, referenceCode } from './reference-date.ts';
 import { companyFacts, establishmentFacts, partnerFacts, tableExists, writePartnerListDiff, type LookupTables } from './queries.ts';
 import { EMPRESAS, ESTABELECIMENTOS, FAMILIES, LOOKUPS, MUNICIPIOS, RELATIONS } from './relations.ts';
 import { emptyCounts, lineBuilder } from './transform.ts';
 
-const lastDayOfMonth = (asOf: string) => {
-  const [y, m] = asOf.split('-').map(Number);
-  return new Date(Date.UTC(y, m, 0)).toISOString().slice(0, 10);
-};
-
 /** One month's hooks: the transforms' counters, the establishments' places, each family table's facts. */
-function monthRun({ ctx, target, tables }: StreamStep): StreamRun {
+async function monthRun({ ctx, target, files, tables }: StreamStep): Promise<StreamRun> {
   const sid = target.snapshotId;
-  const latestDate = lastDayOfMonth(target.asOf);
+  // Dates after the month's reference date (its member names' D<YMMDD>) are implausible.
+  const folder = (monthOf(files) ?? target.asOf).slice(0, 7);
+  const bound = await monthDatesBound(files, folder, target.asOf, ctx.cfg.zip);
+  const latestDate = bound.data;
   const counts = emptyCounts();
   const places = new PlaceCounts();
   const tableFacts: Partial<TableFacts> = {};
@@ -72,7 +73,7 @@ function monthRun({ ctx, target, tables }: StreamStep): StreamRun {
       return cw.rows;
     },
     async facts(read, previous) {
-      cnpj = monthFacts({ asOf: target.asOf, relations: RELATIONS, read, counts, tables: tableFacts as TableFacts, municipios: municipios!, previous });
+      cnpj = monthFacts({ asOf: target.asOf, relations: RELATIONS, read, counts, tables: tableFacts as TableFacts, municipios: municipios!, previous, datesBound: bound });
     },
     gate: () => gateFailures(month()),
     async compare(previous) {
@@ -85,7 +86,9 @@ function monthRun({ ctx, target, tables }: StreamStep): StreamRun {
     },
     report(facts) {
       addTransformCounts(facts, counts);
-      noteImplausibleDates(facts, latestDate, "before 1800 or after the month's last day");
+      noteImplausibleDates(facts, latestDate, bound.origem === 'data_de_referencia'
+        ? `before 1800 or after the reference date of the member names (${referenceCode(latestDate)})`
+        : "before 1800 or after the month's last day");
       cnpjNotes(facts, month());
       return { cnpj: month() };
     },

@@ -64,6 +64,16 @@ export interface LoadResult {
   fingerprint: string | null;
 }
 
+/** A part of the source that is not a fetched file (Pipeline.sourceParts). */
+export interface SourcePart {
+  name: string;
+  uri: string;
+  /** SHA-256 of a canonical form (what the load uses, not how it was written or sent); null: it could not be read this run. */
+  sha256: string | null;
+  /** Bytes of that canonical form. */
+  size: number;
+}
+
 export interface Pipeline {
   name: string;
   /** Snapshots are kept per UF (sicar) or nationally. */
@@ -78,6 +88,12 @@ export interface Pipeline {
   fetch(ctx: RunContext): Promise<FetchedFile[]>;
   /** Facts about how the source was obtained (e.g. sicar's route), merged into etl.snapshots.source. */
   sourceInfo?(files: FetchedFile[]): Promise<Record<string, unknown>>;
+  /**
+   * What the load reads besides the files (ibge-municipios: the official list joined with the
+   * mesh), read once in the download stage: part of the source's SHA-256, so that a change in it
+   * alone loads a new snapshot (contract §2), and listed in etl.snapshots.source (`parts`).
+   */
+  sourceParts?(ctx: RunContext, files: FetchedFile[]): Promise<SourcePart[]>;
   /** The publisher's release date when the files carry one (yyyy-mm-dd). */
   releaseDate?(ctx: RunContext, files: FetchedFile[]): Promise<string | null>;
   /** Read, normalise and load into the snapshot tables (indexes and ANALYZE included). */

@@ -108,7 +108,8 @@ export interface QualityReport {
   snapshot_id: number;
   as_of: string;
   generated_at: string;
-  source: { files: { name: string; sha256: string; size: number; uri: string }[]; sha256: string };
+  /** `parts`: what the load read besides the files (Pipeline.sourceParts), its SHA-256 of a canonical form. */
+  source: { files: { name: string; sha256: string; size: number; uri: string }[]; sha256: string; parts?: { name: string; sha256: string; size: number; uri: string }[] };
   counts: { read: number; loaded: number; rejected: number; dropped: number };
   facts: QualityFacts;
   change: ChangeSummary;

@@ -15,7 +15,7 @@ import { maskCpfsDeep } from '../privacy.ts';
 import { progress } from '../progress.ts';
 import * as catalog from './catalog.ts';
 import type { FetchedFile } from './download.ts';
-import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget } from './pipeline.ts';
+import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget, SourcePart } from './pipeline.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { fileDay } from './source-files.ts';
 import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
@@ -57,10 +57,18 @@ export interface RunOutcome {
   error?: { code: string; message: string };
 }
 
-/** Combined checksum of a multi-file source: one line per file, sorted by name. */
-export function sourceChecksum(files: FetchedFile[]): string {
+type ReadPart = SourcePart & { sha256: string };
+
+/** The source's SHA-256: its one file's, else one over a line `name:sha256` per file and part (Pipeline.sourceParts), sorted. */
+export function sourceChecksum(files: { name: string; sha256: string }[]): string {
   const lines = files.map((f) => `${f.name}:${f.sha256}`).sort();
   return files.length === 1 ? files[0].sha256 : crypto.createHash('sha256').update(lines.join('\n')).digest('hex');
+}
+
+/** The checksum of the files a snapshot recorded (etl.snapshots.source.files), its parts left out; null when it recorded none. */
+function recordedFilesChecksum(s: catalog.SnapshotRow): string | null {
+  const recorded = (s.source as { files?: { name: string; sha256: string }[] }).files;
+  return recorded?.length ? sourceChecksum(recorded) : null;
 }
 
 export function reportPath(cfg: Config, snapshotId: number, ext = 'json') {
@@ -296,16 +304,27 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     };
     fs.mkdirSync(workDir, { recursive: true });
 
-    const files = await stage('download', () => pipeline.fetch(ctx), (f) => f.length, (f) => ({ files: f.map((x) => ({ name: x.name, sha256: x.sha256, size: x.size, cached: x.fromCache })) }));
-    const sha = sourceChecksum(files);
+    const { files, parts } = await stage('download', async () => {
+      const fetched = await pipeline.fetch(ctx);
+      return { files: fetched, parts: (await pipeline.sourceParts?.(ctx, fetched)) ?? [] };
+    }, (r) => r.files.length, (r) => ({
+      files: r.files.map((x) => ({ name: x.name, sha256: x.sha256, size: x.size, cached: x.fromCache })),
+      ...(r.parts.length > 0 && { parts: r.parts }),
+    }));
+    const readParts = parts.filter((p): p is ReadPart => p.sha256 !== null);
+    const unread = parts.filter((p) => p.sha256 === null).map((p) => p.name);
+    const sha = sourceChecksum([...files, ...readParts]);
     current = await catalog.currentSnapshot(pool, pipeline.name, scope);
     const kept = options.backfill ? await catalog.snapshotsWithTables(pool, pipeline.name, scope) : current ? [current] : [];
-    const same = kept.find((s) => s.source_sha256 === sha && s.status !== 'blocked');
+    // A part that could not be read this run brings nothing new: then the files alone are
+    // compared with the files a snapshot recorded (its own parts set aside).
+    const filesSha = unread.length ? sourceChecksum(files) : null;
+    const same = kept.find((s) => s.status !== 'blocked' && (s.source_sha256 === sha || (filesSha !== null && recordedFilesChecksum(s) === filesSha)));
     if (same) {
       outcome.status = 'unchanged';
       outcome.snapshot_id = same.snapshot_id;
       outcome.as_of = same.as_of;
-      outcome.message = `source identical to snapshot ${same.snapshot_id} (sha256 ${sha.slice(0, 12)}…)`;
+      outcome.message = `source identical to snapshot ${same.snapshot_id} (sha256 ${sha.slice(0, 12)}…)${unread.length ? `; ${unread.join(', ')} could not be read: the files compared alone` : ''}`;
       await catalog.finishRun(pool, runId, { status: 'unchanged', snapshotId: same.snapshot_id });
       return outcome;
     }
@@ -318,8 +337,13 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     }
     const asOf = options.asOf ?? release ?? todayUtc();
     outcome.as_of = asOf;
-    const source = { files: files.map((f) => ({ name: f.name, sha256: f.sha256, size: f.size, uri: f.sourceUri, etag: f.etag, last_modified: f.lastModified })), sha256: sha, ...(await pipeline.sourceInfo?.(files)) };
-    const reported = { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha };
+    const source = {
+      files: files.map((f) => ({ name: f.name, sha256: f.sha256, size: f.size, uri: f.sourceUri, etag: f.etag, last_modified: f.lastModified })),
+      sha256: sha,
+      ...(readParts.length > 0 && { parts: readParts }),
+      ...(await pipeline.sourceInfo?.(files)),
+    };
+    const reported = { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha, ...(readParts.length > 0 && { parts: readParts }) };
     reportSource = reported;
     snapshotId = await catalog.insertSnapshot(pool, { dataset: pipeline.name, uf, asOf, sourceSha256: sha, source, runId, fingerprint: null });
     outcome.snapshot_id = snapshotId;

@@ -104,8 +104,8 @@ export interface StreamSpec {
   progressMs(cfg: Config): number;
   /** A relation's name in the progress line (default its name). */
   label?(rel: StreamedRelation): string;
-  /** The run's hooks. */
-  begin(step: StreamStep): StreamRun;
+  /** The run's hooks (before any zip is read: e.g. from the files' member names). */
+  begin(step: StreamStep): StreamRun | Promise<StreamRun>;
 }
 
 /** A pipeline on the streamed route (shapedPipeline with `stream`). */
@@ -261,7 +261,7 @@ async function load(ctx: RunContext, spec: StreamedShapeSpec, files: FetchedFile
   const tables = new Map<string, Sql>();
   const progress = new Map<string, { file: string }>(relations.map((r) => [r.name, { file: '' }]));
   const timings: Record<string, LoadTimings> = {};
-  const run = s.begin({ ctx, target, files, tables });
+  const run = await s.begin({ ctx, target, files, tables });
   /** The relation's snapshot table of this run. */
   const tableOf = async (rel: StreamedRelation): Promise<Sql> => {
     const table = tableName(await target.table(rel.name));

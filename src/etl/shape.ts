@@ -106,6 +106,8 @@ export interface ShapeSpec {
   scopedByUf?: boolean;
   /** Overrides the download stage (a source that is not one file in a folder). */
   fetch?: (ctx: RunContext) => Promise<FetchedFile[]>;
+  /** What the load reads besides the file, part of the source's identity (Pipeline.sourceParts). */
+  sourceParts?: Pipeline['sourceParts'];
 }
 
 export type ShapedPipeline = Pipeline & { key: string; spec: ShapeSpec };
@@ -331,6 +333,7 @@ export function shapedPipeline<S>(spec: ShapeSpec | InputsSpec<S> | StreamedShap
     spec,
     overlay: spec.overlay && { idColumn: rel.key, ...spec.overlay, dataset: spec.name, relation: rel.name },
     fetch: (ctx) => (spec.fetch ? spec.fetch(ctx) : fetchFile(ctx, spec)),
+    ...(spec.sourceParts && { sourceParts: spec.sourceParts }),
     releaseDate: async (_ctx, files) => releaseDate(spec, files),
     load: (ctx, files, target) => runPlan(ctx, planOfOne(spec), files, datesUntil(spec, files, target)),
   };
