@@ -13,8 +13,9 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { findPipeline } from '../pipelines/registry.ts';
 import { buildServer, createApiPool, type ApiServer } from '../src/api/server.ts';
 import { startApi } from '../src/cli/api-commands.ts';
+import { runChecks } from '../src/cli/doctor.ts';
 import { loadConfig, type Config } from '../src/config.ts';
-import { EmbeddedCluster, freePort } from '../src/db/cluster.ts';
+import { databaseUrl, EmbeddedCluster, freePort } from '../src/db/cluster.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { createPool } from '../src/db/pool.ts';
 import { runPipeline } from '../src/etl/run.ts';
@@ -161,6 +162,16 @@ test('agro serve reads DATABASE_READ_URL once, at start-up: its API reads the da
   }
 }, 60_000);
 
+test('agro doctor checks DATABASE_READ_URL: a standby of the primary, the primary itself (not a standby), another server', async () => {
+  const env: NodeJS.ProcessEnv = { ...process.env, AGRO_DATA_DIR: dir, DATABASE_URL: primary.url };
+  const replicaCheck = async (readUrl: string) => (await runChecks(loadConfig({ ...env, DATABASE_READ_URL: readUrl }, ROOT))).find((c) => c.name === 'read replica');
+  expect(await replicaCheck(standbyUrl)).toMatchObject({ status: 'ok' });
+  expect(await replicaCheck(primary.url)).toMatchObject({ status: 'warn', detail: expect.stringMatching(/not a standby/) });
+  // the shared test cluster: another server altogether
+  expect(await replicaCheck(databaseUrl(loadConfig()))).toMatchObject({ status: 'fail', detail: expect.stringMatching(/not a replica of the DATABASE_URL server/) });
+  expect((await runChecks(loadConfig({ ...env, DATABASE_READ_URL: '' }, ROOT))).some((c) => c.name === 'read replica')).toBe(false);
+}, 60_000);
+
 test('a standby that stops answering: /v1/health and data requests answer a 503 envelope, keys still work on the primary', async () => {
   const { key } = await createKey(primaryPool, { env: 'live', plan: 'enterprise', name: 'replica-down' });
   asServer('pg_ctl', ['-D', standbyDir, '-w', '-m', 'fast', 'stop']);
@@ -170,6 +181,8 @@ test('a standby that stops answering: /v1/health and data requests answer a 503 
   const r = await call(base, `/v1/car/${GO1}`, { key });
   expect(r.status, r.text).toBe(503);
   expect(r.body.error).toMatchObject({ code: 'upstream_unavailable', message: 'the database is unreachable; retry later' });
+  const doctor = (await runChecks(loadConfig({ ...process.env, AGRO_DATA_DIR: dir, DATABASE_URL: primary.url, DATABASE_READ_URL: standbyUrl }, ROOT))).find((c) => c.name === 'read replica');
+  expect(doctor).toMatchObject({ status: 'fail', detail: expect.stringMatching(/DATABASE_READ_URL is unreachable/) });
   // a bad key is still refused by the primary, not a 503
   expect((await call(base, `/v1/car/${GO1}`, { key: key.slice(0, -1) + (key.endsWith('a') ? 'b' : 'a') })).status).toBe(401);
 }, 120_000);

@@ -108,8 +108,35 @@ async function checkDatabase(cfg: Config): Promise<Check[]> {
   }
 }
 
+/** DATABASE_READ_URL, when set: reachable, a standby, and a standby of DATABASE_URL's server (same system identifier). */
+async function checkReadReplica(cfg: Config): Promise<Check[]> {
+  if (!cfg.databaseReadUrl) return [];
+  const ask = async (url: string) => {
+    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+    await c.connect();
+    try {
+      return (await c.query(`SELECT pg_is_in_recovery() AS standby, (SELECT system_identifier::text FROM pg_control_system()) AS system`)).rows[0] as { standby: boolean; system: string };
+    } finally {
+      await c.end().catch(() => {});
+    }
+  };
+  let replica: { standby: boolean; system: string };
+  try {
+    replica = await ask(cfg.databaseReadUrl);
+  } catch (e) {
+    return [{ name: 'read replica', status: 'fail', detail: `DATABASE_READ_URL is unreachable: ${(e as Error).message}`, fix: 'start the replica, correct DATABASE_READ_URL, or unset it to read from the primary' }];
+  }
+  const primary = await ask(databaseUrl(cfg)).catch(() => null);
+  if (primary && primary.system !== replica.system) {
+    return [{ name: 'read replica', status: 'fail', detail: 'DATABASE_READ_URL is not a replica of the DATABASE_URL server (another system identifier)', fix: 'point DATABASE_READ_URL at a streaming replica of the primary' }];
+  }
+  return replica.standby
+    ? [{ name: 'read replica', status: 'ok', detail: 'DATABASE_READ_URL is a streaming standby of the primary (/v1/health reports its lag)' }]
+    : [{ name: 'read replica', status: 'warn', detail: 'DATABASE_READ_URL is not a standby (it answers as a primary): the API reads there, no lag can be measured', fix: 'point DATABASE_READ_URL at a streaming replica, or unset it' }];
+}
+
 export async function runChecks(cfg: Config): Promise<Check[]> {
-  return [checkNode(), ...(await checkGdal()), checkDisk(cfg), ...(await checkDatabase(cfg))];
+  return [checkNode(), ...(await checkGdal()), checkDisk(cfg), ...(await checkDatabase(cfg)), ...(await checkReadReplica(cfg))];
 }
 
 export async function cmdDoctor(env: Env): Promise<number> {
