@@ -1,6 +1,7 @@
 // The HTTP API reference (agro-data-service-v1), line by line, where no other test held the code
 // to it: parameters the reference gives a default are optional in /v1/openapi.json, the response
-// headers of its Limits and Errors sections are declared there and carried by real answers.
+// headers of its Limits and Errors sections are declared there and carried by real answers, and
+// `include` as clients write it.
 // A real PostGIS loaded with every fixture, the API on loopback.
 import { describe, expect, test } from 'vitest';
 import { createKey } from '../src/platform/keys.ts';
@@ -124,5 +125,26 @@ describe('response headers of the reference (Limits, Errors) and CONTRACT §4', 
     }
     expectEnvelope(limited!, 429, 'rate_limited');
     present(limited!, byNumber['429'].headers!, '429');
+  });
+});
+
+describe('include: "comma-separated extra layers"', () => {
+  test('an empty element (a trailing comma) is no layer, as include= is; a repeated parameter is the same list; an unknown name still 400', async () => {
+    const key = (await createKey(fx.db.pool, { env: 'live', plan: 'enterprise', name: 'ref' })).key;
+    const get = (q: string) => call(fx.api.base, `/v1/car/${GO1}?${q}`, { key });
+    const listed = await get('include=ucs,tis');
+    expect(listed.status).toBe(200);
+    const layers = (b: Record<string, unknown>) => ['embargos', 'ucs', 'tis', 'quilombos', 'zarc'].filter((l) => l in b);
+    expect(layers(listed.body)).toEqual(['ucs', 'tis']);
+    for (const q of ['include=ucs,tis,', 'include=ucs,,tis', 'include=ucs&include=tis', 'include=ucs,tis&include=']) {
+      const r = await get(q);
+      expect(r.status, `${q}: ${r.text.slice(0, 200)}`).toBe(200);
+      expect(layers(r.body), q).toEqual(['ucs', 'tis']);
+    }
+    expect(layers((await get('include=')).body)).toEqual([]);
+    const doc = await call(fx.api.base, '/v1/car/by-document/52998224725?include=tis&include=zarc', { key });
+    expect(doc.status, doc.text.slice(0, 200)).toBe(200);
+    expect(layers(doc.body.results[0])).toEqual(['tis', 'zarc']);
+    for (const q of ['include=ucs&include=nope', 'include=UCS']) expect(expectEnvelope(await get(q), 400, 'invalid_request').message, q).toMatch(/^include: unknown layer/);
   });
 });

@@ -9,7 +9,7 @@ import { checkGeometry, checkGeometryInDb } from '../geometry.ts';
 import { razaoSocialOf } from '../socio/routes.ts';
 import { isoSeconds, round } from '../schemas.ts';
 import { availableDates, pins, resolveContext, type ReadContext } from './context.ts';
-import { layerValues, parseInclude } from './layers.ts';
+import { joinRepeatedInclude, layerValues, parseInclude } from './layers.ts';
 import { ByDocumentSchema, ByGeometrySchema, CarSchema } from './schemas.ts';
 import { carCurrent, carsByGeometry, carsInSnapshots, linksOf, readableSnapshots, type CarRow } from './sql.ts';
 
@@ -46,7 +46,7 @@ function noSnapshotAsOf(ctx: ReadContext, uf: string | null, asOf: string): neve
 
 export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
   return async (app) => {
-    app.get('/car/:numero', { schema: CarSchema }, async (req) => {
+    app.get('/car/:numero', { schema: CarSchema, preValidation: async (req) => joinRepeatedInclude(req) }, async (req) => {
       const pool = deps.dataPool(req);
       const car = req.params.numero.toUpperCase();
       const uf = stateOf(car);
@@ -80,7 +80,7 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       };
     });
 
-    app.get('/car/by-document/:documento', { schema: ByDocumentSchema }, async (req) => {
+    app.get('/car/by-document/:documento', { schema: ByDocumentSchema, preValidation: async (req) => joinRepeatedInclude(req) }, async (req) => {
       const pool = deps.dataPool(req);
       const doc = parseDocument(req.params.documento);
       if (!doc) throw new AgroError('invalid_request', 'documento: not a valid CPF (11 digits) or CNPJ (14 characters): wrong length or check digits');
