@@ -5,7 +5,7 @@
 // A real PostGIS loaded with every fixture, the API on loopback.
 import { describe, expect, test } from 'vitest';
 import { createKey } from '../src/platform/keys.ts';
-import { call, expectEnvelope, fixtureApi, type Reply } from './helpers/api.ts';
+import { call, expectEnvelope, fixtureApi, startApi, type Reply } from './helpers/api.ts';
 
 const fx = fixtureApi();
 const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
@@ -146,5 +146,29 @@ describe('include: "comma-separated extra layers"', () => {
     expect(doc.status, doc.text.slice(0, 200)).toBe(200);
     expect(layers(doc.body.results[0])).toEqual(['tis', 'zarc']);
     for (const q of ['include=ucs&include=nope', 'include=UCS']) expect(expectEnvelope(await get(q), 400, 'invalid_request').message, q).toMatch(/^include: unknown layer/);
+  });
+});
+
+describe('Errors: "500 internal_error: internal error; report with request_id"; "4xx or 5xx do not consume plan quota"', () => {
+  test('a failure the server did not expect (a database function missing after a bad deploy): 500 internal_error, no detail leaked, not billed, in the history', async () => {
+    // a server of its own: fresh connections, no statement prepared before the function goes
+    const api = await startApi(fx.db.cfg, fx.db.url, fx.db);
+    const k = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'ref' });
+    await fx.db.pool.query('ALTER FUNCTION serving.socio_busca_snapshot RENAME TO socio_busca_snapshot_gone');
+    try {
+      const r = await call(api.base, '/v1/socio/search?q=agropecuaria', { key: k.key });
+      const e = expectEnvelope(r, 500, 'internal_error');
+      expect(e.message).toMatch(/request_id/);
+      expect(e.message).not.toMatch(/socio_busca|function|serving|does not exist/i);
+      expect(r.headers.get('x-quota-used')).toBe('0');
+      await api.app.flushHistory();
+      const rows = (await fx.db.pool.query(`SELECT id, status, billable FROM platform.requests WHERE key_id = $1`, [k.id])).rows;
+      expect(rows).toEqual([{ id: e.request_id, status: 500, billable: false }]);
+    } finally {
+      await fx.db.pool.query('ALTER FUNCTION serving.socio_busca_snapshot_gone RENAME TO socio_busca_snapshot');
+      await api.close();
+    }
+    const used = await fx.db.pool.query(`SELECT coalesce(sum(used), 0)::int AS n FROM platform.usage_months WHERE key_id = $1`, [k.id]);
+    expect(used.rows[0].n).toBe(0);
   });
 });
