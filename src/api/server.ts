@@ -200,7 +200,7 @@ export async function buildServer(o: {
     const isPublic = req.routeOptions.config?.public === true || path === '/v1/docs' || path.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
       await authenticate(o.pool, keys, req);
-      if (metering) await admit(admitter, req, reply);
+      if (metering) await admit(admitter, deps.cursors, req, reply);
     }
   });
 

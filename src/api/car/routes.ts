@@ -135,7 +135,7 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       // A CNPJ's holder is Receita's legal name when the month has it: the registry of record,
       // where declared extracts and embargo terms carry abbreviations or old names.
       const receita = doc.tipo === 'cnpj' ? await razaoSocialOf(pool, doc.documento, q.as_of ?? null) : null;
-      const next = rows.length > q.limit ? deps.cursors.encode({ q: fingerprint, s: pins(ctx), k: page[page.length - 1].car }) : null;
+      const next = rows.length > q.limit ? deps.cursors.encode({ q: fingerprint, s: pins(ctx), k: page[page.length - 1].car, m: req.apiKey && Cursors.meterTag(req.apiKey.meter) }) : null;
       return {
         documento: displayDocument(doc.documento, doc.tipo),
         tipo_documento: doc.tipo,
