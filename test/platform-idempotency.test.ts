@@ -72,6 +72,25 @@ describe('Idempotency-Key on POST', () => {
     expect(ran([await post(fx.api.base, k.key, null, { geometry: G }), await post(fx.api.base, k.key, null, { geometry: G })])).toBe(2);
   });
 
+  test('"same body" is the same JSON value: members in another order (a client that serialises its map anew on retry) replay; another value is still 422', async () => {
+    const k = await newKey();
+    const send = (raw: string) => call(fx.api.base, '/v1/car/by-geometry', { key: k.key, raw, headers: { 'content-type': 'application/json', 'idempotency-key': 'order-2' } });
+    const first = await send(JSON.stringify({ geometry: G, min_overlap: 0.1 }));
+    expect(first.status).toBe(200);
+    // the body's members, and the geometry's, written in another order, with other spacing
+    const retry = await send(`{ "min_overlap": 0.1, "geometry": {"coordinates": ${JSON.stringify(G.coordinates)}, "type": "Polygon"} }`);
+    expect(retry.status, retry.text).toBe(200);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(retry.text).toBe(first.text);
+    // omitting a member that has a default is the same request as sending the default
+    const k2 = await newKey();
+    const first2 = await call(fx.api.base, '/v1/car/by-geometry', { key: k2.key, body: { limit: 100, geometry: G }, headers: { 'idempotency-key': 'order-3' } });
+    const retry2 = await call(fx.api.base, '/v1/car/by-geometry', { key: k2.key, body: { geometry: G }, headers: { 'idempotency-key': 'order-3' } });
+    expect([first2.status, retry2.status, retry2.headers.get('idempotent-replayed')]).toEqual([200, 200, 'true']);
+    expect(await billed(k.id)).toBe(1);
+    expectEnvelope(await send(JSON.stringify({ min_overlap: 0.2, geometry: G })), 422, 'idempotency_key_reused');
+  });
+
   test('a replay is free, so the quota does not refuse it: the request that used the last unit, retried, gets its stored answer; a new request is 402', async () => {
     const k = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'idem-quota' }); // 50 a month
     await fx.db.pool.query(`INSERT INTO platform.usage_months (key_id, month, used) VALUES ($1, date_trunc('month', now() AT TIME ZONE 'UTC')::date, 49)`, [k.id]);

@@ -2,6 +2,7 @@
 // a PostGIS loaded with the fixtures: exact counts under concurrency, in one process and in
 // two `agro serve` processes sharing the database.
 import { describe, expect, test } from 'vitest';
+import { Cursors } from '../src/api/cursor.ts';
 import { createKey, rotateKey, type Plan } from '../src/platform/keys.ts';
 import { purgeHistory } from '../src/platform/limits.ts';
 import { usageByDay } from '../src/platform/panel-sql.ts';
@@ -166,6 +167,33 @@ describe('monthly quota', () => {
     await fx.api.app.flushHistory();
     const hist = await q<{ billable: boolean }>(`SELECT billable FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [k.id]);
     expect(hist.map((h) => h.billable)).toEqual([true, true, true, true]);
+  });
+
+  test('a following page is free only to the key its lookup was billed to ("quota per API key"): another key\'s cursor, a shared or a leaked one, is billed; a rotated key goes on free', async () => {
+    const a = await keyOf('starter');
+    const b = await keyOf('starter');
+    const page1 = await call(fx.api.base, `/v1/car/by-document/${JOSE_CPF}?limit=1`, { key: a.key });
+    expect([page1.status, page1.headers.get('x-quota-used')]).toEqual([200, '1']);
+    const next = `/v1/car/by-document/${JOSE_CPF}?limit=1&cursor=${page1.body.next_cursor}`;
+    const borrowed = await call(fx.api.base, next, { key: b.key });
+    expect(borrowed.status).toBe(200);
+    expect(borrowed.body.results).toHaveLength(1); // the page itself is served (a valid cursor of the same query)
+    expect(borrowed.headers.get('x-quota-used')).toBe('1');
+    expect(await usedOf(b.id)).toBe(1);
+    // the key that was billed for the lookup pages on free, and so does its rotated successor
+    expect((await call(fx.api.base, next, { key: a.key })).headers.get('x-quota-used')).toBe('1');
+    const successor = await rotateKey(fx.db.pool, a.id, 1);
+    expect((await call(fx.api.base, next, { key: successor.key.key })).headers.get('x-quota-used')).toBe('1');
+    expect(await usedOf(a.id)).toBe(1);
+    // a cursor issued before cursors named their meter (no `m`) still pages on free
+    const { m, ...legacy } = JSON.parse(Buffer.from(page1.body.next_cursor.split('.')[0], 'base64url').toString());
+    expect(m).toMatch(/^[A-Za-z0-9_-]{16}$/); // a digest of the meter, not the key's id
+    const old = new Cursors(fx.db.cfg.hmacKey).encode(legacy);
+    const oldPage = await call(fx.api.base, `/v1/car/by-document/${JOSE_CPF}?limit=1&cursor=${old}`, { key: b.key });
+    expect([oldPage.status, oldPage.headers.get('x-quota-used')]).toEqual([200, '1']);
+    await fx.api.app.flushHistory();
+    const hist = await q<{ billable: boolean }>(`SELECT billable FROM platform.requests WHERE key_id = $1 ORDER BY seq`, [b.id]);
+    expect(hist.map((h) => h.billable)).toEqual([true, false]);
   });
 
   test('402 quota_exceeded at the limit before any work; thresholds 70/90/100 % queued once each', async () => {

@@ -134,6 +134,11 @@ describe('delivery with retries', () => {
       const at = log.map((a) => a.at.getTime()).reverse();
       expect(at[1] - at[0]).toBe(RETRY.firstDelayMs);
       expect(at[2] - at[1]).toBe(RETRY.firstDelayMs * RETRY.factor);
+      // each attempt is signed at its own time, not the event's: receivers reject timestamps
+      // older than 5 minutes (contract §5), and a retry comes minutes to days later
+      const signedAt = at.map((ms) => String(Math.floor(ms / 1000)));
+      expect(rx.got.map((r) => r.headers['webhook-timestamp'])).toEqual(signedAt);
+      expect(rx.got.map((r) => /^t=(\d+),/.exec(String(r.headers['x-service-signature']))?.[1])).toEqual(signedAt);
     } finally {
       await rx.close();
     }

@@ -20,7 +20,7 @@ export const ErrorResponses = { '4xx': ErrorBody, '5xx': ErrorBody };
 /** The Idempotency-Key header of the POST routes, for the OpenAPI document (checked and applied by src/platform/idempotency.ts). */
 export const IdempotencyHeaders = Type.Object({
   'idempotency-key': Type.Optional(Type.String({
-    description: '1 to 255 printable ASCII characters; kept 24 h per key and path: the same body gets the stored answer (Idempotent-Replayed: true, not billed), another body 422 idempotency_key_reused, while the first runs 409 idempotency_conflict',
+    description: '1 to 255 printable ASCII characters; kept 24 h per key and path: the same body (the same JSON value, members in any order) gets the stored answer (Idempotent-Replayed: true, not billed), another body 422 idempotency_key_reused, while the first runs 409 idempotency_conflict',
   })),
 });
 

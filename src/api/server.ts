@@ -31,7 +31,7 @@ import { envelope, toFailure } from './errors.ts';
 import { rejectNonFinite } from './finite-numbers.ts';
 import { normalizeQueryBooleans } from './query-booleans.ts';
 import { checkLgpdBase, declareLgpdHeader } from './lgpd-base.ts';
-import { OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
+import { completeOpenapi, declareBilling, OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
 import { ApiMetrics, metricsRoutes } from './metrics.ts';
 import { socioRoutes } from './socio/routes.ts';
@@ -207,7 +207,7 @@ export async function buildServer(o: {
     const isPublic = req.routeOptions.config?.public === true || path === '/v1/docs' || path.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
       await authenticate(o.pool, keys, req);
-      if (metering) await admit(admitter, req, reply);
+      if (metering) await admit(admitter, deps.cursors, req, reply);
     }
   });
 
@@ -256,12 +256,14 @@ export async function buildServer(o: {
       tags: [{ name: 'car' }, { name: 'socio' }, { name: 'enriquecimento' }, { name: 'meta' }],
       webhooks: WEBHOOKS as never,
     },
+    transformObject: completeOpenapi as never,
   });
   await app.register(swaggerUi, { routePrefix: '/v1/docs', staticCSP: true, uiConfig: { docExpansion: 'list', deepLinking: false } });
 
   await app.register(
     async (v1) => {
       v1.addHook('onRoute', declareLgpdHeader);
+      v1.addHook('onRoute', declareBilling);
       await v1.register(metaRoutes(deps));
       await v1.register(carRoutes(deps));
       await v1.register(socioRoutes(deps));

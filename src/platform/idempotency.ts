@@ -88,6 +88,22 @@ export async function purgeIdempotency(db: Db): Promise<number> {
  * refused at admission (`refusal`, src/platform/metering.ts) claims nothing: it gets the stored
  * answer of the same body (a replay is free), else the refusal.
  */
+/**
+ * JSON text of a value with every object's members sorted: "same body" is the same JSON value
+ * (RFC 8259: members are unordered), so a client that serialises its map anew on a retry, in
+ * another order, gets its stored answer instead of 422. The body is hashed after validation,
+ * so an omitted member with a default and the default sent are the same request too.
+ */
+export function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+const sha256 = (text: string) => crypto.createHash('sha256').update(text).digest();
+
 export async function idempotencyPreHandler(pool: pg.Pool, req: FastifyRequest, reply: FastifyReply, refusal?: AgroError): Promise<FastifyReply | undefined> {
   const header = req.headers['idempotency-key'];
   if (req.method !== 'POST' || header === undefined || !req.apiKey) {
@@ -96,14 +112,16 @@ export async function idempotencyPreHandler(pool: pg.Pool, req: FastifyRequest, 
   }
   if (typeof header !== 'string' || !IDEM_KEY.test(header)) throw new AgroError('invalid_request', 'Idempotency-Key: 1 to 255 printable ASCII characters');
   const scope: Scope = { keyId: req.apiKey.id, method: req.method, path: req.url.split('?')[0], idemKey: header };
-  const hash = crypto.createHash('sha256').update(JSON.stringify(req.body ?? null)).digest();
+  const hash = sha256(canonicalJson(req.body ?? null));
+  // Rows claimed before canonicalJson hashed the members in the order received (kept 24 h).
+  const sameBody = (h: Buffer) => h.equals(hash) || h.equals(sha256(JSON.stringify(req.body ?? null)));
   const held = refusal ? await heldIdempotency(pool, scope) : await claimIdempotency(pool, scope, hash);
-  if (refusal && !(held?.state === 'done' && held.body_sha256.equals(hash))) throw refusal;
+  if (refusal && !(held?.state === 'done' && sameBody(held.body_sha256))) throw refusal;
   if (!held) {
     req.idempotency = scope;
     return undefined;
   }
-  if (!held.body_sha256.equals(hash)) throw new AgroError('idempotency_key_reused', 'this Idempotency-Key was used with another body in the last 24 h');
+  if (!sameBody(held.body_sha256)) throw new AgroError('idempotency_key_reused', 'this Idempotency-Key was used with another body in the last 24 h');
   if (held.state === 'running') throw new AgroError('idempotency_conflict', 'a request with this Idempotency-Key is still running; retry later');
   reply.code(held.status!).headers({ ...(held.headers ?? {}), 'idempotent-replayed': 'true' });
   return reply.send(held.response);

@@ -6,6 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { LGPD_BASES } from '../api/car/schemas.ts';
+import { Cursors } from '../api/cursor.ts';
 import { AgroError } from '../errors.ts';
 import { maskRequestUrl } from '../privacy.ts';
 import type { HistoryWriter } from './history-writer.ts';
@@ -27,24 +28,28 @@ declare module 'fastify' {
 export const historyPath = (url: string): string => maskRequestUrl(url, 2_000);
 
 /**
- * A following page (with a cursor) of a lookup already counted. Only on a route that pages (its
- * query schema has `cursor`): elsewhere an unknown parameter is ignored, and `?cursor=x` would
- * have made any lookup free.
+ * A following page (with a cursor) of a lookup already counted to this key's meter. Only on a
+ * route that pages (its query schema has `cursor`): elsewhere an unknown parameter is ignored,
+ * and `?cursor=x` would have made any lookup free. A cursor another key's lookup was billed for
+ * (shared, leaked, a sandbox key's) is billed: quota is per key. Cursors issued before they named
+ * their meter page on free.
  */
-function isFollowingPage(req: FastifyRequest): boolean {
+function isFollowingPage(req: FastifyRequest, cursors: Cursors): boolean {
   const schema = req.routeOptions.schema?.querystring as { properties?: Record<string, unknown> } | undefined;
   if (schema?.properties?.cursor === undefined) return false;
   const q = req.query as Record<string, unknown> | undefined;
-  return typeof q?.cursor === 'string' && q.cursor !== '';
+  if (typeof q?.cursor !== 'string' || q.cursor === '') return false;
+  const body = cursors.peek(q.cursor);
+  return body !== null && (body.m === undefined || (req.apiKey !== undefined && body.m === Cursors.meterTag(req.apiKey.meter)));
 }
 
 /** Rate limit then quota, before the route does any work; sets the headers of every authenticated answer. */
-export async function admit(admitter: Admitter, req: FastifyRequest, reply: FastifyReply, nowMs = Date.now()): Promise<void> {
+export async function admit(admitter: Admitter, cursors: Cursors, req: FastifyRequest, reply: FastifyReply, nowMs = Date.now()): Promise<void> {
   const key = req.apiKey!;
   const plan = key.plan as Plan;
   const limits = PLAN_LIMITS[plan];
   const w = windowOf(nowMs);
-  const free = key.env !== 'live' || req.routeOptions.config?.unbilled === true || isFollowingPage(req);
+  const free = key.env !== 'live' || req.routeOptions.config?.unbilled === true || isFollowingPage(req, cursors);
   const a = await admitter.admit({ keyId: key.meter, plan, windowStart: w.windowStart, month: w.month, reserve: !free });
   req.metering = { month: w.month, used: key.env === 'live' ? a.used : 0, free, reserved: a.reserved };
   const remaining = Math.max(0, limits.perMinute - a.n);

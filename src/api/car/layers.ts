@@ -1,6 +1,7 @@
 // The `include` layers of a CAR answer (contract §3) and, for snapshot reads, the overlap
 // fields embargo_ibama and sobreposicao_ucs, all from the precomputed overlap rows of the
 // chosen (CAR snapshot, layer snapshot) pair and the layer snapshot's own attributes.
+import type { FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { AgroError } from '../../errors.ts';
 import { round } from '../schemas.ts';
@@ -11,18 +12,32 @@ import { overlapsOf, snapshotRows, type OverlapRow } from './sql.ts';
 export const INCLUDE_LAYERS = ['embargos', 'ucs', 'tis', 'quilombos', 'zarc'] as const;
 export type IncludeLayer = (typeof INCLUDE_LAYERS)[number];
 
-/** `include=ucs,tis` → ['ucs', 'tis']; an unknown name is a 400 naming it. */
+/**
+ * `include=ucs,tis` → ['ucs', 'tis']; an empty element (`ucs,`, `ucs,,tis`) is no layer, as an
+ * empty `include=` is; an unknown name is a 400 naming it.
+ */
 export function parseInclude(raw: string | undefined): IncludeLayer[] {
-  if (raw === undefined || raw.trim() === '') return [];
+  if (raw === undefined) return [];
   const out: IncludeLayer[] = [];
   for (const part of raw.split(',')) {
     const name = part.trim();
+    if (name === '') continue;
     if (!(INCLUDE_LAYERS as readonly string[]).includes(name)) {
       throw new AgroError('invalid_request', `include: unknown layer "${name.slice(0, 40)}" (known: ${INCLUDE_LAYERS.join(', ')})`);
     }
     if (!out.includes(name as IncludeLayer)) out.push(name as IncludeLayer);
   }
   return out;
+}
+
+/**
+ * preValidation of the routes that take `include`: the list sent as a repeated parameter
+ * (`include=ucs&include=tis`, as Python's requests and many clients write a list) is the
+ * comma-separated one; it was a 400 "must be string".
+ */
+export function joinRepeatedInclude(req: FastifyRequest): void {
+  const q = req.query as Record<string, unknown> | undefined;
+  if (Array.isArray(q?.include) && q.include.every((x) => typeof x === 'string')) q.include = q.include.join(',');
 }
 
 interface OverlapLayerSpec {

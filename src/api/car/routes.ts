@@ -9,7 +9,7 @@ import { checkGeometry, checkGeometryInDb } from '../geometry.ts';
 import { razaoSocialOf } from '../socio/routes.ts';
 import { isoSeconds, round } from '../schemas.ts';
 import { availableDates, pins, resolveContext, type ReadContext } from './context.ts';
-import { layerValues, parseInclude } from './layers.ts';
+import { joinRepeatedInclude, layerValues, parseInclude } from './layers.ts';
 import { ByDocumentSchema, ByGeometrySchema, CarSchema } from './schemas.ts';
 import { carCurrent, carsByGeometry, carsInSnapshots, linksOf, readableSnapshots, type CarRow } from './sql.ts';
 
@@ -46,7 +46,7 @@ function noSnapshotAsOf(ctx: ReadContext, uf: string | null, asOf: string): neve
 
 export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
   return async (app) => {
-    app.get('/car/:numero', { schema: CarSchema }, async (req) => {
+    app.get('/car/:numero', { schema: CarSchema, preValidation: async (req) => joinRepeatedInclude(req) }, async (req) => {
       const pool = deps.dataPool(req);
       const car = req.params.numero.toUpperCase();
       const uf = stateOf(car);
@@ -80,7 +80,7 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       };
     });
 
-    app.get('/car/by-document/:documento', { schema: ByDocumentSchema }, async (req) => {
+    app.get('/car/by-document/:documento', { schema: ByDocumentSchema, preValidation: async (req) => joinRepeatedInclude(req) }, async (req) => {
       const pool = deps.dataPool(req);
       const doc = parseDocument(req.params.documento);
       if (!doc) throw new AgroError('invalid_request', 'documento: not a valid CPF (11 digits) or CNPJ (14 characters): wrong length or check digits');
@@ -135,7 +135,7 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       // A CNPJ's holder is Receita's legal name when the month has it: the registry of record,
       // where declared extracts and embargo terms carry abbreviations or old names.
       const receita = doc.tipo === 'cnpj' ? await razaoSocialOf(pool, doc.documento, q.as_of ?? null) : null;
-      const next = rows.length > q.limit ? deps.cursors.encode({ q: fingerprint, s: pins(ctx), k: page[page.length - 1].car }) : null;
+      const next = rows.length > q.limit ? deps.cursors.encode({ q: fingerprint, s: pins(ctx), k: page[page.length - 1].car, m: req.apiKey && Cursors.meterTag(req.apiKey.meter) }) : null;
       return {
         documento: displayDocument(doc.documento, doc.tipo),
         tipo_documento: doc.tipo,

@@ -84,7 +84,7 @@ export const CarParams = Type.Object({
   numero: Type.String({ pattern: CAR_PATTERN, maxLength: 43, description: 'complete registry number <UF>-<7 digits>-<32 hex>' }),
 });
 
-const IncludeQuery = Type.Optional(Type.String({ description: `comma-separated: ${['embargos', 'ucs', 'tis', 'quilombos', 'zarc'].join(', ')}`, maxLength: 200 }));
+const IncludeQuery = Type.Optional(Type.String({ description: `comma-separated (or the parameter repeated): ${['embargos', 'ucs', 'tis', 'quilombos', 'zarc'].join(', ')}`, maxLength: 200 }));
 const GeometryFlag = Type.Boolean({ default: false, description: 'include the polygon as geometria' });
 const AsOf = Type.Optional(Type.String({ format: 'date', description: 'answer from the snapshot current on that date (greatest as-of ≤ date among kept snapshots)' }));
 
