@@ -77,7 +77,8 @@ const hours = (ms: number) => Math.round(ms / 36e4) / 10;
 async function replicaHealth(deps: ApiDeps, served: PublishedSnapshot[]) {
   const [state, primary] = await Promise.all([replayState(deps.readPool), publishedSnapshots(deps.pool)]);
   const lagBytes = state.in_recovery && state.replay_lsn ? Math.max(0, await walBytesPast(deps.pool, state.replay_lsn)) : null;
-  const lagSeconds = lagBytes === null ? null : lagBytes === 0 ? 0 : Math.max(0, Math.round((state.since_replay_s ?? 0) * 10) / 10);
+  // behind with no commit replayed since the standby started: the age is unknown (null), not 0
+  const lagSeconds = lagBytes === null ? null : lagBytes === 0 ? 0 : state.since_replay_s === null ? null : Math.max(0, Math.round(state.since_replay_s * 10) / 10);
   const key = (s: { dataset: string; uf: string | null }) => `${s.dataset}|${s.uf ?? ''}`;
   const visible = new Map(served.map((s) => [key(s), s.snapshot_id]));
   const pending = primary.filter((s) => visible.get(key(s)) !== s.snapshot_id).map((s) => ({ dataset: s.dataset, uf: s.uf, snapshot_id: s.snapshot_id }));
