@@ -16,9 +16,13 @@ export async function replayState(db: Db): Promise<{ in_recovery: boolean; repla
   return r.rows[0];
 }
 
-/** Bytes of WAL the primary has written past `lsn` (a replica's replay position). */
+/**
+ * Bytes of WAL the primary has produced past `lsn` (a replica's replay position). The insert
+ * position, not the write one: a commit made with synchronous_commit off is visible on the
+ * primary before its WAL is written out, and not yet on any replica.
+ */
 export async function walBytesPast(db: Db, lsn: string): Promise<number> {
-  const r = await db.query('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 AS bytes', [lsn]);
+  const r = await db.query('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8 AS bytes', [lsn]);
   return r.rows[0].bytes;
 }
 
