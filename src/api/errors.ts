@@ -79,6 +79,11 @@ export function toFailure(err: unknown): ApiFailure {
       return { ...fromCatalogue('invalid_request', 'path: a path parameter is too long'), status: 414 };
     case '57014':
       return fromCatalogue('upstream_unavailable', 'the query took longer than the statement timeout; retry later');
+    // A read replica (DATABASE_READ_URL) cancels a query that conflicts with what it replays (a
+    // publish's view swap, retention's DROP TABLE, vacuum): transient, like a serialization failure.
+    case '40001':
+    case '40P01':
+      return fromCatalogue('upstream_unavailable', 'the query was cancelled by a concurrent change to the data (a replica replaying a publish); retry later');
   }
   // Data exceptions (class 22: a value out of range, an unparsable number) can only come from
   // a request value that slipped past validation: the client's, never a 500.
