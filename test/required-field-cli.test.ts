@@ -91,6 +91,10 @@ describe('agro run with a source missing a required column', () => {
     const forcedRun = (await db.pool.query(`SELECT status FROM etl.runs WHERE run_id = $1`, [f.json.run_id])).rows[0];
     expect(forcedRun.status).toBe('blocked');
 
+    // retention ran: of the two tableless blocked snapshots, only the latest is left
+    const blockedLeft = (await db.pool.query(`SELECT snapshot_id FROM etl.snapshots WHERE dataset = 'sicar' AND uf = 'DF' AND status = 'blocked' ORDER BY snapshot_id`)).rows.map((x) => x.snapshot_id);
+    expect(blockedLeft).toEqual([f.json.snapshot_id]);
+
     // nor can the blocked snapshot be published by hand
     const pub = agro('publish', String(f.json.snapshot_id), '--force', '--json');
     expect(pub.code).toBe(3);

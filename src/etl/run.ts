@@ -475,6 +475,8 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     if (err.code === 'required_field_missing') {
       try {
         await blockOnMissingFields(deps, err, { pipeline, outcome, force: !!options.force, snapshotId, current, source: reportSource });
+        // as every blocked run: retention (a source that keeps lacking the column leaves one blocked row, not one a night)
+        if (snapshotId !== null) await applyRetention(pool, pipeline.name, scope, cfg.retention, [snapshotId], publishBudget);
         runLog.warn(outcome.message);
         return outcome;
       } catch (e2) {
