@@ -17,7 +17,7 @@ const Replica = Type.Object({
   reachable: Type.Boolean(),
   in_recovery: Type.Boolean({ description: 'false: DATABASE_READ_URL is not a standby (lag unknown)' }),
   lag_bytes: Nullable(Type.Number({ description: 'WAL the primary has written that the replica has not replayed' })),
-  lag_seconds: Nullable(Type.Number({ description: "0 when it has replayed everything; else the age of the newest commit it has replayed" })),
+  lag_seconds: Type.Number({ description: 'how long the oldest publish not yet visible on the replica has been current on the primary; 0 when every publish is visible' }),
   pending_publishes: Type.Array(SnapshotRef, { description: 'published on the primary, not yet visible on the replica (datasets shows what is served)' }),
 }, { description: 'present when the data is read from a streaming replica (DATABASE_READ_URL)' });
 
@@ -73,16 +73,25 @@ const ts = (d: Date | null) => (d ? isoSeconds(d) : null);
 
 const hours = (ms: number) => Math.round(ms / 36e4) / 10;
 
-/** The replica's position against the primary, and the publishes it has not replayed yet. */
+/**
+ * The replica's position against the primary, and the publishes it has not replayed yet.
+ * lag_seconds is what clients wait for: how long the oldest of those publishes has been
+ * current on the primary (0: every publish is visible). The age of the replica's newest
+ * replayed commit would call a replica one commit behind after a quiet night hours late.
+ */
 async function replicaHealth(deps: ApiDeps, served: PublishedSnapshot[]) {
   const [state, primary] = await Promise.all([replayState(deps.readPool), publishedSnapshots(deps.pool)]);
   const lagBytes = state.in_recovery && state.replay_lsn ? Math.max(0, await walBytesPast(deps.pool, state.replay_lsn)) : null;
-  // behind with no commit replayed since the standby started: the age is unknown (null), not 0
-  const lagSeconds = lagBytes === null ? null : lagBytes === 0 ? 0 : state.since_replay_s === null ? null : Math.max(0, Math.round(state.since_replay_s * 10) / 10);
   const key = (s: { dataset: string; uf: string | null }) => `${s.dataset}|${s.uf ?? ''}`;
   const visible = new Map(served.map((s) => [key(s), s.snapshot_id]));
-  const pending = primary.filter((s) => visible.get(key(s)) !== s.snapshot_id).map((s) => ({ dataset: s.dataset, uf: s.uf, snapshot_id: s.snapshot_id }));
-  return { reachable: true, in_recovery: state.in_recovery, lag_bytes: lagBytes, lag_seconds: lagSeconds, pending_publishes: pending };
+  const pending = primary.filter((s) => visible.get(key(s)) !== s.snapshot_id);
+  const now = Date.now();
+  const waited = pending.map((s) => (s.published_at ? Math.max(0, now - s.published_at.getTime()) : 0));
+  const lagSeconds = waited.length ? Math.round(Math.max(...waited) / 100) / 10 : 0;
+  return {
+    reachable: true, in_recovery: state.in_recovery, lag_bytes: lagBytes, lag_seconds: lagSeconds,
+    pending_publishes: pending.map((s) => ({ dataset: s.dataset, uf: s.uf, snapshot_id: s.snapshot_id })),
+  };
 }
 
 export function metaRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {

@@ -7,12 +7,9 @@ export async function dbPing(db: Db): Promise<void> {
   await db.query('SELECT 1');
 }
 
-/** Where a streaming replica stands: in recovery, the WAL it has replayed, how old its newest replayed commit is. */
-export async function replayState(db: Db): Promise<{ in_recovery: boolean; replay_lsn: string | null; since_replay_s: number | null }> {
-  const r = await db.query(
-    `SELECT pg_is_in_recovery() AS in_recovery, pg_last_wal_replay_lsn()::text AS replay_lsn,
-            extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8 AS since_replay_s`,
-  );
+/** Where a streaming replica stands: in recovery, and the WAL it has replayed. */
+export async function replayState(db: Db): Promise<{ in_recovery: boolean; replay_lsn: string | null }> {
+  const r = await db.query(`SELECT pg_is_in_recovery() AS in_recovery, pg_last_wal_replay_lsn()::text AS replay_lsn`);
   return r.rows[0];
 }
 
