@@ -259,6 +259,25 @@ describe('requests the router or node refuse: the envelope too', () => {
     expect((await call(fx.api.base, '/v1/health')).status).toBe(200);
   });
 
+  test('another method on a path that exists: 405 method_not_allowed with Allow, without a key and unbilled; an unknown path stays 404', async () => {
+    const post = await call(fx.api.base, `/v1/car/${GO1}`, { method: 'POST', body: {} });
+    expect(expectEnvelope(post, 405, 'method_not_allowed').message).toBe(`method not allowed: POST /v1/car/${GO1} (allowed: GET, HEAD)`);
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
+    const del = await call(fx.api.base, '/v1/car/by-geometry', { method: 'DELETE', key });
+    expectEnvelope(del, 405, 'method_not_allowed');
+    // (GET answers there too: as /car/{numero}, the router's parameter route for GET)
+    expect(del.headers.get('allow')).toBe('GET, HEAD, POST');
+    expect(del.headers.get('x-quota-used')).toBeNull();
+    // a static path beside a parameter one: both routes' methods
+    expect((await call(fx.api.base, '/v1/car/history', { method: 'PUT', body: {} })).headers.get('allow')).toBe('GET, HEAD');
+    expect((await call(fx.api.base, '/v1/enriquecimento/territorial', { method: 'GET' })).headers.get('allow')).toBe('POST');
+    // the CPF in a path is masked in the message, as in a 404's
+    const cpf = expectEnvelope(await call(fx.api.base, '/v1/car/by-document/52998224725', { method: 'DELETE' }), 405, 'method_not_allowed');
+    expect(cpf.message).not.toContain('52998224725');
+    expectEnvelope(await call(fx.api.base, '/v1/car', { method: 'POST', body: {} }), 404, 'not_found');
+    expectEnvelope(await call(fx.api.base, '/v1/nada/aqui', { method: 'DELETE' }), 404, 'not_found');
+  });
+
   test('a body that trickles in is cut off with a 408 envelope at the request timeout, authenticated or not', async () => {
     const quick = await startApi({ ...fx.db.cfg, api: { ...fx.db.cfg.api, requestTimeoutMs: 1_000 } }, fx.db.url, fx.db);
     try {

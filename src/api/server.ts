@@ -30,6 +30,7 @@ import { enriquecimentoRoutes } from './enriquecimento/routes.ts';
 import { envelope, toFailure } from './errors.ts';
 import { rejectNonFinite } from './finite-numbers.ts';
 import { normalizeQueryBooleans } from './query-booleans.ts';
+import { AllowedMethods } from './allowed-methods.ts';
 import { checkLgpdBase, declareLgpdHeader } from './lgpd-base.ts';
 import { completeOpenapi, declareBilling, OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
@@ -181,6 +182,9 @@ export async function buildServer(o: {
     // Unknown body fields are an error (a typo must not be silently ignored), not stripped.
     ajv: { customOptions: { allErrors: false, removeAdditional: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  // Every route's path and methods: another method on an existing path is 405 (setNotFoundHandler).
+  const allowed = new AllowedMethods();
+  app.addHook('onRoute', (route) => allowed.add(route));
 
   // Checked keys are cached, invalidated by LISTEN/NOTIFY on any change to a key row.
   const { connectionString, host, port, user, password, database, ssl } = o.pool.options;
@@ -242,9 +246,17 @@ export async function buildServer(o: {
   app.setErrorHandler(async (err, req, reply: FastifyReply) => sendFailure(err, req, reply));
 
   app.setNotFoundHandler(async (req, reply) => {
-    reply.code(404).type('application/json; charset=utf-8');
-    const path = maskRequestUrl(req.url.split('?')[0], 81);
-    return envelope({ code: 'not_found', message: `not found: no route ${req.method} ${path.length > 80 ? path.slice(0, 80) + '…' : path}` }, req.id);
+    reply.type('application/json; charset=utf-8');
+    const raw = req.url.split('?')[0];
+    const path = maskRequestUrl(raw, 81);
+    const shown = path.length > 80 ? path.slice(0, 80) + '…' : path;
+    const allow = allowed.of(raw);
+    if (allow.length) {
+      reply.code(405).header('allow', allow.join(', '));
+      return envelope({ code: 'method_not_allowed', message: `method not allowed: ${req.method} ${shown} (allowed: ${allow.join(', ')})` }, req.id);
+    }
+    reply.code(404);
+    return envelope({ code: 'not_found', message: `not found: no route ${req.method} ${shown}` }, req.id);
   });
 
   await app.register(swagger, {
