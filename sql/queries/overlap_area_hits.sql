@@ -9,6 +9,11 @@
 -- features (≤ 256 vertices: one overlay). A property crossing the border of a large
 -- feature keeps ha NULL and its geometry: step 2 cuts that feature, step 3 sums the
 -- overlay with the pieces near the property.
+-- A property inside the feature (most pairs of a municipality, an indigenous land) needs one
+-- prepared test, ST_Covers, not ST_Intersects as well: covers is asked first (fenced, so it is
+-- computed once a pair) and intersects only when it says no (the hits statement 15–20 %
+-- faster on bench/overlaps' municipalities and indigenous lands, same rows; ~2 % of the whole
+-- derive stage, within its run-to-run spread).
 -- The features' subquery is fenced (OFFSET 0): pulled up into the join, its columns
 -- (GeometryType, ST_NPoints) were evaluated per joined row, each time detoasting the
 -- feature (a municipality or an indigenous land is tens of kB to MBs compressed).
@@ -23,10 +28,11 @@ FROM (
   WHERE l.geom && (SELECT ST_SetSRID(ST_Extent(c.geom)::geometry, 4326) FROM {{car}} c) AND {{filter}} AND ({{part}})
   OFFSET 0
 ) f
-CROSS JOIN LATERAL (SELECT c.car, c.uf, c.area_calculada_ha, c.geom FROM {{car}} c
-                    WHERE c.geom && f.geom AND ST_Intersects(f.geom, c.geom)) c
+CROSS JOIN LATERAL (SELECT c.car, c.uf, c.area_calculada_ha, c.geom, ST_Covers(f.geom, c.geom) AS covered FROM {{car}} c
+                    WHERE c.geom && f.geom OFFSET 0) c
 CROSS JOIN LATERAL (SELECT CASE WHEN f.is_point THEN 0
-                                WHEN ST_Covers(f.geom, c.geom) THEN c.area_calculada_ha
+                                WHEN c.covered THEN c.area_calculada_ha
                                 WHEN NOT f.small THEN NULL
                                 WHEN ST_CoveredBy(f.geom, c.geom) THEN etl.area_ha(f.geom)
                                 ELSE etl.area_ha(ST_Intersection(c.geom, f.geom)) END AS ha) x
+WHERE c.covered OR ST_Intersects(f.geom, c.geom)
