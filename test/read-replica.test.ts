@@ -3,10 +3,7 @@
 // reading live data from the standby while keys, metering and history stay on the primary,
 // and /v1/health reporting the standby's lag and the publishes it has not replayed yet. Replay
 // is paused on the standby to hold it behind a publish, then resumed.
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -15,24 +12,22 @@ import { buildServer, createApiPool, type ApiServer } from '../src/api/server.ts
 import { startApi } from '../src/cli/api-commands.ts';
 import { runChecks } from '../src/cli/doctor.ts';
 import { loadConfig, type Config } from '../src/config.ts';
-import { databaseUrl, EmbeddedCluster, freePort } from '../src/db/cluster.ts';
+import { databaseUrl } from '../src/db/cluster.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { createPool } from '../src/db/pool.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { createLogger } from '../src/log.ts';
 import { createKey } from '../src/platform/keys.ts';
 import { call } from './helpers/api.ts';
+import { startReplicaPair, type ReplicaPair } from './helpers/replica.ts';
 
-const BIN = '/usr/lib/postgresql/15/bin';
 const ROOT = path.resolve(__dirname, '..');
 const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
-const asServer = (bin: string, args: string[]) =>
-  process.getuid?.() === 0 ? execFileSync('runuser', ['-u', 'postgres', '--', path.join(BIN, bin), ...args], { cwd: '/', stdio: 'pipe' }) : execFileSync(path.join(BIN, bin), args, { stdio: 'pipe' });
 
+let pair: ReplicaPair;
 let dir: string;
 let cfg: Config;
-let primary: EmbeddedCluster;
-let standbyDir: string;
+let primary: ReplicaPair['primary'];
 let standbyUrl: string;
 let primaryPool: pg.Pool;
 let standbyAdmin: pg.Pool;
@@ -43,23 +38,11 @@ let base: string;
 const log = createLogger('silent');
 
 beforeAll(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-replica-'));
-  const env: NodeJS.ProcessEnv = { ...process.env, AGRO_DATA_DIR: dir, AGRO_DB_PORT: String(await freePort()) };
-  delete env.DATABASE_URL;
-  cfg = loadConfig(env, ROOT);
-  primary = new EmbeddedCluster(cfg);
-  await primary.start();
-  primaryPool = createPool(primary.url, 4);
-  await migrate(primaryPool);
-
-  // The standby: a base backup of the primary with its recovery settings (-R), on its own port.
-  standbyDir = path.join(dir, 'standby');
-  fs.mkdirSync(standbyDir, { mode: 0o700 });
-  if (process.getuid?.() === 0) execFileSync('chown', ['postgres:postgres', standbyDir]);
-  asServer('pg_basebackup', ['-D', standbyDir, '-R', '-X', 'stream', '-c', 'fast', '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'agro']);
-  const port = await freePort();
-  asServer('pg_ctl', ['-D', standbyDir, '-l', path.join(standbyDir, 'standby.log'), '-w', '-t', '120', '-o', `-p ${port} -k ${standbyDir} -c listen_addresses=127.0.0.1`, 'start']);
-  standbyUrl = `postgres://agro@127.0.0.1:${port}/agro`;
+  pair = await startReplicaPair({ prefix: 'agro-replica-', prepare: async (p) => {
+    primaryPool = createPool(p.url, 4);
+    await migrate(primaryPool);
+  } });
+  ({ dir, cfg, primary, standbyUrl } = pair);
   standbyAdmin = createPool(standbyUrl, 2);
 
   apiPool = createApiPool(cfg, primary.url);
@@ -72,13 +55,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await app?.close();
   await Promise.all([apiPool, readPool, primaryPool, standbyAdmin].map((p) => p?.end()));
-  try {
-    asServer('pg_ctl', ['-D', standbyDir, '-w', '-m', 'immediate', 'stop']);
-  } catch {
-    /* not started */
-  }
-  await primary?.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
+  await pair?.close();
 }, 120_000);
 
 async function health() {
@@ -180,7 +157,7 @@ test('agro doctor checks DATABASE_READ_URL: a standby of the primary, the primar
 
 test('a standby that stops answering: /v1/health and data requests answer a 503 envelope, keys still work on the primary', async () => {
   const { key } = await createKey(primaryPool, { env: 'live', plan: 'enterprise', name: 'replica-down' });
-  asServer('pg_ctl', ['-D', standbyDir, '-w', '-m', 'fast', 'stop']);
+  pair.stopStandby();
   const h = await call(base, '/v1/health');
   expect(h.status, h.text).toBe(503);
   expect(h.body.error).toMatchObject({ code: 'upstream_unavailable', message: 'the database is unreachable; retry later' });

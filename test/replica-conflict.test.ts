@@ -5,54 +5,26 @@
 // max_standby_streaming_delay behind (a nightly load's WAL). With DATABASE_READ_URL the API's
 // data queries run there: that cancellation is transient, a 503 upstream_unavailable with
 // Retry-After (contract §4), not a 500 internal_error logged as a bug.
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { toFailure } from '../src/api/errors.ts';
-import { loadConfig } from '../src/config.ts';
-import { EmbeddedCluster, freePort } from '../src/db/cluster.ts';
 import { createPool } from '../src/db/pool.ts';
+import { startReplicaPair, type ReplicaPair } from './helpers/replica.ts';
 
-const BIN = '/usr/lib/postgresql/15/bin';
-const ROOT = path.resolve(__dirname, '..');
-const asServer = (bin: string, args: string[]) =>
-  process.getuid?.() === 0 ? execFileSync('runuser', ['-u', 'postgres', '--', path.join(BIN, bin), ...args], { cwd: '/', stdio: 'pipe' }) : execFileSync(path.join(BIN, bin), args, { stdio: 'pipe' });
-
-let dir: string;
-let primary: EmbeddedCluster;
-let standbyDir: string;
+let pair: ReplicaPair;
 let primaryPool: pg.Pool;
 let standbyPool: pg.Pool;
 
 beforeAll(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-conflict-'));
-  const env: NodeJS.ProcessEnv = { ...process.env, AGRO_DATA_DIR: dir, AGRO_DB_PORT: String(await freePort()) };
-  delete env.DATABASE_URL;
-  primary = new EmbeddedCluster(loadConfig(env, ROOT));
-  await primary.start();
-  primaryPool = createPool(primary.url, 2);
-  standbyDir = path.join(dir, 'standby');
-  fs.mkdirSync(standbyDir, { mode: 0o700 });
-  if (process.getuid?.() === 0) execFileSync('chown', ['postgres:postgres', standbyDir]);
-  asServer('pg_basebackup', ['-D', standbyDir, '-R', '-X', 'stream', '-c', 'fast', '-h', '127.0.0.1', '-p', String(primary.port), '-U', 'agro']);
-  const port = await freePort();
   // delay 0: the standby cancels a conflicting query at once (as it does when replay is already behind)
-  asServer('pg_ctl', ['-D', standbyDir, '-l', path.join(standbyDir, 'standby.log'), '-w', '-t', '120', '-o', `-p ${port} -k ${standbyDir} -c listen_addresses=127.0.0.1 -c max_standby_streaming_delay=0`, 'start']);
-  standbyPool = createPool(`postgres://agro@127.0.0.1:${port}/agro`, 3);
+  pair = await startReplicaPair({ prefix: 'agro-conflict-', standbySettings: ['max_standby_streaming_delay=0'] });
+  primaryPool = createPool(pair.primary.url, 2);
+  standbyPool = createPool(pair.standbyUrl, 3);
 }, 240_000);
 
 afterAll(async () => {
   await Promise.all([primaryPool, standbyPool].map((p) => p?.end()));
-  try {
-    asServer('pg_ctl', ['-D', standbyDir, '-w', '-m', 'immediate', 'stop']);
-  } catch {
-    /* not started */
-  }
-  await primary?.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
+  await pair?.close();
 }, 120_000);
 
 test('a standby query cancelled by a conflict with recovery is a 503 upstream_unavailable with Retry-After, not a 500', async () => {
