@@ -472,20 +472,28 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     if (err.code === 'internal') runLog.error({ err: e }, 'run failed with an unexpected error');
     else if (err.code === 'database_unavailable' || err.code === 'disk_full') runLog.error(err.message);
     if (snapshotId !== null && !keepSnapshot) await discardSnapshotData(pool, snapshotId);
-    if (err.code === 'required_field_missing') {
-      try {
-        await blockOnMissingFields(deps, err, { pipeline, outcome, force: !!options.force, snapshotId, current, source: reportSource });
-        // as every blocked run: retention (a source that keeps lacking the column leaves one blocked row, not one a night)
-        if (snapshotId !== null) await applyRetention(pool, pipeline.name, scope, cfg.retention, [snapshotId], publishBudget);
-        runLog.warn(outcome.message);
-        return outcome;
-      } catch (e2) {
-        // the refusal could not be recorded (database lost, disk full): the run fails as before
-        runLog.error({ err: e2 }, 'could not record the blocked run');
-        delete outcome.gate;
-        delete outcome.message;
-        delete outcome.report;
+    const blocked = err.code === 'required_field_missing' &&
+      (await blockOnMissingFields(deps, err, { pipeline, outcome, force: !!options.force, snapshotId, current, source: reportSource }).then(
+        () => true,
+        (e2) => {
+          // the refusal could not be recorded (database lost, disk full): the run fails as before
+          runLog.error({ err: e2 }, 'could not record the blocked run');
+          delete outcome.gate;
+          delete outcome.message;
+          delete outcome.report;
+          return false;
+        },
+      ));
+    if (blocked) {
+      // as every blocked run: retention (a source that keeps lacking the column leaves one
+      // blocked row, not one a night); the run is recorded blocked already, so a retention that
+      // fails is said, not turned into a failed run
+      if (snapshotId !== null) {
+        await applyRetention(pool, pipeline.name, scope, cfg.retention, [snapshotId], publishBudget).catch((e3) =>
+          runLog.warn({ err: e3 }, 'retention after a blocked run failed; the next run applies it'));
       }
+      runLog.warn(outcome.message);
+      return outcome;
     }
     outcome.status = 'failed';
     outcome.error = { code: err.code, message: err.message };
