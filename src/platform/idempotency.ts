@@ -84,11 +84,6 @@ export async function purgeIdempotency(db: Db): Promise<number> {
 }
 
 /**
- * preHandler (after validation): claim, or answer from the stored row. A request the quota
- * refused at admission (`refusal`, src/platform/metering.ts) claims nothing: it gets the stored
- * answer of the same body (a replay is free), else the refusal.
- */
-/**
  * JSON text of a value with every object's members sorted: "same body" is the same JSON value
  * (RFC 8259: members are unordered), so a client that serialises its map anew on a retry, in
  * another order, gets its stored answer instead of 422. The body is hashed after validation,
@@ -104,6 +99,11 @@ export function canonicalJson(v: unknown): string {
 
 const sha256 = (text: string) => crypto.createHash('sha256').update(text).digest();
 
+/**
+ * preHandler (after validation): claim, or answer from the stored row. A request the quota
+ * refused at admission (`refusal`, src/platform/metering.ts) claims nothing: it gets the stored
+ * answer of the same body (a replay is free), else the refusal.
+ */
 export async function idempotencyPreHandler(pool: pg.Pool, req: FastifyRequest, reply: FastifyReply, refusal?: AgroError): Promise<FastifyReply | undefined> {
   const header = req.headers['idempotency-key'];
   if (req.method !== 'POST' || header === undefined || !req.apiKey) {
