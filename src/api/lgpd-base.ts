@@ -5,6 +5,7 @@ import type { FastifyRequest, RouteOptions } from 'fastify';
 import { Type, type TObject, type TSchema } from 'typebox';
 import { AgroError } from '../errors.ts';
 import { LGPD_BASES } from './car/schemas.ts';
+import { documentedAuthenticated } from './meta/openapi.ts';
 
 export function checkLgpdBase(req: FastifyRequest): void {
   const v = req.headers['x-lgpd-base-legal'];
@@ -22,9 +23,8 @@ const LGPD_HEADER = Type.Optional(Type.String({ enum: [...LGPD_BASES], descripti
  * lists it wherever checkLgpdBase applies.
  */
 export function declareLgpdHeader(route: RouteOptions): void {
-  const config = route.config as { public?: boolean } | undefined;
-  const schema = route.schema as { hide?: boolean; headers?: TObject } | undefined;
-  if (config?.public || !schema || schema.hide) return;
+  if (!documentedAuthenticated(route)) return;
+  const schema = route.schema as { headers?: TObject };
   const props: Record<string, TSchema> = { ...(schema.headers?.properties ?? {}) };
   if (props['x-lgpd-base-legal']) return;
   props['x-lgpd-base-legal'] = LGPD_HEADER;

@@ -69,10 +69,14 @@ export const OPENAPI_INFO = {
  * declares 402 quota_exceeded on those operations only.
  */
 export function declareBilling(route: RouteOptions): void {
-  const config = route.config as { public?: boolean; unbilled?: boolean } | undefined;
+  if (!documentedAuthenticated(route)) return;
+  route.schema = { ...route.schema, 'x-billed': (route.config as { unbilled?: boolean } | undefined)?.unbilled !== true } as RouteOptions['schema'];
+}
+
+/** A route the OpenAPI document shows (a schema, not hidden) and that needs a key (not `config.public`): what the onRoute declarations complete. */
+export function documentedAuthenticated(route: RouteOptions): boolean {
   const schema = route.schema as { hide?: boolean } | undefined;
-  if (config?.public || !schema || schema.hide) return;
-  route.schema = { ...schema, 'x-billed': config?.unbilled !== true } as RouteOptions['schema'];
+  return (route.config as { public?: boolean } | undefined)?.public !== true && !!schema && !schema.hide;
 }
 
 interface Header {
