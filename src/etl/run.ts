@@ -337,13 +337,14 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     }
     const asOf = options.asOf ?? release ?? todayUtc();
     outcome.as_of = asOf;
+    const partsRead = readParts.length > 0 ? { parts: readParts } : {};
     const source = {
       files: files.map((f) => ({ name: f.name, sha256: f.sha256, size: f.size, uri: f.sourceUri, etag: f.etag, last_modified: f.lastModified })),
       sha256: sha,
-      ...(readParts.length > 0 && { parts: readParts }),
+      ...partsRead,
       ...(await pipeline.sourceInfo?.(files)),
     };
-    const reported = { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha, ...(readParts.length > 0 && { parts: readParts }) };
+    const reported = { files: source.files.map(({ name, sha256, size, uri }) => ({ name, sha256, size, uri })), sha256: sha, ...partsRead };
     reportSource = reported;
     snapshotId = await catalog.insertSnapshot(pool, { dataset: pipeline.name, uf, asOf, sourceSha256: sha, source, runId, fingerprint: null });
     outcome.snapshot_id = snapshotId;
