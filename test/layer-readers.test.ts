@@ -158,6 +158,56 @@ describe('CRS identification', () => {
     expect(identifySrid(gdal.SpatialReference.fromEPSG(29193), 'x.shp')).toBe(29193);
   });
 
+  test('layers in different CRSs opened one after another each get their own SRID', async () => {
+    // gdal-async returns a closed layer's SRS wrapper for any new SRS that reuses its address
+    // until the collector drops it: read through `layer.srs`, about one file in twenty took the
+    // CRS of a file opened before it (a FUNAI .prj read as Web Mercator).
+    const layers: [string, number][] = [
+      [await layer(['a'], { encoding: 'utf8', cpg: 'UTF-8', prj: PRJ_WEB_MERCATOR, epsg: 3857 }), 3857],
+      [await layer(['a'], { encoding: 'utf8', cpg: 'UTF-8', prj: PRJ_GEOSERVER_SIRGAS2000 }), 4674],
+      [await layer(['a'], { encoding: 'utf8', cpg: 'UTF-8', prj: PRJ_SIRGAS2000_UTM23S, epsg: 31983 }), 31983],
+      [await layer(['a'], { encoding: 'utf8', cpg: 'UTF-8', prj: PRJ_WGS84 }), 4326],
+    ];
+    const wrong: string[] = [];
+    for (let round = 0; round < 150; round++) {
+      for (const [shp, srid] of layers) {
+        const got = openLayer(shp, { srid: 4674 }).srid;
+        if (got !== srid) wrong.push(`round ${round}: EPSG:${srid} read as ${got}`);
+      }
+      const sad69 = identifySrid(gdal.SpatialReference.fromEPSG(29193), 'x.shp');
+      if (sad69 !== 29193) wrong.push(`round ${round}: EPSG:29193 read as ${sad69}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  test('the CRSs of Brazilian sources, as ArcGIS (ESRI WKT) and as OGC WKT, each read as its own code', async () => {
+    // SIRGAS 2000, SAD69, SAD69(96), WGS 84, Córrego Alegre (1970-72 and 1961): UTM south and
+    // north, the Brazil polyconic and Mercator, and their geographic CRSs.
+    const codes = [31972, 31977, 31985, 29169, 29187, 29195, 5875, 5533, 32618, 32723, 22523, 5538, 5880, 29101, 5530, 5641, 4618, 5527, 4225];
+    const read: Record<string, number | string> = {};
+    for (const code of codes) {
+      for (const flavour of ['esri', 'ogc'] as const) {
+        const srs = gdal.SpatialReference.fromEPSG(code);
+        if (flavour === 'esri') srs.morphToESRI();
+        const shp = await layer(['a'], { encoding: 'utf8', cpg: 'UTF-8', prj: srs.toWKT() });
+        try {
+          read[`${flavour}:${code}`] = openLayer(shp, { srid: 4674 }).srid;
+        } catch (e) {
+          read[`${flavour}:${code}`] = (e as Error).message;
+        }
+      }
+    }
+    expect(read).toEqual(Object.fromEntries(codes.flatMap((c) => [[`esri:${c}`, c], [`ogc:${c}`, c]])));
+  });
+
+  test('a .prj with a byte-order mark and CRLF lines, and a deprecated code, read as GDAL reads them', async () => {
+    const bom = await layer(['a'], { encoding: 'utf8', cpg: 'UTF-8', prj: `\uFEFF${PRJ_SIRGAS2000_UTM23S.replace('GEOGCS', '\r\nGEOGCS')}\r\n`, epsg: 31983 });
+    expect(openLayer(bom, { srid: 4674 })).toMatchObject({ srid: 31983, sridAssumed: false });
+    // EPSG:29183 is the deprecated twin of SAD69 / UTM 23S (29193): the same CRS, the current code.
+    const deprecated = await layer(['a'], { encoding: 'utf8', cpg: 'UTF-8', prj: gdal.SpatialReference.fromEPSG(29183).toWKT() });
+    expect(openLayer(deprecated, { srid: 4674 }).srid).toBe(29193);
+  });
+
   test('a CRS matching no candidate fails, naming its datum', async () => {
     const unknown =
       'GEOGCS["GCS_Local",DATUM["D_Fazenda_Local",SPHEROID["Local_Sphere",6370000.0,0.0]],PRIMEM["Greenwich",0.0],UNIT["Degree",0.0174532925199433]]';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import gdal from 'gdal-async';
 import { AgroError } from '../errors.ts';
 import type { ZipBudget } from './archive.ts';
-import { identifySrid } from './layer-crs.ts';
+import { identifySrid, readPrj } from './layer-crs.ts';
 import { decideEncoding, type EncodingRule } from './layer-encoding.ts';
 
 export interface LayerField {
@@ -123,7 +123,7 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
     }
     try {
       const layer = ds.layers.get(0);
-      const srid = prj ? identifySrid(layer.srs, shp) : null;
+      const srid = prj ? identifySrid(readPrj(prj), shp) : null;
       return {
         file: shp,
         name: path.basename(shp).slice(0, -4),
