@@ -153,19 +153,33 @@ test('bare digits that lost their leading zeros are completed when the check dig
   const cpf = `012345678${cpfCheckDigits('012345678')}`;
   const cnpj = `012345670001${cnpjCheckDigits('012345670001')}`;
   const loaded = IBAMA_TERMS.filter((t) => t.role === 'filler' && /\d/.test(t.row.CPF_CNPJ_EMBARGADO ?? ''));
-  const [a, b, c] = loaded.map((t) => t.id);
+  // CNPJs whose root starts with 000 (old registrations, federal banks and bodies among them)
+  // lose three zeros or more: 11 and 10 digits that are no CPF, padded to a valid CNPJ.
+  const cnpj000 = `000360300001${cnpjCheckDigits('000360300001')}`;
+  const cnpj0000 = `000045670001${cnpjCheckDigits('000045670001')}`;
+  const [a, b, c, d, e, f] = loaded.map((t) => t.id);
   const terms = withCells({
     [a]: { CPF_CNPJ_EMBARGADO: cpf.slice(1) },
     [b]: { CPF_CNPJ_EMBARGADO: cnpj.slice(1) },
-    // Ten digits that are no CPF however padded: kept as written (no type).
+    // Ten digits that are no CPF and no CNPJ however padded: kept as written (no type).
     [c]: { CPF_CNPJ_EMBARGADO: '1234567899' },
+    [d]: { CPF_CNPJ_EMBARGADO: cnpj000.slice(3) },
+    [e]: { CPF_CNPJ_EMBARGADO: cnpj0000.slice(4) },
+    // The same 11 digits formatted as a CPF never went through a number: kept, no type.
+    [f]: { CPF_CNPJ_EMBARGADO: cnpj000.slice(3).replace(/^(\d{3})(\d{3})(\d{3})(\d{2})$/, '$1.$2.$3-$4') },
   });
+  // The premises: neither value is a CPF, padded or as written.
+  expect(cpfCheckDigits(cnpj000.slice(3, 12))).not.toBe(cnpj000.slice(12));
+  expect(cpfCheckDigits(cnpj0000.slice(3, 12))).not.toBe(cnpj0000.slice(12));
   const { out, row } = await loadDocuments('zeros', terms);
   const key = resolveHmacKey(db.cfg).key;
   expect(await row(a)).toMatchObject({ documento: cpf, documento_tipo: 'cpf', documento_hmac: documentHmac(cpf, key) });
   expect(await row(b)).toMatchObject({ documento: cnpj, documento_tipo: 'cnpj', documento_hmac: documentHmac(cnpj, key) });
   expect(await row(c)).toMatchObject({ documento: '1234567899', documento_tipo: null });
+  expect(await row(d)).toMatchObject({ documento: cnpj000, documento_tipo: 'cnpj', documento_hmac: documentHmac(cnpj000, key) });
+  expect(await row(e)).toMatchObject({ documento: cnpj0000, documento_tipo: 'cnpj', documento_hmac: documentHmac(cnpj0000, key) });
+  expect(await row(f)).toMatchObject({ documento: cnpj000.slice(3), documento_tipo: null });
   const q: QualityReport & { facts: { embargos: EmbargoFacts } } = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
-  expect(q.facts.embargos.documentos.zeros_completados).toBe(2);
-  expect(q.facts.notes.join('\n')).toMatch(/2 documents had lost their leading zeros/);
+  expect(q.facts.embargos.documentos.zeros_completados).toBe(4);
+  expect(q.facts.notes.join('\n')).toMatch(/4 documents had lost their leading zeros/);
 });
