@@ -12,7 +12,7 @@ import { REST_RELEASE_DAY, REST_TERMS, restFeatures } from '../fixtures/ibama-re
 import { ibamaEmbargos, type EmbargoFacts } from '../pipelines/ibama-embargos/index.ts';
 import { restValue } from '../pipelines/ibama-embargos/rest-route.ts';
 import { officialRuns } from '../src/cli/main.ts';
-import { isArcgisLayer } from '../src/etl/arcgis.ts';
+import { arcgisRequest, isArcgisLayer, maxRecordCount } from '../src/etl/arcgis.ts';
 import { loadConfig, type Config } from '../src/config.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
@@ -60,6 +60,15 @@ describe('pieces', () => {
     expect(isArcgisLayer('http://127.0.0.1:8080/arcgis/rest/services/x/MapServer/12/')).toBe(true);
     expect(isArcgisLayer('https://dadosabertos.ibama.gov.br/dados/SIFISC/termo_embargo/termo_embargo/termo_embargo.csv')).toBe(false);
     expect(isArcgisLayer('/data/FeatureServer/0')).toBe(false);
+  });
+
+  test('pages of 1000, or of the layer\'s maxRecordCount when smaller or when its metadata says so', () => {
+    const o = { pageSize: 1000, orderBy: 'OBJECTID', outSR: 4674 };
+    expect(arcgisRequest('http://h/x/FeatureServer/0/', { ...o, maxRecordCount: maxRecordCount('{"maxRecordCount":2000}') }).pageSize).toBe(1000);
+    expect(arcgisRequest('http://h/x/FeatureServer/0', { ...o, maxRecordCount: maxRecordCount('{"maxRecordCount":500}') }).pageSize).toBe(500);
+    expect(maxRecordCount('{"error":{"code":499,"message":"Token Required"}}')).toBeNull();
+    expect(maxRecordCount(null)).toBeNull();
+    expect(arcgisRequest('http://h/x/FeatureServer/0/', { ...o, maxRecordCount: null })).toEqual({ endpoint: 'http://h/x/FeatureServer/0', where: '1=1', orderBy: 'OBJECTID', outSR: 4674, pageSize: 1000, srsName: 'EPSG:4674' });
   });
 
   test('epoch-ms dates become their UTC day (DAT_ULT_ALTERACAO its UTC time); other values stay as served', () => {
@@ -239,6 +248,15 @@ describe('(d) the CSV download fails', () => {
     expect(s.quality.facts.embargos.route).toBe('rest');
     expect(s.quality.facts.rest).toMatchObject({ csv_failed: { uri: server.csvUrl, code: 'html_instead_of_archive' } });
     expect(s.quality.facts.notes.find((n) => n.startsWith('route: ArcGIS REST, because the CSV download failed'))).toMatch(/html_instead_of_archive: .*HTML page/);
+  });
+
+  test('when the REST layer fails too, the run fails saying what happened to both', async () => {
+    const server = await serve({}, (hit) => (hit.kind === 'count' ? { kind: 'status', status: 503 } : undefined));
+    const o = await run(cfgWith(freshDir('both-fail'), { AGRO_SOURCE_IBAMA_EMBARGOS: server.csvUrl, AGRO_SOURCE_IBAMA_EMBARGOS_REST: server.endpoint }));
+    expect(o.status).toBe('failed');
+    expect(o.error?.code).toBe('download_failed');
+    expect(o.error?.message).toMatch(/count of .*FeatureServer\/0: HTTP 503 \(3 attempts.*taken because the CSV download failed: .*HTML page/);
+    expect(server.hits.filter((h) => h.kind === 'count')).toHaveLength(3);
   });
 
   test('with the REST route off, the CSV failure is the run\'s failure', async () => {

@@ -29,7 +29,7 @@
 import { isArcgisLayer } from '../../src/etl/arcgis.ts';
 import { readCsvHead } from '../../src/etl/csv-records.ts';
 import { isHttp, type FetchedFile } from '../../src/etl/download.ts';
-import { isAgroError } from '../../src/errors.ts';
+import { AgroError, isAgroError } from '../../src/errors.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import { defineRelation, type FieldDef } from '../../src/etl/relation.ts';
 import { repairInvalidPolygons } from '../../src/etl/repair.ts';
@@ -214,7 +214,13 @@ async function fetchIbama(ctx: RunContext): Promise<FetchedFile[]> {
     const rest = restEndpoint(ctx.cfg.sources);
     if (!isAgroError(e) || !CSV_FAILED.has(e.code) || !rest) throw e;
     ctx.log.warn({ csv: src, code: e.code, reason: e.message, rest }, 'ibama-embargos: the CSV download failed, taking the ArcGIS REST route');
-    return fetchRest(ctx, rest, { uri: src, code: e.code, reason: e.message });
+    try {
+      return await fetchRest(ctx, rest, { uri: src, code: e.code, reason: e.message });
+    } catch (r) {
+      // Both routes failed: the REST failure is the run's, and says what happened to the CSV.
+      if (!isAgroError(r)) throw r;
+      throw new AgroError(r.code, `${r.message} (ArcGIS REST route, taken because the CSV download failed: ${e.message})`, r.details);
+    }
   }
 }
 
