@@ -62,6 +62,11 @@ export interface Config {
   zip: Readonly<ZipLimits>;
   /** SICAR's GeoServer WFS (route B: AREA_IMOVEL without a CAPTCHA); endpoint in sources['sicar-wfs']. */
   sicarWfs: WfsSettings;
+  /**
+   * IBAMA's ArcGIS REST layer (the embargoes' second route, SOURCES.md §3.1): the same paging
+   * machinery and knobs (AGRO_IBAMA_REST_*), modern TLS by default; endpoint in sources['ibama-embargos-rest'].
+   */
+  ibamaRest: WfsSettings;
   /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
   api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number; metricsToken: string | null; requestTimeoutMs: number }>;
   /** Receita CNPJ month downloads (the share's WebDAV URL is sources['receita-cnpj']). */
@@ -98,6 +103,8 @@ export interface WfsSettings {
    * Certificates are always verified; `ca` (a PEM file) pins the chain when the public one fails.
    */
   tls: { minVersion: string; ciphers: string; legacyRenegotiation: boolean; ca: string | null };
+  /** Prefix of these settings' environment variables (named in error messages). */
+  envPrefix: string;
 }
 
 export interface ReceitaCnpjConfig {
@@ -122,6 +129,8 @@ const OFFICIAL_SOURCES: Record<string, string> = {
   'sicar-wfs': 'https://geoserver.car.gov.br/geoserver/sicar/wfs',
   'ibama-embargos':
     'https://dadosabertos.ibama.gov.br/dados/SIFISC/termo_embargo/termo_embargo/termo_embargo.csv',
+  // ArcGIS REST layer, taken when the CSV download fails (SOURCES §3.7); AGRO_SOURCE_IBAMA_EMBARGOS_REST, 'off' turns it off.
+  'ibama-embargos-rest': 'https://pamgia.ibama.gov.br/server/rest/services/01_Publicacoes_Bases/adm_embargos_ibama_a/FeatureServer/0',
   'funai-tis':
     'https://geoserver.funai.gov.br/geoserver/Funai/ows?service=WFS&version=1.0.0&request=GetFeature&typeName=Funai%3Atis_poligonais&maxFeatures=10000&outputFormat=SHAPE-ZIP',
   // Resource ids change with every CNUC release (SOURCES §5.1): the newest shp_cnuc_YYYY_MM.zip is
@@ -193,6 +202,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       ratioFloor: DEFAULT_ZIP_LIMITS.ratioFloor,
     }),
     sicarWfs: Object.freeze(wfsSettings(env)),
+    ibamaRest: Object.freeze(wfsSettings(env, 'AGRO_IBAMA_REST', IBAMA_REST_DEFAULTS)),
     api: Object.freeze({
       statementTimeoutMs: num(env.AGRO_API_STATEMENT_TIMEOUT_MS, 10_000),
       poolSize: num(env.AGRO_API_POOL, 16),
@@ -223,26 +233,50 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
 
 const AXIS_ORDERS = ['auto', 'lon-lat', 'lat-lon'] as const;
 
-function wfsSettings(env: NodeJS.ProcessEnv): WfsSettings {
-  const axis = env.AGRO_SICAR_WFS_AXIS_ORDER || 'auto';
-  if (!(AXIS_ORDERS as readonly string[]).includes(axis)) throw new Error(`AGRO_SICAR_WFS_AXIS_ORDER must be one of ${AXIS_ORDERS.join(', ')}: ${axis}`);
+/** Defaults of one paged service's settings where they differ between services. */
+interface PagedDefaults {
+  pageSize: number;
+  sortBy: string;
+  axisOrder: WfsSettings['axisOrder'];
+  stallTimeoutMs: number;
+  pageTimeoutMs: number;
+  tls: { minVersion: string; ciphers: string; legacyRenegotiation: boolean };
+}
+
+/** SICAR's GeoServer: slow pages (BA/MG/MT), legacy TLS (SOURCES §1.7). */
+const SICAR_WFS_DEFAULTS: PagedDefaults = {
+  pageSize: 5000, sortBy: 'cod_imovel ASC', axisOrder: 'auto', stallTimeoutMs: 300_000, pageTimeoutMs: 1_800_000,
+  tls: { minVersion: 'TLSv1', ciphers: 'DEFAULT:@SECLEVEL=0', legacyRenegotiation: true },
+};
+
+/** IBAMA's ArcGIS server: pages of 1000 (or the layer's maxRecordCount), GeoJSON always lon/lat, Node's TLS defaults. */
+const IBAMA_REST_DEFAULTS: PagedDefaults = {
+  pageSize: 1000, sortBy: 'OBJECTID', axisOrder: 'lon-lat', stallTimeoutMs: 120_000, pageTimeoutMs: 600_000,
+  tls: { minVersion: 'TLSv1.2', ciphers: '', legacyRenegotiation: false },
+};
+
+function wfsSettings(env: NodeJS.ProcessEnv, prefix = 'AGRO_SICAR_WFS', d: PagedDefaults = SICAR_WFS_DEFAULTS): WfsSettings {
+  const v = (name: string) => env[`${prefix}_${name}`];
+  const axis = v('AXIS_ORDER') || d.axisOrder;
+  if (!(AXIS_ORDERS as readonly string[]).includes(axis)) throw new Error(`${prefix}_AXIS_ORDER must be one of ${AXIS_ORDERS.join(', ')}: ${axis}`);
   return {
-    pageSize: Math.max(1, num(env.AGRO_SICAR_WFS_PAGE_SIZE, 5000)),
-    sortBy: env.AGRO_SICAR_WFS_SORT_BY || 'cod_imovel ASC',
-    srsName: env.AGRO_SICAR_WFS_SRS || 'EPSG:4674',
+    pageSize: Math.max(1, num(v('PAGE_SIZE'), d.pageSize)),
+    sortBy: v('SORT_BY') || d.sortBy,
+    srsName: v('SRS') || 'EPSG:4674',
     axisOrder: axis as WfsSettings['axisOrder'],
-    connectTimeoutMs: num(env.AGRO_SICAR_WFS_CONNECT_TIMEOUT_MS, 30_000),
-    stallTimeoutMs: num(env.AGRO_SICAR_WFS_STALL_TIMEOUT_MS, 300_000),
-    pageTimeoutMs: num(env.AGRO_SICAR_WFS_PAGE_TIMEOUT_MS, 1_800_000),
-    retries: Math.max(1, num(env.AGRO_SICAR_WFS_RETRIES, 8)),
-    backoffMs: num(env.AGRO_SICAR_WFS_BACKOFF_MS, 2_000),
-    maxBackoffMs: num(env.AGRO_SICAR_WFS_MAX_BACKOFF_MS, 120_000),
-    resumeMaxAgeMs: num(env.AGRO_SICAR_WFS_RESUME_HOURS, 20) * 3_600_000,
+    connectTimeoutMs: num(v('CONNECT_TIMEOUT_MS'), 30_000),
+    stallTimeoutMs: num(v('STALL_TIMEOUT_MS'), d.stallTimeoutMs),
+    pageTimeoutMs: num(v('PAGE_TIMEOUT_MS'), d.pageTimeoutMs),
+    retries: Math.max(1, num(v('RETRIES'), 8)),
+    backoffMs: num(v('BACKOFF_MS'), 2_000),
+    maxBackoffMs: num(v('MAX_BACKOFF_MS'), 120_000),
+    resumeMaxAgeMs: num(v('RESUME_HOURS'), 20) * 3_600_000,
     tls: Object.freeze({
-      minVersion: env.AGRO_SICAR_WFS_TLS_MIN_VERSION || 'TLSv1',
-      ciphers: env.AGRO_SICAR_WFS_TLS_CIPHERS || 'DEFAULT:@SECLEVEL=0',
-      legacyRenegotiation: (env.AGRO_SICAR_WFS_TLS_LEGACY_RENEGOTIATION ?? '1') !== '0',
-      ca: env.AGRO_SICAR_WFS_TLS_CA || null,
+      minVersion: v('TLS_MIN_VERSION') || d.tls.minVersion,
+      ciphers: v('TLS_CIPHERS') || d.tls.ciphers,
+      legacyRenegotiation: (v('TLS_LEGACY_RENEGOTIATION') ?? (d.tls.legacyRenegotiation ? '1' : '0')) !== '0',
+      ca: v('TLS_CA') || null,
     }),
+    envPrefix: prefix,
   };
 }

@@ -5,8 +5,10 @@
 //   by header through the one CSV reader (src/etl/csv-records.ts: encoding and delimiter
 //   detected); WKT is parsed in SQL, per row, so a bad cell never aborts;
 // - a zip: the `adm_embargo_a` shapefile layout (truncated DBF names, EPSG:4674,
-//   status_tad 'AL' = lavrado, DMS coordinates), or a zip holding the CSV.
-// Both land in the same staging columns (read.csv of the shape, src/etl/shape-csv.ts) and go
+//   status_tad 'AL' = lavrado, DMS coordinates), or a zip holding the CSV;
+// - the ArcGIS REST layer (rest-route.ts): taken when the CSV download fails, or when
+//   --source names a …/FeatureServer/N (or MapServer/N) layer; GeoJSON pages in EPSG:4674.
+// All land in the same staging columns (read.csv of the shape, src/etl/shape-csv.ts) and go
 // through the same SQL: the polygons (WKT parsed, or the shapefile's) repaired row by row,
 // then one typed pass (sql/queries/ibama_typed.sql) that types each term once — key,
 // statuses, document, point vs polygon, verdict and the declared columns — from which the
@@ -24,17 +26,20 @@
 // rejected would trip the 1 % gate on every national load. Documents (CPF/CNPJ) are
 // personal data: they are never logged nor shown in the report's examples; documento_hmac
 // is keyed by configuration.
+import { isArcgisLayer } from '../../src/etl/arcgis.ts';
 import { readCsvHead } from '../../src/etl/csv-records.ts';
-import type { FetchedFile } from '../../src/etl/download.ts';
+import { isHttp, type FetchedFile } from '../../src/etl/download.ts';
+import { AgroError, isAgroError } from '../../src/errors.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import { defineRelation, type FieldDef } from '../../src/etl/relation.ts';
 import { repairInvalidPolygons } from '../../src/etl/repair.ts';
-import { shapedPipeline, type ShapedPipeline } from '../../src/etl/shape.ts';
+import { fetchFile, shapedPipeline, type ShapedPipeline, type ShapeSpec } from '../../src/etl/shape.ts';
 import { sourceByContent } from '../../src/etl/shape-csv.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { typedColumns } from '../../src/etl/sql/typed.ts';
 import { normaliseHeader } from '../../src/etl/header-match.ts';
 import { classifyTerms, createGeoms, termCounts } from './queries.ts';
+import { addRestFacts, fetchRest, isRestManifest, restEndpoint, restReleaseStamp, restSourceInfo, stageRest, type RestStaged } from './rest-route.ts';
 
 /** File names looked for when --source names a folder, in order of preference. */
 export const SOURCE_NAMES = ['termo_embargo.csv', 'termo_de_embargo.csv', 'adm_embargo_a.zip', 'termo_embargo_csv.zip'];
@@ -131,7 +136,8 @@ export const IBAMA_EMBARGOS = defineRelation({
 
 /** What this pipeline adds to the report's facts. */
 export interface EmbargoFacts {
-  route: 'csv' | 'shp';
+  /** csv: the SIFISC CSV (or a zip holding it); shp: the adm_embargo_a shapefile; rest: the ArcGIS REST layer. */
+  route: 'csv' | 'shp' | 'rest';
   poligono: number;
   ponto: number;
   /** Share of loaded terms whose geometry is their point (0..1). */
@@ -189,7 +195,39 @@ export async function csvReleaseStamp(file: string): Promise<string | null> {
 
 const SHAPEFILE_SRID = 4674;
 
-const shaped: ShapedPipeline = shapedPipeline({
+/** What the download layer reports when the CSV could not be had: the REST route is tried instead. */
+const CSV_FAILED = new Set(['download_failed', 'html_instead_of_archive', 'source_not_found', 'corrupt_archive']);
+
+/**
+ * The download stage. --source naming an ArcGIS layer: the REST route. A local file or folder:
+ * read as it is (no fallback: a person chose it). An http(s) CSV (the configured one, which is
+ * what the nightly passes): downloaded, and when that fails the REST layer
+ * (AGRO_SOURCE_IBAMA_EMBARGOS_REST) is downloaded instead, the reason kept for the report.
+ */
+async function fetchIbama(ctx: RunContext): Promise<FetchedFile[]> {
+  const src = ctx.source;
+  if (src && isArcgisLayer(src)) return fetchRest(ctx, src, null);
+  if (!src || !isHttp(src)) return fetchFile(ctx, SPEC);
+  try {
+    return await fetchFile(ctx, SPEC);
+  } catch (e) {
+    const rest = restEndpoint(ctx.cfg.sources);
+    if (!isAgroError(e) || !CSV_FAILED.has(e.code) || !rest) throw e;
+    ctx.log.warn({ csv: src, code: e.code, reason: e.message, rest }, 'ibama-embargos: the CSV download failed, taking the ArcGIS REST route');
+    try {
+      return await fetchRest(ctx, rest, { uri: src, code: e.code, reason: e.message });
+    } catch (r) {
+      // Both routes failed: the REST failure is the run's, and says what happened to the CSV.
+      if (!isAgroError(r)) throw r;
+      throw new AgroError(r.code, `${r.message} (ArcGIS REST route, taken because the CSV download failed: ${e.message})`, r.details);
+    }
+  }
+}
+
+/** The REST route's staged pages, per run, for the facts step. */
+const restLoads = new WeakMap<RunContext, RestStaged>();
+
+const SPEC: ShapeSpec = {
   name: 'ibama-embargos',
   relation: IBAMA_EMBARGOS,
   source: {
@@ -201,6 +239,18 @@ const shaped: ShapedPipeline = shapedPipeline({
   },
   // The SIFISC CSV (';', coordinates and WKT in EPSG:4326) or the adm_embargo_a shapefile zip (SIRGAS 2000), by content.
   read: { srid: SHAPEFILE_SRID, csv: { delimiter: ';', badRows: 'reject', srid: 4326 } },
+  fetch: fetchIbama,
+  // The REST route's pages (GeoJSON, EPSG:4674) into the same staging columns as the shapefile's features.
+  async stage({ ctx, client }, file, table) {
+    if (!isRestManifest(file)) return null;
+    const rest = await stageRest(ctx, client, file, table, IBAMA_EMBARGOS.staging);
+    restLoads.set(ctx, rest);
+    return { layers: [rest.layer], rows: rest.rows, missingOptional: rest.missingOptional, unknown: rest.unknown, replacementChars: rest.replacementChars, fingerprint: rest.fingerprint };
+  },
+  async sourceInfo(files) {
+    if (isRestManifest(files[0])) return restSourceInfo(files[0]);
+    return { route: /\.zip$/i.test(files[0]?.name ?? '') ? 'zip' : 'csv' };
+  },
   typed: true,
   // Terms without any geometry are dropped by design (see the top of this file), as are superseded versions.
   dropped: ['duplicate_key', 'no_geometry'],
@@ -222,7 +272,7 @@ const shaped: ShapedPipeline = shapedPipeline({
     facts.encoding.replacementChars = staged.csv ? c.replacement_chars : staged.replacementChars;
     const unknownStatus = c.status_desconhecido;
     const embargos: EmbargoFacts = {
-      route: staged.csv ? 'csv' : 'shp',
+      route: staged.csv ? 'csv' : restLoads.has(ctx) ? 'rest' : 'shp',
       poligono: c.poligono,
       ponto: c.ponto,
       ponto_share: rowsLoaded ? c.ponto / rowsLoaded : 0,
@@ -248,12 +298,17 @@ const shaped: ShapedPipeline = shapedPipeline({
     if (hmacKey === 'development') facts.notes.push('documento_hmac computed with the development key: set AGRO_HMAC_KEY in production');
     if (staged.csv) facts.notes.push('CSV coordinates and WKT taken as EPSG:4326 (the file declares no CRS)');
     if (facts.fields.unknown.length) facts.notes.push(`unknown columns kept in extra: ${facts.fields.unknown.join(', ')}`);
+    const rest = restLoads.get(ctx);
+    if (rest) await addRestFacts(client, facts, rest, t.stage, rowsLoaded);
     return { embargos };
   },
-});
+};
+
+const shaped: ShapedPipeline = shapedPipeline(SPEC);
 
 /** The release date: the CSV's own stamp (ULTIMA_ATUALIZACAO_RELATORIO), else the download's Last-Modified. */
 async function releaseDate(ctx: RunContext, files: FetchedFile[]): Promise<string | null> {
+  if (isRestManifest(files[0])) return restReleaseStamp(files[0]);
   const source = await sourceByContent(ctx, files[0], SHAPEFILE_SRID);
   if (source.kind === 'csv') {
     const stamp = isoDate(await csvReleaseStamp(source.csv));

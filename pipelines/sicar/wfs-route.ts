@@ -10,7 +10,7 @@ import type { RunContext } from '../../src/etl/pipeline.ts';
 import type { QualityFacts } from '../../src/etl/quality.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import { stageWfsPages, type Bounds, type WfsStageResult } from '../../src/etl/wfs-pages.ts';
-import { WFS_OUTPUT_FORMAT, WFS_VERSION, downloadWfsLayer, isWfsEndpoint, manifestFile, readManifest, type WfsManifest, type WfsRequest } from '../../src/etl/wfs.ts';
+import { WFS_OUTPUT_FORMAT, WFS_VERSION, downloadWfsLayer, isWfsEndpoint, manifestFile, readManifest, wfsProtocol, type WfsManifest, type WfsRequest } from '../../src/etl/wfs.ts';
 
 /** Where every CAR property lies (lon −75…−28, lat −35…+6; SOURCES.md §1.8): decides the WFS axis order. */
 export const BRAZIL_BOUNDS: Bounds = { lon: [-75, -28], lat: [-35, 6] };
@@ -63,7 +63,7 @@ export async function fetchWfsState(ctx: RunContext, endpoint: string): Promise<
     log: (m, extra) => ctx.log.info(extra ?? {}, m),
   });
   ctx.log.info({ layer: request.typeName, numberMatched: d.manifest.numberMatched, pages: d.manifest.pages.length, resumed: d.resumedPages, requested: d.requestedPages.length }, 'wfs download complete');
-  return [await manifestFile(d, `${ctx.scope}_AREA_IMOVEL${MANIFEST_SUFFIX}`)];
+  return [await manifestFile(d, `${ctx.scope}_AREA_IMOVEL${MANIFEST_SUFFIX}`, wfsProtocol(request))];
 }
 
 export interface WfsStaged extends WfsStageResult {

@@ -106,6 +106,10 @@ export interface ShapeSpec {
   scopedByUf?: boolean;
   /** Overrides the download stage (a source that is not one file in a folder). */
   fetch?: (ctx: RunContext) => Promise<FetchedFile[]>;
+  /** Its own stager, for a fetched file that is neither a text nor a zip (e.g. a paged download's manifest); null: read by content. */
+  stage?: (run: RunStep, file: FetchedFile, table: Sql) => Promise<ContentStaged | null>;
+  /** Facts about how the source was obtained (its route), merged into etl.snapshots.source. */
+  sourceInfo?: Pipeline['sourceInfo'];
   /** What the load reads besides the file, part of the source's identity (Pipeline.sourceParts). */
   sourceParts?: Pipeline['sourceParts'];
 }
@@ -200,6 +204,7 @@ function planOfOne(spec: ShapeSpec): Plan {
   const kept = (t: ShapeTables) => (spec.kept ? spec.kept(t) : okRows(t.classified));
   const input: PlanInput = {
     name: spec.name, rel, required: true, files: (all) => all, read: spec.read, personalData: spec.personalData,
+    stage: spec.stage && ((run, files, table) => spec.stage!(run, files[0], table)),
     tables: (ctx) => ({
       stage: tableName(ctx.stagingTable('src')),
       fix: tableName(ctx.stagingTable('fix')),
@@ -333,6 +338,7 @@ export function shapedPipeline<S>(spec: ShapeSpec | InputsSpec<S> | StreamedShap
     spec,
     overlay: spec.overlay && { idColumn: rel.key, ...spec.overlay, dataset: spec.name, relation: rel.name },
     fetch: (ctx) => (spec.fetch ? spec.fetch(ctx) : fetchFile(ctx, spec)),
+    ...(spec.sourceInfo && { sourceInfo: spec.sourceInfo }),
     ...(spec.sourceParts && { sourceParts: spec.sourceParts }),
     releaseDate: async (_ctx, files) => releaseDate(spec, files),
     load: (ctx, files, target) => runPlan(ctx, planOfOne(spec), files, datesUntil(spec, files, target)),

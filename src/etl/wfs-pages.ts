@@ -18,7 +18,7 @@ import { ident } from '../db/pool.ts';
 import { copyLine, copyLines, type CopyValue } from './copy.ts';
 import { createStagingTable, mapFields, schemaFingerprint, type FieldSpec, type StageResult } from './stage-vector.ts';
 import type { VectorLayer } from './vector-reader.ts';
-import type { WfsManifest } from './wfs.ts';
+import type { PagedManifest } from './wfs.ts';
 
 export type AxisOrder = 'lon-lat' | 'lat-lon';
 
@@ -35,6 +35,8 @@ export interface WfsStageOptions {
   layerName: string;
   axisOrder: 'auto' | AxisOrder;
   bounds: Bounds;
+  /** A property's value as staged under its canonical column (e.g. ArcGIS epoch-ms dates as ISO text); default: as served. */
+  value?: (column: string, v: unknown) => unknown;
 }
 
 export interface WfsStageResult extends StageResult {
@@ -213,10 +215,10 @@ const asText = (v: unknown): CopyValue => {
  * field list is the union of the first page's property names (GeoJSON has no schema);
  * required fields are checked on it before a row is written.
  */
-export async function stageWfsPages(client: pg.ClientBase, table: string, manifest: WfsManifest, specs: FieldSpec[], o: WfsStageOptions): Promise<WfsStageResult> {
+export async function stageWfsPages(client: pg.ClientBase, table: string, manifest: PagedManifest<{ srsName: string }>, specs: FieldSpec[], o: WfsStageOptions): Promise<WfsStageResult> {
   const srid = sridOf(manifest.request.srsName);
   const pageFiles = manifest.pages.filter((p) => p.features > 0).map((p) => path.join(o.dir, p.file));
-  if (pageFiles.length === 0) throw new AgroError('source_not_found', `${o.layerName} has no features (numberMatched ${manifest.numberMatched})`);
+  if (pageFiles.length === 0) throw new AgroError('source_not_found', `${o.layerName} has no features (expected count ${manifest.numberMatched})`);
 
   let first: Page | null = await readPage(pageFiles[0]);
   const names = new Set<string>();
@@ -237,6 +239,7 @@ export async function stageWfsPages(client: pg.ClientBase, table: string, manife
   let seq = 0;
   // Source spelling of each canonical column, in column order.
   const sourceOf = specs.map((s) => [...index].find(([, canon]) => canon === s.name)?.[0]);
+  const value = o.value ?? ((_c: string, v: unknown) => v);
   const columns = ['src_seq', 'src_layer', 'src_srid', ...specs.map((s) => s.name), 'extra', 'geom'];
   async function* lines(): AsyncGenerator<string> {
     for (let i = 0; i < pageFiles.length; i++) {
@@ -252,8 +255,8 @@ export async function stageWfsPages(client: pg.ClientBase, table: string, manife
       for (const f of page.features) {
         const props = propsOf(f);
         const row: CopyValue[] = [++seq, o.layerName, srid];
-        for (const src of sourceOf) {
-          const v = src === undefined ? null : asText(props[src]);
+        for (const [k, src] of sourceOf.entries()) {
+          const v = src === undefined ? null : asText(value(specs[k].name, props[src]));
           if (typeof v === 'string' && v.includes('\uFFFD')) replacementChars++;
           row.push(v);
         }

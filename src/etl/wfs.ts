@@ -1,4 +1,7 @@
 // A WFS 2.0 layer downloaded page by page into the raw store (SOURCES.md §1.7, §2.1 route B).
+// The paging machinery (page store, resume, retries, TLS and timeouts) is the one of every
+// paged feature service: `downloadPaged` runs it for a `PagedProtocol` (the WFS one here,
+// ArcGIS REST's in arcgis.ts), which says how to count, ask for and check a page.
 //
 // The expected size comes first (resultType=hits → numberMatched). Pages are GetFeature
 // requests with count/startIndex under a fixed sortBy, so they do not shift between
@@ -42,11 +45,13 @@ export interface WfsPage {
   features: number;
   bytes: number;
   sha256: string;
+  /** The server said more features follow (ArcGIS exceededTransferLimit); WFS pages do not say. */
+  more?: boolean;
 }
 
 /** session.json: the request, the expected count and the pages complete so far. */
-export interface WfsSession {
-  request: WfsRequest;
+export interface PagedSession<R> {
+  request: R;
   numberMatched: number;
   startedAt: string;
   completedAt: string | null;
@@ -54,23 +59,52 @@ export interface WfsSession {
 }
 
 /** The manifest of a complete download: what the load reads and what the checksum covers. */
-export interface WfsManifest {
-  route: 'wfs';
-  request: WfsRequest;
+export interface PagedManifest<R, Route extends string = string> {
+  route: Route;
+  request: R;
+  /** The expected count (WFS numberMatched, ArcGIS returnCountOnly) before the first page. */
   numberMatched: number;
-  /** numberMatched asked again after the last page; differs when the layer changed meanwhile. */
+  /** The count asked again after the last page; differs when the layer changed meanwhile. */
   numberMatchedAfter: number;
   /** Features in the pages (rows read). */
   features: number;
   pages: WfsPage[];
 }
 
-export interface WfsDownload {
-  manifest: WfsManifest;
+export type WfsManifest = PagedManifest<WfsRequest, 'wfs'>;
+
+export interface PagedDownload<M> {
+  manifest: M;
   manifestPath: string;
   /** Pages requested by this call (resumed ones are not). */
   requestedPages: number[];
   resumedPages: number;
+}
+
+export type WfsDownload = PagedDownload<WfsManifest>;
+
+/**
+ * A paged feature service as the download loop sees it. `request` identifies the download
+ * (a stored page is reused only under the same one); the rest says how to ask and check.
+ */
+export interface PagedProtocol<R, Route extends string = string> {
+  route: Route;
+  request: R;
+  /** Names the layer in messages and logs. */
+  what: string;
+  countUrl: string;
+  /** What the count request is called in messages ('hits' for WFS resultType=hits). */
+  countName: string;
+  /** The expected count from the count answer; throws Retryable (try again) or AgroError (give up). */
+  parseCount(text: string): number;
+  pageUrl(offset: number): string;
+  /** Features of a page and whether the server says more follow; throws Retryable for an error or a partial page. */
+  parsePage(buf: Buffer): { features: number; more?: boolean };
+  /** Whether another page is asked after `last` (null: none yet), `next` being the next offset. */
+  continues(last: WfsPage | null, next: number, expected: number): boolean;
+  /** The source URI the manifest file records. */
+  sourceUri: string;
+  contentType: string;
 }
 
 export interface WfsDownloadOptions {
@@ -83,7 +117,7 @@ export interface WfsDownloadOptions {
 }
 
 /** A failure worth another attempt; `gotBytes` says whether the attempt received any body bytes. */
-class Retryable extends Error {
+export class Retryable extends Error {
   /** noAnswer: set when the attempt never reached the server (unreachable-hosts.ts noAnswerCode). */
   constructor(message: string, readonly gotBytes = false, readonly noAnswer?: string) {
     super(message);
@@ -118,6 +152,8 @@ interface Http {
   s: WfsSettings;
   userAgent: string;
   log?: WfsDownloadOptions['log'];
+  /** Names the route in log lines ('wfs retry', 'arcgis retry'). */
+  route: string;
 }
 
 function agentsFor(s: WfsSettings) {
@@ -127,7 +163,7 @@ function agentsFor(s: WfsSettings) {
       keepAlive: true,
       maxSockets: 1,
       minVersion: s.tls.minVersion as SecureVersion,
-      ciphers: s.tls.ciphers,
+      ciphers: s.tls.ciphers || undefined,
       ca: s.tls.ca ? readFileSync(s.tls.ca) : undefined,
       // OpenSSL 3 refuses servers without RFC 5746 secure renegotiation; some gov.br hosts are such.
       secureOptions: s.tls.legacyRenegotiation ? cryptoConstants.SSL_OP_LEGACY_SERVER_CONNECT : undefined,
@@ -164,7 +200,7 @@ function getOnce(h: Http, url: string, sink: string | null): Promise<{ status: n
       }
     });
     req.setTimeout(h.s.stallTimeoutMs, () => fail(new Retryable(`stalled: no data for ${h.s.stallTimeoutMs} ms`, bytes > 0)));
-    req.on('error', (e) => fail(tlsFailure(url, e) ?? e));
+    req.on('error', (e) => fail(tlsFailure(url, e, h.s.envPrefix) ?? e));
     req.on('response', (res) => {
       const status = res.statusCode ?? 0;
       const type = String(res.headers['content-type'] ?? '');
@@ -211,10 +247,10 @@ function getOnce(h: Http, url: string, sink: string | null): Promise<{ status: n
 const CERT_ERRORS = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|HOSTNAME|ALTNAME/;
 
 /** A certificate or handshake failure: no retry will fix it, the settings might. */
-function tlsFailure(url: string, e: NodeJS.ErrnoException): AgroError | null {
+function tlsFailure(url: string, e: NodeJS.ErrnoException, env: string): AgroError | null {
   const code = e.code ?? '';
   if (!CERT_ERRORS.test(code) && code !== 'EPROTO' && !code.startsWith('ERR_SSL_') && !code.startsWith('ERR_TLS_')) return null;
-  return new AgroError('download_failed', `${new URL(url).host}: TLS ${code}: ${e.message.replace(/\s+/g, ' ').trim()} (certificates are always verified: pin the chain with AGRO_SICAR_WFS_TLS_CA, or adjust AGRO_SICAR_WFS_TLS_MIN_VERSION / AGRO_SICAR_WFS_TLS_CIPHERS)`);
+  return new AgroError('download_failed', `${new URL(url).host}: TLS ${code}: ${e.message.replace(/\s+/g, ' ').trim()} (certificates are always verified: pin the chain with ${env}_TLS_CA, or adjust ${env}_TLS_MIN_VERSION / ${env}_TLS_CIPHERS)`);
 }
 
 function backoff(s: WfsSettings, failures: number): number {
@@ -254,7 +290,7 @@ async function withRetries<T>(h: Http, url: string, what: string, attempt: () =>
         throw new AgroError('download_failed', `${what}: ${e.message} (${n} attempt${n === 1 ? '' : 's'}${host.gaveUp()})`);
       }
       const wait = backoff(h.s, Math.max(1, failures));
-      h.log?.('wfs retry', { what, reason: e.message, attempt: n, waitMs: wait });
+      h.log?.(`${h.route} retry`, { what, reason: e.message, attempt: n, waitMs: wait });
       await sleep(wait);
     }
   }
@@ -266,31 +302,44 @@ function httpStatusError(url: string, status: number): Error {
   return new AgroError('download_failed', `${url}: HTTP ${status}`);
 }
 
-/** numberMatched of the layer (resultType=hits). */
-export async function wfsHits(h: Http, r: WfsRequest): Promise<number> {
-  const url = hitsUrl(r);
-  return withRetries(h, url, `hits of ${r.typeName}`, async () => {
+/** The expected count of the layer (WFS resultType=hits, ArcGIS returnCountOnly). */
+async function countOf<R>(h: Http, p: PagedProtocol<R>): Promise<number> {
+  const url = p.countUrl;
+  return withRetries(h, url, `${p.countName} of ${p.what}`, async () => {
     const res = await getOnce(h, url, null);
     if (res.status !== 200) throw httpStatusError(url, res.status);
-    const text = res.body!.toString('utf8');
-    const ex = exceptionText(text.slice(0, 4096));
-    if (ex) {
-      if (/unknown|not find|does not exist|no such/i.test(ex)) throw new AgroError('source_not_found', `${r.typeName}: ${ex}`);
-      throw new Retryable(`server exception: ${ex}`, false);
-    }
-    // WFS 2.0 numberMatched; WFS 1.1 numberOfFeatures; a JSON hits answer as a last resort.
-    const m = /numberMatched"?\s*[=:]\s*"?(\d+)/.exec(text) ?? /numberOfFeatures\s*=\s*"(\d+)"/.exec(text) ?? /"totalFeatures"\s*:\s*(\d+)/.exec(text);
-    // An HTML page from a proxy, or numberMatched="unknown": worth another try, then a clear failure.
-    if (!m) throw new Retryable(`the hits answer carries no numberMatched: ${text.slice(0, 200).replace(/\s+/g, ' ')}`, false);
-    return Number(m[1]);
+    return p.parseCount(res.body!.toString('utf8'));
   });
+}
+
+/** One GET without retries: the body on a 200, else null (optional metadata, e.g. ArcGIS maxRecordCount). */
+async function peek(h: Http, url: string): Promise<string | null> {
+  try {
+    const res = await getOnce(h, url, null);
+    return res.status === 200 ? res.body!.toString('utf8') : null;
+  } catch {
+    return null;
+  }
+}
+
+/** numberMatched of a WFS hits answer. */
+function parseHits(r: WfsRequest, text: string): number {
+  const ex = exceptionText(text.slice(0, 4096));
+  if (ex) {
+    if (/unknown|not find|does not exist|no such/i.test(ex)) throw new AgroError('source_not_found', `${r.typeName}: ${ex}`);
+    throw new Retryable(`server exception: ${ex}`, false);
+  }
+  // WFS 2.0 numberMatched; WFS 1.1 numberOfFeatures; a JSON hits answer as a last resort.
+  const m = /numberMatched"?\s*[=:]\s*"?(\d+)/.exec(text) ?? /numberOfFeatures\s*=\s*"(\d+)"/.exec(text) ?? /"totalFeatures"\s*:\s*(\d+)/.exec(text);
+  // An HTML page from a proxy, or numberMatched="unknown": worth another try, then a clear failure.
+  if (!m) throw new Retryable(`the hits answer carries no numberMatched: ${text.slice(0, 200).replace(/\s+/g, ' ')}`, false);
+  return Number(m[1]);
 }
 
 // ---------- pages ----------
 
-/** Features in a stored page; throws Retryable when it is not a complete FeatureCollection. */
-async function checkPage(file: string): Promise<{ features: number; sha256: string; bytes: number }> {
-  const buf = await readFile(file);
+/** Features in a WFS page; throws Retryable when it is not a complete FeatureCollection. */
+function parseWfsPage(buf: Buffer): { features: number } {
   const head = buf.subarray(0, 4096).toString('utf8').trimStart();
   if (head.startsWith('<')) {
     const ex = exceptionText(head);
@@ -303,45 +352,63 @@ async function checkPage(file: string): Promise<{ features: number; sha256: stri
     throw new Retryable(`the page is not complete JSON: ${(e as Error).message}`, true);
   }
   if (doc?.type !== 'FeatureCollection' || !Array.isArray(doc.features)) throw new Retryable('the page is not a GeoJSON FeatureCollection', true);
-  return { features: doc.features.length, sha256: createHash('sha256').update(buf).digest('hex'), bytes: buf.length };
+  return { features: doc.features.length };
+}
+
+/** The WFS 2.0 protocol: hits, then count/startIndex pages under sortBy until numberMatched (or an empty page). */
+export function wfsProtocol(r: WfsRequest): PagedProtocol<WfsRequest, 'wfs'> {
+  return {
+    route: 'wfs', request: r, what: r.typeName, countUrl: hitsUrl(r), countName: 'hits',
+    parseCount: (text) => parseHits(r, text),
+    pageUrl: (offset) => pageUrl(r, offset),
+    parsePage: parseWfsPage,
+    // An empty page: the layer shrank, the quality gate sees the shortfall.
+    continues: (last, next, expected) => (last === null || last.features > 0) && next < expected,
+    sourceUri: wfsUrl(r, { outputFormat: r.outputFormat, srsName: r.srsName, sortBy: r.sortBy }),
+    contentType: r.outputFormat,
+  };
 }
 
 const pageName = (startIndex: number) => `p${String(startIndex).padStart(10, '0')}.json`;
 
-async function fetchPage(h: Http, r: WfsRequest, dir: string, startIndex: number): Promise<WfsPage> {
+async function fetchPage<R>(h: Http, p: PagedProtocol<R>, dir: string, startIndex: number): Promise<WfsPage> {
   const file = path.join(dir, pageName(startIndex));
   const part = `${file}.part`;
-  const url = pageUrl(r, startIndex);
-  return withRetries(h, url, `page at ${startIndex} of ${r.typeName}`, async () => {
+  const url = p.pageUrl(startIndex);
+  return withRetries(h, url, `page at ${startIndex} of ${p.what}`, async () => {
     try {
       const res = await getOnce(h, url, part);
       if (res.status !== 200) throw httpStatusError(url, res.status);
-      const c = await checkPage(part);
+      const buf = await readFile(part);
+      const c = p.parsePage(buf);
       await rename(part, file);
-      return { file: path.basename(file), startIndex, ...c };
+      return {
+        file: path.basename(file), startIndex, features: c.features, bytes: buf.length, sha256: createHash('sha256').update(buf).digest('hex'),
+        ...(c.more !== undefined && { more: c.more }),
+      };
     } finally {
       await rm(part, { force: true });
     }
   });
 }
 
-async function readSession(file: string): Promise<WfsSession | null> {
+async function readSession<R>(file: string): Promise<PagedSession<R> | null> {
   try {
-    return JSON.parse(await readFile(file, 'utf8')) as WfsSession;
+    return JSON.parse(await readFile(file, 'utf8')) as PagedSession<R>;
   } catch {
     return null;
   }
 }
 
-async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
+export async function writeJsonAtomic(file: string, value: unknown): Promise<void> {
   await writeFile(`${file}.tmp`, JSON.stringify(value, null, 1));
   await rename(`${file}.tmp`, file);
 }
 
-const sameRequest = (a: WfsRequest, b: WfsRequest) => JSON.stringify(a) === JSON.stringify(b);
+const sameRequest = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
 /** Pages of a stored session that can be reused: listed, present with their size, in an unbroken chain from 0. */
-async function reusablePages(dir: string, session: WfsSession): Promise<WfsPage[]> {
+async function reusablePages(dir: string, session: PagedSession<unknown>): Promise<WfsPage[]> {
   const kept: WfsPage[] = [];
   let next = 0;
   for (const p of session.pages) {
@@ -360,7 +427,7 @@ async function pruneFolder(dir: string, keep: WfsPage[]): Promise<void> {
   for (const f of await readdir(dir)) if (!wanted.has(f)) await rm(path.join(dir, f), { force: true, recursive: true });
 }
 
-export function manifestChecksum(m: WfsManifest): string {
+export function manifestChecksum(m: PagedManifest<unknown>): string {
   // Only what the data depends on: a re-download of identical pages gives the same sum.
   const lines = [JSON.stringify(m.request), String(m.numberMatched), ...m.pages.map((p) => `${p.startIndex}:${p.features}:${p.sha256}`)];
   return createHash('sha256').update(lines.join('\n')).digest('hex');
@@ -372,42 +439,56 @@ export function manifestChecksum(m: WfsManifest): string {
  * settings.resumeMaxAgeMs.
  */
 export async function downloadWfsLayer(request: WfsRequest, o: WfsDownloadOptions): Promise<WfsDownload> {
+  return downloadPaged(async () => wfsProtocol(request), o);
+}
+
+/**
+ * Downloads every page of a paged layer into `o.dir` (see the top of this file). `make`
+ * builds the protocol, and may first read optional metadata with `peek` (one attempt).
+ */
+export async function downloadPaged<R, Route extends string>(
+  make: (peek: (url: string) => Promise<string | null>) => Promise<PagedProtocol<R, Route>>, o: WfsDownloadOptions,
+): Promise<PagedDownload<PagedManifest<R, Route>>> {
   const now = o.now ?? (() => new Date());
-  const h: Http = { agents: agentsFor(o.settings), s: o.settings, userAgent: o.userAgent, log: o.log };
+  const h: Http = { agents: agentsFor(o.settings), s: o.settings, userAgent: o.userAgent, log: o.log, route: 'paged' };
   await mkdir(o.dir, { recursive: true });
   const sessionFile = path.join(o.dir, 'session.json');
   try {
-    const numberMatched = await wfsHits(h, request);
-    const stored = await readSession(sessionFile);
+    const p = await make((url) => peek(h, url));
+    h.route = p.route;
+    const request = p.request;
+    const numberMatched = await countOf(h, p);
+    const stored = await readSession<R>(sessionFile);
     const fresh = stored && now().getTime() - Date.parse(stored.startedAt) <= o.settings.resumeMaxAgeMs;
     const resumable = stored && fresh && sameRequest(stored.request, request) && stored.numberMatched === numberMatched;
     const pages = resumable ? await reusablePages(o.dir, stored) : [];
-    const session: WfsSession = resumable
+    const session: PagedSession<R> = resumable
       ? { ...stored, pages: [...pages], completedAt: stored.completedAt && pages.length === stored.pages.length ? stored.completedAt : null }
       : { request, numberMatched, startedAt: now().toISOString(), completedAt: null, pages: [] };
     await pruneFolder(o.dir, pages);
     await writeJsonAtomic(sessionFile, session);
-    if (pages.length) o.log?.('wfs resume', { typeName: request.typeName, pages: pages.length, features: pages.reduce((a, p) => a + p.features, 0) });
+    if (pages.length) o.log?.(`${p.route} resume`, { layer: p.what, pages: pages.length, features: pages.reduce((a, x) => a + x.features, 0) });
 
     const requestedPages: number[] = [];
-    let next = pages.reduce((a, p) => a + p.features, 0);
+    let next = pages.reduce((a, x) => a + x.features, 0);
     if (!session.completedAt) {
-      while (next < numberMatched) {
+      let last = pages.at(-1) ?? null;
+      while (p.continues(last, next, numberMatched)) {
         requestedPages.push(next);
-        const page = await fetchPage(h, request, o.dir, next);
+        const page = await fetchPage(h, p, o.dir, next);
         session.pages.push(page);
         await writeJsonAtomic(sessionFile, session);
-        o.log?.('wfs page', { typeName: request.typeName, startIndex: next, features: page.features, of: numberMatched });
-        if (page.features === 0) break; // the layer shrank: the quality gate sees the shortfall
+        o.log?.(`${p.route} page`, { layer: p.what, startIndex: next, features: page.features, of: numberMatched });
         next += page.features;
+        last = page;
       }
       session.completedAt = now().toISOString();
       await writeJsonAtomic(sessionFile, session);
     }
-    const numberMatchedAfter = requestedPages.length ? await wfsHits(h, request) : numberMatched;
-    const manifest: WfsManifest = {
-      route: 'wfs', request, numberMatched, numberMatchedAfter,
-      features: session.pages.reduce((a, p) => a + p.features, 0),
+    const numberMatchedAfter = requestedPages.length ? await countOf(h, p) : numberMatched;
+    const manifest: PagedManifest<R, Route> = {
+      route: p.route, request, numberMatched, numberMatchedAfter,
+      features: session.pages.reduce((a, x) => a + x.features, 0),
       pages: session.pages,
     };
     const manifestPath = path.join(o.dir, 'manifest.json');
@@ -420,12 +501,11 @@ export async function downloadWfsLayer(request: WfsRequest, o: WfsDownloadOption
 }
 
 /** The download as the engine's one source file: the manifest, whose checksum covers every page. */
-export async function manifestFile(d: WfsDownload, name: string): Promise<FetchedFile> {
+export async function manifestFile(d: PagedDownload<PagedManifest<unknown>>, name: string, p: Pick<PagedProtocol<unknown>, 'sourceUri' | 'contentType'>): Promise<FetchedFile> {
   const st = await stat(d.manifestPath);
   return {
     path: d.manifestPath, name, sha256: manifestChecksum(d.manifest), size: st.size,
-    sourceUri: wfsUrl(d.manifest.request, { outputFormat: d.manifest.request.outputFormat, srsName: d.manifest.request.srsName, sortBy: d.manifest.request.sortBy }),
-    contentType: d.manifest.request.outputFormat, fromCache: d.requestedPages.length === 0,
+    sourceUri: p.sourceUri, contentType: p.contentType, fromCache: d.requestedPages.length === 0,
   };
 }
 
