@@ -76,6 +76,9 @@ describe('pieces', () => {
     expect(restValue('data_desembargo', '1739502000000')).toBe('2025-02-14');
     expect(restValue('data_alteracao', Date.parse('2026-10-01T03:01:00Z'))).toBe('2026-10-01 03:01:00');
     expect(restValue('data_embargo', 'sem data')).toBe('sem data');
+    // A date written as digits is not milliseconds since 1970 (it would be 1970-01-01): as served.
+    expect(restValue('data_embargo', 20190821)).toBe(20190821);
+    expect(restValue('data_embargo', '20190821')).toBe('20190821');
     expect(restValue('data_embargo', null)).toBeNull();
     expect(restValue('numero_tad', 1234)).toBe(1234);
   });

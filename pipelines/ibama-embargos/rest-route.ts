@@ -70,10 +70,15 @@ export async function readRestManifest(file: string): Promise<RestManifest> {
 const DATE_COLUMNS = new Set(['data_embargo', 'data_desembargo', 'ultima_atualizacao', 'x_dat_impressao', 'x_dat_ult_alter_geom']);
 const TIMESTAMP_COLUMNS = new Set(['data_alteracao']);
 
-/** An epoch-ms value (a number, or digits): its instant; anything else: null. */
+/**
+ * An epoch-ms value (a number, or digits): its instant; anything else: null. Only instants from
+ * 1973-03-03 (1e11 ms) to 5138 are taken: a date written as digits (20190821, a yyyymmdd
+ * integer field) read as milliseconds would be a morning in January 1970, silently; it stays
+ * as served instead, for the typed pass to read or count.
+ */
 function epochMs(v: unknown): Date | null {
-  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\s*-?\d{1,15}\s*$/.test(v) ? Number(v) : NaN;
-  if (!Number.isFinite(n)) return null;
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\s*\d{12,14}\s*$/.test(v) ? Number(v) : NaN;
+  if (!Number.isFinite(n) || n < 1e11 || n >= 1e14) return null;
   const d = new Date(n);
   return Number.isNaN(d.getTime()) ? null : d;
 }
