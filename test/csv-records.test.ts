@@ -103,3 +103,29 @@ test('format detection: BOMs, UTF-16 by its NUL pattern, UTF-8 validity against 
   for await (const r of readCsvRecords(big, ';', 'utf16be')) if (n++ > 0) expect(r.fields).toEqual(['ção', '1']);
   expect(n).toBe(300_002);
 });
+
+test("a quote inside a quoted field, written unescaped as Receita-style exporters do, is text: the name keeps its quotes", async () => {
+  // Every field quoted, inner quotes not doubled: the field ends at the quote before the delimiter.
+  const text = 'a;b;c\n"1";"AGROPECUÁRIA "BOA VISTA" LTDA";"x"\n"2";"BAR DO ZE"S";"y"\n"3";"SÍTIO 5" E 6"\r\n';
+  expect(await ours(text)).toEqual([['a', 'b', 'c'], ['1', 'AGROPECUÁRIA "BOA VISTA" LTDA', 'x'], ['2', 'BAR DO ZE"S', 'y'], ['3', 'SÍTIO 5" E 6']]);
+  // A quoted start followed by text that does not end in a quote keeps the relaxed reading; a
+  // delimiter inside the stray quotes still splits (the wrong field count is rejected and counted).
+  expect(await ours('a;b\n"Fazenda" Boa Vista;1\n"x" ;2\n"BAR "DO;ZE" LTDA";3\n')).toEqual([['a', 'b'], ['Fazenda Boa Vista', '1'], ['x ', '2'], ['BAR DO', 'ZE" LTDA"', '3']]);
+});
+
+test('a latin1 file whose first non-ASCII byte ends the first 1 MiB read is latin1, not UTF-8', async () => {
+  const head = 'nome;n\n';
+  const filler = 'x;1\n'.repeat(((1 << 20) - head.length) / 4); // exactly 1 MiB with the header
+  const bytes = Buffer.concat([Buffer.from(head + filler).subarray(0, (1 << 20) - 1), Buffer.from('\xc9;2\nConceição;3\n', 'latin1')]);
+  const f = path.join(dir, 'edge.csv');
+  fs.writeFileSync(f, bytes);
+  const fmt = await detectCsvFormat(f, { expectedDelimiter: ';' });
+  expect(fmt).toMatchObject({ encoding: 'latin1', encodingRule: 'not_utf8' });
+  const recs: string[][] = [];
+  for await (const r of readCsvRecords(f, fmt.delimiter, fmt.encoding)) recs.push(r.fields);
+  expect(recs.slice(-2)).toEqual([['É', '2'], ['Conceição', '3']]);
+  // The same byte as the very last of a file is latin1 too (an incomplete UTF-8 sequence at the end).
+  const last = path.join(dir, 'last.csv');
+  fs.writeFileSync(last, Buffer.from('nome;n\nJOS\xc9', 'latin1'));
+  expect(await detectCsvFormat(last, { expectedDelimiter: ';' })).toMatchObject({ encoding: 'latin1' });
+});

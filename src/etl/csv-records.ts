@@ -106,13 +106,23 @@ async function sniffEncoding(file: string, head: Buffer): Promise<{ encoding: Cs
   if (pairs >= 2 && oddNul > pairs * 0.3 && evenNul < pairs * 0.05) return { encoding: 'utf16le', rule: 'nul_pattern' };
   if (pairs >= 2 && evenNul > pairs * 0.3 && oddNul < pairs * 0.05) return { encoding: 'utf16be', rule: 'nul_pattern' };
   // The first chunk holding a non-ASCII byte decides between UTF-8 and latin1.
-  // (Chunks before it are pure ASCII, so it starts on a character boundary.)
+  // (Chunks before it are pure ASCII, so it starts on a character boundary.) A sequence cut at
+  // the chunk's end waits for the next chunk: alone, the ASCII before it proved nothing (a
+  // latin1 'É' ending the first MiB read as UTF-8 turned every accent of the file into U+FFFD).
+  let carry: Buffer | null = null;
   for await (const chunk of fs.createReadStream(file, { highWaterMark: 1 << 20 })) {
-    const buf = chunk as Buffer;
+    const buf: Buffer = carry ? Buffer.concat([carry, chunk as Buffer]) : (chunk as Buffer);
+    carry = null;
     if (isAscii(buf)) continue;
     const whole = completeUtf8Length(buf);
+    if (whole < buf.length && isAscii(buf.subarray(0, whole))) {
+      carry = buf.subarray(whole);
+      continue;
+    }
     return isUtf8(buf.subarray(0, whole)) ? { encoding: 'utf8', rule: 'utf8_valid' } : { encoding: 'latin1', rule: 'not_utf8' };
   }
+  // A UTF-8 sequence cut by the end of the file is no UTF-8.
+  if (carry) return { encoding: 'latin1', rule: 'not_utf8' };
   return { encoding: 'utf8', rule: 'ascii' };
 }
 
@@ -185,6 +195,20 @@ function scanQuoted(buf: string, pos: number, delim: string, eof: boolean): { fi
         }
         if (q + 1 >= buf.length && !eof) return null; // cannot tell yet whether a quote follows
         j = q + 1;
+        // A quote followed by text, in a field whose text ends with a quote right before the
+        // delimiter or the line end, is text: exporters that quote every field write inner
+        // quotes undoubled ("BAR "DO ZE" LTDA"), which read as BAR DO ZE" LTDA" before.
+        const c = buf[j];
+        if (c !== undefined && c !== delim && c !== '\n' && c !== '\r') {
+          let end = j;
+          while (end < buf.length && buf[end] !== delim && buf[end] !== '\n') end++;
+          if (end >= buf.length && !eof) return null;
+          const last = buf[end - 1] === '\r' ? end - 2 : end - 1;
+          if (last > q && buf[last] === '"') {
+            value += buf.slice(q, last);
+            j = last + 1;
+          }
+        }
         break;
       }
       for (let k = i; k < j; k++) if (buf.charCodeAt(k) === 10) lines++;
