@@ -34,6 +34,16 @@ test('CRLF line ends, also inside a quoted field', async () => {
   expect(await ours(text)).toEqual([['a', 'b'], ['1', 'x\r\ny'], ['2', '3']]);
 });
 
+test('CR alone ends lines when the first line end is one (Excel for Mac); elsewhere a lone CR is text', async () => {
+  expect(await ours('a;b\r1;"x\ry"\r2;3')).toEqual([['a', 'b'], ['1', 'x\ny'], ['2', '3']]);
+  expect(await ours('a;b\n1;x\ry\n')).toEqual([['a', 'b'], ['1', 'x\ry']]);
+  expect(await ours('a;b\r\n1;x\ry\r\n')).toEqual([['a', 'b'], ['1', 'x\ry']]);
+  // The delimiter is counted in the header line alone, not in the rows after a CR.
+  const f = path.join(dir, 'cr.csv');
+  fs.writeFileSync(f, 'nome;valor\r1,5,6,7;2\r3,1,4,1;5\r');
+  expect(await detectCsvFormat(f, { expectedDelimiter: ',' })).toMatchObject({ delimiter: ';', delimiterRule: 'header' });
+});
+
 test('records spanning read chunks, with a huge quoted WKT cell (> 1 MiB)', async () => {
   const big = 'POLYGON((' + Array.from({ length: 60_000 }, (_, i) => `-50.${i} -10.${i}`).join(', ') + '))';
   const rows: string[] = ['id;geom;note'];

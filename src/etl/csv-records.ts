@@ -12,6 +12,7 @@
 // ZARC's 3.3 M-row files: lines without a quote take a plain split; lines with quotes get an
 // RFC 4180 scan (quoted fields may hold delimiters, doubled quotes and line breaks, and may
 // span read chunks; a quote inside an unquoted field is kept as text). A leading BOM is dropped.
+// Lines end in LF or CRLF, or in CR alone when the file's first line end is one (old Mac saves).
 import fs from 'node:fs';
 import { isAscii, isUtf8 } from 'node:buffer';
 import { StringDecoder } from 'node:string_decoder';
@@ -133,6 +134,7 @@ function firstLine(text: string): string {
     const c = text[i];
     if (c === '"') quoted = !quoted;
     else if (c === '\n' && !quoted) return text.slice(0, i).replace(/\r$/, '');
+    else if (c === '\r' && !quoted && text[i + 1] !== '\n' && i + 1 < text.length) return text.slice(0, i); // classic Mac line end
   }
   return text;
 }
@@ -274,16 +276,27 @@ export async function* readCsvRecords(file: string, delimiter: string, encoding:
     }
     buf = buf.slice(pos);
   };
-  const add = (text: string) => {
+  // Classic Mac line ends (CR alone: Excel's 'CSV (Macintosh)'), told by the first line end:
+  // read as LF they made the whole file one record, the header taking the rows as columns.
+  let crLines: boolean | null = null;
+  const add = (text: string, eof = false) => {
+    if (crLines) text = text.replace(/\r/g, '\n');
     buf += first ? text.replace(/^\uFEFF/, '') : text;
     if (text !== '') first = false;
+    if (crLines === null) {
+      const cr = buf.indexOf('\r');
+      const lf = buf.indexOf('\n');
+      if (lf >= 0 && (cr < 0 || lf < cr)) crLines = false;
+      else if (cr >= 0 && (cr + 1 < buf.length || eof)) crLines = buf[cr + 1] !== '\n';
+      if (crLines) buf = buf.replace(/\r/g, '\n');
+    }
   };
   try {
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       add(decoder.write(chunk));
       yield* drain(false);
     }
-    add(decoder.end());
+    add(decoder.end(), true);
     yield* drain(true);
   } catch (e) {
     if (e instanceof CsvSyntaxError) throw new CsvSyntaxError(`${e.message} (record starting at line ${line})`);
