@@ -74,6 +74,20 @@ describe('record reader', () => {
     expect(stats.strayQuotes).toBe(2);
   });
 
+  it('a name ending in an unescaped quoted nickname ("BAR "DO ZE"") is read, not dropped as malformed', async () => {
+    // Read as a doubled quote, the closing quote swallowed the next field: the record had one field too few.
+    const text = '"1";"BAR "DO ZE"";"2"\r\n"2";"""O BARATEIRO""";"3"\n"3";"LANCHES "DA MARIA"""\n"4";"x";"y"\n';
+    for (const size of [1, 3, 7, 100]) {
+      const { out, stats } = await readAll(latin1(text), 3, fields, size);
+      expect(out.trim().split('\n').map((l) => JSON.parse(l)), `chunks of ${size}`).toEqual([['1', 'BAR "DO ZE"', '2'], ['2', '"O BARATEIRO"', '3'], ['4', 'x', 'y']]);
+      // A record that no reading fits is still counted (record 3 has two fields either way).
+      expect(stats.malformedSamples).toEqual([{ member: 'member', record: 3, fields: 2 }]);
+    }
+    // RFC doubled quotes before a delimiter inside a field keep their meaning when the count fits.
+    const { out } = await readAll(latin1('"a";"he said ""hi"";bye";"c"\n'), 3, fields);
+    expect(JSON.parse(out)).toEqual(['a', 'he said "hi";bye', 'c']);
+  });
+
   it('reads unquoted fields and a last record without a line break', async () => {
     const { out } = await readAll(latin1('1;abc;\n2;"q";x'), 3, fields, 2);
     expect(out.trim().split('\n').map((l) => JSON.parse(l))).toEqual([['1', 'abc', ''], ['2', 'q', 'x']]);
