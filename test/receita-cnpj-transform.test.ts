@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
 import { EMPRESAS, ESTABELECIMENTOS, SOCIOS, type CnpjRelation } from '../pipelines/receita-cnpj/relations.ts';
-import { cleanName, emptyCounts, lineBuilder, parseDate, partnerKey, stripCpfFromName, type TransformCounts } from '../pipelines/receita-cnpj/transform.ts';
+import { cleanName, emptyCounts, lineBuilder, parseDate, parseMoney, partnerKey, stripCpfFromName, type TransformCounts } from '../pipelines/receita-cnpj/transform.ts';
 import { CsvRecordSink, emptySinkStats, type CsvSinkStats } from '../src/etl/zip-csv-stream.ts';
 
 const GOLDEN = path.join(import.meta.dirname, 'golden', 'receita-cnpj');
@@ -106,6 +106,17 @@ describe('field rules', () => {
     expect(c.datePlaceholders.d).toBe(2);
     expect(c.dateUnparsed.d).toBe(1);
     expect(c.dateImplausible.d).toBe(2);
+  });
+
+  it('capital social: dots only as thousands separators; a decimal point (1000.50) is unparsed, not 100050', () => {
+    const c = emptyCounts();
+    expect(parseMoney('1.000,00', 'capital_social', c)).toEqual({ value: '1000.00' });
+    expect(parseMoney('1000,00', 'capital_social', c)).toEqual({ value: '1000.00' });
+    expect(parseMoney('1.234.567,8', 'capital_social', c)).toEqual({ value: '1234567.8' });
+    expect(parseMoney('1.000', 'capital_social', c)).toEqual({ value: '1000' });
+    expect(c.unparsed.capital_social).toBeUndefined();
+    for (const s of ['1000.50', '10.00', '1.5', '12.3456,00', '1.00.000,00']) expect(parseMoney(s, 'capital_social', c), s).toEqual({ value: null, raw: s });
+    expect(c.unparsed.capital_social).toBe(5);
   });
 
   it('cuts a trailing CPF off a legal name only when it is a separate 11-digit run', () => {
