@@ -38,6 +38,22 @@ test('CR alone ends lines when the first line end is one (Excel for Mac); elsewh
   expect(await ours('a;b\r1;"x\ry"\r2;3')).toEqual([['a', 'b'], ['1', 'x\ny'], ['2', '3']]);
   expect(await ours('a;b\n1;x\ry\n')).toEqual([['a', 'b'], ['1', 'x\ry']]);
   expect(await ours('a;b\r\n1;x\ry\r\n')).toEqual([['a', 'b'], ['1', 'x\ry']]);
+  // CR CR LF (CRLF written again through a text-mode file: Python's csv on Windows) is one line end.
+  const f2 = path.join(dir, 'crcrlf.csv');
+  fs.writeFileSync(f2, 'nome;valor\r\r\nJosé;"1\r\r\n2"\r\r\nAna;3\r\r\n');
+  const recs: { fields: string[]; line: number }[] = [];
+  for await (const r of readCsvRecords(f2, ';', 'utf8')) recs.push(r);
+  expect(recs).toEqual([{ fields: ['nome', 'valor'], line: 1 }, { fields: ['José', '1\n2'], line: 2 }, { fields: ['Ana', '3'], line: 4 }]);
+  // Across read chunks (a chunk may end between the CRs and the LF), every line end counts once.
+  const f3 = path.join(dir, 'crcrlf-big.csv');
+  fs.writeFileSync(f3, 'ab;b\r\r\n' + 'ção;1\r\r\n'.repeat(200_001));
+  let n = 0;
+  let lastLine = 0;
+  for await (const r of readCsvRecords(f3, ';', 'utf8')) {
+    if (n++ > 0) expect(r.fields).toEqual(['ção', '1']);
+    lastLine = r.line;
+  }
+  expect([n, lastLine]).toEqual([200_002, 200_002]);
   // The delimiter is counted in the header line alone, not in the rows after a CR.
   const f = path.join(dir, 'cr.csv');
   fs.writeFileSync(f, 'nome;valor\r1,5,6,7;2\r3,1,4,1;5\r');

@@ -278,9 +278,18 @@ export async function* readCsvRecords(file: string, delimiter: string, encoding:
   };
   // Classic Mac line ends (CR alone: Excel's 'CSV (Macintosh)'), told by the first line end:
   // read as LF they made the whole file one record, the header taking the rows as columns.
+  // CR CR LF (CRLF written again by a text-mode file) is one line end in that mode.
   let crLines: boolean | null = null;
+  let crTail = ''; // CRs ending a chunk: the next chunk may start with their LF
+  const toLf = (t: string, eof: boolean): string => {
+    t = crTail + t;
+    let keep = t.length;
+    while (!eof && keep > 0 && t.charCodeAt(keep - 1) === 13) keep--;
+    crTail = t.slice(keep);
+    return t.slice(0, keep).replace(/\r+\n|\r/g, '\n');
+  };
   const add = (text: string, eof = false) => {
-    if (crLines) text = text.replace(/\r/g, '\n');
+    if (crLines) text = toLf(text, eof);
     buf += first ? text.replace(/^\uFEFF/, '') : text;
     if (text !== '') first = false;
     if (crLines === null) {
@@ -288,7 +297,7 @@ export async function* readCsvRecords(file: string, delimiter: string, encoding:
       const lf = buf.indexOf('\n');
       if (lf >= 0 && (cr < 0 || lf < cr)) crLines = false;
       else if (cr >= 0 && (cr + 1 < buf.length || eof)) crLines = buf[cr + 1] !== '\n';
-      if (crLines) buf = buf.replace(/\r/g, '\n');
+      if (crLines) buf = toLf(buf, eof);
     }
   };
   try {
