@@ -34,6 +34,32 @@ test('CRLF line ends, also inside a quoted field', async () => {
   expect(await ours(text)).toEqual([['a', 'b'], ['1', 'x\r\ny'], ['2', '3']]);
 });
 
+test('CR alone ends lines when the first line end is one (Excel for Mac); elsewhere a lone CR is text', async () => {
+  expect(await ours('a;b\r1;"x\ry"\r2;3')).toEqual([['a', 'b'], ['1', 'x\ny'], ['2', '3']]);
+  expect(await ours('a;b\n1;x\ry\n')).toEqual([['a', 'b'], ['1', 'x\ry']]);
+  expect(await ours('a;b\r\n1;x\ry\r\n')).toEqual([['a', 'b'], ['1', 'x\ry']]);
+  // CR CR LF (CRLF written again through a text-mode file: Python's csv on Windows) is one line end.
+  const f2 = path.join(dir, 'crcrlf.csv');
+  fs.writeFileSync(f2, 'nome;valor\r\r\nJosé;"1\r\r\n2"\r\r\nAna;3\r\r\n');
+  const recs: { fields: string[]; line: number }[] = [];
+  for await (const r of readCsvRecords(f2, ';', 'utf8')) recs.push(r);
+  expect(recs).toEqual([{ fields: ['nome', 'valor'], line: 1 }, { fields: ['José', '1\n2'], line: 2 }, { fields: ['Ana', '3'], line: 4 }]);
+  // Across read chunks (a chunk may end between the CRs and the LF), every line end counts once.
+  const f3 = path.join(dir, 'crcrlf-big.csv');
+  fs.writeFileSync(f3, 'ab;b\r\r\n' + 'ção;1\r\r\n'.repeat(200_001));
+  let n = 0;
+  let lastLine = 0;
+  for await (const r of readCsvRecords(f3, ';', 'utf8')) {
+    if (n++ > 0) expect(r.fields).toEqual(['ção', '1']);
+    lastLine = r.line;
+  }
+  expect([n, lastLine]).toEqual([200_002, 200_002]);
+  // The delimiter is counted in the header line alone, not in the rows after a CR.
+  const f = path.join(dir, 'cr.csv');
+  fs.writeFileSync(f, 'nome;valor\r1,5,6,7;2\r3,1,4,1;5\r');
+  expect(await detectCsvFormat(f, { expectedDelimiter: ',' })).toMatchObject({ delimiter: ';', delimiterRule: 'header' });
+});
+
 test('records spanning read chunks, with a huge quoted WKT cell (> 1 MiB)', async () => {
   const big = 'POLYGON((' + Array.from({ length: 60_000 }, (_, i) => `-50.${i} -10.${i}`).join(', ') + '))';
   const rows: string[] = ['id;geom;note'];
@@ -102,4 +128,30 @@ test('format detection: BOMs, UTF-16 by its NUL pattern, UTF-8 validity against 
   let n = 0;
   for await (const r of readCsvRecords(big, ';', 'utf16be')) if (n++ > 0) expect(r.fields).toEqual(['ção', '1']);
   expect(n).toBe(300_002);
+});
+
+test("a quote inside a quoted field, written unescaped as Receita-style exporters do, is text: the name keeps its quotes", async () => {
+  // Every field quoted, inner quotes not doubled: the field ends at the quote before the delimiter.
+  const text = 'a;b;c\n"1";"AGROPECUÁRIA "BOA VISTA" LTDA";"x"\n"2";"BAR DO ZE"S";"y"\n"3";"SÍTIO 5" E 6"\r\n';
+  expect(await ours(text)).toEqual([['a', 'b', 'c'], ['1', 'AGROPECUÁRIA "BOA VISTA" LTDA', 'x'], ['2', 'BAR DO ZE"S', 'y'], ['3', 'SÍTIO 5" E 6']]);
+  // A quoted start followed by text that does not end in a quote keeps the relaxed reading; a
+  // delimiter inside the stray quotes still splits (the wrong field count is rejected and counted).
+  expect(await ours('a;b\n"Fazenda" Boa Vista;1\n"x" ;2\n"BAR "DO;ZE" LTDA";3\n')).toEqual([['a', 'b'], ['Fazenda Boa Vista', '1'], ['x ', '2'], ['BAR DO', 'ZE" LTDA"', '3']]);
+});
+
+test('a latin1 file whose first non-ASCII byte ends the first 1 MiB read is latin1, not UTF-8', async () => {
+  const head = 'nome;n\n';
+  const filler = 'x;1\n'.repeat(((1 << 20) - head.length) / 4); // exactly 1 MiB with the header
+  const bytes = Buffer.concat([Buffer.from(head + filler).subarray(0, (1 << 20) - 1), Buffer.from('\xc9;2\nConceição;3\n', 'latin1')]);
+  const f = path.join(dir, 'edge.csv');
+  fs.writeFileSync(f, bytes);
+  const fmt = await detectCsvFormat(f, { expectedDelimiter: ';' });
+  expect(fmt).toMatchObject({ encoding: 'latin1', encodingRule: 'not_utf8' });
+  const recs: string[][] = [];
+  for await (const r of readCsvRecords(f, fmt.delimiter, fmt.encoding)) recs.push(r.fields);
+  expect(recs.slice(-2)).toEqual([['É', '2'], ['Conceição', '3']]);
+  // The same byte as the very last of a file is latin1 too (an incomplete UTF-8 sequence at the end).
+  const last = path.join(dir, 'last.csv');
+  fs.writeFileSync(last, Buffer.from('nome;n\nJOS\xc9', 'latin1'));
+  expect(await detectCsvFormat(last, { expectedDelimiter: ';' })).toMatchObject({ encoding: 'latin1' });
 });

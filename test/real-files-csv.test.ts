@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect, test } from 'vitest';
-import { titularesCsv } from '../fixtures/car-titulares.ts';
+import { TITULARES_ROWS, titularesCsv } from '../fixtures/car-titulares.ts';
 import { headerKey, matchHeader } from '../src/etl/header-match.ts';
 import { carTitulares } from '../pipelines/car-titulares/index.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
@@ -56,4 +56,30 @@ test('header matching: an exact spelling wins over a re-spelled one, a column ma
   // each of the first two takes the column spelled exactly as its alias; 'cpf/cnpj' maps by its key.
   expect(matchHeader(['município', 'municipio ', 'cpf/cnpj'].map((h) => h.trim().toLowerCase()), specs)).toEqual([1, 0, 2]);
   expect(matchHeader(['MUNICÍPIO'.toLowerCase()], [{ aliases: ['municipio'] }, { aliases: ['municipio'] }])).toEqual([0, null]);
+});
+
+test('an extract quoting every field, with quotes inside a name left undoubled, publishes the name as written', async () => {
+  // Exporters that quote every field (Receita's convention) do not double inner quotes.
+  const names: Record<string, string> = { S01: 'AGROPECUÁRIA "BOA VISTA" LTDA', S02: 'BAR DO ZE"S' };
+  const rows = TITULARES_ROWS.map((r) => (names[r.id] ? { ...r, nome: names[r.id] } : r));
+  const want = await load('rfc-quoting', titularesCsv({ rows }));
+  const all = ['car;documento;nome;vinculo', ...rows.map((r) => [r.car, r.documento, r.nome, r.vinculo].map((v) => `"${v}"`).join(';'))];
+  const got = await load('undoubled-quotes', all.join('\r\n') + '\r\n');
+  expect(got.out.status).toBe('published');
+  expect(got.out).toMatchObject({ rows_read: want.out.rows_read, rows_loaded: want.out.rows_loaded, rows_rejected: want.out.rows_rejected });
+  expect(got.rows).toEqual(want.rows);
+  expect(got.rows.map((r) => r.nome)).toEqual(expect.arrayContaining(Object.values(names)));
+});
+
+test("an extract saved with classic Mac line ends (CR only: Excel's 'CSV (Macintosh)') or CR CR LF publishes as the CRLF one", async () => {
+  const want = await load('crlf-lines', titularesCsv());
+  // CR CR LF: CRLF written through a text-mode file (Python's csv on Windows without newline='').
+  for (const [label, end] of [['cr-lines', '\r'], ['crcrlf-lines', '\r\r\n']]) {
+    const got = await load(label, titularesCsv().replace(/\r\n/g, end));
+    expect(got.out.error ?? null, label).toBeNull();
+    expect(got.out.status, label).toBe('published');
+    expect(got.out, label).toMatchObject({ rows_read: want.out.rows_read, rows_loaded: want.out.rows_loaded, rows_rejected: want.out.rows_rejected });
+    expect(got.q.facts.rejected, label).toEqual(want.q.facts.rejected);
+    expect(got.rows, label).toEqual(want.rows);
+  }
 });

@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
 import { EMPRESAS, ESTABELECIMENTOS, SOCIOS, type CnpjRelation } from '../pipelines/receita-cnpj/relations.ts';
-import { cleanName, emptyCounts, lineBuilder, parseDate, partnerKey, stripCpfFromName, type TransformCounts } from '../pipelines/receita-cnpj/transform.ts';
+import { cleanName, emptyCounts, lineBuilder, parseDate, parseMoney, partnerKey, stripCpfFromName, type TransformCounts } from '../pipelines/receita-cnpj/transform.ts';
 import { CsvRecordSink, emptySinkStats, type CsvSinkStats } from '../src/etl/zip-csv-stream.ts';
 
 const GOLDEN = path.join(import.meta.dirname, 'golden', 'receita-cnpj');
@@ -74,6 +74,20 @@ describe('record reader', () => {
     expect(stats.strayQuotes).toBe(2);
   });
 
+  it('a name ending in an unescaped quoted nickname ("BAR "DO ZE"") is read, not dropped as malformed', async () => {
+    // Read as a doubled quote, the closing quote swallowed the next field: the record had one field too few.
+    const text = '"1";"BAR "DO ZE"";"2"\r\n"2";"""O BARATEIRO""";"3"\n"3";"LANCHES "DA MARIA"""\n"4";"x";"y"\n';
+    for (const size of [1, 3, 7, 100]) {
+      const { out, stats } = await readAll(latin1(text), 3, fields, size);
+      expect(out.trim().split('\n').map((l) => JSON.parse(l)), `chunks of ${size}`).toEqual([['1', 'BAR "DO ZE"', '2'], ['2', '"O BARATEIRO"', '3'], ['4', 'x', 'y']]);
+      // A record that no reading fits is still counted (record 3 has two fields either way).
+      expect(stats.malformedSamples).toEqual([{ member: 'member', record: 3, fields: 2 }]);
+    }
+    // RFC doubled quotes before a delimiter inside a field keep their meaning when the count fits.
+    const { out } = await readAll(latin1('"a";"he said ""hi"";bye";"c"\n'), 3, fields);
+    expect(JSON.parse(out)).toEqual(['a', 'he said "hi";bye', 'c']);
+  });
+
   it('reads unquoted fields and a last record without a line break', async () => {
     const { out } = await readAll(latin1('1;abc;\n2;"q";x'), 3, fields, 2);
     expect(out.trim().split('\n').map((l) => JSON.parse(l))).toEqual([['1', 'abc', ''], ['2', 'q', 'x']]);
@@ -92,6 +106,17 @@ describe('field rules', () => {
     expect(c.datePlaceholders.d).toBe(2);
     expect(c.dateUnparsed.d).toBe(1);
     expect(c.dateImplausible.d).toBe(2);
+  });
+
+  it('capital social: dots only as thousands separators; a decimal point (1000.50) is unparsed, not 100050', () => {
+    const c = emptyCounts();
+    expect(parseMoney('1.000,00', 'capital_social', c)).toEqual({ value: '1000.00' });
+    expect(parseMoney('1000,00', 'capital_social', c)).toEqual({ value: '1000.00' });
+    expect(parseMoney('1.234.567,8', 'capital_social', c)).toEqual({ value: '1234567.8' });
+    expect(parseMoney('1.000', 'capital_social', c)).toEqual({ value: '1000' });
+    expect(c.unparsed.capital_social).toBeUndefined();
+    for (const s of ['1000.50', '10.00', '1.5', '12.3456,00', '1.00.000,00']) expect(parseMoney(s, 'capital_social', c), s).toEqual({ value: null, raw: s });
+    expect(c.unparsed.capital_social).toBe(5);
   });
 
   it('cuts a trailing CPF off a legal name only when it is a separate 11-digit run', () => {

@@ -98,6 +98,19 @@ describe('csvRead', () => {
     expect((await db.pool.query(`SELECT to_regclass('stage.csv_drift') AS t`)).rows[0].t).toBeNull();
   });
 
+  test('a header naming an unknown column twice, or a column not at all: every value is kept in extra', async () => {
+    // Exports that join two tables repeat a name; a sheet column someone filled without a header has none.
+    const f = file('dups.csv', 'codigo;obs;nome;OBS;;\n1;primeira;Alfa;segunda;solta;\n2;;Beta;;;\n');
+    const staged = await read([f], 'stage.csv_dups');
+    const rows = (await db.pool.query(`SELECT codigo, nome, extra FROM stage.csv_dups ORDER BY src_seq`)).rows;
+    expect(rows).toEqual([
+      { codigo: '1', nome: 'Alfa', extra: { obs: 'primeira', 'obs#2': 'segunda', '#5': 'solta' } },
+      { codigo: '2', nome: 'Beta', extra: null },
+    ]);
+    // the repeated name is reported under the key its values have; an unnamed column is not (a trailing delimiter makes one)
+    expect(staged.unknown).toEqual(['obs', 'obs#2']);
+  });
+
   test('one file in latin1 with commas: encoding and delimiter detected', async () => {
     const f = file('latin1.csv', Buffer.from('codigo,nome\n7,São João\n', 'latin1'));
     const staged = await read([f], 'stage.csv_latin1');

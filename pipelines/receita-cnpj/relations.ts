@@ -16,7 +16,7 @@ export type CellKind =
   | 'code' // like text: a code compared as text (never a number)
   | 'code2' // a 2-character code of a fixed list (situação, porte): a lone digit is left-padded ('2' → '02', SOURCES §10.5), counted
   | 'date' // YYYYMMDD, 0 / 00000000 → NULL, anything else unparsed → NULL (raw kept in extra)
-  | 'money' // decimal comma, '.' thousands separators removed
+  | 'money' // decimal comma, '.' thousands separators removed (a dot elsewhere: unparsed)
   | 'cep' // 8 digits; 7 digits (lost leading zero) left-padded and counted
   | 'list' // comma-separated codes → text[]
   | 'int' // small integer (faixa_etaria)

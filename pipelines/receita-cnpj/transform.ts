@@ -88,12 +88,15 @@ export function parseDate(s: string, latest: string, column: string, c: Transfor
   return { value: iso };
 }
 
-/** "10.000,50" → "10000.50" (decimal comma, dots are thousands separators). */
+/**
+ * "10.000,50" → "10000.50" (decimal comma, dots are thousands separators). A dot anywhere else
+ * ('1000.50') is no thousands separator: unparsed, not read as 100050.
+ */
 export function parseMoney(s: string, column: string, c: TransformCounts): Cell {
   const t = s.trim();
   if (t === '') return { value: null };
   const v = t.replace(/\./g, '').replace(',', '.');
-  if (!/^-?\d+(\.\d+)?$/.test(v)) {
+  if (!/^-?\d+(\.\d+)?$/.test(v) || (t.includes('.') && !/^-?\d{1,3}(\.\d{3})+(,\d*)?$/.test(t))) {
     bump(c.unparsed, column);
     return { value: null, raw: s };
   }

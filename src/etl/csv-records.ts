@@ -12,6 +12,7 @@
 // ZARC's 3.3 M-row files: lines without a quote take a plain split; lines with quotes get an
 // RFC 4180 scan (quoted fields may hold delimiters, doubled quotes and line breaks, and may
 // span read chunks; a quote inside an unquoted field is kept as text). A leading BOM is dropped.
+// Lines end in LF or CRLF, or in CR alone when the file's first line end is one (old Mac saves).
 import fs from 'node:fs';
 import { isAscii, isUtf8 } from 'node:buffer';
 import { StringDecoder } from 'node:string_decoder';
@@ -106,13 +107,23 @@ async function sniffEncoding(file: string, head: Buffer): Promise<{ encoding: Cs
   if (pairs >= 2 && oddNul > pairs * 0.3 && evenNul < pairs * 0.05) return { encoding: 'utf16le', rule: 'nul_pattern' };
   if (pairs >= 2 && evenNul > pairs * 0.3 && oddNul < pairs * 0.05) return { encoding: 'utf16be', rule: 'nul_pattern' };
   // The first chunk holding a non-ASCII byte decides between UTF-8 and latin1.
-  // (Chunks before it are pure ASCII, so it starts on a character boundary.)
+  // (Chunks before it are pure ASCII, so it starts on a character boundary.) A sequence cut at
+  // the chunk's end waits for the next chunk: alone, the ASCII before it proved nothing (a
+  // latin1 'É' ending the first MiB read as UTF-8 turned every accent of the file into U+FFFD).
+  let carry: Buffer | null = null;
   for await (const chunk of fs.createReadStream(file, { highWaterMark: 1 << 20 })) {
-    const buf = chunk as Buffer;
+    const buf: Buffer = carry ? Buffer.concat([carry, chunk as Buffer]) : (chunk as Buffer);
+    carry = null;
     if (isAscii(buf)) continue;
     const whole = completeUtf8Length(buf);
+    if (whole < buf.length && isAscii(buf.subarray(0, whole))) {
+      carry = buf.subarray(whole);
+      continue;
+    }
     return isUtf8(buf.subarray(0, whole)) ? { encoding: 'utf8', rule: 'utf8_valid' } : { encoding: 'latin1', rule: 'not_utf8' };
   }
+  // A UTF-8 sequence cut by the end of the file is no UTF-8.
+  if (carry) return { encoding: 'latin1', rule: 'not_utf8' };
   return { encoding: 'utf8', rule: 'ascii' };
 }
 
@@ -123,6 +134,7 @@ function firstLine(text: string): string {
     const c = text[i];
     if (c === '"') quoted = !quoted;
     else if (c === '\n' && !quoted) return text.slice(0, i).replace(/\r$/, '');
+    else if (c === '\r' && !quoted && text[i + 1] !== '\n' && i + 1 < text.length) return text.slice(0, i); // classic Mac line end
   }
   return text;
 }
@@ -185,6 +197,20 @@ function scanQuoted(buf: string, pos: number, delim: string, eof: boolean): { fi
         }
         if (q + 1 >= buf.length && !eof) return null; // cannot tell yet whether a quote follows
         j = q + 1;
+        // A quote followed by text, in a field whose text ends with a quote right before the
+        // delimiter or the line end, is text: exporters that quote every field write inner
+        // quotes undoubled ("BAR "DO ZE" LTDA"), which read as BAR DO ZE" LTDA" before.
+        const c = buf[j];
+        if (c !== undefined && c !== delim && c !== '\n' && c !== '\r') {
+          let end = j;
+          while (end < buf.length && buf[end] !== delim && buf[end] !== '\n') end++;
+          if (end >= buf.length && !eof) return null;
+          const last = buf[end - 1] === '\r' ? end - 2 : end - 1;
+          if (last > q && buf[last] === '"') {
+            value += buf.slice(q, last);
+            j = last + 1;
+          }
+        }
         break;
       }
       for (let k = i; k < j; k++) if (buf.charCodeAt(k) === 10) lines++;
@@ -250,16 +276,36 @@ export async function* readCsvRecords(file: string, delimiter: string, encoding:
     }
     buf = buf.slice(pos);
   };
-  const add = (text: string) => {
+  // Classic Mac line ends (CR alone: Excel's 'CSV (Macintosh)'), told by the first line end:
+  // read as LF they made the whole file one record, the header taking the rows as columns.
+  // CR CR LF (CRLF written again by a text-mode file) is one line end in that mode.
+  let crLines: boolean | null = null;
+  let crTail = ''; // CRs ending a chunk: the next chunk may start with their LF
+  const toLf = (t: string, eof: boolean): string => {
+    t = crTail + t;
+    let keep = t.length;
+    while (!eof && keep > 0 && t.charCodeAt(keep - 1) === 13) keep--;
+    crTail = t.slice(keep);
+    return t.slice(0, keep).replace(/\r+\n|\r/g, '\n');
+  };
+  const add = (text: string, eof = false) => {
+    if (crLines) text = toLf(text, eof);
     buf += first ? text.replace(/^\uFEFF/, '') : text;
     if (text !== '') first = false;
+    if (crLines === null) {
+      const cr = buf.indexOf('\r');
+      const lf = buf.indexOf('\n');
+      if (lf >= 0 && (cr < 0 || lf < cr)) crLines = false;
+      else if (cr >= 0 && (cr + 1 < buf.length || eof)) crLines = buf[cr + 1] !== '\n';
+      if (crLines) buf = toLf(buf, eof);
+    }
   };
   try {
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       add(decoder.write(chunk));
       yield* drain(false);
     }
-    add(decoder.end());
+    add(decoder.end(), true);
     yield* drain(true);
   } catch (e) {
     if (e instanceof CsvSyntaxError) throw new CsvSyntaxError(`${e.message} (record starting at line ${line})`);

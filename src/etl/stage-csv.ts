@@ -91,9 +91,17 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
     slot = specs.map((_, k) => found[k] ?? null);
     result.missingOptional = specs.filter((_, k) => slot[k] === null).map((s) => s.name);
     const used = new Set(slot.filter((x): x is number => x !== null));
-    unknownIdx = names.map((_, i) => i).filter((i) => !used.has(i) && names[i] !== '');
-    unknownNames = unknownIdx.map((i) => names[i]);
-    result.unknown = unknownNames;
+    unknownIdx = names.map((_, i) => i).filter((i) => !used.has(i));
+    // Each value its own key in extra: a repeated name numbered ('obs#2'), an unnamed column by
+    // its position ('#5'); one key for both overwrote the first value, an unnamed one was dropped.
+    const seen = new Map<string, number>();
+    unknownNames = unknownIdx.map((i) => {
+      if (names[i] === '') return `#${i + 1}`;
+      const n = (seen.get(names[i]) ?? 0) + 1;
+      seen.set(names[i], n);
+      return n > 1 ? `${names[i]}#${n}` : names[i];
+    });
+    result.unknown = unknownNames.filter((_, k) => names[unknownIdx[k]] !== '');
     result.header = names;
     result.fingerprint = crypto.createHash('sha256').update([...names].sort().join(',')).digest('hex').slice(0, 16);
   };

@@ -4,6 +4,8 @@
 // fields are usually all double-quoted with doubled quotes inside, unquoted ones are
 // accepted. A quote inside a quoted field that is not followed by the delimiter or the
 // end of the record is text (Receita writes `"BAR "DO ZE" LTDA"` unescaped): kept, counted.
+// A record whose count is wrong is read again with a doubled quote before the delimiter or
+// the record's end closing its field (`"BAR "DO ZE"";`: the nickname's quote, then the close).
 // Every record must have exactly `fieldCount` fields; others are malformed, counted with
 // their record numbers, and never reach the consumer.
 import { Writable } from 'node:stream';
@@ -92,10 +94,16 @@ export class CsvRecordSink extends Writable {
     let out = '';
     let i = 0;
     while (i < s.length) {
-      const r = this.parseRecord(s, i, atEnd);
+      let r = this.parseRecord(s, i, atEnd);
       if (r === null) {
         this.carry = s.slice(i);
         return out;
+      }
+      // A name ending in an unescaped quoted nickname ("BAR "DO ZE"";…) reads as a doubled
+      // quote that swallows the next field; when the count is wrong, that reading is retried.
+      if (r.fields.length !== this.fieldCount && !(r.fields.length === 1 && r.fields[0] === '')) {
+        const alt = this.parseRecord(s, i, atEnd, true);
+        if (alt && alt.fields.length === this.fieldCount) r = alt;
       }
       this.stats.strayQuotes += r.stray;
       out += this.accept(r.fields);
@@ -105,8 +113,11 @@ export class CsvRecordSink extends Writable {
     return out;
   }
 
-  /** One record from `i`, or null when it may continue in the next chunk. */
-  private parseRecord(s: string, i: number, atEnd: boolean): { fields: string[]; next: number; stray: number } | null {
+  /**
+   * One record from `i`, or null when it may continue in the next chunk. With `closeDoubled`, a
+   * doubled quote before the delimiter or the record's end is a quote that ends the field.
+   */
+  private parseRecord(s: string, i: number, atEnd: boolean, closeDoubled = false): { fields: string[]; next: number; stray: number } | null {
     const n = s.length;
     const fields: string[] = [];
     // Counted only once the record is complete: an incomplete one is parsed again with the next chunk.
@@ -125,6 +136,16 @@ export class CsvRecordSink extends Writable {
           if (q + 1 >= n && !atEnd) return null; // cannot tell yet what follows the quote
           const next = s.charCodeAt(q + 1);
           if (next === 34) {
+            if (closeDoubled) {
+              const after = s.charCodeAt(q + 2);
+              if ((q + 2 >= n || (after === 13 && q + 3 >= n)) && !atEnd) return null;
+              if (q + 2 >= n || after === 59 || after === 10 || (after === 13 && (q + 3 >= n || s.charCodeAt(q + 3) === 10))) {
+                stray++;
+                value += s.slice(from, q + 1);
+                i = q + 2;
+                break;
+              }
+            }
             value += s.slice(from, q + 1); // doubled quote
             from = q + 2;
             continue;
