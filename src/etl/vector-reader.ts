@@ -95,14 +95,41 @@ export function findShapefiles(files: string[]): string[] {
   return shps;
 }
 
-function withEncoding<T>(encoding: string, fn: () => T): T {
-  const before = gdal.config.get('SHAPE_ENCODING');
-  gdal.config.set('SHAPE_ENCODING', encoding);
+/** Runs `fn` (synchronous: no other GDAL call in between) with a GDAL configuration option set. */
+function withOption<T>(key: string, value: string, fn: () => T): T {
+  const before = gdal.config.get(key);
+  gdal.config.set(key, value);
   try {
     return fn();
   } finally {
-    gdal.config.set('SHAPE_ENCODING', before ?? null);
+    gdal.config.set(key, before ?? null);
   }
+}
+
+const withEncoding = <T>(encoding: string, fn: () => T): T => withOption('SHAPE_ENCODING', encoding, fn);
+
+const within = (a: gdal.Envelope, b: gdal.Envelope) => a.minX >= b.minX && a.maxX <= b.maxX && a.minY >= b.minY && a.maxY <= b.maxY;
+
+/**
+ * Whether GDAL's reading of a multi-part polygon record by ring orientation (its default for
+ * shapefiles, METHOD=ONLY_CCW) may contradict the rings' positions: a hole reaching outside its
+ * shell, or a part inside another part. Rings written the other way round (GeoJSON's order) read
+ * like that: a land with a hole became a polygon whose shell is the hole. Such a record is read
+ * again with the rings nested by containment (METHOD=DEFAULT), as read/shp-wkb.ts nests them.
+ */
+function mayBeMisnested(g: gdal.Geometry): boolean {
+  const polys: gdal.Polygon[] = [];
+  if (g instanceof gdal.Polygon) polys.push(g);
+  else if (g instanceof gdal.MultiPolygon) for (let i = 0; i < g.children.count(); i++) polys.push(g.children.get(i) as gdal.Polygon);
+  const shells: gdal.Envelope[] = [];
+  for (const poly of polys) {
+    const rings = poly.rings.toArray();
+    if (rings.length === 0) continue;
+    const shell = rings[0].getEnvelope();
+    for (let i = 1; i < rings.length; i++) if (!within(rings[i].getEnvelope(), shell)) return true;
+    shells.push(shell);
+  }
+  return shells.some((a, i) => shells.some((b, j) => i !== j && within(a, b)));
 }
 
 /** An empty .prj (0 bytes or blanks) says no more than a missing one: the default SRID is assumed and noted. */
@@ -149,12 +176,18 @@ export function* readFeatures(layer: VectorLayer): Generator<RawFeature> {
   try {
     const lyr = ds.layers.get(0);
     const names = lyr.fields.map((f) => f.name.toLowerCase());
+    // Only the shapefile driver organises rings into polygons (mayBeMisnested).
+    const shapefile = /\.shp$/i.test(layer.file);
     // first() rewinds the layer and returns feature 1; next() continues from there.
     for (let f = lyr.features.first(); f; f = lyr.features.next()) {
       const values = f.fields.toArray();
       const props: Record<string, unknown> = {};
       for (let i = 0; i < names.length; i++) props[names[i]] = values[i];
-      const g = f.getGeometry();
+      let g = f.getGeometry();
+      if (g && shapefile && !g.isEmpty() && mayBeMisnested(g)) {
+        const fid = f.fid;
+        g = withOption('OGR_ORGANIZE_POLYGONS', 'DEFAULT', () => lyr.features.get(fid)).getGeometry();
+      }
       const ringsClosed = g && !g.isEmpty() ? closeOpenRings(g) : 0;
       yield { props, wkb: g && !g.isEmpty() ? g.toWKB() : null, ringsClosed };
     }

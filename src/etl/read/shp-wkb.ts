@@ -5,8 +5,13 @@
 // - Polygon: one part = Polygon; more: clockwise rings are outer rings in file order and
 //   each counter-clockwise ring is a hole of the smallest outer ring that contains it
 //   (GDAL's organizePolygons METHOD=ONLY_CCW); with one outer ring every other ring is
-//   its hole; a counter-clockwise ring in no outer ring stands alone. One polygon =
-//   Polygon, more = MultiPolygon;
+//   its hole. One polygon = Polygon, more = MultiPolygon. When the orientation contradicts
+//   the rings' positions (a 'hole' in no outer ring, a ring outside the one outer ring, no
+//   clockwise ring at all: a writer that wrote the rings the other way round, as GeoJSON
+//   orders them), the rings are nested by containment instead (GDAL's METHOD=DEFAULT, which
+//   vector-reader.ts then asks of GDAL too): read by orientation, a land with a hole became a
+//   polygon whose shell is the hole (repaired to EMPTY) and a multi-part land's holes became
+//   parts of their own (repaired into filled holes);
 // - Z types carry Z and, when the record has them, M (PolygonZ always has M in GDAL);
 //   M types carry M; null shapes and shapes without parts/points are NULL.
 // Coordinates are copied as they are (no re-orientation), except that a polygon ring whose
@@ -175,21 +180,22 @@ function organise(buf: Buffer, p: Parsed, rings: Ring[]): number[][] {
   }
   if (outers.length === 1) {
     const o = outers[0];
+    ringBox(v, p, rings[o]);
+    const h = rings[o];
     const poly = [o];
-    for (let i = 0; i < rings.length; i++) if (i !== o) poly.push(i);
+    for (let i = 0; i < rings.length; i++) {
+      if (i === o) continue;
+      // A 'hole' larger than the outer ring, or starting outside its box: the rings are the other way round.
+      const xy = p.xyAt + 16 * rings[i].start;
+      const x = v.getFloat64(xy, true), y = v.getFloat64(xy + 8, true);
+      if (Math.abs(rings[i].area) >= -h.area || (rings[i].n > 0 && (x < h.minX || x > h.maxX || y < h.minY || y > h.maxY))) return byContainment(v, p, rings);
+      poly.push(i);
+    }
     return [poly];
   }
+  if (outers.length === 0) return byContainment(v, p, rings);
   // Boxes only when a hole has more than one candidate outer ring.
-  for (const r of rings) {
-    const xy = p.xyAt + 16 * r.start;
-    for (let k = 0; k < r.n; k++) {
-      const x = v.getFloat64(xy + 16 * k, true), y = v.getFloat64(xy + 16 * k + 8, true);
-      if (x < r.minX) r.minX = x;
-      if (x > r.maxX) r.maxX = x;
-      if (y < r.minY) r.minY = y;
-      if (y > r.maxY) r.maxY = y;
-    }
-  }
+  for (const r of rings) ringBox(v, p, r);
   // Smallest containing outer ring first (GDAL walks outers by increasing area).
   const bySize = [...outers].sort((a, b) => rings[a].area - rings[b].area).reverse();
   const holesOf = new Map<number, number[]>(outers.map((o) => [o, []]));
@@ -211,11 +217,77 @@ function organise(buf: Buffer, p: Parsed, rings: Ring[]): number[][] {
     if (host >= 0) holesOf.get(host)!.push(i);
     else alone.push(i);
   }
+  // A hole in no outer ring: the orientation is not to be trusted, the positions are.
+  if (alone.length) return byContainment(v, p, rings);
   const polys: number[][] = [];
   for (let i = 0; i < rings.length; i++) {
     if (holesOf.has(i)) polys.push([i, ...holesOf.get(i)!]);
     else if (alone.includes(i)) polys.push([i]);
   }
+  return polys;
+}
+
+/** Sets a ring's bounding box (once). */
+function ringBox(v: DataView<ArrayBufferLike>, p: Parsed, r: Ring): void {
+  if (r.minX <= r.maxX) return;
+  const xy = p.xyAt + 16 * r.start;
+  for (let k = 0; k < r.n; k++) {
+    const x = v.getFloat64(xy + 16 * k, true), y = v.getFloat64(xy + 16 * k + 8, true);
+    if (x < r.minX) r.minX = x;
+    if (x > r.maxX) r.maxX = x;
+    if (y < r.minY) r.minY = y;
+    if (y > r.maxY) r.maxY = y;
+  }
+}
+
+/** Whether ring `r` lies in ring `h` (boxes, then a point of `r` that is not a vertex of `h`: a hole touching its shell). */
+function ringInRing(v: DataView<ArrayBufferLike>, p: Parsed, r: Ring, h: Ring): boolean {
+  if (r.n === 0 || h.n === 0 || h.minX > r.minX || h.maxX < r.maxX || h.minY > r.minY || h.maxY < r.maxY) return false;
+  const xy = p.xyAt + 16 * r.start, hxy = p.xyAt + 16 * h.start;
+  const isVertexOfH = (x: number, y: number) => {
+    for (let k = 0; k < h.n; k++) if (v.getFloat64(hxy + 16 * k, true) === x && v.getFloat64(hxy + 16 * k + 8, true) === y) return true;
+    return false;
+  };
+  for (let k = 0; k < r.n; k++) {
+    const x = v.getFloat64(xy + 16 * k, true), y = v.getFloat64(xy + 16 * k + 8, true);
+    if (!isVertexOfH(x, y)) return pointInRing(v, hxy, h.n, x, y);
+  }
+  return false;
+}
+
+/**
+ * Rings nested by containment, whatever their orientation (GDAL's organizePolygons
+ * METHOD=DEFAULT): a ring inside an even number of rings is an outer ring, one inside an odd
+ * number is a hole of the smallest ring containing it. Polygons in the file order of their
+ * outer rings.
+ */
+function byContainment(v: DataView<ArrayBufferLike>, p: Parsed, rings: Ring[]): number[][] {
+  for (const r of rings) ringBox(v, p, r);
+  const bySize = rings.map((_, i) => i).sort((a, b) => Math.abs(rings[b].area) - Math.abs(rings[a].area) || a - b);
+  const depth = new Array<number>(rings.length).fill(0);
+  const parent = new Array<number>(rings.length).fill(-1);
+  for (let k = 0; k < bySize.length; k++) {
+    const i = bySize[k];
+    // the smallest larger ring that contains it: walk back from the rings just larger
+    for (let j = k - 1; j >= 0; j--) {
+      const o = bySize[j];
+      if (Math.abs(rings[o].area) > Math.abs(rings[i].area) && ringInRing(v, p, rings[i], rings[o])) {
+        parent[i] = o;
+        depth[i] = depth[o] + 1;
+        break;
+      }
+    }
+  }
+  const polys: number[][] = [];
+  const at = new Map<number, number[]>();
+  for (let i = 0; i < rings.length; i++) {
+    if (depth[i] % 2 === 0) {
+      const poly = [i];
+      at.set(i, poly);
+      polys.push(poly);
+    }
+  }
+  for (let i = 0; i < rings.length; i++) if (depth[i] % 2 === 1) at.get(parent[i])!.push(i);
   return polys;
 }
 

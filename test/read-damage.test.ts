@@ -1,0 +1,94 @@
+// Shapefiles and zips as real agency files may come, damaged in ways that used to load
+// quietly wrong (an audit of the read path): each test builds the file, reads it with both
+// readers (the streaming one, read/shp-stream.ts, and GDAL's, vector-reader.ts) and checks the
+// rows against what the file means, not against each other.
+import fs from 'node:fs';
+import path from 'node:path';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ShapefileWriter } from '../fixtures/lib/shapefile-writer.ts';
+import { stageLayers } from '../src/etl/stage-vector.ts';
+import { openLayer, type VectorLayer } from '../src/etl/vector-reader.ts';
+import type { TestDb } from './helpers/db.ts';
+import { closeReaderContext, openReaderContext } from './helpers/readers.ts';
+
+let db: TestDb;
+let client: pg.PoolClient;
+let tmp: string;
+let n = 0;
+
+beforeAll(async () => void ({ db, client, tmp } = await openReaderContext('agro-read-damage-')));
+afterAll(() => closeReaderContext({ db, client, tmp }));
+
+const DEFAULTS = { srid: 4674 };
+const READERS = ['shp-stream', 'gdal'] as const;
+
+/** Stages the layers with one reader into a new table; returns the table. */
+async function stage(layers: VectorLayer[], reader: (typeof READERS)[number], specs: { name: string; aliases: string[] }[]) {
+  const t = `dmg_${reader.replace('-', '_')}_${++n}`;
+  const r = await stageLayers(client, t, layers.map((l) => ({ ...l, reader })), specs);
+  return { t, r };
+}
+
+/** Reverses the point order of every ring of every polygon record of a .shp, in place. */
+function reverseRings(shp: string): void {
+  const b = fs.readFileSync(shp);
+  for (let at = 100; at + 8 <= b.length; ) {
+    const c = at + 8;
+    if (b.readInt32LE(c) === 5) {
+      const parts = b.readInt32LE(c + 36), points = b.readInt32LE(c + 40);
+      const xy = c + 44 + 4 * parts;
+      for (let p = 0; p < parts; p++) {
+        const s = b.readInt32LE(c + 44 + 4 * p), e = p + 1 < parts ? b.readInt32LE(c + 48 + 4 * p) : points;
+        const pts = Array.from({ length: e - s }, (_, i) => Buffer.from(b.subarray(xy + 16 * (s + i), xy + 16 * (s + i + 1))));
+        pts.reverse().forEach((pt, i) => pt.copy(b, xy + 16 * (s + i)));
+      }
+    }
+    at = c + b.readInt32BE(at + 4) * 2;
+  }
+  fs.writeFileSync(shp, b);
+}
+
+const sq = (x: number, y: number, s: number) => [[x, y], [x + s, y], [x + s, y + s], [x, y + s], [x, y]];
+
+describe('polygon rings written the other way round (outer counter-clockwise, holes clockwise)', () => {
+  // What each record means, as WKT, and the polygons as GeoJSON for the writer (which orients
+  // rings the ESRI way; the .shp is then reversed, as a writer following GeoJSON's order does).
+  const lands = [
+    { wkt: 'POLYGON((0 0,10 0,10 10,0 10,0 0),(2 2,4 2,4 4,2 4,2 2))', geom: { type: 'Polygon', coordinates: [sq(0, 0, 10), sq(2, 2, 2)] } },
+    {
+      wkt: 'MULTIPOLYGON(((0 0,10 0,10 10,0 10,0 0),(2 2,4 2,4 4,2 4,2 2)),((20 0,30 0,30 10,20 10,20 0),(22 2,24 2,24 4,22 4,22 2)))',
+      geom: { type: 'MultiPolygon', coordinates: [[sq(0, 0, 10), sq(2, 2, 2)], [sq(20, 0, 10), sq(22, 2, 2)]] },
+    },
+    {
+      wkt: 'MULTIPOLYGON(((0 0,100 0,100 100,0 100,0 0),(10 10,60 10,60 60,10 60,10 10)),((20 20,30 20,30 30,20 30,20 20)))',
+      geom: { type: 'MultiPolygon', coordinates: [[sq(0, 0, 100), sq(10, 10, 50)], [sq(20, 20, 10)]] }, // an island in a lake
+    },
+    { wkt: 'POLYGON((0 0,10 0,10 10,0 10,0 0),(0 0,4 2,2 4,0 0))', geom: { type: 'Polygon', coordinates: [sq(0, 0, 10), [[0, 0], [2, 4], [4, 2], [0, 0]]] } }, // a hole touching its shell
+  ];
+
+  it.each(READERS)('%s: each land keeps its holes and its area (read by orientation, a hole was the shell and the shell a hole)', async (reader) => {
+    const base = path.join(tmp, `reversed_${++n}`);
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'polygon', encoding: 'latin1', fields: [{ name: 'k', type: 'N', length: 4 }] });
+    for (let k = 0; k < lands.length; k++) await w.write(lands[k].geom as never, { k });
+    await w.close();
+    reverseRings(`${base}.shp`);
+    const { t } = await stage([openLayer(`${base}.shp`, DEFAULTS)], reader, [{ name: 'k', aliases: ['k'] }]);
+    const rows = (await client.query(
+      `SELECT k::int, ST_IsValid(geom) AS valid, ST_Equals(geom, w) AND ST_Area(geom) = ST_Area(w) AS same
+         FROM ${t}, ST_GeomFromText(($1::text[])[k::int + 1]) AS w ORDER BY 1`,
+      [lands.map((l) => l.wkt)],
+    )).rows;
+    expect(rows).toEqual(lands.map((_, k) => ({ k, valid: true, same: true })));
+  });
+
+  it.each(READERS)('%s: rings in the ESRI order are read as before', async (reader) => {
+    const base = path.join(tmp, `esri_order_${++n}`);
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'polygon', encoding: 'latin1', fields: [{ name: 'k', type: 'N', length: 4 }] });
+    for (let k = 0; k < lands.length; k++) await w.write(lands[k].geom as never, { k });
+    await w.close();
+    const { t } = await stage([openLayer(`${base}.shp`, DEFAULTS)], reader, [{ name: 'k', aliases: ['k'] }]);
+    const rows = (await client.query(`SELECT k::int, ST_Equals(geom, ST_GeomFromText(($1::text[])[k::int + 1])) AS same FROM ${t} ORDER BY 1`, [lands.map((l) => l.wkt)])).rows;
+    expect(rows).toEqual(lands.map((_, k) => ({ k, same: true })));
+  });
+});
