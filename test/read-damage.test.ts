@@ -92,3 +92,52 @@ describe('polygon rings written the other way round (outer counter-clockwise, ho
     expect(rows).toEqual(lands.map((_, k) => ({ k, same: true })));
   });
 });
+
+describe('a .dbf and a .shp that disagree on the number of records', () => {
+  /** A point layer of `k` records, nome = r1…rk. */
+  async function points(k: number): Promise<string> {
+    const base = path.join(tmp, `count_${++n}`);
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'point', encoding: 'latin1', fields: [{ name: 'nome', type: 'C', length: 10 }] });
+    for (let i = 1; i <= k; i++) await w.write({ type: 'Point', coordinates: [-50 + i, -10] }, { nome: `r${i}` });
+    await w.close();
+    return base;
+  }
+  const specs = [{ name: 'nome', aliases: ['nome'] }];
+
+  it.each(READERS)('%s: a .dbf cut short: the shapes without a record are counted (GDAL dropped them silently)', async (reader) => {
+    const base = await points(3);
+    const dbf = fs.readFileSync(`${base}.dbf`);
+    const headerLength = dbf.readUInt16LE(8), recordLength = dbf.readUInt16LE(10);
+    dbf.writeUInt32LE(2, 4);
+    fs.writeFileSync(`${base}.dbf`, Buffer.concat([dbf.subarray(0, headerLength + 2 * recordLength), Buffer.from([0x1a])]));
+    const { t, r } = await stage([openLayer(`${base}.shp`, DEFAULTS)], reader, specs);
+    expect(r).toMatchObject({ rows: 2, shapesWithoutRecord: 1, deleted: 0 });
+    expect((await client.query(`SELECT nome FROM ${t} ORDER BY src_seq`)).rows.map((x) => x.nome)).toEqual(['r1', 'r2']);
+  });
+
+  it.each(READERS)('%s: a deleted record is skipped and counted', async (reader) => {
+    const base = await points(3);
+    const dbf = fs.readFileSync(`${base}.dbf`);
+    dbf[dbf.readUInt16LE(8) + dbf.readUInt16LE(10)] = 0x2a;
+    fs.writeFileSync(`${base}.dbf`, dbf);
+    const { t, r } = await stage([openLayer(`${base}.shp`, DEFAULTS)], reader, specs);
+    expect(r).toMatchObject({ rows: 2, shapesWithoutRecord: 0, deleted: 1 });
+    expect((await client.query(`SELECT nome FROM ${t} ORDER BY src_seq`)).rows.map((x) => x.nome)).toEqual(['r1', 'r3']);
+  });
+
+  it.each(READERS)('%s: a .shp cut short: every record of the .dbf is loaded, the missing shapes NULL', async (reader) => {
+    const base = await points(3);
+    const shp = fs.readFileSync(`${base}.shp`), shx = fs.readFileSync(`${base}.shx`);
+    const lastAt = shx.readInt32BE(100 + 8 * 2) * 2;
+    const cutShp = Buffer.from(shp.subarray(0, lastAt)), cutShx = Buffer.from(shx.subarray(0, 100 + 8 * 2));
+    cutShp.writeInt32BE(cutShp.length / 2, 24);
+    cutShx.writeInt32BE(cutShx.length / 2, 24);
+    fs.writeFileSync(`${base}.shp`, cutShp);
+    fs.writeFileSync(`${base}.shx`, cutShx);
+    const { t, r } = await stage([openLayer(`${base}.shp`, DEFAULTS)], reader, specs);
+    expect(r).toMatchObject({ rows: 3 });
+    expect((await client.query(`SELECT nome, geom IS NULL AS no_geom FROM ${t} ORDER BY src_seq`)).rows).toEqual([
+      { nome: 'r1', no_geom: false }, { nome: 'r2', no_geom: false }, { nome: 'r3', no_geom: true },
+    ]);
+  });
+});

@@ -148,9 +148,13 @@ async function openLeftInZip(shp: string, srid: number): Promise<{ layer: Vector
 /** The report's note on which reader staged the rows (stage-vector.ts). */
 export function readerNote(r: Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed'> & { ringsClosed?: number; shapesWithoutRecord?: number }): string {
   const closed = r.ringsClosed ? `${r.ringsClosed} polygon ring(s) not closed in the .shp, closed on reading (then repaired like any invalid polygon)` : '';
-  if (r.reader === 'gdal') return `read with GDAL, one feature at a time (text COPY)${closed ? `: ${closed}` : ''}`;
   const orphans = r.shapesWithoutRecord ? `${r.shapesWithoutRecord} shape(s) after the .dbf's last record (no attributes: the .dbf is shorter than the .shp), not loaded` : '';
-  const extra = [r.deleted ? `${r.deleted} deleted DBF record(s) skipped` : '', r.unparsed ? `${r.unparsed} numeric/date value(s) that were not numbers/dates, kept as written` : '', closed, orphans].filter(Boolean);
+  const deleted = r.deleted ? `${r.deleted} deleted DBF record(s) skipped` : '';
+  if (r.reader === 'gdal') {
+    const extra = [deleted, closed, orphans].filter(Boolean);
+    return `read with GDAL, one feature at a time (text COPY)${extra.length ? `: ${extra.join('; ')}` : ''}`;
+  }
+  const extra = [deleted, r.unparsed ? `${r.unparsed} numeric/date value(s) that were not numbers/dates, kept as written` : '', closed, orphans].filter(Boolean);
   return `read with the streaming shapefile reader (binary COPY)${extra.length ? `: ${extra.join('; ')}` : ''}`;
 }
 

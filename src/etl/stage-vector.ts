@@ -14,7 +14,7 @@ import { ident } from '../db/pool.ts';
 import { copyLine, copyLines, type CopyValue } from './copy.ts';
 import { stageShapefiles } from './read/shp-stream.ts';
 import { createStagingTable, mapFields, missingEverywhere, schemaFingerprint, stagingColumns, type FieldSpec, type StageResult } from './read/staging.ts';
-import { readFeatures, type VectorLayer } from './vector-reader.ts';
+import { readFeatures, type ReadCounts, type VectorLayer } from './vector-reader.ts';
 
 export { createStagingTable, mapFields, requiredFieldMissing, schemaFingerprint, type FieldSpec, type StageResult } from './read/staging.ts';
 
@@ -23,7 +23,7 @@ export type ReadPath = NonNullable<VectorLayer['reader']>;
 
 export interface LayerStageResult extends StageResult {
   reader: ReadPath;
-  /** DBF records flagged deleted, skipped (the streaming reader counts them; GDAL skips them silently). */
+  /** DBF records flagged deleted, skipped and counted (both readers). */
   deleted: number;
   /** Numeric/date DBF values that were not numbers/dates, kept as written (streaming reader). */
   unparsed: number;
@@ -31,7 +31,7 @@ export interface LayerStageResult extends StageResult {
   overflowed: Record<string, Record<string, number>> | null;
   /** Polygon rings not closed in the .shp, closed on reading (both readers). */
   ringsClosed: number;
-  /** Shapes after the .dbf's last record, not loaded (streaming reader; GDAL reads the .dbf's records only, 0). */
+  /** Shapes after the .dbf's last record, not loaded and counted (both readers). */
   shapesWithoutRecord: number;
 }
 
@@ -56,21 +56,22 @@ export const readPathOf = (layers: VectorLayer[]): ReadPath =>
  */
 export async function stageLayers(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<LayerStageResult> {
   if (readPathOf(layers) === 'shp-stream') return { reader: 'shp-stream', ...(await stageShapefiles(client, table, layers, specs)) };
-  return { reader: 'gdal', deleted: 0, unparsed: 0, overflowed: null, shapesWithoutRecord: 0, ...(await stageWithGdal(client, table, layers, specs)) };
+  return { reader: 'gdal', unparsed: 0, overflowed: null, ...(await stageWithGdal(client, table, layers, specs)) };
 }
 
 /** GDAL's feature loop (gdal-async, one native call per feature) into a text COPY. */
-async function stageWithGdal(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<StageResult & { ringsClosed: number }> {
+async function stageWithGdal(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<StageResult & ReadCounts & { ringsClosed: number }> {
   const mappings = layers.map((l) => mapFields(l, specs));
   await createStagingTable(client, table, specs);
   let seq = 0;
   let replacementChars = 0;
   let ringsClosed = 0;
+  const counts: ReadCounts = { deleted: 0, shapesWithoutRecord: 0 };
   function* lines(): Generator<string> {
     for (let li = 0; li < layers.length; li++) {
       const layer = layers[li];
       const { index, unknown } = mappings[li];
-      for (const f of readFeatures(layer)) {
+      for (const f of readFeatures(layer, counts)) {
         ringsClosed += f.ringsClosed;
         const row: CopyValue[] = [++seq, layer.name, layer.srid];
         const byName: Record<string, CopyValue> = {};
@@ -92,5 +93,5 @@ async function stageWithGdal(client: pg.ClientBase, table: string, layers: Vecto
   }
   const rows = await copyLines(client, `${table} (${stagingColumns(specs).map(ident).join(', ')})`, lines());
   const unknown = [...new Set(mappings.flatMap((m) => m.unknown))];
-  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown, replacementChars, fingerprint: schemaFingerprint(layers), ringsClosed };
+  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown, replacementChars, fingerprint: schemaFingerprint(layers), ringsClosed, ...counts };
 }

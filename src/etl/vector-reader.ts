@@ -170,9 +170,66 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
   });
 }
 
-/** Streams a layer's features; the dataset stays open only while iterating. */
-export function* readFeatures(layer: VectorLayer): Generator<RawFeature> {
+/** A DBF's record count as its header declares it. */
+function dbfRecordCount(dbf: string): number {
+  const fd = fs.openSync(dbf, 'r');
+  try {
+    const b = Buffer.alloc(4);
+    return fs.readSync(fd, b, 0, 4, 4) === 4 ? b.readUInt32LE(0) : 0;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** What the feature loop skipped, as the streaming reader counts it (read/shp-stream.ts). */
+export interface ReadCounts {
+  /** DBF records flagged deleted (GDAL skips them). */
+  deleted: number;
+  /** Shapes after the .dbf's last record (GDAL reads as many features as the .dbf has records). */
+  shapesWithoutRecord: number;
+}
+
+/**
+ * The .dbf records after the .shp's last shape, with no geometry. GDAL's layer ends with the
+ * .shp, and those records were dropped without a word (the streaming reader loads them with a
+ * NULL geometry): they are read from the .dbf opened alone (a link in a folder of its own,
+ * or GDAL would open the .shp beside it).
+ */
+function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number): Generator<RawFeature> {
+  const dir = fs.mkdtempSync(path.join(path.dirname(dbf), '.dbf-'));
+  try {
+    const alone = path.join(dir, path.basename(dbf));
+    try {
+      fs.linkSync(dbf, alone);
+    } catch {
+      fs.copyFileSync(dbf, alone);
+    }
+    const ds = withEncoding(layer.encoding, () => gdal.open(alone));
+    try {
+      const lyr = ds.layers.get(0);
+      const names = lyr.fields.map((f) => f.name.toLowerCase());
+      for (let f = lyr.features.first(); f; f = lyr.features.next()) {
+        if (f.fid < shapes) continue;
+        const values = f.fields.toArray();
+        const props: Record<string, unknown> = {};
+        for (let i = 0; i < names.length; i++) props[names[i]] = values[i];
+        yield { props, wkb: null, ringsClosed: 0 };
+      }
+    } finally {
+      ds.close();
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Streams a layer's features; the dataset stays open only while iterating. A shapefile's
+ * `counts` (when given) are added to once the loop has run to its end.
+ */
+export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generator<RawFeature> {
   const ds = withEncoding(layer.encoding, () => gdal.open(layer.file));
+  let read = 0;
   try {
     const lyr = ds.layers.get(0);
     const names = lyr.fields.map((f) => f.name.toLowerCase());
@@ -189,7 +246,18 @@ export function* readFeatures(layer: VectorLayer): Generator<RawFeature> {
         g = withOption('OGR_ORGANIZE_POLYGONS', 'DEFAULT', () => lyr.features.get(fid)).getGeometry();
       }
       const ringsClosed = g && !g.isEmpty() ? closeOpenRings(g) : 0;
+      read++;
       yield { props, wkb: g && !g.isEmpty() ? g.toWKB() : null, ringsClosed };
+    }
+    if (shapefile) {
+      const dbf = sibling(layer.file, '.dbf');
+      const records = dbf ? dbfRecordCount(dbf) : read;
+      const shapes = lyr.features.count();
+      if (dbf && records > shapes) for (const f of recordsAfterShapes(layer, dbf, shapes)) read++, yield f;
+      if (counts) {
+        counts.shapesWithoutRecord += Math.max(0, shapes - records);
+        counts.deleted += Math.max(0, records - read);
+      }
     }
   } finally {
     ds.close();
