@@ -4,9 +4,14 @@
 // rows against what the file means, not against each other.
 import fs from 'node:fs';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ShapefileWriter } from '../fixtures/lib/shapefile-writer.ts';
+import yazl from 'yazl';
+import { PRJ_SIRGAS2000, ShapefileWriter } from '../fixtures/lib/shapefile-writer.ts';
+import { DEFAULT_ZIP_LIMITS } from '../src/etl/archive.ts';
+import { isAgroError } from '../src/errors.ts';
+import { layersFromZip } from '../src/etl/layers.ts';
 import { stageLayers } from '../src/etl/stage-vector.ts';
 import { openLayer, type VectorLayer } from '../src/etl/vector-reader.ts';
 import type { TestDb } from './helpers/db.ts';
@@ -139,5 +144,32 @@ describe('a .dbf and a .shp that disagree on the number of records', () => {
     expect((await client.query(`SELECT nome, geom IS NULL AS no_geom FROM ${t} ORDER BY src_seq`)).rows).toEqual([
       { nome: 'r1', no_geom: false }, { nome: 'r2', no_geom: false }, { nome: 'r3', no_geom: true },
     ]);
+  });
+});
+
+describe('zips', () => {
+  it('two members of the same name (two versions of a layer) are refused, not loaded twice', async () => {
+    const versions: string[] = [];
+    for (const rows of [['a1', 'a2'], ['b1', 'b2', 'b3']]) {
+      const base = path.join(tmp, `v${++n}`, 'AREA_IMOVEL');
+      fs.mkdirSync(path.dirname(base));
+      const w = await ShapefileWriter.open({ basePath: base, shapeType: 'point', encoding: 'latin1', prj: PRJ_SIRGAS2000, fields: [{ name: 'nome', type: 'C', length: 10 }] });
+      for (let i = 0; i < rows.length; i++) await w.write({ type: 'Point', coordinates: [-50 + i, -10] }, { nome: rows[i] });
+      await w.close();
+      versions.push(base);
+    }
+    // zipFiles refuses duplicate names; yazl writes them, as other zip tools do.
+    const zip = new yazl.ZipFile();
+    for (const ext of ['.shp', '.shx', '.dbf', '.prj']) for (const v of versions) zip.addFile(v + ext, `AREA_IMOVEL${ext}`);
+    zip.end();
+    const file = path.join(tmp, `dup_${++n}.zip`);
+    await pipeline(zip.outputStream, fs.createWriteStream(file));
+    const got = await layersFromZip(file, path.join(tmp, `dup_work_${n}`), { srid: 4674, limits: DEFAULT_ZIP_LIMITS }).then(
+      async (layers) => (await stageLayers(client, `dup_${n}`, layers, [{ name: 'nome', aliases: ['nome'] }])).rows,
+      (e: unknown) => e,
+    );
+    // It staged 6 rows: the second version twice.
+    expect(isAgroError(got) && got.code).toBe('corrupt_archive');
+    expect((got as Error).message).toMatch(/AREA_IMOVEL\.shp.*more than once/);
   });
 });

@@ -176,6 +176,19 @@ function listEntries(zip: ZipFile): Promise<Entry[]> {
 const isMacResourceFork = (name: string): boolean => /(^|\/)__MACOSX\//.test(name) || /(^|\/)\._[^/]*$/.test(name);
 
 /**
+ * Two file members of one name (a zip appended to, two versions of a layer): which is meant
+ * cannot be told, and read, the last one's layer was found twice and loaded twice.
+ */
+function refuseDuplicates(file: string, entries: Entry[]): void {
+  const seen = new Set<string>();
+  for (const e of entries) {
+    if (isDirectory(e)) continue;
+    if (seen.has(e.fileName)) throw corrupt(file, `${e.fileName} is in the archive more than once`);
+    seen.add(e.fileName);
+  }
+}
+
+/**
  * Opens a zip, lists its entries, checks the declared sizes of the file entries `pick`
  * selects, then streams those one at a time (inflated bytes counted, CRC checked) into
  * the sink `onEntry` gives; directory entries go to `onEntry` with no stream.
@@ -190,6 +203,7 @@ async function walkZip(
   await withZip(file, async (zip) => {
     const entries = await listEntries(zip);
     const chosen = entries.filter((e) => !isMacResourceFork(e.fileName) && (isDirectory(e) || pick(e.fileName)));
+    refuseDuplicates(file, chosen);
     checkDeclared(file, chosen.filter((e) => !isDirectory(e)), { ...limits, maxBytes: Math.min(limits.maxBytes, budget.left) });
     for (const entry of chosen) {
       const sink = await onEntry(entry);
