@@ -173,3 +173,22 @@ describe('zips', () => {
     expect((got as Error).message).toMatch(/AREA_IMOVEL\.shp.*more than once/);
   });
 });
+
+describe('DBF field names', () => {
+  it.each(READERS)('%s: two fields of one name (in any case): the first keeps it, the second is kept as <name>_2, no value is lost', async (reader) => {
+    const base = path.join(tmp, `dupfield_${++n}`);
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'point', encoding: 'latin1', fields: [{ name: 'nome', type: 'C', length: 10 }, { name: 'nomx', type: 'C', length: 10 }, { name: 'cod', type: 'C', length: 5 }] });
+    await w.write({ type: 'Point', coordinates: [-50, -10] }, { nome: 'first', nomx: 'second', cod: 'c1' });
+    await w.close();
+    // The second field's name becomes NOME (a writer that cut two long names to the same 10 bytes, or kept both cases).
+    const dbf = fs.readFileSync(`${base}.dbf`);
+    dbf.write('NOME', 64, 'latin1');
+    fs.writeFileSync(`${base}.dbf`, dbf);
+    const layer = openLayer(`${base}.shp`, DEFAULTS);
+    expect(layer.fields.map((f) => f.name)).toEqual(['nome', 'nome_2', 'cod']);
+    const { t, r } = await stage([layer], reader, [{ name: 'nome', aliases: ['nome'] }]);
+    expect(r.unknown).toEqual(['nome_2', 'cod']);
+    // It staged nome = 'second', and 'first' nowhere.
+    expect((await client.query(`SELECT nome, extra FROM ${t}`)).rows).toEqual([{ nome: 'first', extra: { nome_2: 'second', cod: 'c1' } }]);
+  });
+});

@@ -11,6 +11,7 @@ import { AgroError } from '../errors.ts';
 import type { ZipBudget } from './archive.ts';
 import { identifySrid, readPrj } from './layer-crs.ts';
 import { decideEncoding, type EncodingRule } from './layer-encoding.ts';
+import { uniqueFieldNames } from './read/dbf.ts';
 
 export interface LayerField {
   name: string;
@@ -151,6 +152,7 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
     try {
       const layer = ds.layers.get(0);
       const srid = prj ? identifySrid(readPrj(prj), shp) : null;
+      const types = layer.fields.map((f) => f.type);
       return {
         file: shp,
         name: path.basename(shp).slice(0, -4),
@@ -161,7 +163,7 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
         encodingAssumed: decision.decidedBy !== 'cpg' && decision.decidedBy !== 'cst',
         ...(decision.ignored ? { encodingIgnored: decision.ignored } : {}),
         ...(decision.passedOver ? { encodingPassedOver: decision.passedOver } : {}),
-        fields: layer.fields.map((f) => ({ name: f.name.toLowerCase(), type: f.type })),
+        fields: uniqueFieldNames(layer.fields.map((f) => f.name.toLowerCase())).map((name, i) => ({ name, type: types[i] })),
         featureCount: layer.features.count(),
       };
     } finally {
@@ -207,7 +209,7 @@ function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number): G
     const ds = withEncoding(layer.encoding, () => gdal.open(alone));
     try {
       const lyr = ds.layers.get(0);
-      const names = lyr.fields.map((f) => f.name.toLowerCase());
+      const names = uniqueFieldNames(lyr.fields.map((f) => f.name.toLowerCase()));
       for (let f = lyr.features.first(); f; f = lyr.features.next()) {
         if (f.fid < shapes) continue;
         const values = f.fields.toArray();
@@ -232,7 +234,7 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
   let read = 0;
   try {
     const lyr = ds.layers.get(0);
-    const names = lyr.fields.map((f) => f.name.toLowerCase());
+    const names = uniqueFieldNames(lyr.fields.map((f) => f.name.toLowerCase()));
     // Only the shapefile driver organises rings into polygons (mayBeMisnested).
     const shapefile = /\.shp$/i.test(layer.file);
     // first() rewinds the layer and returns feature 1; next() continues from there.

@@ -50,7 +50,29 @@ export function parseDbfHeader(buf: Buffer, file: string, decode: TextDecode = (
     offset += length;
   }
   if (offset > recordLength) throw new AgroError('malformed_source', `${file}: DBF fields (${offset} bytes) overrun the record length ${recordLength}`);
+  uniqueFieldNames(fields.map((f) => f.name)).forEach((name, i) => (fields[i].name = name));
   return { records, headerLength, recordLength, fields };
+}
+
+/**
+ * Lower-cased field names made unique, as both readers name a layer's fields: a name already
+ * taken gets _2, _3… ('nome', 'NOME' → 'nome', 'nome_2'). A DBF may repeat a name (a writer
+ * that cut two long names to the same 10 bytes, or kept both cases); keyed by name, the later
+ * field's value took the earlier one's place and the earlier value was lost.
+ */
+export function uniqueFieldNames(names: string[]): string[] {
+  const taken = new Set(names);
+  const seen = new Set<string>();
+  return names.map((name) => {
+    if (!seen.has(name)) {
+      seen.add(name);
+      return name;
+    }
+    let k = 2;
+    while (taken.has(`${name}_${k}`)) k++;
+    taken.add(`${name}_${k}`);
+    return `${name}_${k}`;
+  });
 }
 
 export type TextDecode = (buf: Buffer, start: number, end: number) => string;
