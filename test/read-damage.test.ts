@@ -192,3 +192,35 @@ describe('DBF field names', () => {
     expect((await client.query(`SELECT nome, extra FROM ${t}`)).rows).toEqual([{ nome: 'first', extra: { nome_2: 'second', cod: 'c1' } }]);
   });
 });
+
+describe('a C field wider than 254 bytes (its length\'s high byte in the decimal count, as Clipper and FoxPro write it)', () => {
+  /** obs: 300 bytes wide (44 + 1 × 256), then cod. */
+  async function wideField(): Promise<string> {
+    const base = path.join(tmp, `wide_${++n}`);
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'point', encoding: 'latin1', fields: [{ name: 'obs', type: 'C', length: 254 }, { name: 'pad', type: 'C', length: 46 }, { name: 'cod', type: 'C', length: 5 }] });
+    await w.write({ type: 'Point', coordinates: [-50, -10] }, { obs: 'x'.repeat(254), pad: 'y'.repeat(46), cod: 'C1' });
+    await w.close();
+    // The record bytes stay; the header says obs is 300 wide and has no 'pad'.
+    const d = fs.readFileSync(`${base}.dbf`);
+    const headerLength = d.readUInt16LE(8);
+    const obs = Buffer.from(d.subarray(32, 64));
+    obs[16] = 300 - 256;
+    obs[17] = 1;
+    const head = Buffer.concat([d.subarray(0, 32), obs, d.subarray(96, 128), Buffer.from([0x0d])]);
+    head.writeUInt16LE(head.length, 8);
+    fs.writeFileSync(`${base}.dbf`, Buffer.concat([head, d.subarray(headerLength)]));
+    return base;
+  }
+  const specs = [{ name: 'obs', aliases: ['obs'] }, { name: 'cod', aliases: ['cod'] }];
+
+  it('shp-stream: read at its full width; the next field at its place (it read 44 bytes, and cod = xxxxx)', async () => {
+    const { t } = await stage([openLayer(`${await wideField()}.shp`, DEFAULTS)], 'shp-stream', specs);
+    expect((await client.query(`SELECT obs, cod FROM ${t}`)).rows).toEqual([{ obs: 'x'.repeat(254) + 'y'.repeat(46), cod: 'C1' }]);
+  });
+
+  it('gdal: GDAL reads 44 bytes of it and shifts the next fields: refused, not loaded shifted', async () => {
+    const got = await stage([openLayer(`${await wideField()}.shp`, DEFAULTS)], 'gdal', specs).catch((e: unknown) => e);
+    expect(isAgroError(got) && got.code).toBe('malformed_source');
+    expect((got as Error).message).toMatch(/obs.*300 bytes/);
+  });
+});

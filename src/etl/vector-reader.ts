@@ -11,7 +11,7 @@ import { AgroError } from '../errors.ts';
 import type { ZipBudget } from './archive.ts';
 import { identifySrid, readPrj } from './layer-crs.ts';
 import { decideEncoding, type EncodingRule } from './layer-encoding.ts';
-import { uniqueFieldNames } from './read/dbf.ts';
+import { parseDbfHeader, uniqueFieldNames, type DbfHeader } from './read/dbf.ts';
 
 export interface LayerField {
   name: string;
@@ -172,15 +172,29 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
   });
 }
 
-/** A DBF's record count as its header declares it. */
-function dbfRecordCount(dbf: string): number {
+/**
+ * A DBF's record count as its header declares it. A C field wider than 254 bytes (read/dbf.ts
+ * widenCharFields) is refused: GDAL reads 254 bytes at most of it and every field after it
+ * from the wrong bytes.
+ */
+function dbfRecordCount(dbf: string): number | null {
   const fd = fs.openSync(dbf, 'r');
+  let header: DbfHeader;
   try {
-    const b = Buffer.alloc(4);
-    return fs.readSync(fd, b, 0, 4, 4) === 4 ? b.readUInt32LE(0) : 0;
+    const head = Buffer.alloc(32);
+    if (fs.readSync(fd, head, 0, 32, 0) < 32) return null;
+    const all = Buffer.alloc(head.readUInt16LE(8));
+    header = parseDbfHeader(all.subarray(0, fs.readSync(fd, all, 0, all.length, 0)), path.basename(dbf));
+  } catch {
+    return null; // GDAL opened it: its reading stands
   } finally {
     fs.closeSync(fd);
   }
+  if (header.widened.length) {
+    const widths = header.fields.filter((f) => header.widened.includes(f.name)).map((f) => `${f.name} (${f.length} bytes)`);
+    throw new AgroError('malformed_source', `${path.basename(dbf)}: text field(s) wider than GDAL reads: ${widths.join(', ')}`, { file: path.basename(dbf) });
+  }
+  return header.records;
 }
 
 /** What the feature loop skipped, as the streaming reader counts it (read/shp-stream.ts). */
@@ -237,6 +251,8 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
     const names = uniqueFieldNames(lyr.fields.map((f) => f.name.toLowerCase()));
     // Only the shapefile driver organises rings into polygons (mayBeMisnested).
     const shapefile = /\.shp$/i.test(layer.file);
+    const dbf = shapefile ? sibling(layer.file, '.dbf') : null;
+    const records = dbf ? dbfRecordCount(dbf) : null;
     // first() rewinds the layer and returns feature 1; next() continues from there.
     for (let f = lyr.features.first(); f; f = lyr.features.next()) {
       const values = f.fields.toArray();
@@ -251,11 +267,9 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
       read++;
       yield { props, wkb: g && !g.isEmpty() ? g.toWKB() : null, ringsClosed };
     }
-    if (shapefile) {
-      const dbf = sibling(layer.file, '.dbf');
-      const records = dbf ? dbfRecordCount(dbf) : read;
+    if (dbf && records !== null) {
       const shapes = lyr.features.count();
-      if (dbf && records > shapes) for (const f of recordsAfterShapes(layer, dbf, shapes)) read++, yield f;
+      if (records > shapes) for (const f of recordsAfterShapes(layer, dbf, shapes)) read++, yield f;
       if (counts) {
         counts.shapesWithoutRecord += Math.max(0, shapes - records);
         counts.deleted += Math.max(0, records - read);

@@ -25,6 +25,8 @@ export interface DbfHeader {
   headerLength: number;
   recordLength: number;
   fields: DbfField[];
+  /** C fields read wider than 254 bytes (their length's high byte in the decimal count). */
+  widened: string[];
 }
 
 /**
@@ -51,7 +53,28 @@ export function parseDbfHeader(buf: Buffer, file: string, decode: TextDecode = (
   }
   if (offset > recordLength) throw new AgroError('malformed_source', `${file}: DBF fields (${offset} bytes) overrun the record length ${recordLength}`);
   uniqueFieldNames(fields.map((f) => f.name)).forEach((name, i) => (fields[i].name = name));
-  return { records, headerLength, recordLength, fields };
+  return { records, headerLength, recordLength, fields, widened: widenCharFields(fields, offset, recordLength) };
+}
+
+/**
+ * Clipper and FoxPro write a C field wider than 254 bytes with its length's high byte in the
+ * decimal count. When the fields fall short of the record length by exactly those high bytes,
+ * the fields are widened and the offsets after them moved (read at 44 of its 300 bytes, a field
+ * was cut and every field after it read from the wrong bytes: GDAL's reading). Returns their names.
+ */
+function widenCharFields(fields: DbfField[], end: number, recordLength: number): string[] {
+  const wide = fields.filter((f) => f.type === 'C' && f.decimals > 0);
+  if (end === recordLength || end + wide.reduce((s, f) => s + 256 * f.decimals, 0) !== recordLength) return [];
+  let offset = 1;
+  for (const f of fields) {
+    if (f.type === 'C' && f.decimals > 0) {
+      f.length += 256 * f.decimals;
+      f.decimals = 0;
+    }
+    f.offset = offset;
+    offset += f.length;
+  }
+  return wide.map((f) => f.name);
 }
 
 /**
