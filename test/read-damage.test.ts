@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import yazl from 'yazl';
-import { PRJ_SIRGAS2000, ShapefileWriter } from '../fixtures/lib/shapefile-writer.ts';
+import { PRJ_SIRGAS2000, ShapefileWriter, zipFiles } from '../fixtures/lib/shapefile-writer.ts';
 import { DEFAULT_ZIP_LIMITS } from '../src/etl/archive.ts';
 import { isAgroError } from '../src/errors.ts';
 import { layersFromZip } from '../src/etl/layers.ts';
@@ -222,5 +222,39 @@ describe('a C field wider than 254 bytes (its length\'s high byte in the decimal
     const got = await stage([openLayer(`${await wideField()}.shp`, DEFAULTS)], 'gdal', specs).catch((e: unknown) => e);
     expect(isAgroError(got) && got.code).toBe('malformed_source');
     expect((got as Error).message).toMatch(/obs.*300 bytes/);
+  });
+});
+
+describe('a .shp edited in place (shapelib writes a grown shape at the end of the .shp and points the .shx to it)', () => {
+  it('the shape the .shx points to is loaded, not the stale one left in place', async () => {
+    const dir = path.join(tmp, `edited_${++n}`);
+    fs.mkdirSync(dir);
+    const base = path.join(dir, 'AREA_IMOVEL');
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'polygon', encoding: 'latin1', prj: PRJ_SIRGAS2000, fields: [{ name: 'k', type: 'N', length: 4 }] });
+    for (let k = 1; k <= 3; k++) await w.write({ type: 'Polygon', coordinates: [sq(-50 + k, -10, 0.5)] } as never, { k });
+    await w.close();
+    // Record 2 edited into a pentagon: written after the last record, the .shx pointed to it.
+    const edit = `${base}_edit`;
+    const e = await ShapefileWriter.open({ basePath: edit, shapeType: 'polygon', encoding: 'latin1', fields: [{ name: 'k', type: 'N', length: 4 }] });
+    await e.write({ type: 'Polygon', coordinates: [[[-48, -10], [-47, -10], [-47, -9], [-47.5, -8.5], [-48, -9], [-48, -10]]] } as never, { k: 2 });
+    await e.close();
+    const rec = fs.readFileSync(`${edit}.shp`).subarray(100);
+    rec.writeInt32BE(2, 0);
+    const shp = fs.readFileSync(`${base}.shp`), shx = fs.readFileSync(`${base}.shx`);
+    const newShp = Buffer.concat([shp, rec]);
+    newShp.writeInt32BE(newShp.length / 2, 24);
+    shx.writeInt32BE(shp.length / 2, 100 + 8);
+    shx.writeInt32BE(rec.length / 2 - 4, 100 + 8 + 4);
+    fs.writeFileSync(`${base}.shp`, newShp);
+    fs.writeFileSync(`${base}.shx`, shx);
+    for (const x of ['.shp', '.shx', '.dbf', '.prj']) fs.rmSync(`${edit}${x}`, { force: true });
+    const file = path.join(tmp, `edited_${n}.zip`);
+    await zipFiles(file, ['.shp', '.shx', '.dbf', '.prj'].map((x) => ({ path: base + x, name: `AREA_IMOVEL${x}` })));
+    const layers = await layersFromZip(file, path.join(tmp, `edited_work_${n}`), { srid: 4674, limits: DEFAULT_ZIP_LIMITS });
+    const r = await stageLayers(client, `edited_${n}`, layers, [{ name: 'k', aliases: ['k'] }]);
+    // It loaded record 2 as the old square and counted the pentagon as a shape without a record.
+    expect(r).toMatchObject({ rows: 3, shapesWithoutRecord: 0, reader: 'gdal' }); // GDAL reads through the .shx
+    const rows = (await client.query(`SELECT k, ST_NPoints(geom) AS points FROM edited_${n} ORDER BY src_seq`)).rows;
+    expect(rows).toEqual([{ k: '1', points: 5 }, { k: '2', points: 6 }, { k: '3', points: 5 }]);
   });
 });

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { AgroError } from '../errors.ts';
 import { extractMembers, readHead, zipBudget, type ZipBudget, type ZipLimits } from './archive.ts';
 import { readingStored } from './download.ts';
-import { canStream, canStreamHeader, fileSources } from './read/shp-stream.ts';
+import { canStream, canStreamHeader, fileSources, shxInFileOrder } from './read/shp-stream.ts';
 import type { LayerStageResult } from './stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from './vector-reader.ts';
 
@@ -91,7 +91,8 @@ export async function layersFromZip(zipPath: string, workDir: string, o: ZipLaye
     }
     const { layer, shx } = await openLeftInZip(shp, o.srid);
     const zipped = { zip: inZip.zip, entry: inZip.entry, stored: zipPath, budget, dbf: (fileSources(shp).dbf as { file: string }).file };
-    opened.push({ ...layer, file: `/vsizip/${inZip.zip}/${inZip.entry}`, reader: canStreamHeader(shx, layer.encoding) ? 'shp-stream' : 'gdal', zipped });
+    const streams = canStreamHeader(shx, layer.encoding) && shxInFileOrder(shp);
+    opened.push({ ...layer, file: `/vsizip/${inZip.zip}/${inZip.entry}`, reader: streams ? 'shp-stream' : 'gdal', zipped });
   }
   if (opened.every((l) => l.reader === 'shp-stream')) return opened;
   // GDAL reads the layers from disk: the .shp members left in their zips are extracted now (still inflated once).
@@ -100,13 +101,13 @@ export async function layersFromZip(zipPath: string, workDir: string, o: ZipLaye
     const names = new Set(members.map((m) => m.entry));
     await readingStored(zipPath, () => extractMembers(zip, members[0].into, { limits: o.limits, budget, only: (n) => names.has(n) }));
   }
-  return opened.map(({ zipped, ...l }, i) => (zipped ? { ...l, file: shps[i], reader: canStream(shps[i], l.encoding) ? 'shp-stream' : 'gdal' } : l));
+  return opened.map(({ zipped, ...l }, i) => (zipped ? { ...l, file: shps[i], reader: canStream(shps[i], l.encoding) && shxInFileOrder(shps[i]) ? 'shp-stream' : 'gdal' } : l));
 }
 
 /** One extracted shapefile, opened with the engine's rules; the streaming reader stages it when it can (else GDAL). */
 export function openForStreaming(shp: string, srid: number): VectorLayer {
   const layer = openLayer(shp, { srid });
-  return { ...layer, reader: canStream(shp, layer.encoding) ? 'shp-stream' : 'gdal' };
+  return { ...layer, reader: canStream(shp, layer.encoding) && shxInFileOrder(shp) ? 'shp-stream' : 'gdal' };
 }
 
 /** Extensions of the parts GDAL opens a layer with, as vector-reader.ts looks for them (either case). */

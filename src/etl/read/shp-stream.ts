@@ -10,7 +10,7 @@
 // Differences, all on values the GDAL reader damaged: integers beyond 2^53 keep every
 // digit; a numeric or date field that is not one is kept as written and counted in
 // `unparsed` (GDAL read it as 0 / NULL); a deleted DBF record is skipped and counted.
-import { closeSync, existsSync, openSync, readSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
 import path from 'node:path';
 import { finished } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
@@ -80,6 +80,27 @@ export function canStream(shp: string, encoding: string): boolean {
 export function canStreamHeader(head: Buffer, encoding: string): boolean {
   if (!canDecode(encoding) || head.length < 36 || head.readInt32BE(0) !== 9994) return false;
   return STREAMED_TYPES.has(head.readInt32LE(32));
+}
+
+/**
+ * Whether the .shp's records lie one after the other in the order its .shx lists them (the
+ * streaming reader reads the .shp in file order, the .shx unread). shapelib, editing in place,
+ * writes a shape that grew after the last record and points the .shx to it, the old shape left
+ * where it was (one that shrank stays in place, a gap after it): read in file order, the stale
+ * shape was loaded for the record and the new one counted as a shape without a record. GDAL
+ * reads such a layer (through the .shx). True when there is no .shx to say otherwise.
+ */
+export function shxInFileOrder(shp: string): boolean {
+  const base = shp.slice(0, -4);
+  const shx = [base + '.shx', base + '.SHX'].find((f) => existsSync(f));
+  if (!shx) return true;
+  const b = readFileSync(shx);
+  let next = 50; // in 16-bit words: the first record follows the 100-byte header
+  for (let at = 100; at + 8 <= b.length; at += 8) {
+    if (b.readInt32BE(at) !== next) return false;
+    next += 4 + b.readInt32BE(at + 4);
+  }
+  return true;
 }
 
 /** The .shp and its .dbf (either case, as findShapefiles accepts) as files. */
