@@ -258,3 +258,21 @@ describe('a .shp edited in place (shapelib writes a grown shape at the end of th
     expect(rows).toEqual([{ k: '1', points: 5 }, { k: '2', points: 6 }, { k: '3', points: 5 }]);
   });
 });
+
+describe('numeric DBF cells', () => {
+  it('shp-stream: a code beyond 2^53 in an N field with decimals keeps every digit (12345678901234567.00 read 12345678901234568)', async () => {
+    const base = path.join(tmp, `code_${++n}`);
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'point', encoding: 'latin1', fields: [{ name: 'cod', type: 'N', length: 20, decimals: 2 }] });
+    await w.write({ type: 'Point', coordinates: [-50, -10] }, { cod: 1 });
+    await w.write({ type: 'Point', coordinates: [-50, -10] }, { cod: 2 });
+    await w.close();
+    const dbf = fs.readFileSync(`${base}.dbf`);
+    const at = dbf.readUInt16LE(8) + 1, rec = dbf.readUInt16LE(10);
+    dbf.write(' 12345678901234567.00', at, 'latin1');
+    dbf.write('-98765432109876543.0 ', at + rec, 'latin1');
+    fs.writeFileSync(`${base}.dbf`, dbf);
+    const { t, r } = await stage([openLayer(`${base}.shp`, DEFAULTS)], 'shp-stream', [{ name: 'cod', aliases: ['cod'] }]);
+    expect(r).toMatchObject({ unparsed: 0 });
+    expect((await client.query(`SELECT cod FROM ${t} ORDER BY src_seq`)).rows.map((x) => x.cod)).toEqual(['12345678901234567', '-98765432109876543']);
+  });
+});

@@ -31,11 +31,12 @@ function refSpan(b: Buffer): Buffer {
   return b.subarray(s, e);
 }
 
-/** The N/F rule without shortcuts: a plain decimal prints as JavaScript prints its double; big integers keep their digits. */
+/** The N/F rule without shortcuts: a plain decimal prints as JavaScript prints its double; big integers (zero decimals or none) keep their digits. */
 function refNumber(t: string): { text: string; json: string | number; unparsed: boolean } {
   if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t) || !Number.isFinite(Number(t))) return { text: t, json: t, unparsed: true };
   const n = Number(t);
-  if (Math.abs(n) >= 2 ** 53 && /^[+-]?\d+$/.test(t)) return { text: BigInt(t).toString(), json: BigInt(t).toString(), unparsed: false };
+  const whole = /^[+-]?\d+(\.0*)?$/.test(t) ? BigInt(t.replace(/\.0*$/, '')).toString() : null;
+  if (Math.abs(n) >= 2 ** 53 && whole !== null) return { text: whole, json: whole, unparsed: false };
   return { text: String(n), json: n, unparsed: false };
 }
 

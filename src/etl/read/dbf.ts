@@ -4,7 +4,8 @@
 // - bytes up to the first NUL, spaces trimmed at both ends (shapelib's TRIM_DBF_WHITESPACE);
 // - C/L/M and unknown types: text in the layer's encoding, blank = null (L keeps '?');
 // - N/F: blank or '*…' = null; a number prints as JavaScript prints it (what the GDAL
-//   reader's String(double) gave); integers beyond 2^53 keep every digit; text that is
+//   reader's String(double) gave); integers beyond 2^53 keep every digit (also written with
+//   zero decimals); text that is
 //   not a number is kept as it is and counted (`unparsed`), never guessed;
 // - D: YYYYMMDD → YYYY-MM-DD, '00000000'/blank = null, anything else kept and counted.
 import { AgroError } from '../../errors.ts';
@@ -174,6 +175,8 @@ function span(rec: Buffer, at: number, len: number): void {
 }
 
 const TWO_53 = 2 ** 53;
+/** An integer, in an N field with or without decimals ('12345678901234567.00' is a code too). */
+const WHOLE = /^[+-]?\d+(\.0*)?$/;
 
 /**
  * One field's value, reused from record to record. A text field keeps its bytes (`rec`,
@@ -325,7 +328,7 @@ export function decodeField(rec: Buffer, at: number, f: DbfField, out: FieldValu
       if (!Number.isFinite(n)) {
         out.setString(t);
         out.unparsed = true;
-      } else if (Math.abs(n) >= TWO_53 && /^[+-]?\d+$/.test(t)) out.setString(BigInt(t).toString());
+      } else if (Math.abs(n) >= TWO_53 && WHOLE.test(t)) out.setString(BigInt(t.replace(/\.0*$/, '')).toString());
       else out.setNumber(n);
       return out.unparsed;
     }
