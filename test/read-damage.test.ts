@@ -276,3 +276,18 @@ describe('numeric DBF cells', () => {
     expect((await client.query(`SELECT cod FROM ${t} ORDER BY src_seq`)).rows.map((x) => x.cod)).toEqual(['12345678901234567', '-98765432109876543']);
   });
 });
+
+describe('a DOS language driver byte (LDID) over Windows text', () => {
+  const names = ['Conceição das Crioulas', 'São João do Araguaia', "Olho d'Água das Flores", 'Ribeirão Preto'];
+  it.each([0x01, 0x02])('LDID 0x%s: the names are read as the Windows text they are (CP850 published ConceiþÒo), and the LDID is said to be ignored', async (ldid) => {
+    const base = path.join(tmp, `ldid_${++n}`);
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'point', encoding: 'latin1', languageDriverId: ldid, fields: [{ name: 'nome', type: 'C', length: 40 }] });
+    for (const nome of names) await w.write({ type: 'Point', coordinates: [-50, -10] }, { nome });
+    await w.close();
+    const layer = openLayer(`${base}.shp`, DEFAULTS);
+    expect(layer).toMatchObject({ encoding: 'ISO-8859-1', encodingDecidedBy: 'bytes' });
+    expect(layer.encodingIgnored).toMatch(/LDID 0x0\d \(CP(437|850)\) ignored/);
+    const { t } = await stage([layer], layer.reader ?? 'gdal', [{ name: 'nome', aliases: ['nome'] }]);
+    expect((await client.query(`SELECT nome FROM ${t} ORDER BY src_seq`)).rows.map((x) => x.nome)).toEqual(names);
+  });
+});

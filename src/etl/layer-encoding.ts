@@ -3,7 +3,8 @@
 //      UTF-8 is overruled by the bytes (rule 4's single-byte page),
 //   2. the .cst sidecar (GeoServer's SHAPE-ZIP writes its charset there),
 //   3. the DBF's language driver id (LDID, header byte 29) when it makes a specific claim,
-//      unless the bytes are valid UTF-8 holding multibyte sequences (then UTF-8),
+//      unless the bytes are valid UTF-8 holding multibyte sequences (then UTF-8) or, for a
+//      Western DOS page, clearly Windows letters (then rule 4's single-byte page),
 //   4. the bytes themselves: valid UTF-8 holding multibyte sequences → UTF-8, else the
 //      single-byte page whose reading gives more Portuguese letters, CP850 (DOS) or else
 //      ISO-8859-1 — as CP1252 when the DBF holds bytes 0x80–0x9F (singleBytePage; a .cpg
@@ -196,6 +197,18 @@ const CP850_MIN_LETTERS = 3;
  * invisible U+0092); else ISO-8859-1.
  */
 export function singleBytePage(dbf: string, windowsLdid = false): 'ISO-8859-1' | 'CP1252' | 'CP850' {
+  const v = pageVotes(dbf);
+  if (!v) return 'ISO-8859-1';
+  if (!windowsLdid && v.dos >= CP850_MIN_LETTERS && v.dos >= 2 * v.win) return 'CP850';
+  return v.c1 ? 'CP1252' : 'ISO-8859-1';
+}
+
+/**
+ * The votes singleBytePage decides by, from the first 16 MiB of records: high bytes (and
+ * upper-case cedillas) that are Portuguese letters only in CP850 (`dos`) or only in
+ * Windows-1252 (`win`), and whether a byte 0x80–0x9F occurs (`c1`); null for a file too short.
+ */
+function pageVotes(dbf: string): { dos: number; win: number; c1: boolean } | null {
   let dos = 0;
   let win = 0;
   let c1 = false;
@@ -217,10 +230,11 @@ export function singleBytePage(dbf: string, windowsLdid = false): 'ISO-8859-1' |
       if (b < 0xa0) c1 = true;
     }
   });
-  if (!scanned) return 'ISO-8859-1';
-  if (!windowsLdid && dos >= CP850_MIN_LETTERS && dos >= 2 * win) return 'CP850';
-  return c1 ? 'CP1252' : 'ISO-8859-1';
+  return scanned ? { dos, win, c1 } : null;
 }
+
+/** The DOS code pages of Western Europe, whose letters singleBytePage's vote tells from Windows-1252's. */
+const WESTERN_DOS = new Set(['CP437', 'CP850', 'CP860', 'CP861', 'CP863', 'CP865']);
 
 /** The DBF's language driver id (byte 29), or null when the file is too short. */
 export function dbfLdid(dbf: string): number | null {
@@ -276,6 +290,16 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
   // that keep a default LDID over UTF-8 text exist (read as CP850 it published 'Concei├º├úo').
   if (claimed && bytes === 'utf8') ignored.push(`LDID 0x${ldid!.toString(16).padStart(2, '0')} (${claimed}) ignored: the bytes are valid UTF-8`);
   const extra = { ...(ignored.length ? { ignored: ignored.join('; ') } : {}), ...(passedOver ? { passedOver } : {}) };
+  if (claimed && bytes === 'latin1' && WESTERN_DOS.has(claimed)) {
+    // Writers that put a DOS LDID over Windows text exist: read as CP850, 'Conceição' was
+    // published 'ConceiþÒo' (no U+FFFD, nothing counted). The bytes overrule the LDID only when
+    // they clearly are Windows letters (as many as it takes the other way round).
+    const v = pageVotes(parts.dbf);
+    if (v && v.win >= CP850_MIN_LETTERS && v.win >= 2 * v.dos) {
+      ignored.push(`LDID 0x${ldid!.toString(16).padStart(2, '0')} (${claimed}) ignored: the bytes are Windows text (${v.win} letters only Windows-1252 reads, ${v.dos} only ${claimed})`);
+      return { encoding: v.c1 ? 'CP1252' : 'ISO-8859-1', decidedBy: 'bytes', ignored: ignored.join('; '), ...(passedOver ? { passedOver } : {}) };
+    }
+  }
   if (claimed && bytes !== 'utf8') return { encoding: claimed, decidedBy: 'ldid', ...extra };
   if (bytes === 'ascii') return { encoding: 'ISO-8859-1', decidedBy: 'default', ...extra };
   return { encoding: bytes === 'utf8' ? 'UTF-8' : singleBytePage(parts.dbf, isWindowsLdid(ldid)), decidedBy: 'bytes', ...extra };
