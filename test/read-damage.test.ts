@@ -70,6 +70,10 @@ describe('polygon rings written the other way round (outer counter-clockwise, ho
       geom: { type: 'MultiPolygon', coordinates: [[sq(0, 0, 100), sq(10, 10, 50)], [sq(20, 20, 10)]] }, // an island in a lake
     },
     { wkt: 'POLYGON((0 0,10 0,10 10,0 10,0 0),(0 0,4 2,2 4,0 0))', geom: { type: 'Polygon', coordinates: [sq(0, 0, 10), [[0, 0], [2, 4], [4, 2], [0, 0]]] } }, // a hole touching its shell
+    {
+      wkt: 'MULTIPOLYGON(((0 0,10 0,10 10,0 10,0 0),(0 0,4 2,2 4,0 0)),((20 0,22 0,22 2,20 2,20 0)))',
+      geom: { type: 'MultiPolygon', coordinates: [[sq(0, 0, 10), [[0, 0], [2, 4], [4, 2], [0, 0]]], [sq(20, 0, 2)]] }, // and a second part
+    },
   ];
 
   it.each(READERS)('%s: each land keeps its holes and its area (read by orientation, a hole was the shell and the shell a hole)', async (reader) => {
