@@ -124,6 +124,15 @@ describe('a .dbf and a .shp that disagree on the number of records', () => {
     expect((await client.query(`SELECT nome FROM ${t} ORDER BY src_seq`)).rows.map((x) => x.nome)).toEqual(['r1', 'r2']);
   });
 
+  it.each(READERS)('%s: a .dbf cut inside its records (its header still counting them) fails, nothing staged (GDAL dropped the cut record)', async (reader) => {
+    const base = await points(3);
+    const dbf = fs.readFileSync(`${base}.dbf`);
+    fs.writeFileSync(`${base}.dbf`, dbf.subarray(0, dbf.readUInt16LE(8) + 2 * dbf.readUInt16LE(10) + 3));
+    const got = await stage([openLayer(`${base}.shp`, DEFAULTS)], reader, specs).catch((e: unknown) => e);
+    expect(isAgroError(got) && got.code).toBe('malformed_source');
+    expect((got as Error).message).toMatch(/3 records declared, 2 present/);
+  });
+
   it.each(READERS)('%s: a deleted record is skipped and counted', async (reader) => {
     const base = await points(3);
     const dbf = fs.readFileSync(`${base}.dbf`);

@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { recordInCodePage } from '../fixtures/code-pages.ts';
 import { FUNAI_DBF_FIELDS, FUNAI_FIXTURE } from '../fixtures/funai-tis.ts';
 import { writeLayer, type LayerFormat } from '../fixtures/readers.ts';
 import { zipFiles } from '../fixtures/lib/shapefile-writer.ts';
@@ -22,6 +23,8 @@ usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'geometry-test-');
 
 const LAYER = 'tis_poligonais';
 const ROWS = FUNAI_FIXTURE.map((r) => ({ geometry: r.geometry, attributes: { ...r.attributes } }));
+/** The same rows as a DOS file writes them (CP850 bytes, for LDID 0x02): Windows text under that LDID is read by its bytes. */
+const CP850_ROWS = ROWS.map((r) => ({ geometry: r.geometry, attributes: recordInCodePage(r.attributes, 'cp850') }));
 
 /** Moves the last point of the first ring of record `n` (1-based) by `dx` degrees: the ring no longer closes. */
 function openFirstRing(shp: Buffer, shx: Buffer, n: number, dx: number): void {
@@ -55,7 +58,7 @@ async function load(f: LayerFormat, damage?: (shp: Buffer, shx: Buffer) => void,
   const dir = path.join(tmp, `z${n}`);
   fs.mkdirSync(work);
   fs.mkdirSync(dir);
-  const files = await writeLayer(work, LAYER, FUNAI_DBF_FIELDS, ROWS, f);
+  const files = await writeLayer(work, LAYER, FUNAI_DBF_FIELDS, f.ldid === 0x02 ? CP850_ROWS : ROWS, f);
   if (damage) {
     const shp = fs.readFileSync(path.join(work, `${LAYER}.shp`));
     damage(shp, fs.readFileSync(path.join(work, `${LAYER}.shx`)));

@@ -173,23 +173,28 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
 }
 
 /**
- * A DBF's record count as its header declares it. A C field wider than 254 bytes (read/dbf.ts
- * widenCharFields) is refused: GDAL reads 254 bytes at most of it and every field after it
- * from the wrong bytes.
+ * A DBF's record count as its header declares it. Refused as the streaming reader refuses them:
+ * a .dbf cut inside its records (GDAL dropped the cut ones without a word), and a C field wider
+ * than 254 bytes (read/dbf.ts widenCharFields: GDAL reads 254 bytes at most of it and every
+ * field after it from the wrong bytes).
  */
 function dbfRecordCount(dbf: string): number | null {
   const fd = fs.openSync(dbf, 'r');
   let header: DbfHeader;
+  let size: number;
   try {
     const head = Buffer.alloc(32);
     if (fs.readSync(fd, head, 0, 32, 0) < 32) return null;
     const all = Buffer.alloc(head.readUInt16LE(8));
     header = parseDbfHeader(all.subarray(0, fs.readSync(fd, all, 0, all.length, 0)), path.basename(dbf));
+    size = fs.fstatSync(fd).size;
   } catch {
     return null; // GDAL opened it: its reading stands
   } finally {
     fs.closeSync(fd);
   }
+  const present = header.recordLength ? Math.max(0, Math.floor((size - header.headerLength) / header.recordLength)) : header.records;
+  if (present < header.records) throw new AgroError('malformed_source', `${path.basename(dbf)}: ${header.records} records declared, ${present} present`);
   if (header.widened.length) {
     const widths = header.fields.filter((f) => header.widened.includes(f.name)).map((f) => `${f.name} (${f.length} bytes)`);
     throw new AgroError('malformed_source', `${path.basename(dbf)}: text field(s) wider than GDAL reads: ${widths.join(', ')}`, { file: path.basename(dbf) });
