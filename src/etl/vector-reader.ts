@@ -5,6 +5,7 @@
 // identified tolerantly (layer-crs.ts); without one the pipeline's default (EPSG:4674)
 // is assumed and the assumption is reported.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import gdal from 'gdal-async';
 import { AgroError } from '../errors.ts';
@@ -217,7 +218,7 @@ export interface ReadCounts {
  * or GDAL would open the .shp beside it).
  */
 function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number): Generator<RawFeature> {
-  const dir = fs.mkdtempSync(path.join(path.dirname(dbf), '.dbf-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-dbf-')); // the source's folder may be read-only
   try {
     const alone = path.join(dir, path.basename(dbf));
     try {
