@@ -65,6 +65,8 @@ function candidate(auth: string, code: number): gdal.SpatialReference | null {
     } catch {
       srs = null; // not in this PROJ database (EPSG:10857 needs PROJ ≥ 9.2)
     }
+    // Cached for the process: one that is not the CRS asked for (a stale wrapper) is never kept.
+    if (srs && srs.getAuthorityCode(null as unknown as string) !== String(code)) return null;
     candidates.set(key, srs);
   }
   return candidates.get(key)!;
