@@ -402,3 +402,76 @@ describe('joinSource', () => {
     expect(viaUrl).toMatchObject({ name: NAME, path: path.join(tmp, 'b', NAME), sha256: sha(zip2) });
   });
 });
+
+describe('fetchSource against misbehaving servers', () => {
+  const csv = (rows: number, tag: string): Buffer =>
+    Buffer.from(`id;nome\n${Array.from({ length: rows }, (_, i) => `${i};${tag} linha ${i}`).join('\n')}\n`);
+
+  it('gives up on a server that ignores Range and cuts every answer at the same byte', async () => {
+    // Each attempt is a 200 from zero that stops at 30 000 bytes: no attempt gets further than
+    // the one before, so none is progress. (After 20 hits the server says 404 to end the loop.)
+    const s = await serve((_req, res, hit) => {
+      if (hit.n >= 20) return void res.writeHead(404).end();
+      res.writeHead(200, { etag: '"v1"', 'content-length': zip.length });
+      res.write(zip.subarray(0, 30_000), () => res.socket?.destroy());
+    });
+    await expect(fetchSource(`${s.base}/base.zip`, opts({ retries: 3 }))).rejects.toMatchObject({ code: 'download_failed' });
+    expect(s.hits.length).toBeLessThanOrEqual(4);
+    expect(s.hits.slice(1).every((h) => h.headers.range === 'bytes=30000-')).toBe(true);
+  });
+
+  it('still counts a restart from zero that gets further than before as progress', async () => {
+    // No Range support, but every cut comes later: 20k, 40k, … then the whole file.
+    const s = await serve((_req, res, hit) => {
+      res.writeHead(200, { etag: '"v1"', 'content-length': zip.length });
+      const cut = (hit.n + 1) * 20_000;
+      if (cut >= zip.length) return void res.end(zip);
+      res.write(zip.subarray(0, cut), () => res.socket?.destroy());
+    });
+    const got = await fetchSource(`${s.base}/base.zip`, opts({ retries: 2 }));
+    expect(got!.sha256).toBe(sha(zip));
+  });
+
+  it('does not stitch two versions when the server ignores If-Range and sends a 206 of a new ETag', async () => {
+    const v1 = csv(5000, 'v1');
+    const v2 = csv(6000, 'v2');
+    let body = v1;
+    let etag = '"v1"';
+    const s = await serve((req, res, hit) => {
+      if (hit.n === 0) return sendFile(req, res, hit, body, etag, { cutAfter: 5000, type: 'text/csv' });
+      if (hit.n === 1) return void res.writeHead(500).end(); // the run fails, its .part stays
+      const range = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+      if (!range) return sendFile(req, res, hit, body, etag, { type: 'text/csv' });
+      // If-Range ignored: the rest of whatever the file is now.
+      const start = Number(range[1]);
+      res.writeHead(206, { etag, 'content-type': 'text/csv', 'content-length': body.length - start, 'content-range': `bytes ${start}-${body.length - 1}/${body.length}` });
+      res.end(body.subarray(start));
+    });
+    await expect(fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv', retries: 1 }))).rejects.toMatchObject({ code: 'download_failed' });
+    body = v2;
+    etag = '"v2"';
+    const got = await fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv' }));
+    expect(sha(await readFile(got!.path))).toBe(sha(v2));
+    expect(got).toMatchObject({ sha256: sha(v2), size: v2.length, etag: '"v2"' });
+  });
+
+  it('does not stitch two versions of a file served without ETag or Last-Modified when its size changed', async () => {
+    const v1 = csv(5000, 'v1');
+    const v2 = csv(6000, 'v2');
+    let body = v1;
+    const s = await serve((req, res, hit) => {
+      const range = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+      const start = range ? Number(range[1]) : 0;
+      if (hit.n === 1) return void res.writeHead(500).end(); // the run fails, its .part stays
+      const slice = body.subarray(start);
+      const head = { 'content-type': 'text/csv', 'content-length': slice.length };
+      res.writeHead(range ? 206 : 200, range ? { ...head, 'content-range': `bytes ${start}-${body.length - 1}/${body.length}` } : head);
+      if (hit.n === 0) return void res.write(slice.subarray(0, 5000), () => res.socket?.destroy());
+      res.end(slice);
+    });
+    await expect(fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv', retries: 1 }))).rejects.toMatchObject({ code: 'download_failed' });
+    body = v2;
+    const got = await fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv' }));
+    expect(sha(await readFile(got!.path))).toBe(sha(v2));
+  });
+});

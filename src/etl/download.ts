@@ -59,9 +59,11 @@ interface Meta extends Validators {
   fetchedAt: string;
 }
 
-/** `<name>.part.json`: what the .part belongs to, so a resume can send If-Range. */
+/** `<name>.part.json`: what the .part belongs to, so a resume can send If-Range and check the 206. */
 interface PartInfo extends Validators {
   sourceUri: string;
+  /** The whole file's size the 200 declared (Content-Length): a 206 for another size is another file. */
+  total?: number;
 }
 
 interface Paths {
@@ -289,8 +291,13 @@ async function commit(job: Job, sha256: string, size: number, v: Validators): Pr
 interface HttpJob extends Job {
   agents: { http: http.Agent; https: https.Agent };
   stallMs: number;
-  /** Largest .part size reached since the last restart from zero; growth counts as progress. */
+  /**
+   * Largest .part size this fetch reached. A restart from zero is progress only beyond it: a
+   * server that ignores Range and cuts every answer at the same byte must not retry forever.
+   */
   best: number;
+  /** The .part size a 206 of this attempt appended to (null: the attempt did not append). */
+  appendedTo: number | null;
   /** The source's host: any answer from it (a redirect too) tells it is up. */
   host: HostWatch;
 }
@@ -305,7 +312,7 @@ async function fetchHttp(job: Job): Promise<FetchedFile | null> {
       minVersion: opts.agentOptions?.minVersion as SecureVersion | undefined,
     }),
   };
-  const hj: HttpJob = { ...job, agents, stallMs: opts.stallTimeoutMs ?? 60_000, best: await sizeOf(job.p.part), host: watchHost(job.uri) };
+  const hj: HttpJob = { ...job, agents, stallMs: opts.stallTimeoutMs ?? 60_000, best: await sizeOf(job.p.part), appendedTo: null, host: watchHost(job.uri) };
   try {
     return await withRetries(hj);
   } finally {
@@ -324,6 +331,7 @@ async function withRetries(hj: HttpJob): Promise<FetchedFile | null> {
   const { host } = hj;
   let failures = 0;
   for (;;) {
+    hj.appendedTo = null;
     try {
       const got = await attempt(hj);
       host.answered();
@@ -335,10 +343,10 @@ async function withRetries(hj: HttpJob): Promise<FetchedFile | null> {
         throw e;
       }
       const size = await sizeOf(hj.p.part);
-      if (size > hj.best) {
-        hj.best = size;
-        failures = 0;
-      } else failures++;
+      // Progress: a resume that appended bytes, or a .part larger than ever before.
+      if (size > hj.best || (hj.appendedTo !== null && size > hj.appendedTo)) failures = 0;
+      else failures++;
+      hj.best = Math.max(hj.best, size);
       const stop = host.failed(e.noAnswer);
       if (stop || failures >= retries) {
         throw new AgroError('download_failed', `${hj.uri}: ${e.message} (${failures} attempt${failures === 1 ? '' : 's'} without progress${host.gaveUp()})`);
@@ -451,7 +459,6 @@ async function answerStatus(hj: HttpJob, status: number, have: number, cached: M
   if (status === 416 && have > 0) {
     // The .part no longer fits the remote file: start from zero.
     await discardPart(hj.p);
-    hj.best = 0;
     throw new Retryable('HTTP 416 for the resume range');
   }
   if (status >= 500 || status === 408 || status === 429) throw new Retryable(`HTTP ${status}`);
@@ -480,21 +487,36 @@ async function attempt(hj: HttpJob): Promise<FetchedFile | null> {
 async function receive(hj: HttpJob, res: http.IncomingMessage, have: number, info: PartInfo | null, resumeHash: Hash): Promise<FetchedFile> {
   const append = res.statusCode === 206;
   const range = append ? contentRange(res) : null;
-  if (append && range?.start !== have) {
+  const changed = append ? otherFile(res, info, range) : null;
+  if (append && (range?.start !== have || changed)) {
     res.resume();
     await discardPart(hj.p);
-    hj.best = 0;
-    throw new Retryable(`unexpected Content-Range ${header(res, 'content-range')}`);
+    throw new Retryable(changed ?? `unexpected Content-Range ${header(res, 'content-range')}`);
   }
+  if (append) hj.appendedTo = have;
   const v = validatorsOf(res, append ? info : null);
-  if (!append) hj.best = 0;
   const hash = append ? resumeHash : createHash('sha256');
   const body = writeBody(res, hj.p.part, append, hash); // attaches its listeners synchronously
-  const partInfo: PartInfo = { sourceUri: hj.uri, ...v };
+  const declared = Number(header(res, 'content-length') ?? NaN);
+  const partInfo: PartInfo = { sourceUri: hj.uri, ...v, ...(Number.isFinite(declared) ? { total: declared } : {}) };
   const [received] = await Promise.all([body, append ? null : writeJsonAtomic(hj.p.partInfo, partInfo)]);
   const size = (append ? have : 0) + received;
   checkLength(res, received, size, range);
   return finish(hj, hash.digest('hex'), size, v);
+}
+
+/**
+ * Why a 206 is the rest of another version than the .part holds (a server that ignores
+ * If-Range, or one without validators whose file changed size), else null: appending it
+ * would stitch two versions into one file that no check downstream can tell from the real one.
+ */
+function otherFile(res: http.IncomingMessage, info: PartInfo | null, range: { total: number } | null): string | null {
+  const etag = header(res, 'etag');
+  if (etag && info?.etag && etag !== info.etag) return `the 206 is of ETag ${etag}, the .part of ${info.etag}`;
+  const modified = header(res, 'last-modified');
+  if (modified && info?.lastModified && modified !== info.lastModified) return `the 206 is of Last-Modified ${modified}, the .part of ${info.lastModified}`;
+  if (range && Number.isFinite(range.total) && info?.total !== undefined && range.total !== info.total) return `the 206 is of a ${range.total}-byte file, the .part of a ${info.total}-byte one`;
+  return null;
 }
 
 /**
