@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import zlib from 'node:zlib';
 import yazl from 'yazl';
 import { fetchSource, joinSource, sha256File, type FetchOptions } from '../src/etl/download.ts';
 
@@ -473,5 +474,44 @@ describe('fetchSource against misbehaving servers', () => {
     body = v2;
     const got = await fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv' }));
     expect(sha(await readFile(got!.path))).toBe(sha(v2));
+  });
+  it('stores the decoded bytes when a server compresses despite Accept-Encoding: identity', async () => {
+    const body = csv(3000, 'v1');
+    const cases: Array<[string, (b: Buffer) => Buffer, Buffer, FetchOptions['expect']]> = [
+      ['gzip', zlib.gzipSync, body, 'csv'],
+      ['deflate', zlib.deflateSync, body, 'csv'],
+      ['br', zlib.brotliCompressSync, zip, 'zip'],
+    ];
+    for (const [encoding, encode, plain, expected] of cases) {
+      const packed = encode(plain);
+      const s = await serve((_req, res) => res.writeHead(200, { 'content-type': 'text/csv', 'content-encoding': encoding, 'content-length': packed.length, etag: '"g"' }).end(packed));
+      const got = await fetchSource(`${s.base}/${encoding}.csv`, opts({ expect: expected }));
+      expect(s.hits[0].headers['accept-encoding']).toBe('identity');
+      expect(got).toMatchObject({ sha256: sha(plain), size: plain.length });
+      expect(sha(await readFile(got!.path))).toBe(sha(plain));
+    }
+  });
+
+  it('starts a compressed download over after a cut (its bytes cannot be resumed with Range)', async () => {
+    const body = csv(20_000, 'v1');
+    const packed = zlib.gzipSync(body);
+    const s = await serve((_req, res, hit) => {
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-encoding': 'gzip', 'content-length': packed.length, etag: '"g"' });
+      if (hit.n === 0) return void res.write(packed.subarray(0, 5000), () => res.socket?.destroy());
+      res.end(packed);
+    });
+    const got = await fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv' }));
+    expect(s.hits.map((h) => h.headers.range)).toEqual([undefined, undefined]);
+    expect(sha(await readFile(got!.path))).toBe(sha(body));
+  });
+
+  it('refuses a body in an encoding it cannot decode, and an empty body, storing nothing', async () => {
+    const s = await serve((req, res) => {
+      if (req.url === '/zstd.csv') return void res.writeHead(200, { 'content-type': 'text/csv', 'content-encoding': 'zstd' }).end('xxxx');
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-length': 0 }).end();
+    });
+    await expect(fetchSource(`${s.base}/zstd.csv`, opts({ expect: 'csv' }))).rejects.toMatchObject({ code: 'download_failed', message: expect.stringContaining('zstd') });
+    await expect(fetchSource(`${s.base}/empty.csv`, opts({ expect: 'csv', retries: 1 }))).rejects.toMatchObject({ code: 'download_failed', message: expect.stringContaining('empty') });
+    expect(await listDest()).toEqual([]);
   });
 });

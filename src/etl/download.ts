@@ -8,9 +8,12 @@ import { copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { SecureVersion } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import zlib from 'node:zlib';
 import { AgroError, isAgroError } from '../errors.ts';
 import { progress } from '../progress.ts';
 import { checkZipDirectory, firstContentByte, readHead, type ZipLimits } from './archive.ts';
@@ -64,6 +67,8 @@ interface PartInfo extends Validators {
   sourceUri: string;
   /** The whole file's size the 200 declared (Content-Length): a 206 for another size is another file. */
   total?: number;
+  /** The .part holds a compressed body (Content-Encoding): never resumed, Range counts encoded bytes. */
+  encoded?: boolean;
 }
 
 interface Paths {
@@ -224,6 +229,7 @@ const origin = (job: Job): string => (isHttp(job.uri) ? `the server's answer for
 /** Checks `file` (the .part of a download, or a local source in place) against what the job expects. */
 async function validateFile(job: Job, file: string, contentType: string | undefined): Promise<void> {
   const expect = job.opts.expect ?? 'any';
+  if ((await sizeOf(file)) === 0) throw new AgroError('download_failed', `${origin(job)} is empty`);
   if (expect === 'zip' && isHtmlType(contentType)) {
     throw new AgroError('html_instead_of_archive', `${origin(job)} has content-type ${contentType}`);
   }
@@ -363,7 +369,7 @@ async function resumeState(hj: HttpJob): Promise<{ have: number; info: PartInfo 
   const have = await sizeOf(hj.p.part);
   if (have === 0) return { have: 0, info: null };
   const info = await readJson<PartInfo>(hj.p.partInfo);
-  if (info && info.sourceUri !== hj.uri) {
+  if (info && (info.sourceUri !== hj.uri || info.encoded)) {
     await discardPart(hj.p);
     return { have: 0, info: null };
   }
@@ -493,16 +499,72 @@ async function receive(hj: HttpJob, res: http.IncomingMessage, have: number, inf
     await discardPart(hj.p);
     throw new Retryable(changed ?? `unexpected Content-Range ${header(res, 'content-range')}`);
   }
+  const encoding = contentEncoding(res);
+  if (encoding && !DECODERS[encoding]) {
+    res.resume();
+    throw new AgroError('download_failed', `${hj.uri}: the body came in Content-Encoding ${encoding}, which cannot be decoded (identity was asked for)`);
+  }
   if (append) hj.appendedTo = have;
   const v = validatorsOf(res, append ? info : null);
   const hash = append ? resumeHash : createHash('sha256');
   const body = writeBody(res, hj.p.part, append, hash); // attaches its listeners synchronously
   const declared = Number(header(res, 'content-length') ?? NaN);
-  const partInfo: PartInfo = { sourceUri: hj.uri, ...v, ...(Number.isFinite(declared) ? { total: declared } : {}) };
-  const [received] = await Promise.all([body, append ? null : writeJsonAtomic(hj.p.partInfo, partInfo)]);
+  const partInfo: PartInfo = { sourceUri: hj.uri, ...v, ...(encoding ? { encoded: true } : Number.isFinite(declared) ? { total: declared } : {}) };
+  const described = append ? null : writeJsonAtomic(hj.p.partInfo, partInfo);
+  let received: number;
+  try {
+    received = await body;
+  } finally {
+    await described; // the next attempt must find what the .part belongs to
+  }
   const size = (append ? have : 0) + received;
   checkLength(res, received, size, range);
+  if (encoding) {
+    const decoded = await decodePart(hj, encoding);
+    return finish(hj, decoded.sha256, decoded.size, v);
+  }
   return finish(hj, hash.digest('hex'), size, v);
+}
+
+/**
+ * Servers that compress on the fly although identity was asked for (node does not decode):
+ * the raw store keeps the file itself, never its gzip.
+ */
+const DECODERS: Record<string, () => Transform> = {
+  gzip: () => zlib.createUnzip(),
+  'x-gzip': () => zlib.createUnzip(),
+  deflate: () => zlib.createUnzip(),
+  br: () => zlib.createBrotliDecompress(),
+};
+
+/** The response's Content-Encoding, lower-case; null for none or identity. */
+function contentEncoding(res: http.IncomingMessage): string | null {
+  const e = (header(res, 'content-encoding') ?? '').trim().toLowerCase();
+  return e && e !== 'identity' ? e : null;
+}
+
+/** Replaces a complete compressed .part by its decoded bytes; their hash and size. */
+async function decodePart(hj: HttpJob, encoding: string): Promise<{ sha256: string; size: number }> {
+  const decoded = `${hj.p.part}.decoded`;
+  const hash = createHash('sha256');
+  let size = 0;
+  const count = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      hash.update(chunk);
+      size += chunk.length;
+      done(null, chunk);
+    },
+  });
+  try {
+    await pipeline(createReadStream(hj.p.part), DECODERS[encoding](), count, createWriteStream(decoded));
+  } catch (e) {
+    await rm(decoded, { force: true });
+    await discardPart(hj.p);
+    if ((e as NodeJS.ErrnoException).syscall) throw e; // the disk (a full one: disk_full), not the body
+    throw new Retryable(`the ${encoding} body does not decode: ${(e as Error).message}`);
+  }
+  await rename(decoded, hj.p.part);
+  return { sha256: hash.digest('hex'), size };
 }
 
 /**
@@ -511,6 +573,7 @@ async function receive(hj: HttpJob, res: http.IncomingMessage, have: number, inf
  * would stitch two versions into one file that no check downstream can tell from the real one.
  */
 function otherFile(res: http.IncomingMessage, info: PartInfo | null, range: { total: number } | null): string | null {
+  if (contentEncoding(res)) return `the 206 is compressed (Content-Encoding ${contentEncoding(res)})`;
   const etag = header(res, 'etag');
   if (etag && info?.etag && etag !== info.etag) return `the 206 is of ETag ${etag}, the .part of ${info.etag}`;
   const modified = header(res, 'last-modified');
