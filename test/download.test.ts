@@ -514,4 +514,23 @@ describe('fetchSource against misbehaving servers', () => {
     await expect(fetchSource(`${s.base}/empty.csv`, opts({ expect: 'csv', retries: 1 }))).rejects.toMatchObject({ code: 'download_failed', message: expect.stringContaining('empty') });
     expect(await listDest()).toEqual([]);
   });
+  it('gives up on a server that trickles a few bytes at a time forever, resumed or not', async () => {
+    // A byte every 20 ms never trips the idle timeout (300 ms) and every resume brings new bytes.
+    const huge = 50_000_000;
+    const s = await serve((req, res, hit) => {
+      if (hit.n >= 20) return void res.writeHead(404).end();
+      const start = Number(/^bytes=(\d+)-$/.exec(req.headers.range ?? '')?.[1] ?? 0);
+      const head = { etag: '"t"', 'content-type': 'text/csv', 'content-length': huge - start };
+      res.writeHead(start ? 206 : 200, start ? { ...head, 'content-range': `bytes ${start}-${huge - 1}/${huge}` } : head);
+      res.write('id;nome\n');
+      const t = setInterval(() => res.write('x'), 20);
+      res.on('close', () => clearInterval(t));
+    });
+    const started = Date.now();
+    await expect(fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv', stallTimeoutMs: 300, retries: 2 }))).rejects.toMatchObject({
+      code: 'download_failed', message: expect.stringContaining('too slow'),
+    });
+    expect(s.hits.length).toBeLessThanOrEqual(3);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  }, 15_000);
 });

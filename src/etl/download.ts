@@ -89,6 +89,12 @@ const MAX_REDIRECTS = 5;
 const MAX_BACKOFF_MS = 120_000;
 const WRITE_BUFFER = 1 << 20;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+/**
+ * Fewer bytes than this in a whole stall window is a stall too (a server trickling a byte every
+ * few seconds never goes idle), and an attempt that brought fewer is no progress: else a trickle
+ * resets the retry budget at every resume and the run never ends. No real transfer is this slow.
+ */
+const MIN_BYTES = 4096;
 
 /** A failure worth another attempt (network, stall, 5xx, short body). */
 class Retryable extends Error {
@@ -350,7 +356,7 @@ async function withRetries(hj: HttpJob): Promise<FetchedFile | null> {
       }
       const size = await sizeOf(hj.p.part);
       // Progress: a resume that appended bytes, or a .part larger than ever before.
-      if (size > hj.best || (hj.appendedTo !== null && size > hj.appendedTo)) failures = 0;
+      if (size >= hj.best + MIN_BYTES || (hj.appendedTo !== null && size >= hj.appendedTo + MIN_BYTES)) failures = 0;
       else failures++;
       hj.best = Math.max(hj.best, size);
       const stop = host.failed(e.noAnswer);
@@ -507,7 +513,7 @@ async function receive(hj: HttpJob, res: http.IncomingMessage, have: number, inf
   if (append) hj.appendedTo = have;
   const v = validatorsOf(res, append ? info : null);
   const hash = append ? resumeHash : createHash('sha256');
-  const body = writeBody(res, hj.p.part, append, hash); // attaches its listeners synchronously
+  const body = writeBody(res, hj.p.part, append, hash, hj.stallMs); // attaches its listeners synchronously
   const declared = Number(header(res, 'content-length') ?? NaN);
   const partInfo: PartInfo = { sourceUri: hj.uri, ...v, ...(encoding ? { encoded: true } : Number.isFinite(declared) ? { total: declared } : {}) };
   const described = append ? null : writeJsonAtomic(hj.p.partInfo, partInfo);
@@ -588,7 +594,7 @@ function otherFile(res: http.IncomingMessage, info: PartInfo | null, range: { to
  * 'data' events (not an async iterator) and the file stream gets a roomy buffer,
  * which makes pausing the response (and losing its buffer on a cut) rare.
  */
-function writeBody(res: http.IncomingMessage, file: string, append: boolean, hash: Hash): Promise<number> {
+function writeBody(res: http.IncomingMessage, file: string, append: boolean, hash: Hash, stallMs: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const out = createWriteStream(file, { flags: append ? 'a' : 'w', highWaterMark: WRITE_BUFFER });
     const p = progress();
@@ -596,7 +602,13 @@ function writeBody(res: http.IncomingMessage, file: string, append: boolean, has
     let received = 0;
     let broken: Error | undefined;
     let ended = false;
+    let windowStart = 0;
+    const slow = setInterval(() => {
+      if (!res.complete && received - windowStart < MIN_BYTES) res.destroy(new Error(`too slow: ${received - windowStart} bytes in ${stallMs} ms`));
+      windowStart = received;
+    }, stallMs);
     const stop = (): void => {
+      clearInterval(slow);
       if (!res.complete) broken ??= new Error('connection closed');
       if (!ended) out.end();
       ended = true;
