@@ -533,4 +533,29 @@ describe('fetchSource against misbehaving servers', () => {
     expect(s.hits.length).toBeLessThanOrEqual(3);
     expect(Date.now() - started).toBeLessThan(5_000);
   }, 15_000);
+  it('keeps a .part that already holds the whole file when the resume answers 416 for its size', async () => {
+    // Chunked, every byte sent but the connection cut before the last chunk: the .part is whole.
+    const s = await serve((req, res, hit) => {
+      if (req.headers.range) return void res.writeHead(416, { etag: '"v1"', 'content-range': `bytes */${zip.length}`, 'content-type': 'text/html' }).end();
+      if (hit.n > 0) return sendFile(req, res, hit, zip, '"v1"');
+      res.writeHead(200, { etag: '"v1"', 'content-type': 'application/zip' });
+      res.write(zip, () => res.socket?.destroy());
+    });
+    const got = await fetchSource(`${s.base}/base.zip`, opts());
+    expect(s.hits.map((h) => [h.headers.range, h.status])).toEqual([[undefined, 200], [`bytes=${zip.length}-`, 416]]);
+    expect(got).toMatchObject({ sha256: sha(zip), size: zip.length, etag: '"v1"', contentType: 'application/zip' });
+    expect(sha(await readFile(got!.path))).toBe(sha(zip));
+
+    // The same size but another ETag: another version, downloaded again.
+    await rm(dest, { recursive: true });
+    const v2 = await serve((req, res, hit) => {
+      if (req.headers.range) return void res.writeHead(416, { etag: '"v2"', 'content-range': `bytes */${zip.length}` }).end();
+      if (hit.n > 0) return sendFile(req, res, hit, zip2, '"v2"');
+      res.writeHead(200, { etag: '"v1"', 'content-type': 'application/zip' });
+      res.write(zip, () => res.socket?.destroy());
+    });
+    const again = await fetchSource(`${v2.base}/base.zip`, opts());
+    expect(v2.hits.map((h) => h.status)).toEqual([200, 416, 200]);
+    expect(again).toMatchObject({ sha256: sha(zip2), etag: '"v2"' });
+  });
 });

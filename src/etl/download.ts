@@ -461,7 +461,8 @@ function contentRange(res: http.IncomingMessage): { start: number; total: number
 }
 
 /** Any status other than 200/206: a cached result, null (optional and missing) or an error. */
-async function answerStatus(hj: HttpJob, status: number, have: number, cached: Meta | null): Promise<FetchedFile | null> {
+async function answerStatus(hj: HttpJob, res: http.IncomingMessage, have: number, info: PartInfo | null, cached: Meta | null, resumeHash: Hash): Promise<FetchedFile | null> {
+  const status = res.statusCode ?? 0;
   if (status === 304 && cached) return fromCache(hj, cached);
   if (status === 404 || status === 410) {
     await discardPart(hj.p);
@@ -469,6 +470,13 @@ async function answerStatus(hj: HttpJob, status: number, have: number, cached: M
     throw new AgroError('source_not_found', `${hj.uri}: HTTP ${status}`);
   }
   if (status === 416 && have > 0) {
+    // The .part is the whole file (a cut before the last chunk): the server says the file has
+    // exactly its size, and the same version (its validators, or the size its 200 declared).
+    const whole = /^bytes\s+\*\/(\d+)$/i.exec(header(res, 'content-range') ?? '');
+    const same = info && (info.total === have || (info.total === undefined && (info.etag || info.lastModified) && !otherFile(res, info, null)));
+    if (whole && Number(whole[1]) === have && same) {
+      return finish(hj, resumeHash.digest('hex'), have, { etag: info.etag, lastModified: info.lastModified, contentType: info.contentType });
+    }
     // The .part no longer fits the remote file: start from zero.
     await discardPart(hj.p);
     throw new Retryable('HTTP 416 for the resume range');
@@ -493,7 +501,7 @@ async function attempt(hj: HttpJob): Promise<FetchedFile | null> {
   const status = res.statusCode ?? 0;
   if (status === 200 || status === 206) return receive(hj, res, have, info, resumeHash);
   res.resume();
-  return answerStatus(hj, status, have, cached);
+  return answerStatus(hj, res, have, info, cached, resumeHash);
 }
 
 async function receive(hj: HttpJob, res: http.IncomingMessage, have: number, info: PartInfo | null, resumeHash: Hash): Promise<FetchedFile> {
