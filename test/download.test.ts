@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import zlib from 'node:zlib';
 import yazl from 'yazl';
 import { fetchSource, joinSource, sha256File, type FetchOptions } from '../src/etl/download.ts';
 
@@ -400,5 +401,161 @@ describe('joinSource', () => {
     expect(viaFolder).toMatchObject({ name: NAME, sha256: sha(zip2) });
     const viaUrl = await fetchSource(joinSource(pathToFileURL(folder).href, NAME), opts({ destDir: path.join(tmp, 'b') }));
     expect(viaUrl).toMatchObject({ name: NAME, path: path.join(tmp, 'b', NAME), sha256: sha(zip2) });
+  });
+});
+
+describe('fetchSource against misbehaving servers', () => {
+  const csv = (rows: number, tag: string): Buffer =>
+    Buffer.from(`id;nome\n${Array.from({ length: rows }, (_, i) => `${i};${tag} linha ${i}`).join('\n')}\n`);
+
+  it('gives up on a server that ignores Range and cuts every answer at the same byte', async () => {
+    // Each attempt is a 200 from zero that stops at 30 000 bytes: no attempt gets further than
+    // the one before, so none is progress. (After 20 hits the server says 404 to end the loop.)
+    const s = await serve((_req, res, hit) => {
+      if (hit.n >= 20) return void res.writeHead(404).end();
+      res.writeHead(200, { etag: '"v1"', 'content-length': zip.length });
+      res.write(zip.subarray(0, 30_000), () => res.socket?.destroy());
+    });
+    await expect(fetchSource(`${s.base}/base.zip`, opts({ retries: 3 }))).rejects.toMatchObject({ code: 'download_failed' });
+    expect(s.hits.length).toBeLessThanOrEqual(4);
+    expect(s.hits.slice(1).every((h) => h.headers.range === 'bytes=30000-')).toBe(true);
+  });
+
+  it('still counts a restart from zero that gets further than before as progress', async () => {
+    // No Range support, but every cut comes later: 20k, 40k, … then the whole file.
+    const s = await serve((_req, res, hit) => {
+      res.writeHead(200, { etag: '"v1"', 'content-length': zip.length });
+      const cut = (hit.n + 1) * 20_000;
+      if (cut >= zip.length) return void res.end(zip);
+      res.write(zip.subarray(0, cut), () => res.socket?.destroy());
+    });
+    const got = await fetchSource(`${s.base}/base.zip`, opts({ retries: 2 }));
+    expect(got!.sha256).toBe(sha(zip));
+  });
+
+  it('does not stitch two versions when the server ignores If-Range and sends a 206 of a new ETag', async () => {
+    const v1 = csv(5000, 'v1');
+    const v2 = csv(6000, 'v2');
+    let body = v1;
+    let etag = '"v1"';
+    const s = await serve((req, res, hit) => {
+      if (hit.n === 0) return sendFile(req, res, hit, body, etag, { cutAfter: 5000, type: 'text/csv' });
+      if (hit.n === 1) return void res.writeHead(500).end(); // the run fails, its .part stays
+      const range = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+      if (!range) return sendFile(req, res, hit, body, etag, { type: 'text/csv' });
+      // If-Range ignored: the rest of whatever the file is now.
+      const start = Number(range[1]);
+      res.writeHead(206, { etag, 'content-type': 'text/csv', 'content-length': body.length - start, 'content-range': `bytes ${start}-${body.length - 1}/${body.length}` });
+      res.end(body.subarray(start));
+    });
+    await expect(fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv', retries: 1 }))).rejects.toMatchObject({ code: 'download_failed' });
+    body = v2;
+    etag = '"v2"';
+    const got = await fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv' }));
+    expect(sha(await readFile(got!.path))).toBe(sha(v2));
+    expect(got).toMatchObject({ sha256: sha(v2), size: v2.length, etag: '"v2"' });
+  });
+
+  it('does not stitch two versions of a file served without ETag or Last-Modified when its size changed', async () => {
+    const v1 = csv(5000, 'v1');
+    const v2 = csv(6000, 'v2');
+    let body = v1;
+    const s = await serve((req, res, hit) => {
+      const range = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+      const start = range ? Number(range[1]) : 0;
+      if (hit.n === 1) return void res.writeHead(500).end(); // the run fails, its .part stays
+      const slice = body.subarray(start);
+      const head = { 'content-type': 'text/csv', 'content-length': slice.length };
+      res.writeHead(range ? 206 : 200, range ? { ...head, 'content-range': `bytes ${start}-${body.length - 1}/${body.length}` } : head);
+      if (hit.n === 0) return void res.write(slice.subarray(0, 5000), () => res.socket?.destroy());
+      res.end(slice);
+    });
+    await expect(fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv', retries: 1 }))).rejects.toMatchObject({ code: 'download_failed' });
+    body = v2;
+    const got = await fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv' }));
+    expect(sha(await readFile(got!.path))).toBe(sha(v2));
+  });
+  it('stores the decoded bytes when a server compresses despite Accept-Encoding: identity', async () => {
+    const body = csv(3000, 'v1');
+    const cases: Array<[string, (b: Buffer) => Buffer, Buffer, FetchOptions['expect']]> = [
+      ['gzip', zlib.gzipSync, body, 'csv'],
+      ['deflate', zlib.deflateSync, body, 'csv'],
+      ['br', zlib.brotliCompressSync, zip, 'zip'],
+    ];
+    for (const [encoding, encode, plain, expected] of cases) {
+      const packed = encode(plain);
+      const s = await serve((_req, res) => res.writeHead(200, { 'content-type': 'text/csv', 'content-encoding': encoding, 'content-length': packed.length, etag: '"g"' }).end(packed));
+      const got = await fetchSource(`${s.base}/${encoding}.csv`, opts({ expect: expected }));
+      expect(s.hits[0].headers['accept-encoding']).toBe('identity');
+      expect(got).toMatchObject({ sha256: sha(plain), size: plain.length });
+      expect(sha(await readFile(got!.path))).toBe(sha(plain));
+    }
+  });
+
+  it('starts a compressed download over after a cut (its bytes cannot be resumed with Range)', async () => {
+    const body = csv(20_000, 'v1');
+    const packed = zlib.gzipSync(body);
+    const s = await serve((_req, res, hit) => {
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-encoding': 'gzip', 'content-length': packed.length, etag: '"g"' });
+      if (hit.n === 0) return void res.write(packed.subarray(0, 5000), () => res.socket?.destroy());
+      res.end(packed);
+    });
+    const got = await fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv' }));
+    expect(s.hits.map((h) => h.headers.range)).toEqual([undefined, undefined]);
+    expect(sha(await readFile(got!.path))).toBe(sha(body));
+  });
+
+  it('refuses a body in an encoding it cannot decode, and an empty body, storing nothing', async () => {
+    const s = await serve((req, res) => {
+      if (req.url === '/zstd.csv') return void res.writeHead(200, { 'content-type': 'text/csv', 'content-encoding': 'zstd' }).end('xxxx');
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-length': 0 }).end();
+    });
+    await expect(fetchSource(`${s.base}/zstd.csv`, opts({ expect: 'csv' }))).rejects.toMatchObject({ code: 'download_failed', message: expect.stringContaining('zstd') });
+    await expect(fetchSource(`${s.base}/empty.csv`, opts({ expect: 'csv', retries: 1 }))).rejects.toMatchObject({ code: 'download_failed', message: expect.stringContaining('empty') });
+    expect(await listDest()).toEqual([]);
+  });
+  it('gives up on a server that trickles a few bytes at a time forever, resumed or not', async () => {
+    // A byte every 20 ms never trips the idle timeout (300 ms) and every resume brings new bytes.
+    const huge = 50_000_000;
+    const s = await serve((req, res, hit) => {
+      if (hit.n >= 20) return void res.writeHead(404).end();
+      const start = Number(/^bytes=(\d+)-$/.exec(req.headers.range ?? '')?.[1] ?? 0);
+      const head = { etag: '"t"', 'content-type': 'text/csv', 'content-length': huge - start };
+      res.writeHead(start ? 206 : 200, start ? { ...head, 'content-range': `bytes ${start}-${huge - 1}/${huge}` } : head);
+      res.write('id;nome\n');
+      const t = setInterval(() => res.write('x'), 20);
+      res.on('close', () => clearInterval(t));
+    });
+    const started = Date.now();
+    await expect(fetchSource(`${s.base}/base.csv`, opts({ expect: 'csv', stallTimeoutMs: 300, retries: 2 }))).rejects.toMatchObject({
+      code: 'download_failed', message: expect.stringContaining('too slow'),
+    });
+    expect(s.hits.length).toBeLessThanOrEqual(3);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  }, 15_000);
+  it('keeps a .part that already holds the whole file when the resume answers 416 for its size', async () => {
+    // Chunked, every byte sent but the connection cut before the last chunk: the .part is whole.
+    const s = await serve((req, res, hit) => {
+      if (req.headers.range) return void res.writeHead(416, { etag: '"v1"', 'content-range': `bytes */${zip.length}`, 'content-type': 'text/html' }).end();
+      if (hit.n > 0) return sendFile(req, res, hit, zip, '"v1"');
+      res.writeHead(200, { etag: '"v1"', 'content-type': 'application/zip' });
+      res.write(zip, () => res.socket?.destroy());
+    });
+    const got = await fetchSource(`${s.base}/base.zip`, opts());
+    expect(s.hits.map((h) => [h.headers.range, h.status])).toEqual([[undefined, 200], [`bytes=${zip.length}-`, 416]]);
+    expect(got).toMatchObject({ sha256: sha(zip), size: zip.length, etag: '"v1"', contentType: 'application/zip' });
+    expect(sha(await readFile(got!.path))).toBe(sha(zip));
+
+    // The same size but another ETag: another version, downloaded again.
+    await rm(dest, { recursive: true });
+    const v2 = await serve((req, res, hit) => {
+      if (req.headers.range) return void res.writeHead(416, { etag: '"v2"', 'content-range': `bytes */${zip.length}` }).end();
+      if (hit.n > 0) return sendFile(req, res, hit, zip2, '"v2"');
+      res.writeHead(200, { etag: '"v1"', 'content-type': 'application/zip' });
+      res.write(zip, () => res.socket?.destroy());
+    });
+    const again = await fetchSource(`${v2.base}/base.zip`, opts());
+    expect(v2.hits.map((h) => h.status)).toEqual([200, 416, 200]);
+    expect(again).toMatchObject({ sha256: sha(zip2), etag: '"v2"' });
   });
 });

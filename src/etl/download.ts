@@ -8,9 +8,12 @@ import { copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { SecureVersion } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import zlib from 'node:zlib';
 import { AgroError, isAgroError } from '../errors.ts';
 import { progress } from '../progress.ts';
 import { checkZipDirectory, firstContentByte, readHead, type ZipLimits } from './archive.ts';
@@ -59,9 +62,13 @@ interface Meta extends Validators {
   fetchedAt: string;
 }
 
-/** `<name>.part.json`: what the .part belongs to, so a resume can send If-Range. */
+/** `<name>.part.json`: what the .part belongs to, so a resume can send If-Range and check the 206. */
 interface PartInfo extends Validators {
   sourceUri: string;
+  /** The whole file's size the 200 declared (Content-Length): a 206 for another size is another file. */
+  total?: number;
+  /** The .part holds a compressed body (Content-Encoding): never resumed, Range counts encoded bytes. */
+  encoded?: boolean;
 }
 
 interface Paths {
@@ -82,6 +89,12 @@ const MAX_REDIRECTS = 5;
 const MAX_BACKOFF_MS = 120_000;
 const WRITE_BUFFER = 1 << 20;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+/**
+ * Fewer bytes than this in a whole stall window is a stall too (a server trickling a byte every
+ * few seconds never goes idle), and an attempt that brought fewer is no progress: else a trickle
+ * resets the retry budget at every resume and the run never ends. No real transfer is this slow.
+ */
+const MIN_BYTES = 4096;
 
 /** A failure worth another attempt (network, stall, 5xx, short body). */
 class Retryable extends Error {
@@ -222,6 +235,7 @@ const origin = (job: Job): string => (isHttp(job.uri) ? `the server's answer for
 /** Checks `file` (the .part of a download, or a local source in place) against what the job expects. */
 async function validateFile(job: Job, file: string, contentType: string | undefined): Promise<void> {
   const expect = job.opts.expect ?? 'any';
+  if ((await sizeOf(file)) === 0) throw new AgroError('download_failed', `${origin(job)} is empty`);
   if (expect === 'zip' && isHtmlType(contentType)) {
     throw new AgroError('html_instead_of_archive', `${origin(job)} has content-type ${contentType}`);
   }
@@ -289,8 +303,13 @@ async function commit(job: Job, sha256: string, size: number, v: Validators): Pr
 interface HttpJob extends Job {
   agents: { http: http.Agent; https: https.Agent };
   stallMs: number;
-  /** Largest .part size reached since the last restart from zero; growth counts as progress. */
+  /**
+   * Largest .part size this fetch reached. A restart from zero is progress only beyond it: a
+   * server that ignores Range and cuts every answer at the same byte must not retry forever.
+   */
   best: number;
+  /** The .part size a 206 of this attempt appended to (null: the attempt did not append). */
+  appendedTo: number | null;
   /** The source's host: any answer from it (a redirect too) tells it is up. */
   host: HostWatch;
 }
@@ -305,7 +324,7 @@ async function fetchHttp(job: Job): Promise<FetchedFile | null> {
       minVersion: opts.agentOptions?.minVersion as SecureVersion | undefined,
     }),
   };
-  const hj: HttpJob = { ...job, agents, stallMs: opts.stallTimeoutMs ?? 60_000, best: await sizeOf(job.p.part), host: watchHost(job.uri) };
+  const hj: HttpJob = { ...job, agents, stallMs: opts.stallTimeoutMs ?? 60_000, best: await sizeOf(job.p.part), appendedTo: null, host: watchHost(job.uri) };
   try {
     return await withRetries(hj);
   } finally {
@@ -324,6 +343,7 @@ async function withRetries(hj: HttpJob): Promise<FetchedFile | null> {
   const { host } = hj;
   let failures = 0;
   for (;;) {
+    hj.appendedTo = null;
     try {
       const got = await attempt(hj);
       host.answered();
@@ -335,10 +355,10 @@ async function withRetries(hj: HttpJob): Promise<FetchedFile | null> {
         throw e;
       }
       const size = await sizeOf(hj.p.part);
-      if (size > hj.best) {
-        hj.best = size;
-        failures = 0;
-      } else failures++;
+      // Progress: a resume that appended bytes, or a .part larger than ever before.
+      if (size >= hj.best + MIN_BYTES || (hj.appendedTo !== null && size >= hj.appendedTo + MIN_BYTES)) failures = 0;
+      else failures++;
+      hj.best = Math.max(hj.best, size);
       const stop = host.failed(e.noAnswer);
       if (stop || failures >= retries) {
         throw new AgroError('download_failed', `${hj.uri}: ${e.message} (${failures} attempt${failures === 1 ? '' : 's'} without progress${host.gaveUp()})`);
@@ -355,7 +375,7 @@ async function resumeState(hj: HttpJob): Promise<{ have: number; info: PartInfo 
   const have = await sizeOf(hj.p.part);
   if (have === 0) return { have: 0, info: null };
   const info = await readJson<PartInfo>(hj.p.partInfo);
-  if (info && info.sourceUri !== hj.uri) {
+  if (info && (info.sourceUri !== hj.uri || info.encoded)) {
     await discardPart(hj.p);
     return { have: 0, info: null };
   }
@@ -441,7 +461,8 @@ function contentRange(res: http.IncomingMessage): { start: number; total: number
 }
 
 /** Any status other than 200/206: a cached result, null (optional and missing) or an error. */
-async function answerStatus(hj: HttpJob, status: number, have: number, cached: Meta | null): Promise<FetchedFile | null> {
+async function answerStatus(hj: HttpJob, res: http.IncomingMessage, have: number, info: PartInfo | null, cached: Meta | null, resumeHash: Hash): Promise<FetchedFile | null> {
+  const status = res.statusCode ?? 0;
   if (status === 304 && cached) return fromCache(hj, cached);
   if (status === 404 || status === 410) {
     await discardPart(hj.p);
@@ -449,9 +470,15 @@ async function answerStatus(hj: HttpJob, status: number, have: number, cached: M
     throw new AgroError('source_not_found', `${hj.uri}: HTTP ${status}`);
   }
   if (status === 416 && have > 0) {
+    // The .part is the whole file (a cut before the last chunk): the server says the file has
+    // exactly its size, and the same version (its validators, or the size its 200 declared).
+    const whole = /^bytes\s+\*\/(\d+)$/i.exec(header(res, 'content-range') ?? '');
+    const same = info && (info.total === have || (info.total === undefined && (info.etag || info.lastModified) && !otherFile(res, info, null)));
+    if (whole && Number(whole[1]) === have && same) {
+      return finish(hj, resumeHash.digest('hex'), have, { etag: info.etag, lastModified: info.lastModified, contentType: info.contentType });
+    }
     // The .part no longer fits the remote file: start from zero.
     await discardPart(hj.p);
-    hj.best = 0;
     throw new Retryable('HTTP 416 for the resume range');
   }
   if (status >= 500 || status === 408 || status === 429) throw new Retryable(`HTTP ${status}`);
@@ -474,27 +501,99 @@ async function attempt(hj: HttpJob): Promise<FetchedFile | null> {
   const status = res.statusCode ?? 0;
   if (status === 200 || status === 206) return receive(hj, res, have, info, resumeHash);
   res.resume();
-  return answerStatus(hj, status, have, cached);
+  return answerStatus(hj, res, have, info, cached, resumeHash);
 }
 
 async function receive(hj: HttpJob, res: http.IncomingMessage, have: number, info: PartInfo | null, resumeHash: Hash): Promise<FetchedFile> {
   const append = res.statusCode === 206;
   const range = append ? contentRange(res) : null;
-  if (append && range?.start !== have) {
+  const changed = append ? otherFile(res, info, range) : null;
+  if (append && (range?.start !== have || changed)) {
     res.resume();
     await discardPart(hj.p);
-    hj.best = 0;
-    throw new Retryable(`unexpected Content-Range ${header(res, 'content-range')}`);
+    throw new Retryable(changed ?? `unexpected Content-Range ${header(res, 'content-range')}`);
   }
+  const encoding = contentEncoding(res);
+  if (encoding && !DECODERS[encoding]) {
+    res.resume();
+    throw new AgroError('download_failed', `${hj.uri}: the body came in Content-Encoding ${encoding}, which cannot be decoded (identity was asked for)`);
+  }
+  if (append) hj.appendedTo = have;
   const v = validatorsOf(res, append ? info : null);
-  if (!append) hj.best = 0;
   const hash = append ? resumeHash : createHash('sha256');
-  const body = writeBody(res, hj.p.part, append, hash); // attaches its listeners synchronously
-  const partInfo: PartInfo = { sourceUri: hj.uri, ...v };
-  const [received] = await Promise.all([body, append ? null : writeJsonAtomic(hj.p.partInfo, partInfo)]);
+  const body = writeBody(res, hj.p.part, append, hash, hj.stallMs); // attaches its listeners synchronously
+  const declared = Number(header(res, 'content-length') ?? NaN);
+  const partInfo: PartInfo = { sourceUri: hj.uri, ...v, ...(encoding ? { encoded: true } : Number.isFinite(declared) ? { total: declared } : {}) };
+  const described = append ? null : writeJsonAtomic(hj.p.partInfo, partInfo);
+  let received: number;
+  try {
+    received = await body;
+  } finally {
+    await described; // the next attempt must find what the .part belongs to
+  }
   const size = (append ? have : 0) + received;
   checkLength(res, received, size, range);
+  if (encoding) {
+    const decoded = await decodePart(hj, encoding);
+    return finish(hj, decoded.sha256, decoded.size, v);
+  }
   return finish(hj, hash.digest('hex'), size, v);
+}
+
+/**
+ * Servers that compress on the fly although identity was asked for (node does not decode):
+ * the raw store keeps the file itself, never its gzip.
+ */
+const DECODERS: Record<string, () => Transform> = {
+  gzip: () => zlib.createUnzip(),
+  'x-gzip': () => zlib.createUnzip(),
+  deflate: () => zlib.createUnzip(),
+  br: () => zlib.createBrotliDecompress(),
+};
+
+/** The response's Content-Encoding, lower-case; null for none or identity. */
+function contentEncoding(res: http.IncomingMessage): string | null {
+  const e = (header(res, 'content-encoding') ?? '').trim().toLowerCase();
+  return e && e !== 'identity' ? e : null;
+}
+
+/** Replaces a complete compressed .part by its decoded bytes; their hash and size. */
+async function decodePart(hj: HttpJob, encoding: string): Promise<{ sha256: string; size: number }> {
+  const decoded = `${hj.p.part}.decoded`;
+  const hash = createHash('sha256');
+  let size = 0;
+  const count = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      hash.update(chunk);
+      size += chunk.length;
+      done(null, chunk);
+    },
+  });
+  try {
+    await pipeline(createReadStream(hj.p.part), DECODERS[encoding](), count, createWriteStream(decoded));
+  } catch (e) {
+    await rm(decoded, { force: true });
+    await discardPart(hj.p);
+    if ((e as NodeJS.ErrnoException).syscall) throw e; // the disk (a full one: disk_full), not the body
+    throw new Retryable(`the ${encoding} body does not decode: ${(e as Error).message}`);
+  }
+  await rename(decoded, hj.p.part);
+  return { sha256: hash.digest('hex'), size };
+}
+
+/**
+ * Why a 206 is the rest of another version than the .part holds (a server that ignores
+ * If-Range, or one without validators whose file changed size), else null: appending it
+ * would stitch two versions into one file that no check downstream can tell from the real one.
+ */
+function otherFile(res: http.IncomingMessage, info: PartInfo | null, range: { total: number } | null): string | null {
+  if (contentEncoding(res)) return `the 206 is compressed (Content-Encoding ${contentEncoding(res)})`;
+  const etag = header(res, 'etag');
+  if (etag && info?.etag && etag !== info.etag) return `the 206 is of ETag ${etag}, the .part of ${info.etag}`;
+  const modified = header(res, 'last-modified');
+  if (modified && info?.lastModified && modified !== info.lastModified) return `the 206 is of Last-Modified ${modified}, the .part of ${info.lastModified}`;
+  if (range && Number.isFinite(range.total) && info?.total !== undefined && range.total !== info.total) return `the 206 is of a ${range.total}-byte file, the .part of a ${info.total}-byte one`;
+  return null;
 }
 
 /**
@@ -503,7 +602,7 @@ async function receive(hj: HttpJob, res: http.IncomingMessage, have: number, inf
  * 'data' events (not an async iterator) and the file stream gets a roomy buffer,
  * which makes pausing the response (and losing its buffer on a cut) rare.
  */
-function writeBody(res: http.IncomingMessage, file: string, append: boolean, hash: Hash): Promise<number> {
+function writeBody(res: http.IncomingMessage, file: string, append: boolean, hash: Hash, stallMs: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const out = createWriteStream(file, { flags: append ? 'a' : 'w', highWaterMark: WRITE_BUFFER });
     const p = progress();
@@ -511,7 +610,13 @@ function writeBody(res: http.IncomingMessage, file: string, append: boolean, has
     let received = 0;
     let broken: Error | undefined;
     let ended = false;
+    let windowStart = 0;
+    const slow = setInterval(() => {
+      if (!res.complete && received - windowStart < MIN_BYTES) res.destroy(new Error(`too slow: ${received - windowStart} bytes in ${stallMs} ms`));
+      windowStart = received;
+    }, stallMs);
     const stop = (): void => {
+      clearInterval(slow);
       if (!res.complete) broken ??= new Error('connection closed');
       if (!ended) out.end();
       ended = true;
