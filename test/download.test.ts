@@ -311,6 +311,23 @@ describe('fetchSource over http', () => {
     expect(got!.path).toBe(path.join(dest, 'base.zip'));
     expect(got!.sha256).toBe(sha(zip));
   });
+
+  it('sends credentials to the server they were given for, never to another origin a redirect names', async () => {
+    const other = await serve((req, res, hit) => sendFile(req, res, hit, zip, '"v1"'));
+    const s = await serve((req, res, hit) => {
+      if (req.url === '/same') return void res.writeHead(302, { location: '/here/base.zip' }).end();
+      if (req.url === '/away') return void res.writeHead(302, { location: `${other.base}/there/base.zip` }).end();
+      sendFile(req, res, hit, zip, '"v1"');
+    });
+    const auth = { Authorization: 'Basic c2VjcmV0OnRva2Vu', Cookie: 'session=1' };
+    await fetchSource(`${s.base}/same`, opts({ name: 'base.zip', headers: auth }));
+    expect(s.hits.map((h) => h.headers.authorization)).toEqual([auth.Authorization, auth.Authorization]);
+    await fetchSource(`${s.base}/away`, opts({ name: 'other.zip', headers: auth }));
+    expect(s.hits.at(-1)!.headers.authorization).toBe(auth.Authorization);
+    expect(other.hits).toHaveLength(1);
+    expect(other.hits[0].headers.authorization).toBeUndefined();
+    expect(other.hits[0].headers.cookie).toBeUndefined();
+  });
 });
 
 describe('fetchSource on local files', () => {

@@ -437,9 +437,17 @@ async function request(hj: HttpJob, headers: Record<string, string>): Promise<ht
     if (!REDIRECTS.has(res.statusCode ?? 0) || !location) return res;
     res.resume();
     if (hop >= MAX_REDIRECTS) throw new AgroError('download_failed', `${hj.uri}: more than ${MAX_REDIRECTS} redirects`);
-    url = new URL(location, url);
+    const next = new URL(location, url);
+    // Credentials are for the server they were given for (Receita's share token): a redirect
+    // to another origin gets none, as browsers and curl do.
+    if (next.origin !== url.origin) headers = withoutCredentials(headers);
+    url = next;
   }
 }
+
+const CREDENTIALS = new Set(['authorization', 'proxy-authorization', 'cookie']);
+const withoutCredentials = (h: Record<string, string>): Record<string, string> =>
+  Object.fromEntries(Object.entries(h).filter(([k]) => !CREDENTIALS.has(k.toLowerCase())));
 
 const header = (res: http.IncomingMessage, name: string): string | undefined => {
   const v = res.headers[name];
