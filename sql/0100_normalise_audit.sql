@@ -54,3 +54,24 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
               WHEN etl.trim_spaces(t) ~ '^\d+\.0*$' THEN split_part(etl.trim_spaces(t), '.', 1)
               ELSE nullif(etl.trim_spaces(t), '') END
 $$;
+
+-- 4. An empty polygon is no geometry. A staged CAR geometry that is empty but not NULL (a
+--    WFS feature {"type":"MultiPolygon","coordinates":[[]]}, 'MULTIPOLYGON EMPTY' in a CSV)
+--    is valid, so never repaired, and has no bounding box: the envelope test was NULL and the
+--    verdict fell through to 'ok', publishing a property without a polygon (area 0, no
+--    overlap ever). It is 'no_geometry' now, counted and rejected like a missing one.
+--    (layer_classify and dnit_classify already test ST_IsEmpty.)
+CREATE OR REPLACE FUNCTION etl.sicar_verdict(car text, uf text, geom geometry, srid integer, repair text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE
+    WHEN NOT etl.car_number_ok(car) THEN 'bad_car_number'
+    WHEN left(car, 2) <> uf THEN 'other_state'
+    WHEN geom IS NULL THEN 'no_geometry'
+    WHEN repair = 'rejected' THEN 'geometry_unrepairable'
+    WHEN repair = 'empty' THEN 'geometry_empty_after_repair'
+    -- the envelope test is NULL for an empty geometry (no box); ST_IsEmpty (a full detoast)
+    -- runs only for the rows the envelope does not keep
+    WHEN coalesce(NOT etl.in_brazil(CASE WHEN srid IN (4326, 4674) THEN geom ELSE ST_Transform(ST_SetSRID(geom, srid), 4326) END), true)
+      THEN CASE WHEN ST_IsEmpty(geom) THEN 'no_geometry' ELSE 'outside_brazil' END
+    ELSE 'ok' END
+$$;

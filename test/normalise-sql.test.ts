@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CNUC_FIXTURE, buildCnucZip, type CnucRow } from '../fixtures/cnuc-ucs.ts';
 import { cnucUcs } from '../pipelines/cnuc-ucs/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
+import { geojsonToWkb } from '../src/etl/wfs-pages.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 let db: TestDb;
@@ -118,5 +119,23 @@ describe('codes (etl.code_text)', () => {
               etl.code_text(' 33801.0 ') AS dbf_real, etl.code_text('**********') AS overflow, etl.code_text('0000.41.0548') AS dotted`,
     );
     expect(r).toEqual({ cnuc: '0000.52.9002', ibge: '5208707', blank: null, dbf_real: '33801', overflow: null, dotted: '0000.41.0548' });
+  });
+});
+
+describe('empty geometries (etl.sicar_verdict)', () => {
+  const CAR = 'MT-5107925-0123456789ABCDEF0123456789ABCDEF';
+  const verdict = async (wkb: Buffer | string) =>
+    (await one(`SELECT etl.sicar_verdict($1, 'MT', ST_GeomFromWKB($2), 4674, NULL) AS v`, [CAR, wkb])).v;
+
+  test('a property whose polygon is empty has no geometry, it is not kept', async () => {
+    // A WFS feature {"type":"MultiPolygon","coordinates":[[]]} stages as a MULTIPOLYGON of one
+    // empty polygon: valid, no bounding box, so the envelope test was NULL and the verdict 'ok'.
+    const staged = geojsonToWkb({ type: 'MultiPolygon', coordinates: [[]] });
+    expect(staged).not.toBeNull();
+    expect(await verdict(staged!)).toBe('no_geometry');
+    const wkt = await one(`SELECT etl.sicar_verdict($1, 'MT', 'MULTIPOLYGON EMPTY'::geometry, 4326, NULL) AS v`, [CAR]);
+    expect(wkt.v).toBe('no_geometry');
+    const land = geojsonToWkb({ type: 'MultiPolygon', coordinates: [[[[-55.8, -12.6], [-55.7, -12.6], [-55.7, -12.5], [-55.8, -12.6]]]] });
+    expect(await verdict(land!)).toBe('ok');
   });
 });
