@@ -132,6 +132,27 @@ describe('download', () => {
     expect(out.error?.message).toMatch(/2026-12 is incomplete, missing Socios7\.zip/);
     expect(MONTH_ZIPS).toHaveLength(37);
   }, 60_000);
+
+  it('a file that disagrees with the listing fails the run and is not trusted from the store the next night', async () => {
+    const dir = path.join(root, '2027-01');
+    await buildReceitaMonth(root, '2027-01', 'next');
+    const real = fs.statSync(path.join(dir, 'Socios3.zip')).size;
+    dav.listedSize.set('Socios3.zip', real + 7);
+    try {
+      const first = await run(shareUrl());
+      expect(first.status).toBe('failed');
+      expect(first.error?.message).toMatch(/Socios3\.zip: \d+ bytes, the listing says \d+/);
+      dav.requests.length = 0;
+      await run(shareUrl());
+      // Asked again in full, not answered from the store by a 304 (the same wrong bytes every night).
+      const gets = dav.requests.filter((r) => r.method === 'GET' && r.path === '2027-01/Socios3.zip');
+      expect(gets).toHaveLength(1);
+      expect(gets[0].ifNoneMatch).toBeUndefined();
+    } finally {
+      dav.listedSize.clear();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
 
 describe('SteppingLimiter', () => {

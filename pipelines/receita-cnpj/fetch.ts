@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { AgroError } from '../../src/errors.ts';
-import { fetchSource, isHttp, localPath, storedFile, type FetchedFile } from '../../src/etl/download.ts';
+import { distrustStored, fetchSource, isHttp, localPath, storedFile, type FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import { pickSourceFile, type SourceLayout } from '../../src/etl/source-files.ts';
 import { propfind, redactUrl, type DavEntry } from '../../src/etl/webdav.ts';
@@ -175,7 +175,11 @@ export async function fetchMonth(ctx: RunContext): Promise<FetchedFile[]> {
             },
           });
           if (!got) throw new AgroError('source_not_found', f.uri);
-          if (f.size !== null && got.size !== f.size) throw new AgroError('download_failed', `${f.name}: ${got.size} bytes, the listing says ${f.size}`);
+          if (f.size !== null && got.size !== f.size) {
+            // Not trusted from the store either: else the next run's 304 brings the same bytes back.
+            await distrustStored(got.path);
+            throw new AgroError('download_failed', `${f.name}: ${got.size} bytes, the listing says ${f.size}`);
+          }
           done.set(f.name, got.size);
           return got;
         }),
