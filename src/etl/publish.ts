@@ -270,14 +270,20 @@ export async function applyRetention(
   protect: number[] = [],
   budget: LockBudget = DEFAULT_LOCK_BUDGET,
 ): Promise<number[]> {
-  const all = await catalog.snapshotsWithTables(pool, dataset, scope);
-  const current = all.find((s) => s.is_current);
-  const rollbackTo = current ? await rollbackTargetOf(pool, dataset, scope, current.snapshot_id) : null;
-  const plan = retentionPlan(all, { keep, rollbackTo, protect });
+  const plan = async (db: pg.ClientBase | pg.Pool) => {
+    const all = await catalog.snapshotsWithTables(db, dataset, scope);
+    const current = all.find((s) => s.is_current);
+    const rollbackTo = current ? await rollbackTargetOf(db, dataset, scope, current.snapshot_id) : null;
+    return retentionPlan(all, { keep, rollbackTo, protect });
+  };
   const dropped: number[] = [];
-  for (const s of plan.drop) {
+  for (const s of (await plan(pool)).drop) {
     try {
-      await withTransaction(pool, async (c) => {
+      const gone = await withTransaction(pool, async (c) => {
+        // Planned again under the publish lock: a publish or rollback since the first plan (or
+        // while an earlier DROP waited) may have made this snapshot current or what rollback returns to.
+        await lockDataset(c, dataset);
+        if (!(await plan(c)).drop.some((x) => x.snapshot_id === s.snapshot_id)) return false;
         // As-of readers may hold an old snapshot: a DROP waiting for them would queue every
         // later reader of it, so it gives up quickly and the next retention pass tries again.
         await c.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(budget.lockTimeoutMs))}`);
@@ -285,8 +291,9 @@ export async function applyRetention(
         await forgetOverlaps(c, s.snapshot_id);
         await forgetQsaChanges(c, s.snapshot_id);
         await catalog.setSnapshotFields(c, s.snapshot_id, { status: 'dropped' });
+        return true;
       });
-      dropped.push(s.snapshot_id);
+      if (gone) dropped.push(s.snapshot_id);
     } catch (e) {
       if (!isLockTimeout(e)) throw e;
     }

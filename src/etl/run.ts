@@ -243,6 +243,17 @@ async function blockOnMissingFields(deps: Deps, err: AgroError, m: MissingFieldE
   await catalog.finishRun(pool, outcome.run_id, { status: 'blocked', snapshotId, read: outcome.rows_read, loaded: 0, rejected: 0, error: outcome.message, errorCode: err.code });
 }
 
+/**
+ * Retention once the run's snapshot is what it ends as (published, loaded or blocked): a
+ * failure (a DROP refused because a user's view depends on an old table, the database lost)
+ * is said and left to the next run's retention. Thrown, it would fail a run whose snapshot
+ * is already current, and the failure path would discard that snapshot's derived rows.
+ */
+async function retentionAfterRun(pool: pg.Pool, log: Logger, dataset: string, scope: string, keep: number, snapshotId: number, budget: { lockTimeoutMs: number; maxWaitMs: number }): Promise<void> {
+  await applyRetention(pool, dataset, scope, keep, [snapshotId], budget).catch((e) =>
+    log.warn({ err: e }, `retention failed (${(e as Error).message}); the next run applies it`));
+}
+
 export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOptions): Promise<RunOutcome> {
   const { cfg, pool, log } = deps;
   const started = Date.now();
@@ -398,7 +409,8 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       outcome.status = 'blocked';
       outcome.message = report.gate.failures.map((f) => f.message).join('; ');
       await catalog.finishRun(pool, runId, { status: 'blocked', snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected, error: outcome.message });
-      await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid], publishBudget);
+      keepSnapshot = true;
+      await retentionAfterRun(pool, runLog, pipeline.name, scope, cfg.retention, sid, publishBudget);
       return outcome;
     }
     outcome.forced = report.gate.forced;
@@ -449,11 +461,13 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       }
       throw e;
     }
+    // From here the snapshot is what the publish transaction made it: nothing below discards it.
+    keepSnapshot = true;
     if (final !== report) writeReportFiles(cfg, final);
     outcome.gate = final.gate;
     outcome.forced = pub.forced;
     const counts = { snapshotId: sid, read: load.rowsRead, loaded: load.rowsLoaded, rejected: load.rowsRejected };
-    await applyRetention(pool, pipeline.name, scope, cfg.retention, [sid], publishBudget);
+    await retentionAfterRun(pool, runLog, pipeline.name, scope, cfg.retention, sid, publishBudget);
     if (pub.status === 'blocked') {
       outcome.status = 'blocked';
       outcome.message = pub.reason;
@@ -489,10 +503,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       // as every blocked run: retention (a source that keeps lacking the column leaves one
       // blocked row, not one a night); the run is recorded blocked already, so a retention that
       // fails is said, not turned into a failed run
-      if (snapshotId !== null) {
-        await applyRetention(pool, pipeline.name, scope, cfg.retention, [snapshotId], publishBudget).catch((e3) =>
-          runLog.warn({ err: e3 }, 'retention after a blocked run failed; the next run applies it'));
-      }
+      if (snapshotId !== null) await retentionAfterRun(pool, runLog, pipeline.name, scope, cfg.retention, snapshotId, publishBudget);
       runLog.warn(outcome.message);
       return outcome;
     }
