@@ -1,3 +1,4 @@
+// Rollback emits the change events a publish of the same snapshot would (monitors follow what is served).
 // Retention after a publish, when it cannot drop what it planned to or the world changes
 // under it: a run whose snapshot is published stays published (its snapshot is not
 // discarded, nor marked failed), and a rollback during retention still has a snapshot to
@@ -8,11 +9,13 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { buildSicarState, type SicarUf } from '../fixtures/sicar.ts';
+import { buildSicarState, SICAR_FIXTURES, type SicarUf } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { rollback } from '../src/etl/publish.ts';
 import { qualifiedSnapshotTable } from '../src/etl/names.ts';
 import { runPipeline } from '../src/etl/run.ts';
+import { addMonitor } from '../src/events/monitors.ts';
+import { createKey } from '../src/platform/keys.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -113,5 +116,33 @@ describe('a rollback while retention waits for a reader', () => {
     const second = await rollback(db.pool, sicar, 'MT');
     expect(second.from).toBe(d);
     expect([c, ids[1]]).toContain(second.to);
+  });
+});
+
+describe('rollback and change events', () => {
+  test('a rollback tells monitors what changed back, as `publish <older id>` does', async () => {
+    const go1 = SICAR_FIXTURES.GO.areaImovel.find((r) => r.id === 'GO1')!;
+    const key = (await createKey(db.pool, { env: 'live', plan: 'growth', name: 'rollback-events' })).id;
+    await addMonitor(db.pool, key, 'car', go1.attributes.cod_imovel);
+    const a = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: await source('GO'), asOf: '2025-01-01' });
+    const dir = path.join(work, 'GO-cancelled');
+    await buildSicarState('GO', dir, {
+      themes: [], filter: (r) => r.id !== 'GO1',
+      extraAreaImovel: [{ ...go1, id: 'GO1-CA', attributes: { ...go1.attributes, ind_status: 'CA' } }],
+    });
+    const b = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: dir, asOf: '2025-02-01' });
+    expect([a.status, b.status]).toEqual(['published', 'published']);
+    const events = async () =>
+      (await db.pool.query(`SELECT body->'data' AS data FROM events.outbox WHERE type = 'car.situacao.alterada' AND key_id = $1 ORDER BY created_at, id`, [key])).rows.map((r) => r.data);
+    expect(await events()).toHaveLength(1);
+    const [changed] = await events();
+
+    expect(await rollback(db.pool, sicar, 'GO')).toEqual({ from: b.snapshot_id, to: a.snapshot_id });
+    const after = await events();
+    expect(after).toHaveLength(2);
+    expect(after[1]).toEqual({
+      car: go1.attributes.cod_imovel, situacao_anterior: changed.situacao, situacao: changed.situacao_anterior,
+      snapshot_anterior: b.snapshot_id, snapshot: a.snapshot_id,
+    });
   });
 });

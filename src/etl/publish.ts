@@ -200,6 +200,8 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
     await catalog.setCurrent(client, pipeline.name, scope, prev);
     await catalog.recordPublication(client, { dataset: pipeline.name, scope, snapshotId: prev, action: 'rollback' });
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
+    // What monitors were told changed with the rolled-back snapshot changes back: the events of any publish.
+    await recordChangeEvents(client, { dataset: pipeline.name, scope, previousSnapshotId: cur.snapshot_id, snapshotId: prev });
     await repointViews(client, pipeline, budget);
     return { from: cur.snapshot_id, to: prev };
   });
