@@ -1,3 +1,4 @@
+// A CAR state and a layer published at the same time leave no current pair without its overlaps.
 // Rollback emits the change events a publish of the same snapshot would (monitors follow what is served).
 // Retention after a publish, when it cannot drop what it planned to or the world changes
 // under it: a run whose snapshot is published stays published (its snapshot is not
@@ -10,8 +11,11 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildSicarState, SICAR_FIXTURES, type SicarUf } from '../fixtures/sicar.ts';
+import { FUNAI_FIXTURE, buildFunaiZip } from '../fixtures/funai-tis.ts';
+import { funaiTis } from '../pipelines/funai-tis/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
-import { rollback } from '../src/etl/publish.ts';
+import { missingPairs } from '../src/etl/overlaps.ts';
+import { publishSnapshot, rollback } from '../src/etl/publish.ts';
 import { qualifiedSnapshotTable } from '../src/etl/names.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { addMonitor } from '../src/events/monitors.ts';
@@ -144,5 +148,42 @@ describe('rollback and change events', () => {
       car: go1.attributes.cod_imovel, situacao_anterior: changed.situacao, situacao: changed.situacao_anterior,
       snapshot_anterior: b.snapshot_id, snapshot: a.snapshot_id,
     });
+  });
+});
+
+describe('a CAR state and a layer published at the same time', () => {
+  test('every current (state, layer) pair has its overlaps', async () => {
+    const deps = { cfg: db.cfg, pool: db.pool, log: db.log };
+    const f1 = await runPipeline(deps, funaiTis, { source: await buildFunaiZip(path.join(work, 'funai-1'), { rows: FUNAI_FIXTURE.slice(1) }), asOf: '2025-06-01' });
+    const s1 = await runPipeline(deps, sicar, { uf: 'GO', source: await source('GO'), asOf: '2025-06-01' });
+    // Older as-of: both loaded, not current; published below, at the same time.
+    const f2 = await runPipeline(deps, funaiTis, { source: await buildFunaiZip(path.join(work, 'funai-2')), asOf: '2025-05-01', backfill: true });
+    const s2 = await runPipeline(deps, sicar, { uf: 'GO', source: await source('GO'), asOf: '2025-05-01', backfill: true });
+    expect([f1.status, s1.status, f2.status, s2.status]).toEqual(['published', 'published', 'loaded', 'loaded']);
+    expect(await missingPairs(db.pool)).toEqual([]);
+
+    // A reader of the CAR views holds the state's publish in its view rewrite, after it filled its pairs.
+    const reader = new pg.Client({ connectionString: db.url });
+    await reader.connect();
+    try {
+      await reader.query('BEGIN');
+      await reader.query('SELECT 1 FROM current.car_imovel LIMIT 1');
+      const carPublish = publishSnapshot(db.pool, sicar, s2.snapshot_id!, { budget: { lockTimeoutMs: 20_000, maxWaitMs: 30_000 } });
+      const layerPublish = publishSnapshot(db.pool, funaiTis, f2.snapshot_id!, { budget: { lockTimeoutMs: 20_000, maxWaitMs: 30_000 } });
+      for (let i = 0; ; i++) {
+        const w = await db.pool.query(`SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'current.car_imovel'::regclass`);
+        if (w.rowCount) break;
+        if (i > 1200) throw new Error('the CAR publish never reached its view rewrite');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await new Promise((r) => setTimeout(r, 500)); // the layer's publish: done, or waiting for the CAR's
+      await reader.query('COMMIT');
+      expect((await Promise.all([carPublish, layerPublish])).map((o) => o.status)).toEqual(['published', 'published']);
+    } finally {
+      await reader.end();
+    }
+    expect(await currentId('GO')).toBe(s2.snapshot_id);
+    const missing = await missingPairs(db.pool);
+    expect(missing.map((p) => [p.carSnapshotId, p.layerSnapshotId, p.overlay.camada])).toEqual([]);
   });
 });

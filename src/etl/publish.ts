@@ -40,6 +40,16 @@ async function lockDataset(client: pg.ClientBase, dataset: string) {
 }
 
 /**
+ * A publish or rollback of a CAR state or a layer fills the overlap pairs of what is current;
+ * two of them at once (a state and a layer) would each miss the other's uncommitted snapshot,
+ * leaving the new (state, layer) pair current without its rows. They take turns (after the
+ * dataset's lock, always in that order).
+ */
+async function lockOverlaps(client: pg.ClientBase, dataset: string) {
+  if (involvesOverlaps(dataset)) await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['publish:overlaps']);
+}
+
+/**
  * The last step of a publish transaction: rewrites the views with a short lock timeout
  * (a waiting AccessExclusive request would queue every new reader behind it). Everything else the transaction does comes before, so readers are held
  * only for the view rewrite and the commit.
@@ -113,6 +123,7 @@ export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapsho
   const budget = opts.budget ?? DEFAULT_LOCK_BUDGET;
   return withPublishTransaction(pool, budget, `publishing snapshot ${snapshotId}`, async (client) => {
     await lockDataset(client, pipeline.name);
+    await lockOverlaps(client, pipeline.name);
     const snap = await catalog.getSnapshot(client, snapshotId);
     // A snapshot still loading may only be published by the run that loads it.
     if (!snap || snap.status === 'dropped' || snap.status === 'failed' || (snap.status === 'loading' && !opts.fromRun)) {
@@ -191,6 +202,7 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
   const where = `${pipeline.name}${scope ? ' ' + scope : ''}`;
   return withPublishTransaction(pool, budget, `rolling back ${where}`, async (client) => {
     await lockDataset(client, pipeline.name);
+    await lockOverlaps(client, pipeline.name);
     const cur = await catalog.currentSnapshot(client, pipeline.name, scope);
     if (!cur) throw new AgroError('nothing_to_rollback', `${where} has no published snapshot`);
     const prev = await rollbackTargetOf(client, pipeline.name, scope, cur.snapshot_id);
