@@ -1,11 +1,12 @@
 // The `embargos` elements of a CAR answer when IBAMA numbers several terms alike (NUM_TAD is
 // not unique: facts.embargos.numero_tad_repetido): the fixtures plus a second IBAMA load
-// with four terms over SICAR fixture MT1, two numbers of two terms each.
+// with five terms over SICAR fixture MT1: two numbers of two terms each, and a point.
 //   990001: an active term and its lifted twin, the same polygon inside MT1: the property
 //           has that polygon's hectares under number 990001 once, not twice.
 //   990002: a lifted term inside MT1 and an active term of the same number elsewhere (a
 //           point far away): the element is the lifted term's (ativo false, its situacao
 //           and date), not the active term's attributes beside ativo false.
+//   990003: an active point-only term on a vertex of MT1's border: not inside, not listed.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,6 +39,9 @@ beforeAll(async () => {
        FROM serving.car_imovel c, unnest(ARRAY[$2, $3]) w WHERE c.car = $1`, [MT1, box1, box2]);
   expect(inside.ok).toBe(true);
   boxHa = inside.ha;
+  // A vertex of MT1's outer ring: a point term there is on its border, not inside it.
+  const [v] = await q<{ x: string; y: string }>(
+    `SELECT ST_X(pt)::text AS x, ST_Y(pt)::text AS y FROM (SELECT ST_PointN(ST_ExteriorRing(ST_GeometryN(geom, 1)), 1) AS pt FROM serving.car_imovel WHERE car = $1) s`, [MT1]);
   const base = termById('T04').row;
   const term = (o: Partial<CsvRow>): Partial<CsvRow> => ({ ...base, NOME_EMBARGADO: 'Termo de Teste', CPF_CNPJ_EMBARGADO: '', ...o });
   const lifted = { SIT_DESEMBARGO: 'S', TIPO_DESEMBARGO: 'Total', DAT_DESEMBARGO: '2024-02-01 00:00:00', DES_DESEMBARGO: 'Desembargo' };
@@ -45,6 +49,7 @@ beforeAll(async () => {
     term({ SEQ_TAD: '9000001', NUM_TAD: '990001', SER_TAD: 'A', GEOM_AREA_EMBARGADA: box1, EMBARGA_POLIGONO: 'S', DAT_EMBARGO: '2023-05-05 00:00:00' }),
     term({ SEQ_TAD: '9000002', NUM_TAD: '990001', SER_TAD: 'B', GEOM_AREA_EMBARGADA: box1, EMBARGA_POLIGONO: 'S', DAT_EMBARGO: '2021-05-05 00:00:00', ...lifted }),
     term({ SEQ_TAD: '9000003', NUM_TAD: '990002', SER_TAD: 'A', GEOM_AREA_EMBARGADA: box2, EMBARGA_POLIGONO: 'S', DAT_EMBARGO: '2020-01-10 00:00:00', ...lifted }),
+    term({ SEQ_TAD: '9000005', NUM_TAD: '990003', SER_TAD: 'A', NUM_LONGITUDE_TAD: v.x, NUM_LATITUDE_TAD: v.y }),
     term({ SEQ_TAD: '9000004', NUM_TAD: '990002', SER_TAD: 'B', NUM_LONGITUDE_TAD: '-51.0', NUM_LATITUDE_TAD: '-10.0', DAT_EMBARGO: '2024-06-06 00:00:00' }),
   ];
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ibama-terms-'));
@@ -76,4 +81,15 @@ test('a lifted term over the property is shown as itself, not with the attribute
     expect(e.situacao, asOf).not.toBe('ativo');
     expect(e.area_sobreposta_ha).toBeCloseTo(boxHa, 3);
   }
+});
+
+test('a point-only term on the property\'s border does not lie inside it (contract §3): not listed', async () => {
+  const [on] = await q(`SELECT ST_Intersects(e.geom, c.geom) AS touches, ST_Contains(c.geom, e.geom) AS inside
+                          FROM serving.ibama_embargos e, serving.car_imovel c WHERE e.numero_tad = '990003' AND c.car = $1`, [MT1]);
+  expect(on).toEqual({ touches: true, inside: false });
+  for (const asOf of ['', '&as_of=2026-12-31']) {
+    const r = await call(fx.api.base, `/v1/car/${MT1}?include=embargos${asOf}`, { key });
+    expect(r.body.embargos.map((x: { numero_tad: string }) => x.numero_tad), asOf).not.toContain('990003');
+  }
+  expect(await q(`SELECT 1 FROM serving.car_sobreposicoes WHERE camada = 'embargo' AND feicao_id = '990003'`)).toEqual([]);
 });
