@@ -8,13 +8,10 @@
 //           and date), not the active term's attributes beside ativo false.
 //   990003: an active point-only term on a vertex of MT1's border: not inside, not listed.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, expect, test } from 'vitest';
 import { ibamaCsv, termById, type CsvRow } from '../fixtures/ibama-embargos.ts';
-import { findPipeline } from '../pipelines/registry.ts';
-import { runPipeline } from '../src/etl/run.ts';
-import { call, fixtureApi, newKey } from './helpers/api.ts';
+import { call, fixtureApi, newKey, publishFrom } from './helpers/api.ts';
 
 const MT1 = 'MT-5107925-5CB45324C71191225BEAAD888C3D51DB';
 
@@ -52,11 +49,7 @@ beforeAll(async () => {
     term({ SEQ_TAD: '9000005', NUM_TAD: '990003', SER_TAD: 'A', NUM_LONGITUDE_TAD: v.x, NUM_LATITUDE_TAD: v.y }),
     term({ SEQ_TAD: '9000004', NUM_TAD: '990002', SER_TAD: 'B', NUM_LONGITUDE_TAD: '-51.0', NUM_LATITUDE_TAD: '-10.0', DAT_EMBARGO: '2024-06-06 00:00:00' }),
   ];
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ibama-terms-'));
-  fs.writeFileSync(path.join(dir, 'termo_embargo.csv'), ibamaCsv({ extraRows }));
-  const o = await runPipeline({ cfg: fx.db.cfg, pool: fx.db.pool, log: fx.db.log }, findPipeline('ibama-embargos')!, { source: dir });
-  fs.rmSync(dir, { recursive: true, force: true });
-  expect(o.status).toBe('published');
+  await publishFrom(fx.db, 'ibama-embargos', (dir) => fs.writeFileSync(path.join(dir, 'termo_embargo.csv'), ibamaCsv({ extraRows })));
   key = await newKey(fx.db);
 }, 100_000);
 
