@@ -35,4 +35,6 @@ CROSS JOIN LATERAL (SELECT CASE WHEN f.is_point THEN 0
                                 WHEN NOT f.small THEN NULL
                                 WHEN ST_CoveredBy(f.geom, c.geom) THEN etl.area_ha(f.geom)
                                 ELSE etl.area_ha(ST_Intersection(c.geom, f.geom)) END AS ha) x
-WHERE c.covered OR ST_Intersects(f.geom, c.geom)
+-- a point-only term counts when it lies inside the property (contract §3): a point on the
+-- border (a vertex shared by two neighbours) is inside neither
+WHERE c.covered OR CASE WHEN f.is_point THEN ST_Relate(f.geom, c.geom, 'T********') ELSE ST_Intersects(f.geom, c.geom) END

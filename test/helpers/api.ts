@@ -1,6 +1,9 @@
 // A real API server on loopback over a test database loaded with the fixtures through
 // real pipeline runs, and a small HTTP client for the tests.
+import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { findPipeline } from '../../pipelines/registry.ts';
 import { buildServer, createApiPool, type ApiServer } from '../../src/api/server.ts';
 import { fixtureRuns } from '../../src/cli/main.ts';
@@ -15,6 +18,18 @@ export async function loadFixtures(db: TestDb): Promise<void> {
   for (const r of fixtureRuns()) {
     const o = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline(r.pipeline)!, { source: r.source, uf: r.uf });
     if (o.status !== 'published') throw new Error(`${r.pipeline} ${r.uf ?? ''}: ${o.status} ${JSON.stringify(o.error ?? o.gate)}`);
+  }
+}
+
+/** One more run of a pipeline over a source that `write` puts in a temporary folder; it must publish. */
+export async function publishFrom(db: TestDb, pipeline: string, write: (dir: string) => unknown): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${pipeline}-`));
+  try {
+    await write(dir);
+    const o = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline(pipeline)!, { source: dir });
+    if (o.status !== 'published') throw new Error(`${pipeline}: ${o.status} ${JSON.stringify(o.error ?? o.gate)}`);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 

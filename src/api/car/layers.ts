@@ -86,15 +86,19 @@ async function overlapLayerValues(db: pg.Pool, ctx: ReadContext, props: Property
   const out = new Map<string, Record<string, unknown>[] | null>(props.map((p) => [p.car, layer ? [] : null]));
   if (!layer) return out;
   const rows = await overlapsOf(db, carSnaps, layer.snapshot_id, props.map((p) => p.car));
+  // Terms sharing a numero_tad: the attributes of one whose status is the overlap row's
+  // (`ativo` there is whether an active term of that number is over the property): a lifted
+  // term over the land was shown with the dates and status of an active twin elsewhere.
   const attrs = new Map<string, Record<string, unknown>>();
+  const attrKey = (k: string, ativo: unknown) => `${k}\u0000${ativo === true}`;
   if (rows.length) {
     for (const a of await snapshotRows(db, layer.snapshot_id, spec.relation, spec.key, [...new Set(rows.map((r) => r.feicao_id))])) {
-      const k = String(a[spec.key]);
-      // Terms sharing a numero_tad: prefer the active one.
-      if (!attrs.has(k) || (a.ativo === true && attrs.get(k)!.ativo !== true)) attrs.set(k, a);
+      const k = attrKey(String(a[spec.key]), a.ativo);
+      if (!attrs.has(k)) attrs.set(k, a);
     }
   }
-  for (const r of rows) out.get(r.car)?.push(spec.shape(r, attrs.get(r.feicao_id) ?? {}));
+  const attrsOf = (r: OverlapRow) => attrs.get(attrKey(r.feicao_id, r.ativo)) ?? attrs.get(attrKey(r.feicao_id, r.ativo !== true)) ?? {};
+  for (const r of rows) out.get(r.car)?.push(spec.shape(r, attrsOf(r)));
   return out;
 }
 

@@ -20,17 +20,22 @@ export const ENRICH_SQL = {
   ti: polygonLayer('serving.funai_tis', 'l.codigo, l.nome, l.etnias, l.fase, l.modalidade'),
   uc: polygonLayer('serving.cnuc_ucs', 'l.codigo AS cnuc, l.nome, l.categoria, l.grupo, l.esfera'),
   quilombo: polygonLayer('serving.incra_quilombos', 'l.codigo, l.comunidade, l.fase, l.esfera'),
-  // Main BR alignments within 10 km, nearest first (geodesic distance), plus the nearest
-  // ones at any distance (index-assisted KNN on the geometry, then geodesic). 0.15° is more
-  // than 10 km in both directions at every latitude of Brazil (down to 34° S): a box prefilter.
-  rodovias: `${Q}
-SELECT * FROM (
-  SELECT r.codigo, r.br, r.uf, r.superficie, r.snapshot_id, ST_Distance(r.geom::geography, q.g::geography) / 1000 AS distancia_km
-  FROM q JOIN serving.dnit_snv_principal r ON r.geom && ST_Expand(q.g, 0.15) AND ST_DWithin(r.geom::geography, q.g::geography, 10000)
-  UNION
-  SELECT n.codigo, n.br, n.uf, n.superficie, n.snapshot_id, ST_Distance(n.geom::geography, q.g::geography) / 1000
-  FROM q CROSS JOIN LATERAL (SELECT * FROM serving.dnit_snv_principal r ORDER BY r.geom <-> q.g LIMIT 5) n
-) s ORDER BY distancia_km, codigo`,
+  // Main BR alignments within 10 km, nearest first (geodesic distance), or, when none is, all
+  // those within the geodesic distance of the nearest of five found by index-assisted KNN on
+  // the geometry: that KNN is in plain degrees, where a road north is "nearer" than one east at
+  // the same distance in km (a degree of longitude is ~96 km at 30° S), so the nearest on the
+  // ellipsoid may not be among its five (the answer was 11.1 km for a road 10.6 km away). The
+  // box prefilter spans that radius in degrees at the area's latitude farthest from the equator.
+  rodovias: `${Q},
+knn AS (SELECT ST_Distance(n.geom::geography, q.g::geography) AS m
+          FROM q CROSS JOIN LATERAL (SELECT r.geom FROM serving.dnit_snv_principal r ORDER BY r.geom <-> q.g LIMIT 5) n),
+lim AS (SELECT greatest(10000, min(knn.m) + 1) AS m FROM knn)
+SELECT r.codigo, r.br, r.uf, r.superficie, r.snapshot_id, ST_Distance(r.geom::geography, q.g::geography) / 1000 AS distancia_km
+FROM q CROSS JOIN lim
+JOIN serving.dnit_snv_principal r
+  ON r.geom && ST_Expand(q.g, lim.m / (111000 * cos(radians(least(89, greatest(abs(ST_YMin(q.g)), abs(ST_YMax(q.g))) + lim.m / 110000)))), lim.m / 110000)
+ AND ST_DWithin(r.geom::geography, q.g::geography, lim.m)
+ORDER BY distancia_km, r.codigo`,
   zarc: `SELECT r.geocodigo, r.safra, r.cultura, r.ciclo, r.solo, r.manejo, r.portaria, r.cod_clima, r.clima, r.snapshot_id,
        ARRAY[r.dec1, r.dec2, r.dec3, r.dec4, r.dec5, r.dec6, r.dec7, r.dec8, r.dec9, r.dec10, r.dec11, r.dec12,
              r.dec13, r.dec14, r.dec15, r.dec16, r.dec17, r.dec18, r.dec19, r.dec20, r.dec21, r.dec22, r.dec23, r.dec24,

@@ -1,0 +1,41 @@
+// POST /v1/enriquecimento/territorial: `rodovias.distancia_km` is the distance to the nearest
+// federal road on the ellipsoid, also when no road is within 10 km and the nearest one is not
+// among the nearest in plain degrees. At 30° S a degree of longitude is ~96 km and one of
+// latitude ~111 km: a road 0.11° east of the area (~10.6 km) is nearer than five roads
+// 0.100–0.104° north of it (~11.1–11.5 km), which are nearer in degrees.
+import type { Position } from 'geojson';
+import { beforeAll, expect, test } from 'vitest';
+import { buildDnitSnv, SNV_FIXTURE, sphericalKm, type SnvSegment } from '../fixtures/dnit-snv.ts';
+import { call, fixtureApi, newKey, publishFrom } from './helpers/api.ts';
+
+const fx = fixtureApi();
+let key: string;
+
+// The request: a box of 0.01° around (-53.0, -30.0), in Rio Grande do Sul, far from the fixture roads.
+const [X0, Y0, X1, Y1] = [-53.005, -30.005, -52.995, -29.995];
+const AREA = { type: 'Polygon', coordinates: [[[X0, Y0], [X1, Y0], [X1, Y1], [X0, Y1], [X0, Y0]]] };
+
+function road(codigo: string, coordinates: Position[]): SnvSegment {
+  const base = SNV_FIXTURE.find((s) => s.attributes.sg_tipo_tr === 'B')!.attributes;
+  const km = Math.round(sphericalKm(coordinates) * 1000) / 1000;
+  return { geometry: { type: 'LineString', coordinates }, attributes: { ...base, vl_codigo: codigo, sg_uf: 'RS', vl_br: 290, vl_km_inic: 0, vl_km_fina: km, vl_extensa: km, ds_coinc: null } };
+}
+
+beforeAll(async () => {
+  const east = road('290BRS0010', [[X1 + 0.11, -30.05], [X1 + 0.11, -29.95]]);
+  const north = [0, 1, 2, 3, 4].map((i) => road(`290BRS002${i}`, [[-53.02, Y1 + 0.1 + i * 0.001], [-52.98, Y1 + 0.1 + i * 0.001]]));
+  await publishFrom(fx.db, 'dnit-snv', (dir) => buildDnitSnv(dir, { versao: '202508A', segments: [...SNV_FIXTURE, east, ...north] }));
+  key = await newKey(fx.db);
+}, 100_000);
+
+test('the nearest road on the ellipsoid, beyond 10 km, when five roads are nearer in degrees', async () => {
+  const r = await call(fx.api.base, '/v1/enriquecimento/territorial', { key, body: { geometry: AREA, layers: ['rodovias'] } });
+  expect(r.status).toBe(200);
+  const [w] = (await fx.db.pool.query(
+    `SELECT min(ST_Distance(r.geom::geography, ST_SetSRID(ST_GeomFromGeoJSON($1), 4326)::geography)) / 1000 AS km FROM serving.dnit_snv_principal r`,
+    [JSON.stringify(AREA)])).rows;
+  expect(w.km).toBeGreaterThan(10);
+  expect(w.km).toBeLessThan(11);
+  expect(r.body.rodovias.segmentos).toEqual([]);
+  expect(r.body.rodovias.distancia_km).toBeCloseTo(w.km, 3);
+});
