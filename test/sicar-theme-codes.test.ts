@@ -1,6 +1,8 @@
 // SICAR theme codes written in another case ('app_total', 'App_Rio_Ate_10': a re-export that
 // changed the case of the national vocabulary), through a real run against PostGIS: app_ha
 // is the same as from the official upper-case codes; the codes are published as written.
+// Likewise with blanks or hyphens for the underscores ('APP TOTAL', 'APP-RIO-ATE-10'): such
+// codes fell in no role and the property's APP hectares were published as 0.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,7 +30,8 @@ async function load(label: string, code: (c: string) => string) {
   expect(out.error).toBeUndefined();
   const ha = (await db.pool.query(`SELECT car, round(app_ha::numeric, 6)::float8 AS app_ha FROM serving.car_imovel WHERE uf = 'GO' ORDER BY car`)).rows;
   const codes = (await db.pool.query(`SELECT DISTINCT cod_tema FROM "current".car_tema WHERE uf = 'GO' ORDER BY 1`)).rows.map((r) => r.cod_tema);
-  return { ha, codes };
+  const facts = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality.facts;
+  return { ha, codes, outside: facts.cod_tema_fora_do_vocabulario };
 }
 
 test('app_ha does not depend on the case of cod_tema', async () => {
@@ -40,5 +43,17 @@ test('app_ha does not depend on the case of cod_tema', async () => {
     const got = await load(label, code);
     expect(got.ha, label).toEqual(want.ha);
     expect(got.codes, label).toEqual(want.codes.map(code).sort());
+  }
+});
+
+test('app_ha does not depend on blanks or hyphens written for the underscores of cod_tema', async () => {
+  const want = await load('official', (c) => c);
+  expect(want.ha.filter((r) => r.app_ha > 0).length).toBeGreaterThan(1);
+  for (const [label, code] of [['blanks', (c: string) => c.replace(/_/g, ' ')], ['hyphens', (c: string) => c.replace(/_/g, '-').toLowerCase()]] as const) {
+    const got = await load(label, code);
+    expect(got.ha, label).toEqual(want.ha);
+    expect(got.codes, label).toEqual(want.codes.map(code).sort());
+    // The same codes of the vocabulary, not listed as outside it.
+    expect(got.outside, label).toBeUndefined();
   }
 });

@@ -137,14 +137,15 @@ export interface ThemeFacts {
 /**
  * What the facts count of one theme's typed rows, in one scan (grouping sets: the whole table,
  * per unknown status, per code outside the vocabulary; three scans of 1 M APPS rows cost the
- * load's critical path): `vocabulary` is the theme's cod_tema list (SOURCES §2.5).
+ * load's critical path): `vocabulary` is the theme's cod_tema list (SOURCES §2.5), compared
+ * as sicar_theme_area.sql reads codes (any case, blanks and hyphens as underscores).
  */
 export async function themeFacts(client: pg.ClientBase, typed: Sql, vocabulary: readonly string[]): Promise<ThemeFacts> {
   const rows: { status: string | null; code: string | null; n: number; area: number; g: number }[] = (await client.query(
     `SELECT unknown_status AS status, code_out AS code, count(*)::int AS n, count(*) FILTER (WHERE area_unparsed)::int AS area,
             GROUPING(unknown_status, code_out) AS g
        FROM (SELECT area_unparsed, unknown_status,
-                    CASE WHEN verdict = 'ok' AND cod_tema IS NOT NULL AND upper(cod_tema) <> ALL ($1::text[]) THEN cod_tema END AS code_out
+                    CASE WHEN verdict = 'ok' AND cod_tema IS NOT NULL AND upper(translate(cod_tema, ' -', '__')) <> ALL ($1::text[]) THEN cod_tema END AS code_out
                FROM ${typed}) t
       GROUP BY GROUPING SETS ((), (unknown_status), (code_out))`,
     [vocabulary],

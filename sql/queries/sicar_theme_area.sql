@@ -2,8 +2,9 @@
 -- union of the detailed polygons (overlaps counted once); the *_TOTAL union polygons only
 -- when a property has no detailed ones. In APPS only APP_* codes are preservation areas; a
 -- polygon without cod_tema (older per-municipality layout) counts as a detailed one. Codes
--- are compared in upper case (a re-export in another case, 'app_total', fell in no role and
--- its hectares were lost); they are published as written.
+-- are compared in upper case with blanks and hyphens read as underscores (a re-export that
+-- wrote 'app_total', 'APP TOTAL' or 'APP-RIO-ATE-10' fell in no role and its hectares were
+-- lost); they are published as written.
 --
 -- The same number as etl.area_ha(ST_UnaryUnion(ST_Collect(geom))) per property and theme,
 -- computed without a union for most groups: within a group (car, theme, detailed or total),
@@ -31,9 +32,9 @@
 INSERT INTO {{theme_area}} (car, tema_base, ha)
 WITH r AS (
   SELECT car COLLATE "C" AS car, tema_base COLLATE "C" AS tema_base, geom, area_calculada_ha AS ha,
-         CASE WHEN upper(cod_tema) LIKE '%\_TOTAL' THEN 'total'
-              WHEN tema_base <> 'APPS' OR upper(cod_tema) LIKE 'APP\_%' OR cod_tema IS NULL THEN 'detail' END COLLATE "C" AS role
-    FROM {{polygons}}
+         CASE WHEN code LIKE '%\_TOTAL' THEN 'total'
+              WHEN tema_base <> 'APPS' OR code LIKE 'APP\_%' OR code IS NULL THEN 'detail' END COLLATE "C" AS role
+    FROM {{polygons}}, LATERAL (SELECT upper(translate(cod_tema, ' -', '__')) AS code) c
 ), clustered AS (
   SELECT car, tema_base, role, geom, ha,
          ST_ClusterDBSCAN(ST_Envelope(geom), 0, 1) OVER (PARTITION BY car, tema_base, role) AS cluster
