@@ -21,7 +21,8 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 
        k.area AS area_total_ha,
        etl.date_not_after(k.criaca, {{as_of}}) AS data_inscricao,
        etl.date_not_after(k.atuali, {{as_of}}) AS data_atualizacao,
-       k.atuali AS updated,
+       -- Ranks the copies of a CAR number (winningProperties): an implausible date is no date here either.
+       etl.date_not_after(k.atuali, {{as_of}}) AS updated,
        g.geom, etl.area_ha(g.geom) AS area_calculada_ha,
        CASE WHEN coalesce(u.di, u.da, u.at, u.mf, u.st, u.tp) IS NULL THEN s.extra
             ELSE coalesce(s.extra, '{}'::jsonb) || jsonb_strip_nulls(jsonb_build_object(
