@@ -1,24 +1,23 @@
 // Audit of the platform's billing, limits and deliveries (contract §4, §5): each test shows a
 // defect found on the code before its fix, against a real PostGIS and a real receiver on loopback.
 import { Webhook } from 'standardwebhooks';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { drainOnce } from '../src/events/delivery.ts';
 import { addEndpoint, listEndpoints } from '../src/events/endpoints.ts';
 import { addMonitor, listMonitors } from '../src/events/monitors.ts';
 import { createKey, purgeRevokedKeys, rotateKey } from '../src/platform/keys.ts';
 import { admitRequests, PLAN_LIMITS, queueQuotaThresholds, windowOf } from '../src/platform/limits.ts';
-import { testDatabase, type TestDb } from './helpers/db.ts';
+import { call, expectEnvelope, fixtureApi } from './helpers/api.ts';
 import { receiver } from './helpers/receiver.ts';
 
-let db: TestDb;
-beforeAll(async () => {
-  db = await testDatabase({ AGRO_WEBHOOKS_ALLOW_PRIVATE: '1' });
-});
-afterAll(async () => {
-  await db?.drop();
-});
+const fx = fixtureApi();
+const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
+const SQUARE = (x0: number, y0: number, x1: number, y1: number) => ({ type: 'Polygon', coordinates: [[[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0]]] });
+const MONTH = () => new Date().toISOString().slice(0, 7);
+const usedOf = async (meter: string) => Number((await fx.db.pool.query(`SELECT coalesce(sum(used), 0) AS n FROM platform.usage_months WHERE key_id = $1`, [meter])).rows[0].n);
 
 test('a key rotation keeps the webhook subscriptions and monitors: the successor\'s quota.threshold reaches the endpoint, and purging the old key deletes neither', async () => {
+  const db = { pool: fx.db.pool, cfg: { ...fx.db.cfg, webhooks: { ...fx.db.cfg.webhooks, allowPrivate: true } } };
   const rx = await receiver([204]);
   try {
     const old = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'rotated' });
@@ -50,4 +49,37 @@ test('a key rotation keeps the webhook subscriptions and monitors: the successor
   } finally {
     await rx.close();
   }
+});
+
+test('an Idempotency-Key retried with the rotated key\'s successor replays the answer: the work is not run and billed twice', async () => {
+  const k = await createKey(fx.db.pool, { env: 'live', plan: 'growth', name: 'idem-rotation' });
+  const body = { geometry: SQUARE(-49.34, -16.59, -49.30, -16.55) };
+  const first = await call(fx.api.base, '/v1/car/by-geometry', { key: k.key, body, headers: { 'idempotency-key': 'order-77' } });
+  expect(first.status).toBe(200);
+  const { key: next } = await rotateKey(fx.db.pool, k.id, 1);
+  // The client's retry of a request whose answer it lost, after switching to the new key.
+  const retry = await call(fx.api.base, '/v1/car/by-geometry', { key: next.key, body, headers: { 'idempotency-key': 'order-77' } });
+  expect([retry.status, retry.headers.get('idempotent-replayed'), retry.text]).toEqual([200, 'true', first.text]);
+  expect(await usedOf(k.id)).toBe(1); // before the fix: 2
+});
+
+test('a plan change that leaves the month at or over the new limit announces quota.threshold 100 % with the first 402', async () => {
+  const k = await createKey(fx.db.pool, { env: 'live', plan: 'growth', name: 'downgraded' }); // 100 a month
+  await fx.db.pool.query(`INSERT INTO platform.usage_months (key_id, month, used) VALUES ($1, ($2 || '-01')::date, 60)`, [k.id, MONTH()]);
+  expect((await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key })).headers.get('x-quota-used')).toBe('61');
+  await fx.db.pool.query(`UPDATE platform.api_keys SET plan = 'starter' WHERE id = $1`, [k.id]); // 50 a month
+  let over;
+  for (let i = 0; i < 50; i++) {
+    over = await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
+    if (over.headers.get('x-quota-limit') === '50') break; // the key cache has heard of the change
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  expectEnvelope(over!, 402, 'quota_exceeded');
+  await call(fx.api.base, `/v1/car/${GO1}`, { key: k.key });
+  const ev = (await fx.db.pool.query(`SELECT body FROM events.outbox WHERE key_id = $1 AND type = 'quota.threshold' ORDER BY (body->'data'->>'threshold')::int`, [k.id])).rows;
+  // Before the fix: none (only a counted answer announced, and none can count any more).
+  // (the loop's requests answered on the growth plan until the key cache heard of the change count)
+  const used = Number(over!.headers.get('x-quota-used'));
+  expect(used).toBeGreaterThanOrEqual(61);
+  expect(ev.map((e) => e.body.data)).toEqual([70, 90, 100].map((threshold) => ({ key_id: k.id, plan: 'starter', threshold, used, limit: 50, month: MONTH() })));
 });

@@ -95,8 +95,10 @@ export async function settle(pool: pg.Pool, history: HistoryWriter, req: Fastify
     if (m.reserved && !billable) {
       const used = await refundQuota(pool, key.meter, m.month);
       if (used !== null) reply.header('x-quota-used', String(used));
-    } else if (billable && reachesThreshold(key.plan as Plan, m.used)) {
-      // Only past 70 % of the month's quota, and only for an answer that counts.
+    } else if ((billable || (status === 402 && !m.free)) && reachesThreshold(key.plan as Plan, m.used)) {
+      // Only past 70 % of the month's quota, and only for an answer that counts, or for the
+      // quota's refusal (its usage is the month's counter): a plan change that leaves the month
+      // at or over the new limit would otherwise never announce 100 %, no answer counting any more.
       // Once a month per meter, like the count (a rotated key's successor does not announce its
       // month's thresholds again), about the key in use (its endpoints get it).
       await queueQuotaThresholds(pool, { keyId: key.id, meter: key.meter, plan: key.plan as Plan, month: m.month, used: m.used });
