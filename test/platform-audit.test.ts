@@ -83,3 +83,13 @@ test('a plan change that leaves the month at or over the new limit announces quo
   expect(used).toBeGreaterThanOrEqual(61);
   expect(ev.map((e) => e.body.data)).toEqual([70, 90, 100].map((threshold) => ({ key_id: k.id, plan: 'starter', threshold, used, limit: 50, month: MONTH() })));
 });
+
+test('a CPF written with underscores (which the API refuses, 400) is masked in the query history all the same', async () => {
+  const k = await createKey(fx.db.pool, { env: 'live', plan: 'growth', name: 'cpf-history' });
+  const r = await call(fx.api.base, '/v1/car/by-document/529_982_247_25', { key: k.key });
+  expect(r.status).toBe(400);
+  await fx.api.app.flushHistory();
+  const paths = (await fx.db.pool.query(`SELECT path FROM platform.requests WHERE key_id = $1`, [k.id])).rows.map((x) => x.path);
+  // Before the fix: '/v1/car/by-document/529_982_247_25', a valid CPF's eleven digits in clear.
+  expect(paths).toEqual(['/v1/car/by-document/***.982.247-**']);
+});
