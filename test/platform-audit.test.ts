@@ -7,6 +7,9 @@ import { addEndpoint, listEndpoints } from '../src/events/endpoints.ts';
 import { addMonitor, listMonitors } from '../src/events/monitors.ts';
 import { createKey, purgeRevokedKeys, rotateKey } from '../src/platform/keys.ts';
 import { admitRequests, PLAN_LIMITS, queueQuotaThresholds, windowOf } from '../src/platform/limits.ts';
+import type { AddressInfo } from 'node:net';
+import { buildServer, createApiPool } from '../src/api/server.ts';
+import { usageByDay } from '../src/platform/panel-sql.ts';
 import { call, expectEnvelope, fixtureApi } from './helpers/api.ts';
 import { receiver } from './helpers/receiver.ts';
 
@@ -92,4 +95,25 @@ test('a CPF written with underscores (which the API refuses, 400) is masked in t
   const paths = (await fx.db.pool.query(`SELECT path FROM platform.requests WHERE key_id = $1`, [k.id])).rows.map((x) => x.path);
   // Before the fix: '/v1/car/by-document/529_982_247_25', a valid CPF's eleven digits in clear.
   expect(paths).toEqual(['/v1/car/by-document/***.982.247-**']);
+});
+
+test('a request admitted in a month\'s last instant is billed to that month, and its history row (the panel\'s days) says that month too', async () => {
+  const now = new Date();
+  const lastInstant = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1) - 100; // 23:59:59.900 on the previous month's last day
+  const prev = new Date(lastInstant).toISOString().slice(0, 7);
+  const pool = createApiPool(fx.db.cfg, fx.db.url);
+  const app = await buildServer({ cfg: fx.db.cfg, pool, log: fx.db.log, meteringClock: () => lastInstant });
+  try {
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const k = await createKey(fx.db.pool, { env: 'live', plan: 'growth', name: 'month-end' });
+    const r = await call(fx.api.base.replace(/:\d+$/, `:${(app.server.address() as AddressInfo).port}`), `/v1/car/${GO1}`, { key: k.key });
+    expect([r.status, r.headers.get('x-quota-used'), r.headers.get('x-ratelimit-reset')]).toEqual([200, '1', String(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1) / 1000)]);
+    await app.flushHistory();
+    const u = await usageByDay(fx.db.pool, k.id, prev);
+    // Before the fix: used 1 in the previous month, but the history row dated now (this month).
+    expect([u.used, [...u.days.entries()]]).toEqual([1, [[new Date(lastInstant).getUTCDate(), 1]]]);
+  } finally {
+    await app.close();
+    await pool.end();
+  }
 });
