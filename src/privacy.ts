@@ -19,8 +19,9 @@ export function formatCnpj(cnpj: string): string {
 // A CPF written with or without punctuation, not part of a longer digit run (so 14-digit
 // CNPJs and 43-character CAR numbers are left alone). Any one of the separators the document
 // parser strips may stand between the groups: '529.982.247.25' and '529 982 247 25' are
-// CPFs to the API (src/documents.ts), so they are CPFs to the mask too.
-const SEP = '[ .\\/\\-\\u00a0]?';
+// CPFs to the API (src/documents.ts), so they are CPFs to the mask too; '529_982_247_25' is
+// refused by the API (400) but is a CPF's digits all the same, and the history keeps the path.
+const SEP = '[ ._\\/\\-\\u00a0]?';
 const CPF_IN_TEXT = new RegExp(`(?<![\\dA-Za-z])(\\d{3})${SEP}(\\d{3})${SEP}(\\d{3})${SEP}(\\d{2})(?![\\dA-Za-z])`, 'g');
 
 /** Masks every CPF-looking number inside free text (log lines, error messages). */

@@ -3,8 +3,6 @@
 // accounting. The retry clock and jitter are injected: three days of retries run at once.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Webhook } from 'standardwebhooks';
@@ -19,34 +17,8 @@ import { createKey } from '../src/platform/keys.ts';
 import { admitRequests, PLAN_LIMITS, queueQuotaThresholds, windowOf } from '../src/platform/limits.ts';
 import { createPool } from '../src/db/pool.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { receiver, type Received } from './helpers/receiver.ts';
 import { serveProcess } from './helpers/serve.ts';
-
-interface Received {
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-
-/** A receiver answering each request with the next scripted status (the last one repeats). */
-async function receiver(script: (number | 'hang')[], extra: Record<string, string> = {}) {
-  const got: Received[] = [];
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (d) => (body += d));
-    req.on('end', () => {
-      got.push({ headers: req.headers, body });
-      const s = script[Math.min(got.length - 1, script.length - 1)];
-      if (s === 'hang') return; // never answers
-      res.writeHead(s, extra).end(s >= 400 ? 'nope' : 'ok');
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
-  return {
-    url, got,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
-  };
-}
 
 let db: TestDb;
 let clock = 0;

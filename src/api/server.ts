@@ -147,6 +147,8 @@ export async function buildServer(o: {
   benchBypassMetering?: boolean;
   /** Drain the webhook outbox while serving (`agro serve`); stopped when the server closes. */
   drainWebhooks?: boolean;
+  /** The metering clock (ms): tests set it to a month's last instant. */
+  meteringClock?: () => number;
 }) {
   const metering = !o.benchBypassMetering;
   // Test keys read the sandbox database (src/platform/sandbox.ts); its pool connects lazily.
@@ -211,7 +213,7 @@ export async function buildServer(o: {
     const isPublic = req.routeOptions.config?.public === true || path === '/v1/docs' || path.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
       await authenticate(o.pool, keys, req);
-      if (metering) await admit(admitter, deps.cursors, req, reply);
+      if (metering) await admit(admitter, deps.cursors, req, reply, o.meteringClock?.());
     }
   });
 

@@ -38,13 +38,21 @@ export interface DrainDeps {
   timeoutMs?: number;
 }
 
+/**
+ * An endpoint of the event's key or of another key on its meter (its rotation chain): a key's
+ * subscriptions move to its successor at rotation (src/platform/keys.ts), while the old key,
+ * in its grace period, still makes events about itself.
+ */
+const SAME_METER = (endpointKey: string, eventKey: string) =>
+  `(${endpointKey} = ${eventKey} OR ${endpointKey} IN (SELECT s.id FROM platform.api_keys k JOIN platform.api_keys s ON coalesce(s.meter_id, s.id) = coalesce(k.meter_id, k.id) WHERE k.id = ${eventKey}))`;
+
 const FAN_OUT_SQL = `
 WITH ev AS (
   SELECT id, type, key_id, endpoint_id FROM events.outbox
    WHERE dispatched_at IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED
 ), ins AS (
   INSERT INTO events.deliveries (event_id, endpoint_id, next_attempt_at)
-  SELECT ev.id, e.id, $2 FROM ev JOIN events.endpoints e ON e.key_id = ev.key_id AND e.disabled_at IS NULL
+  SELECT ev.id, e.id, $2 FROM ev JOIN events.endpoints e ON ${SAME_METER('e.key_id', 'ev.key_id')} AND e.disabled_at IS NULL
    AND (ev.endpoint_id = e.id OR (ev.endpoint_id IS NULL AND ev.type <> '${TEST_EVENT}' AND (ev.type = ANY (e.events) OR '*' = ANY (e.events))))
   ON CONFLICT DO NOTHING
   RETURNING 1
@@ -207,7 +215,7 @@ export async function replayEvent(db: Db, eventId: string, o: { endpointId?: str
   if (!ev.rowCount) throw new AgroError('event_not_found', eventId);
   const r = await db.query(
     `INSERT INTO events.deliveries (event_id, endpoint_id, next_attempt_at)
-     SELECT o.id, e.id, $3 FROM events.outbox o JOIN events.endpoints e ON e.key_id = o.key_id AND e.disabled_at IS NULL
+     SELECT o.id, e.id, $3 FROM events.outbox o JOIN events.endpoints e ON ${SAME_METER('e.key_id', 'o.key_id')} AND e.disabled_at IS NULL
       WHERE o.id = $1 AND ($2::text IS NULL OR e.id = $2)
         AND (o.endpoint_id = e.id OR (o.endpoint_id IS NULL AND o.type <> '${TEST_EVENT}' AND (o.type = ANY (e.events) OR '*' = ANY (e.events)))
              OR EXISTS (SELECT 1 FROM events.deliveries x WHERE x.event_id = o.id AND x.endpoint_id = e.id))

@@ -111,7 +111,9 @@ export async function idempotencyPreHandler(pool: pg.Pool, req: FastifyRequest, 
     return undefined;
   }
   if (typeof header !== 'string' || !IDEM_KEY.test(header)) throw new AgroError('invalid_request', 'Idempotency-Key: 1 to 255 printable ASCII characters');
-  const scope: Scope = { keyId: req.apiKey.id, method: req.method, path: req.url.split('?')[0], idemKey: header };
+  // Scoped to the key's meter: a rotated key's successor is the same key, and a client retrying
+  // with it after a rotation must get the stored answer, not the work run (and billed) again.
+  const scope: Scope = { keyId: req.apiKey.meter, method: req.method, path: req.url.split('?')[0], idemKey: header };
   const hash = sha256(canonicalJson(req.body ?? null));
   // Rows claimed before canonicalJson hashed the members in the order received (kept 24 h).
   const sameBody = (h: Buffer) => h.equals(hash) || h.equals(sha256(JSON.stringify(req.body ?? null)));

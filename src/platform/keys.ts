@@ -124,8 +124,8 @@ export async function purgeRevokedKeys(db: Db): Promise<number> {
 
 /**
  * Issues a successor with the same env, plan and name, counting on the same meter (its month's
- * quota and minute go on); the old key keeps working for the grace period, then answers 401
- * like a revoked one.
+ * quota and minute go on) and holding the old key's webhook endpoints and monitors; the old
+ * key keeps working for the grace period, then answers 401 like a revoked one.
  */
 export async function rotateKey(db: pg.Pool, id: string, graceHours: number): Promise<{ old: { id: string; expires_at: Date }; key: CreatedKey }> {
   if (!(graceHours >= 0)) throw new AgroError('usage', `the grace period is a number of hours ≥ 0, got ${graceHours}`);
@@ -140,6 +140,10 @@ export async function rotateKey(db: pg.Pool, id: string, graceHours: number): Pr
        WHERE id = $1 RETURNING revoked_at`,
       [id, graceHours * 3600, key.id],
     );
+    // The subscriptions go with the key: the old one's webhook endpoints and monitors would get
+    // no successor's events, and be deleted with it 30 days after its revocation.
+    await c.query(`UPDATE events.endpoints SET key_id = $2 WHERE key_id = $1`, [id, key.id]);
+    await c.query(`UPDATE events.monitors SET key_id = $2 WHERE key_id = $1`, [id, key.id]);
     await c.query('COMMIT');
     return { old: { id, expires_at: r.rows[0].revoked_at }, key };
   } catch (e) {

@@ -16,7 +16,8 @@ import { PLAN_LIMITS, queueQuotaThresholds, reachesThreshold, refundQuota, windo
 
 declare module 'fastify' {
   interface FastifyRequest {
-    metering?: { month: string; used: number; free: boolean; reserved: boolean; refusal?: AgroError };
+    /** `at`: the admission's instant, which decides the month billed; the history row carries it too. */
+    metering?: { at: Date; month: string; used: number; free: boolean; reserved: boolean; refusal?: AgroError };
   }
   interface FastifyContextConfig {
     /** An authenticated route that is not a data endpoint (history, panel): never billed. */
@@ -51,7 +52,7 @@ export async function admit(admitter: Admitter, cursors: Cursors, req: FastifyRe
   const w = windowOf(nowMs);
   const free = key.env !== 'live' || req.routeOptions.config?.unbilled === true || isFollowingPage(req, cursors);
   const a = await admitter.admit({ keyId: key.meter, plan, windowStart: w.windowStart, month: w.month, reserve: !free });
-  req.metering = { month: w.month, used: key.env === 'live' ? a.used : 0, free, reserved: a.reserved };
+  req.metering = { at: new Date(nowMs), month: w.month, used: key.env === 'live' ? a.used : 0, free, reserved: a.reserved };
   const remaining = Math.max(0, limits.perMinute - a.n);
   const resetIn = Math.max(1, Math.ceil(w.resetEpoch - nowMs / 1000));
   reply.headers({
@@ -95,8 +96,10 @@ export async function settle(pool: pg.Pool, history: HistoryWriter, req: Fastify
     if (m.reserved && !billable) {
       const used = await refundQuota(pool, key.meter, m.month);
       if (used !== null) reply.header('x-quota-used', String(used));
-    } else if (billable && reachesThreshold(key.plan as Plan, m.used)) {
-      // Only past 70 % of the month's quota, and only for an answer that counts.
+    } else if ((billable || (status === 402 && !m.free)) && reachesThreshold(key.plan as Plan, m.used)) {
+      // Only past 70 % of the month's quota, and only for an answer that counts, or for the
+      // quota's refusal (its usage is the month's counter): a plan change that leaves the month
+      // at or over the new limit would otherwise never announce 100 %, no answer counting any more.
       // Once a month per meter, like the count (a rotated key's successor does not announce its
       // month's thresholds again), about the key in use (its endpoints get it).
       await queueQuotaThresholds(pool, { keyId: key.id, meter: key.meter, plan: key.plan as Plan, month: m.month, used: m.used });
@@ -107,6 +110,9 @@ export async function settle(pool: pg.Pool, history: HistoryWriter, req: Fastify
   const lgpd = req.headers['x-lgpd-base-legal'];
   history.push({
     id: req.id, keyId: key.id, method: req.method, path: historyPath(req.url), status, billable,
-    lgpdBase: typeof lgpd === 'string' && (LGPD_BASES as readonly string[]).includes(lgpd) ? lgpd : null, createdAt: new Date(),
+    lgpdBase: typeof lgpd === 'string' && (LGPD_BASES as readonly string[]).includes(lgpd) ? lgpd : null,
+    // The admission's instant, not the answer's: a request admitted at 23:59:59.9 on a month's
+    // last day is billed to that month, and its history row (the panel's days) must say so.
+    createdAt: m.at,
   });
 }
