@@ -352,6 +352,21 @@ describe('the official list (IBGE localidades API, SOURCES §9.7)', () => {
     expect(q.gate.passed).toBe(true);
   });
 
+  it('a listed code whose only mesh feature is rejected stays served with a NULL geometry (ref_municipio too), like one the mesh lacks', async () => {
+    // Sorriso drawn at 10°E 10°N: rejected (outside_brazil). 1 of 5,570 in a real mesh is under the
+    // 1 % rejected gate (forced here: 1 of 9), and the official code must not leave the crosswalk.
+    const features = IBGE_FIXTURE.map((f) => (f.attributes.CD_MUN === '5107925' ? { ...f, geometry: box(100000, 100000, 101000, 101000) } : f));
+    const out = await run(await withList('rejected-listed', listed, { features }), { force: true });
+    expect(out).toMatchObject({ status: 'published', rows_rejected: 1 });
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.rejected).toEqual({ outside_brazil: 1 });
+    const r = await db.pool.query(`SELECT geocodigo, nome, uf, geom FROM serving.ibge_municipios WHERE geocodigo = '5107925'`);
+    expect(r.rows).toEqual([{ geocodigo: '5107925', nome: 'Sorriso', uf: 'MT', geom: null }]);
+    const ref = await db.pool.query(`SELECT geocodigo FROM serving.ref_municipio WHERE nome_normalizado = etl.normalize_nome('Sorriso') AND uf = 'MT'`);
+    expect(ref.rows).toEqual([{ geocodigo: '5107925' }]);
+    expect(q.facts.lista_oficial.sem_malha).toEqual([{ geocodigo: '5107925', nome: 'Sorriso', uf: 'MT' }]);
+  });
+
   it('a mesh feature with a municipality-shaped code the list lacks is not a municipality: reported, and over 1 % of them block', async () => {
     const sorriso = byCode('5107925');
     const stray: IbgeFeature = { ...sorriso, role: 'variant', attributes: { ...sorriso.attributes, CD_MUN: '5199999', NM_MUN: 'Área em litígio' }, geometry: box(-552000, -130000, -551000, -129000) };

@@ -18,21 +18,24 @@ export async function runList(ctx: RunContext): Promise<OfficialList | NoList> {
 /**
  * Creates t.classified: why each staged mesh feature is kept or not, with its geometry
  * (sql/queries/ibge_classify.sql). With an official list (SOURCES §9.7), a code is a
- * municipality when the list has it, and the listed codes the mesh lacks are staged first
- * as rows without geometry (counted as read: they are rows of the source's list).
+ * municipality when the list has it, and the listed codes the mesh lacks (or whose features
+ * were all rejected) are then staged and kept as rows without geometry (counted as read:
+ * they are rows of the source's list).
  */
 export async function classifyMesh({ client, t, ctx, staged }: LoadStep): Promise<void> {
   const list = await runList(ctx);
-  let oficial = sqlText('etl.ibge_is_municipio(x.code)');
-  if ('municipios' in list) {
-    const table = t.aux('oficial');
-    await client.query(`CREATE UNLOGGED TABLE ${table} (geocodigo text PRIMARY KEY, nome text NOT NULL)`);
-    await client.query(`INSERT INTO ${table} SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(geocodigo text, nome text)`, [JSON.stringify(list.municipios)]);
-    const added = await client.query(fillSql('queries/ibge_official_rows', { stage: t.stage, list: table }));
-    if (staged) staged.rows += added.rowCount ?? 0;
-    oficial = sqlText(`EXISTS (SELECT 1 FROM ${table} o WHERE o.geocodigo = x.code)`);
+  if (!('municipios' in list)) {
+    await client.query(fillSql('queries/ibge_classify', { classified: t.classified, stage: t.stage, fix: t.fix, oficial: sqlText('etl.ibge_is_municipio(x.code)') }));
+    return;
   }
+  const table = t.aux('oficial');
+  await client.query(`CREATE UNLOGGED TABLE ${table} (geocodigo text PRIMARY KEY, nome text NOT NULL)`);
+  await client.query(`INSERT INTO ${table} SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(geocodigo text, nome text)`, [JSON.stringify(list.municipios)]);
+  const oficial = sqlText(`EXISTS (SELECT 1 FROM ${table} o WHERE o.geocodigo = x.code)`);
   await client.query(fillSql('queries/ibge_classify', { classified: t.classified, stage: t.stage, fix: t.fix, oficial }));
+  // After the classify: a listed code whose features were all rejected is kept too, without geometry.
+  const added = await client.query(fillSql('queries/ibge_official_rows', { stage: t.stage, list: table, classified: t.classified }));
+  if (staged) staged.rows += added.rowCount ?? 0;
 }
 
 /**
