@@ -22,6 +22,15 @@ const ALNUM_MASKED = '12.ABC.345/01DE-35';
 /** A valid CPF whose six middle digits are the shared masked CPF's (***123456**). */
 const SHARED_CPF = '123123456' + cpfCheckDigits('123123456');
 
+/** A foreign partner (type 3) with Receita's placeholder document: no person's CPF. */
+const FOREIGN_PARTNER = `"13810056";"3";"JOHN FOREIGN SMITH";"***999999**";"37";"20260801";"249";"***000000**";"";"00";"0"`;
+/** A sample company's row once more (Empresas may repeat a root: counted, kept), and a partner of it. */
+const REPEATED_COMPANY = `"57815224";"57.815.224 IONE APARECIDA DOS SANTOS";"2135";"50";"10000,00";"01";""`;
+const REPEATED_COMPANY_PARTNER = `"57815224";"2";"IONE APARECIDA DOS SANTOS";"***424242**";"49";"20241023";"";"***000000**";"";"00";"5"`;
+const REPEATED_COMPANY_CNPJ = '57815224000179';
+/** A valid CPF whose six middle digits are the placeholder's. */
+const NINES_CPF = '123999999' + cpfCheckDigits('123999999');
+
 let db: TestDb;
 let api: Running;
 let key: string;
@@ -34,7 +43,7 @@ beforeAll(async () => {
   db = await testDatabase();
   await loadFixtures(db); // ibge-municipios first, receita-cnpj 2026-10 among them
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'socio-'));
-  await buildReceitaMonth(root, '2026-11', 'next');
+  await buildReceitaMonth(root, '2026-11', 'next', { SOCIOCSV: [FOREIGN_PARTNER, REPEATED_COMPANY_PARTNER], EMPRECSV: [REPEATED_COMPANY] });
   next = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, receitaCnpj, { source: root });
   fs.rmSync(root, { recursive: true, force: true });
   expect(next.status).toBe('published');
@@ -206,6 +215,25 @@ describe('GET /v1/socio/cpf/{cpf}', () => {
     expect(now.vinculos.map((v: { nome: string }) => v.nome)).not.toContain(LEAVING_PARTNER);
     const then = (await get(`/v1/socio/cpf/${encodeURIComponent(`***${leaving}**`)}?as_of=2026-10-31`)).body;
     expect(then).toMatchObject({ snapshot_id: octoberId, nome: LEAVING_PARTNER });
+  });
+
+  test("a foreign partner's placeholder document (***999999**) is no CPF: a person whose digits are 999999 is not linked to it", async () => {
+    const [foreign] = await q(`SELECT cnpj_cpf_do_socio, cpf_miolo FROM serving.cnpj_socios WHERE nome_socio = 'JOHN FOREIGN SMITH'`);
+    expect(foreign).toEqual({ cnpj_cpf_do_socio: '***999999**', cpf_miolo: null });
+    const r = await get(`/v1/socio/cpf/${NINES_CPF}`);
+    expect(r.status, r.text).toBe(200);
+    expect(r.body).toMatchObject({ total: 0, nome: null, vinculos: [] });
+  });
+
+  test('a company whose root Empresas repeats: its partner link and its search hit listed once', async () => {
+    expect((await q(`SELECT count(*)::int AS n FROM serving.cnpj_empresas WHERE cnpj_basico = '57815224'`))[0].n).toBe(2);
+    const s = await get(`/v1/socio/search?q=${encodeURIComponent('ione aparecida dos santos')}`);
+    expect(s.status, s.text).toBe(200);
+    const cnpjs = s.body.results.map((x: { cnpj: string }) => x.cnpj);
+    expect(cnpjs).toContain(fmtCnpj(REPEATED_COMPANY_CNPJ));
+    expect(new Set(cnpjs).size).toBe(cnpjs.length);
+    const r = await get(`/v1/socio/cpf/${encodeURIComponent('***424242**')}`);
+    expect(r.body).toMatchObject({ total: 1, nome: 'IONE APARECIDA DOS SANTOS', vinculos: [{ cnpj: fmtCnpj(REPEATED_COMPANY_CNPJ) }] });
   });
 
   test('a CPF with wrong check digits → 400 naming cpf', async () => {

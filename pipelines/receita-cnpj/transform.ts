@@ -293,7 +293,9 @@ export function lineBuilder(rel: CnpjRelation, ctx: BuildContext): RelationLineB
       }
       case 'cnpj_socios': {
         const doc = values[iSocioDoc] ?? '';
-        const miolo = cpfMiolo(doc);
+        // Only a person's (type 2) document is a CPF: a foreign partner's `***999999**` is a
+        // placeholder, and would link every foreigner to whoever's CPF has 999999 in the middle.
+        const miolo = values[1] === '2' ? cpfMiolo(doc) : null;
         if (miolo) ctx.counts.partnersMaskedCpf++;
         derived.push(
           partnerKey({
