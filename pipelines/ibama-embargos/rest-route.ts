@@ -13,14 +13,12 @@ import type { RunContext } from '../../src/etl/pipeline.ts';
 import type { QualityFacts } from '../../src/etl/quality.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import { arcgisMetadataUrl, arcgisProtocol, arcgisRequest, maxRecordCount, type ArcgisRequest } from '../../src/etl/arcgis.ts';
-import { stageWfsPages, type Bounds, type WfsStageResult } from '../../src/etl/wfs-pages.ts';
+import { BRAZIL_BOUNDS, checkPagedCount, stageWfsPages, type WfsStageResult } from '../../src/etl/wfs-pages.ts';
 import { downloadPaged, manifestFile, writeJsonAtomic, type PagedManifest } from '../../src/etl/wfs.ts';
 
 const MANIFEST_SUFFIX = '.rest.json';
 /** The CRS asked of the server (outSR) and recorded: the layer's own, SIRGAS 2000. */
 export const REST_OUT_SR = 4674;
-/** Where the terms lie (SOURCES.md §1.8 envelope): GeoJSON from ArcGIS is lon/lat, the bounds only count misplaced features. */
-const BRAZIL_BOUNDS: Bounds = { lon: [-75, -28], lat: [-35, 6] };
 
 /** Why the CSV was not used, when the REST route is a fallback. */
 export interface CsvFailure {
@@ -126,19 +124,21 @@ export async function restReleaseStamp(file: FetchedFile): Promise<string | null
   }
 }
 
-/** Features of distinct OBJECTIDs staged: a page that shifted would repeat some and miss others. */
-async function distinctFeatures(client: pg.ClientBase, stage: string): Promise<number> {
-  const r = await client.query(`SELECT count(DISTINCT coalesce(extra->>'objectid', extra->>'fid', 'seq:' || src_seq))::int AS n FROM ${stage}`);
-  return r.rows[0].n;
-}
-
 /**
  * The route's facts (facts.rest) and its gate rule: fewer distinct features than the layer's
  * count means the download lost some, and the snapshot must not publish.
  */
 export async function addRestFacts(client: pg.ClientBase, facts: QualityFacts, r: RestStaged, stage: string, rowsLoaded: number): Promise<void> {
   const m = r.manifest;
-  const distinct = await distinctFeatures(client, stage);
+  if (m.csvFailed) facts.notes.push(`route: ArcGIS REST, because the CSV download failed (${m.csvFailed.code}: ${m.csvFailed.reason})`);
+  else facts.notes.push('route: ArcGIS REST (--source names the layer)');
+  const distinct = await checkPagedCount(client, stage, m, facts, ['objectid', 'fid'], {
+    rule: 'rest_count',
+    shortfall: (count, got) => `the ArcGIS layer counted ${count} features (returnCountOnly) but the download brought ${got}`,
+    pages: 'REST',
+    countChanged: "the layer's count changed",
+  });
+  if (distinct > m.numberMatched) facts.notes.push(`the download brought ${distinct} features, ${distinct - m.numberMatched} more than the layer counted (${m.numberMatched}): it grew while paging`);
   Object.assign(facts, {
     rest: {
       endpoint: m.request.endpoint, out_sr: m.request.outSR, srid: r.layer.srid, page_size: m.request.pageSize, order_by: m.request.orderBy,
@@ -147,20 +147,6 @@ export async function addRestFacts(client: pg.ClientBase, facts: QualityFacts, r
       csv_failed: m.csvFailed ?? null,
     },
   });
-  if (m.csvFailed) facts.notes.push(`route: ArcGIS REST, because the CSV download failed (${m.csvFailed.code}: ${m.csvFailed.reason})`);
-  else facts.notes.push('route: ArcGIS REST (--source names the layer)');
-  if (distinct < m.numberMatched) {
-    facts.failures.push({
-      rule: 'rest_count',
-      message: `the ArcGIS layer counted ${m.numberMatched} features (returnCountOnly) but the download brought ${distinct}`,
-      value: distinct,
-      threshold: m.numberMatched,
-    });
-  } else if (distinct > m.numberMatched) {
-    facts.notes.push(`the download brought ${distinct} features, ${distinct - m.numberMatched} more than the layer counted (${m.numberMatched}): it grew while paging`);
-  }
-  if (m.features > distinct) facts.notes.push(`${m.features - distinct} features came twice across REST pages (the layer changed while paging)`);
-  if (m.numberMatchedAfter !== m.numberMatched) facts.notes.push(`the layer's count changed during the download: ${m.numberMatched} → ${m.numberMatchedAfter}`);
   facts.notes.push(`ArcGIS REST ${m.request.endpoint} (outSR ${m.request.outSR}): ${rowsLoaded} rows loaded of ${m.numberMatched} features counted`);
 }
 

@@ -9,11 +9,9 @@ import type { FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import type { QualityFacts } from '../../src/etl/quality.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
-import { stageWfsPages, type Bounds, type WfsStageResult } from '../../src/etl/wfs-pages.ts';
+import { BRAZIL_BOUNDS, checkPagedCount, stageWfsPages, type WfsStageResult } from '../../src/etl/wfs-pages.ts';
 import { WFS_OUTPUT_FORMAT, WFS_VERSION, downloadWfsLayer, isWfsEndpoint, manifestFile, readManifest, wfsProtocol, type WfsManifest, type WfsRequest } from '../../src/etl/wfs.ts';
 
-/** Where every CAR property lies (lon −75…−28, lat −35…+6; SOURCES.md §1.8): decides the WFS axis order. */
-export const BRAZIL_BOUNDS: Bounds = { lon: [-75, -28], lat: [-35, 6] };
 
 const CAPTCHA_HOST = /consultapublica\.car\.gov\.br/;
 const MANIFEST_SUFFIX = '.wfs.json';
@@ -79,19 +77,18 @@ export async function stageWfsAreaImovel(ctx: RunContext, client: pg.ClientBase,
   return { ...staged, manifest };
 }
 
-/** Features of distinct WFS ids in the staging table: a page that shifted would repeat some and miss others. */
-async function distinctFeatures(client: pg.ClientBase, stage: string): Promise<number> {
-  const r = await client.query(`SELECT count(DISTINCT coalesce(extra->>'fid', 'seq:' || src_seq))::int AS n FROM ${stage}`);
-  return r.rows[0].n;
-}
-
 /**
  * The route's facts (facts.wfs) and its gate rule: fewer distinct features than the
  * server's numberMatched means the download lost some, and the snapshot must not publish.
  */
 export async function addWfsFacts(client: pg.ClientBase, facts: QualityFacts, w: WfsStaged, stage: string, rowsLoaded: number): Promise<void> {
   const m = w.manifest;
-  const distinct = await distinctFeatures(client, stage);
+  const distinct = await checkPagedCount(client, stage, m, facts, ['fid'], {
+    rule: 'wfs_count',
+    shortfall: (count, got) => `the WFS matched ${count} features (numberMatched) but the download brought ${got}`,
+    pages: 'WFS',
+    countChanged: 'numberMatched changed',
+  });
   Object.assign(facts, {
     wfs: {
       endpoint: m.request.endpoint, layer: m.request.typeName, srs_name: m.request.srsName, srid: w.layer.srid,
@@ -101,16 +98,6 @@ export async function addWfsFacts(client: pg.ClientBase, facts: QualityFacts, w:
       features_downloaded: m.features, distinct_features: distinct, rows_loaded: rowsLoaded,
     },
   });
-  if (distinct < m.numberMatched) {
-    facts.failures.push({
-      rule: 'wfs_count',
-      message: `the WFS matched ${m.numberMatched} features (numberMatched) but the download brought ${distinct}`,
-      value: distinct,
-      threshold: m.numberMatched,
-    });
-  }
-  if (m.features > distinct) facts.notes.push(`${m.features - distinct} features came twice across WFS pages (the layer changed while paging)`);
-  if (m.numberMatchedAfter !== m.numberMatched) facts.notes.push(`numberMatched changed during the download: ${m.numberMatched} → ${m.numberMatchedAfter}`);
   if (w.axis['lat-lon']) facts.notes.push(`${w.axis['lat-lon']} of ${m.pages.length} WFS pages came in lat/lon order (${m.request.srsName}); swapped to lon/lat`);
   facts.notes.push(`route B (WFS ${m.request.typeName}): ${rowsLoaded} rows loaded of ${m.numberMatched} features matched`);
 }

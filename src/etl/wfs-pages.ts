@@ -17,6 +17,7 @@ import { AgroError } from '../errors.ts';
 import { ident } from '../db/pool.ts';
 import { copyLine, copyLines, type CopyValue } from './copy.ts';
 import { createStagingTable, mapFields, schemaFingerprint, type FieldSpec, type StageResult } from './stage-vector.ts';
+import type { QualityFacts } from './quality.ts';
 import type { VectorLayer } from './vector-reader.ts';
 import type { PagedManifest } from './wfs.ts';
 
@@ -27,6 +28,9 @@ export interface Bounds {
   lon: [number, number];
   lat: [number, number];
 }
+
+/** Where Brazilian features lie, for the axis vote of a paged route's pages (SOURCES.md §1.8 envelope). */
+export const BRAZIL_BOUNDS: Bounds = { lon: [-75, -28], lat: [-35, 6] };
 
 export interface WfsStageOptions {
   /** Folder holding the pages the manifest lists. */
@@ -277,4 +281,37 @@ export async function stageWfsPages(client: pg.ClientBase, table: string, manife
     rows, missingOptional: missing, unknown: [...unknown], replacementChars,
     fingerprint: schemaFingerprint([layer]), layer, axis, axisUnplaceable,
   };
+}
+
+/** How a paged route names its completeness check in the report. */
+export interface PagedCountWords {
+  /** The gate rule (wfs_count, rest_count). */
+  rule: string;
+  /** The failure's message for the server's count and the distinct features downloaded. */
+  shortfall: (count: number, distinct: number) => string;
+  /** The pages' name in the note on features that came twice ('WFS', 'REST'). */
+  pages: string;
+  /** The note's start when the count asked again after the last page differs ("numberMatched changed"). */
+  countChanged: string;
+}
+
+/**
+ * A paged route's completeness check on its staged rows: features of distinct server ids
+ * (`idKeys` under `extra`, the first present; a row without one counts alone) against the
+ * count asked before paging. Fewer means the download lost some (a page that shifted while
+ * paging repeats some and misses others) and the gate rule blocks the snapshot. Returns the
+ * distinct count.
+ */
+export async function checkPagedCount(
+  client: pg.ClientBase, stage: string, m: PagedManifest<unknown>, facts: QualityFacts, idKeys: string[], w: PagedCountWords,
+): Promise<number> {
+  const ids = idKeys.map((k) => `extra->>'${k.replace(/'/g, "''")}'`).join(', ');
+  const r = await client.query(`SELECT count(DISTINCT coalesce(${ids}, 'seq:' || src_seq))::int AS n FROM ${stage}`);
+  const distinct: number = r.rows[0].n;
+  if (distinct < m.numberMatched) {
+    facts.failures.push({ rule: w.rule, message: w.shortfall(m.numberMatched, distinct), value: distinct, threshold: m.numberMatched });
+  }
+  if (m.features > distinct) facts.notes.push(`${m.features - distinct} features came twice across ${w.pages} pages (the layer changed while paging)`);
+  if (m.numberMatchedAfter !== m.numberMatched) facts.notes.push(`${w.countChanged} during the download: ${m.numberMatched} → ${m.numberMatchedAfter}`);
+  return distinct;
 }
