@@ -8,7 +8,7 @@
 // exceededTransferLimit is the last; a page capped by the server (maxRecordCount below what
 // was asked, exceededTransferLimit true) is followed by the next offset.
 import { AgroError } from '../errors.ts';
-import { Retryable, type PagedProtocol } from './wfs.ts';
+import { Retryable, isHttpPath, type PagedProtocol } from './wfs.ts';
 
 /** What identifies an ArcGIS download: a stored page is reused only under the same request. */
 export interface ArcgisRequest {
@@ -24,14 +24,7 @@ export interface ArcgisRequest {
 }
 
 /** An ArcGIS layer URL: an http(s) URL whose path ends in /FeatureServer/N or /MapServer/N. */
-export const isArcgisLayer = (uri: string): boolean => {
-  if (!/^https?:\/\//i.test(uri)) return false;
-  try {
-    return /\/(FeatureServer|MapServer)\/\d+\/?$/i.test(new URL(uri).pathname);
-  } catch {
-    return false;
-  }
-};
+export const isArcgisLayer = (uri: string): boolean => isHttpPath(uri, /\/(FeatureServer|MapServer)\/\d+\/?$/i);
 
 function layerUrl(endpoint: string, params: Record<string, string | number>, sub = ''): string {
   const u = new URL(endpoint.replace(/\/+$/, '') + sub);

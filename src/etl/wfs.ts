@@ -125,14 +125,17 @@ export class Retryable extends Error {
 }
 
 /** The WFS endpoint of a --source: an http(s) URL whose path ends in /wfs or /ows. */
-export const isWfsEndpoint = (uri: string): boolean => {
+/** Whether `uri` is an http(s) URL whose path matches `pattern` (how a --source names a paged service). */
+export function isHttpPath(uri: string, pattern: RegExp): boolean {
   if (!/^https?:\/\//i.test(uri)) return false;
   try {
-    return /\/(wfs|ows)\/?$/i.test(new URL(uri).pathname);
+    return pattern.test(new URL(uri).pathname);
   } catch {
     return false;
   }
-};
+}
+
+export const isWfsEndpoint = (uri: string): boolean => isHttpPath(uri, /\/(wfs|ows)\/?$/i);
 
 export function wfsUrl(r: WfsRequest, params: Record<string, string | number>): string {
   const u = new URL(r.endpoint);
