@@ -7,14 +7,13 @@
 import path from 'node:path';
 import { readFile } from 'node:fs/promises';
 import type pg from 'pg';
-import { AgroError } from '../../src/errors.ts';
 import type { FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import type { QualityFacts } from '../../src/etl/quality.ts';
 import type { FieldSpec } from '../../src/etl/stage-vector.ts';
 import { arcgisMetadataUrl, arcgisProtocol, arcgisRequest, maxRecordCount, type ArcgisRequest } from '../../src/etl/arcgis.ts';
 import { BRAZIL_BOUNDS, checkPagedCount, stageWfsPages, type WfsStageResult } from '../../src/etl/wfs-pages.ts';
-import { downloadPaged, manifestFile, writeJsonAtomic, type PagedManifest } from '../../src/etl/wfs.ts';
+import { downloadPaged, manifestFile, readPagedManifest, writeJsonAtomic, type PagedManifest } from '../../src/etl/wfs.ts';
 
 const MANIFEST_SUFFIX = '.rest.json';
 /** The CRS asked of the server (outSR) and recorded: the layer's own, SIRGAS 2000. */
@@ -58,11 +57,7 @@ export async function fetchRest(ctx: RunContext, endpoint: string, csvFailed: Cs
   return [await manifestFile(d, `${name}${MANIFEST_SUFFIX}`, arcgisProtocol(d.manifest.request))];
 }
 
-export async function readRestManifest(file: string): Promise<RestManifest> {
-  const m = JSON.parse(await readFile(file, 'utf8')) as RestManifest;
-  if (m.route !== 'arcgis' || !Array.isArray(m.pages)) throw new AgroError('malformed_source', `${file} is not an ArcGIS download manifest`);
-  return m;
-}
+export const readRestManifest = (file: string): Promise<RestManifest> => readPagedManifest<RestManifest>(file, 'arcgis', 'an ArcGIS');
 
 /** Staging columns holding dates (epoch ms in REST pages), and the one holding a date and time. */
 const DATE_COLUMNS = new Set(['data_embargo', 'data_desembargo', 'ultima_atualizacao', 'x_dat_impressao', 'x_dat_ult_alter_geom']);

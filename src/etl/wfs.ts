@@ -512,8 +512,11 @@ export async function manifestFile(d: PagedDownload<PagedManifest<unknown>>, nam
   };
 }
 
-export async function readManifest(file: string): Promise<WfsManifest> {
-  const m = JSON.parse(await readFile(file, 'utf8')) as WfsManifest;
-  if (m.route !== 'wfs' || !Array.isArray(m.pages)) throw new AgroError('malformed_source', `${file} is not a WFS download manifest`);
+/** A stored paged download's manifest of the given route ('wfs', 'arcgis'); what names it in the error otherwise. */
+export async function readPagedManifest<M extends PagedManifest<unknown>>(file: string, route: M['route'], what: string): Promise<M> {
+  const m = JSON.parse(await readFile(file, 'utf8')) as M;
+  if (m.route !== route || !Array.isArray(m.pages)) throw new AgroError('malformed_source', `${file} is not ${what} download manifest`);
   return m;
 }
+
+export const readManifest = (file: string): Promise<WfsManifest> => readPagedManifest<WfsManifest>(file, 'wfs', 'a WFS');
