@@ -211,6 +211,14 @@ export interface ReadCounts {
   shapesWithoutRecord: number;
 }
 
+/** A feature's attributes under the layer's (lower-cased, de-duplicated) field names. */
+function propsOf(f: gdal.Feature, names: string[]): Record<string, unknown> {
+  const values = f.fields.toArray();
+  const props: Record<string, unknown> = {};
+  for (let i = 0; i < names.length; i++) props[names[i]] = values[i];
+  return props;
+}
+
 /**
  * The .dbf records after the .shp's last shape, with no geometry. GDAL's layer ends with the
  * .shp, and those records were dropped without a word (the streaming reader loads them with a
@@ -232,10 +240,7 @@ function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number): G
       const names = uniqueFieldNames(lyr.fields.map((f) => f.name.toLowerCase()));
       for (let f = lyr.features.first(); f; f = lyr.features.next()) {
         if (f.fid < shapes) continue;
-        const values = f.fields.toArray();
-        const props: Record<string, unknown> = {};
-        for (let i = 0; i < names.length; i++) props[names[i]] = values[i];
-        yield { props, wkb: null, ringsClosed: 0 };
+        yield { props: propsOf(f, names), wkb: null, ringsClosed: 0 };
       }
     } finally {
       ds.close();
@@ -261,9 +266,7 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
     const records = dbf ? dbfRecordCount(dbf) : null;
     // first() rewinds the layer and returns feature 1; next() continues from there.
     for (let f = lyr.features.first(); f; f = lyr.features.next()) {
-      const values = f.fields.toArray();
-      const props: Record<string, unknown> = {};
-      for (let i = 0; i < names.length; i++) props[names[i]] = values[i];
+      const props = propsOf(f, names);
       let g = f.getGeometry();
       if (g && shapefile && !g.isEmpty() && mayBeMisnested(g)) {
         const fid = f.fid;
