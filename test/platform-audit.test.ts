@@ -117,3 +117,21 @@ test('a request admitted in a month\'s last instant is billed to that month, and
     await pool.end();
   }
 });
+
+test('a subscription or monitor added with a rotated key in its grace period goes to its successor: purging the old key keeps it', async () => {
+  const old = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'late-subscriber' });
+  const { key: next } = await rotateKey(fx.db.pool, old.id, 24);
+  const { key: last } = await rotateKey(fx.db.pool, next.id, 24);
+  // The customer's integration still runs on the first key (the panel session, `--key`).
+  const ep = await addEndpoint(fx.db.pool, { keyId: old.id, url: 'https://hooks.example.com/agro', events: '*', allowPrivate: false, resolve: async () => [{ address: '93.184.216.34', family: 4 }] });
+  const mon = await addMonitor(fx.db.pool, next.id, 'cnpj', '11.222.333/0001-81');
+  // Before the fix: both stayed on the key they were added with.
+  expect([ep.key_id, mon.key_id]).toEqual([last.id, last.id]);
+  expect((await addMonitor(fx.db.pool, old.id, 'cnpj', '11222333000181')).created).toBe(false);
+  await fx.db.pool.query(`UPDATE platform.api_keys SET revoked_at = now() - interval '40 days' WHERE id = ANY ($1)`, [[old.id, next.id]]);
+  expect(await purgeRevokedKeys(fx.db.pool)).toBeGreaterThanOrEqual(2);
+  expect((await listEndpoints(fx.db.pool, [last.id])).map((e) => e.id)).toEqual([ep.id]);
+  expect((await listMonitors(fx.db.pool, [last.id])).map((m) => m.id)).toEqual([mon.id]);
+  await expect(addMonitor(fx.db.pool, old.id, 'car', GO1)).rejects.toMatchObject({ code: 'key_not_found' });
+});
+

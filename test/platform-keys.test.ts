@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { addEndpoint } from '../src/events/endpoints.ts';
 import { createKey, listKeys, purgeRevokedKeys, revokeKey, rotateKey } from '../src/platform/keys.ts';
 import { call, eventually, expectEnvelope, startApi, type Running } from './helpers/api.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
@@ -99,6 +100,19 @@ describe('keys', () => {
     const k = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'purge' });
     await db.pool.query(`INSERT INTO platform.requests (id, key_id, method, path, status, billable, created_at) VALUES ('req_purge_old', $1, 'GET', '/v1/x', 200, true, now() - interval '14 months')`, [k.id]);
     await db.pool.query(`INSERT INTO platform.idempotency (key_id, method, path, idem_key, body_sha256, state, expires_at) VALUES ($1, 'POST', '/v1/x', 'old', '\\x00', 'done', now() - interval '1 hour')`, [k.id]);
+    // Webhook events: delivered or given up past the history retention go with their deliveries
+    // and log; a pending delivery and a recent event stay (before: nothing was ever purged).
+    const ep = await addEndpoint(db.pool, { keyId: k.id, url: 'https://hooks.example.com/old', events: '*', allowPrivate: false, resolve: async () => [{ address: '93.184.216.34', family: 4 }] });
+    const event = async (dedupe: string, monthsAgo: number, status: 'delivered' | 'failed' | 'pending') => {
+      const id = (await db.pool.query(`SELECT events.enqueue('quota.threshold', $1, $2, '{}'::jsonb) AS id`, [dedupe, k.id])).rows[0].id;
+      const at = `now() - make_interval(months => ${monthsAgo})`;
+      await db.pool.query(`UPDATE events.outbox SET created_at = ${at}, dispatched_at = ${at} WHERE id = $1`, [id]);
+      await db.pool.query(`INSERT INTO events.deliveries (event_id, endpoint_id, status, attempts, next_attempt_at, created_at) VALUES ($1, $2, $3, 1, ${at}, ${at})`, [id, ep.id, status]);
+      await db.pool.query(`INSERT INTO events.attempts (event_id, endpoint_id, attempt, at, status_code, duration_ms) VALUES ($1, $2, 1, ${at}, 204, 5)`, [id, ep.id]);
+      return id;
+    };
+    const gone = [await event('purge-a', 14, 'delivered'), await event('purge-b', 20, 'failed')];
+    const kept = [await event('purge-c', 2, 'delivered'), await event('purge-d', 14, 'pending')];
     const root = path.resolve(__dirname, '..');
     const r = spawnSync(process.execPath, [path.join(root, 'bin/agro.mjs'), 'platform', 'purge', '--json'], { cwd: root, env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
@@ -107,6 +121,9 @@ describe('keys', () => {
     expect(j.idempotency_answers).toBeGreaterThanOrEqual(1);
     expect((await db.pool.query(`SELECT 1 FROM platform.requests WHERE id = 'req_purge_old'`)).rowCount).toBe(0);
     expect((await db.pool.query(`SELECT 1 FROM platform.idempotency WHERE key_id = $1`, [k.id])).rowCount).toBe(0);
+    expect(j.webhook_events).toBe(2);
+    const left = async (table: string, col: string) => (await db.pool.query(`SELECT ${col} AS id FROM ${table} WHERE ${col} = ANY ($1) ORDER BY 1`, [[...gone, ...kept]])).rows.map((x) => x.id);
+    for (const [t, col] of [['events.outbox', 'id'], ['events.deliveries', 'event_id'], ['events.attempts', 'event_id']]) expect(await left(t, col)).toEqual([...kept].sort());
   }, 60_000);
 });
 

@@ -4,6 +4,7 @@
 import crypto from 'node:crypto';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
+import { subscriberKeyOf } from '../platform/keys.ts';
 import { newSecret, secretKey } from './signing.ts';
 import { parseTargetUrl, vetTarget, type Resolver } from './targets.ts';
 
@@ -54,11 +55,10 @@ export async function addEndpoint(db: Db, a: AddEndpoint): Promise<Endpoint & { 
   const events = parseEventTypes(a.events);
   const secret = a.secret ?? newSecret();
   secretKey(secret);
-  const k = await db.query(`SELECT 1 FROM platform.api_keys WHERE id = $1`, [a.keyId]);
-  if (!k.rowCount) throw new AgroError('key_not_found', a.keyId);
+  const keyId = await subscriberKeyOf(db, a.keyId);
   const id = `we_${crypto.randomBytes(9).toString('base64url')}`;
   const r = await db.query(`INSERT INTO events.endpoints (id, key_id, url, events, secret) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`, [
-    id, a.keyId, u.toString(), events, secret,
+    id, keyId, u.toString(), events, secret,
   ]);
   return { ...r.rows[0], secret };
 }

@@ -4,6 +4,7 @@ import crypto from 'node:crypto';
 import type pg from 'pg';
 import { isValidCnpj, normalizeDocument } from '../documents.ts';
 import { AgroError } from '../errors.ts';
+import { subscriberKeyOf } from '../platform/keys.ts';
 import { formatCnpj } from '../privacy.ts';
 
 type Db = pg.Pool | pg.ClientBase;
@@ -40,15 +41,10 @@ export function monitoredRecord(kind: string, value: string): { kind: MonitorKin
 const shown = (r: { kind: MonitorKind; record: string }) => (r.kind === 'cnpj' ? formatCnpj(r.record) : r.record);
 const row = (r: Monitor): Monitor => ({ ...r, record: shown(r) });
 
-async function keyExists(db: Db, keyId: string): Promise<void> {
-  const r = await db.query(`SELECT 1 FROM platform.api_keys WHERE id = $1`, [keyId]);
-  if (!r.rowCount) throw new AgroError('key_not_found', keyId);
-}
-
-/** Adds a monitor; adding the same record again returns the existing one. */
-export async function addMonitor(db: Db, keyId: string, kind: string, value: string): Promise<Monitor & { created: boolean }> {
+/** Adds a monitor (to the newest key of `given`'s rotation chain); adding the same record again returns the existing one. */
+export async function addMonitor(db: Db, given: string, kind: string, value: string): Promise<Monitor & { created: boolean }> {
   const m = monitoredRecord(kind, value);
-  await keyExists(db, keyId);
+  const keyId = await subscriberKeyOf(db, given);
   const id = `mon_${crypto.randomBytes(9).toString('base64url')}`;
   const ins = await db.query(
     `INSERT INTO events.monitors (id, key_id, kind, record) VALUES ($1, $2, $3, $4) ON CONFLICT (key_id, kind, record) DO NOTHING

@@ -154,6 +154,23 @@ export async function rotateKey(db: pg.Pool, id: string, graceHours: number): Pr
   }
 }
 
+/**
+ * The key a subscription or monitor belongs to: the last of `id`'s rotation chain. One added
+ * with a rotated key in its grace period would otherwise stay on it and be deleted with it.
+ */
+export async function subscriberKeyOf(db: Db, id: string): Promise<string> {
+  const r = await db.query(
+    `WITH RECURSIVE chain AS (
+       SELECT id, replaced_by, 0 AS depth FROM platform.api_keys WHERE id = $1
+       UNION ALL
+       SELECT k.id, k.replaced_by, c.depth + 1 FROM chain c JOIN platform.api_keys k ON k.id = c.replaced_by WHERE c.depth < 1000)
+     SELECT id FROM chain ORDER BY depth DESC LIMIT 1`,
+    [id],
+  );
+  if (!r.rows[0]) throw new AgroError('key_not_found', id);
+  return r.rows[0].id;
+}
+
 /** Revokes a key (idempotent); key_not_found when the id does not exist. */
 export async function revokeKey(db: Db, id: string): Promise<ApiKey> {
   const r = await db.query(
