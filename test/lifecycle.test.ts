@@ -106,6 +106,27 @@ describe('B.2 rollback follows publication, not ids', () => {
     ]);
   });
 
+  test('after a rollback, the same source bytes are not published again by the next run: unchanged, saying so; --force loads them', async () => {
+    const before = await currentId('MT');
+    const bad = await source('MT', { themes: [] });
+    const d = await run('MT', bad, { asOf: '2025-06-01' });
+    expect(d.status).toBe('published');
+    expect(await rollback(db.pool, sicar, 'MT')).toEqual({ from: d.snapshot_id, to: before });
+    // The next nightly downloads the same bytes. Before the fix: published again, undoing the rollback.
+    const again = await run('MT', bad, { asOf: '2025-06-01' });
+    expect(again).toMatchObject({ status: 'unchanged', snapshot_id: d.snapshot_id });
+    expect(again.message).toMatch(new RegExp(`snapshot ${d.snapshot_id}.*rolled back`));
+    expect(await currentId('MT')).toBe(before);
+    // Other bytes load as usual; an operator who wants the rolled-back data says so.
+    const forced = await run('MT', bad, { asOf: '2025-06-01', force: true });
+    expect(forced.status).toBe('published');
+    expect(await rollback(db.pool, sicar, 'MT')).toEqual({ from: forced.snapshot_id, to: before });
+    // Made current again by hand (`agro publish`): its bytes are no longer refused once newer data replaced it.
+    expect((await publishSnapshot(db.pool, sicar, d.snapshot_id!)).status).toBe('published');
+    expect((await run('MT', await source('MT', { themes: [] }), { asOf: '2025-07-01' })).status).toBe('published');
+    expect((await run('MT', bad, { asOf: '2025-08-01' })).status).toBe('published');
+  });
+
   test('the history is read as an undo stack; dropped snapshots are skipped', () => {
     const h = (rows: [number, 'publish' | 'rollback'][]) => rows.map(([snapshot_id, action], i) => ({ publication_id: i + 1, snapshot_id, action, at: new Date() }));
     expect(rollbackTarget(h([[1, 'publish'], [2, 'publish'], [3, 'publish']]), 3, new Set([1, 2, 3]))).toBe(2);

@@ -239,6 +239,27 @@ export async function publications(db: Db, dataset: string, scope: string): Prom
   return r.rows;
 }
 
+/**
+ * Snapshots an operator rolled back whose bytes no snapshot made current since carries (by
+ * publication history, so a rolled-back snapshot retention dropped still counts): a run does
+ * not publish those bytes again (src/etl/run.ts). Newest rollback first.
+ */
+export async function rolledBackSnapshots(db: Db, dataset: string, scope: string): Promise<(SnapshotRow & { rolled_back_at: Date })[]> {
+  const r = await db.query(
+    `WITH p AS (
+       SELECT publication_id, snapshot_id, action, at, lag(snapshot_id) OVER (ORDER BY publication_id) AS before
+         FROM etl.publications WHERE dataset = $1 AND scope = $2)
+     SELECT ${SNAPSHOT_COLUMNS}, p.at AS rolled_back_at
+       FROM p JOIN etl.snapshots s ON s.snapshot_id = p.before LEFT JOIN etl.current c ON c.snapshot_id = s.snapshot_id
+      WHERE p.action = 'rollback'
+        AND NOT EXISTS (SELECT 1 FROM p later JOIN etl.snapshots ls ON ls.snapshot_id = later.snapshot_id
+                         WHERE later.publication_id > p.publication_id AND ls.source_sha256 = s.source_sha256)
+      ORDER BY p.publication_id DESC`,
+    [dataset, scope],
+  );
+  return r.rows;
+}
+
 /** Stage rows a dead run left `running`: they failed with it. */
 export async function failRunningStages(db: Db, runId: number, reason: string): Promise<void> {
   await db.query(

@@ -330,13 +330,20 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     // A part that could not be read this run brings nothing new: then the files alone are
     // compared with the files a snapshot recorded (its own parts set aside).
     const filesSha = unread.length ? sourceChecksum(files) : null;
-    const same = kept.find((s) => s.status !== 'blocked' && (s.source_sha256 === sha || (filesSha !== null && recordedFilesChecksum(s) === filesSha)));
-    if (same) {
+    const identical = (s: catalog.SnapshotRow) => s.source_sha256 === sha || (filesSha !== null && recordedFilesChecksum(s) === filesSha);
+    const same = kept.find((s) => s.status !== 'blocked' && identical(s));
+    // Bytes an operator rolled back are what the last publication took back: a nightly that
+    // downloads them again would undo the rollback. Loaded again only when asked (--force,
+    // a backfill) or published by hand (`agro publish <id>`).
+    const refused = same || options.force || options.backfill ? undefined : (await catalog.rolledBackSnapshots(pool, pipeline.name, scope)).find(identical);
+    if (same || refused) {
+      const s = (same ?? refused)!;
       outcome.status = 'unchanged';
-      outcome.snapshot_id = same.snapshot_id;
-      outcome.as_of = same.as_of;
-      outcome.message = `source identical to snapshot ${same.snapshot_id} (sha256 ${sha.slice(0, 12)}…)${unread.length ? `; ${unread.join(', ')} could not be read: the files compared alone` : ''}`;
-      await catalog.finishRun(pool, runId, { status: 'unchanged', snapshotId: same.snapshot_id });
+      outcome.snapshot_id = s.snapshot_id;
+      outcome.as_of = s.as_of;
+      outcome.message = `source identical to snapshot ${s.snapshot_id} (sha256 ${sha.slice(0, 12)}…)${unread.length ? `; ${unread.join(', ')} could not be read: the files compared alone` : ''}`;
+      if (refused) outcome.message += `, which was rolled back on ${refused.rolled_back_at.toISOString().slice(0, 10)}: not published again (--force loads it anew${refused.status === 'dropped' ? '' : `, agro publish ${refused.snapshot_id} makes it current`})`;
+      await catalog.finishRun(pool, runId, { status: 'unchanged', snapshotId: s.snapshot_id });
       return outcome;
     }
 
