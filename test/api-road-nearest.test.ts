@@ -10,6 +10,8 @@ import { call, fixtureApi, newKey, publishFrom } from './helpers/api.ts';
 
 const fx = fixtureApi();
 let key: string;
+/** The segments of the version beforeAll publishes (the fixture's and the test roads). */
+let published: SnvSegment[] = [];
 
 // The request: a box of 0.01° around (-53.0, -30.0), in Rio Grande do Sul, far from the fixture roads.
 const [X0, Y0, X1, Y1] = [-53.005, -30.005, -52.995, -29.995];
@@ -24,7 +26,8 @@ function road(codigo: string, coordinates: Position[]): SnvSegment {
 beforeAll(async () => {
   const east = road('290BRS0010', [[X1 + 0.11, -30.05], [X1 + 0.11, -29.95]]);
   const north = [0, 1, 2, 3, 4].map((i) => road(`290BRS002${i}`, [[-53.02, Y1 + 0.1 + i * 0.001], [-52.98, Y1 + 0.1 + i * 0.001]]));
-  await publishFrom(fx.db, 'dnit-snv', (dir) => buildDnitSnv(dir, { versao: '202508A', segments: [...SNV_FIXTURE, east, ...north] }));
+  published = [...SNV_FIXTURE, east, ...north];
+  await publishFrom(fx.db, 'dnit-snv', (dir) => buildDnitSnv(dir, { versao: '202508A', segments: published }));
   key = await newKey(fx.db);
 }, 100_000);
 
@@ -38,4 +41,31 @@ test('the nearest road on the ellipsoid, beyond 10 km, when five roads are neare
   expect(w.km).toBeLessThan(11);
   expect(r.body.rodovias.segmentos).toEqual([]);
   expect(r.body.rodovias.distancia_km).toBeCloseTo(w.km, 3);
+});
+
+test('a planned road (SNV surface PLA) is published but is no road to measure to: left out of car_rodovias and of the API', async () => {
+  const [p] = (await fx.db.pool.query(
+    `SELECT car, ST_X(ST_PointOnSurface(geom)) AS x, ST_Y(ST_PointOnSurface(geom)) AS y, ST_AsGeoJSON(geom) AS g FROM serving.car_imovel ORDER BY car LIMIT 1`)).rows;
+  const rodovia = async () => (await fx.db.pool.query(`SELECT distancia_km FROM serving.car_rodovias WHERE car = $1`, [p.car])).rows[0]?.distancia_km;
+  const before = await rodovia();
+  expect(before).toBeGreaterThan(0);
+  // A main alignment through the property, planned: once as the SNV code, once spelled out in the legend only.
+  const through = (codigo: string, dx: number) => road(codigo, [[p.x + dx, p.y - 0.2], [p.x + dx, p.y + 0.2]]);
+  const pla = through('290BRS0900', 0);
+  pla.attributes = { ...pla.attributes, ds_superfi: 'PLA', ds_legenda: 'Planejada' };
+  const legend = through('290BRS0910', 0.0001);
+  legend.attributes = { ...legend.attributes, ds_superfi: '', ds_legenda: 'Rodovia Planejada' };
+  await publishFrom(fx.db, 'dnit-snv', (dir) => buildDnitSnv(dir, { versao: '202509A', segments: [...published, pla, legend] }));
+  const planned = await fx.db.pool.query(`SELECT codigo, superficie FROM serving.dnit_snv WHERE codigo IN ('290BRS0900', '290BRS0910') ORDER BY codigo`);
+  expect(planned.rows.map((r) => r.codigo)).toEqual(['290BRS0900', '290BRS0910']);
+  expect(await rodovia()).toBeCloseTo(before, 6);
+  const r = await call(fx.api.base, '/v1/enriquecimento/territorial', { key, body: { geometry: JSON.parse(p.g), layers: ['rodovias'] } });
+  expect(r.status).toBe(200);
+  expect(r.body.rodovias.distancia_km).toBeCloseTo(before, 2);
+  expect(r.body.rodovias.segmentos.map((s: { codigo: string }) => s.codigo)).not.toContain('290BRS0900');
+  // The rule on the spellings a version may use.
+  const spelled = await fx.db.pool.query(
+    `SELECT etl.snv_planejada(s, l) AS p FROM (VALUES ('PLA', NULL), (' pla ', NULL), ('Planejada', NULL), ('PLANEJADA', 'x'), (NULL, 'Planejada'),
+       ('PAV', 'Planejada'), ('DUP', 'Rodovia duplicada'), ('EOI', 'Em obras de implantação'), (NULL, NULL)) v(s, l)`);
+  expect(spelled.rows.map((x) => x.p)).toEqual([true, true, true, true, true, false, false, false, false]);
 });

@@ -247,6 +247,19 @@ describe('funai-tis', () => {
     }
   });
 
+  test('uf_sigla lists split on every separator (/, e, comma, semicolon); an unknown token is loaded as given and counted', async () => {
+    const written: Record<number, string> = { 90101: 'MT/PA', 90102: 'am e RR', 90103: 'RR;\u00a0AM ; ', 90104: 'PR / Paraná, SC' };
+    const rows = FUNAI_FIXTURE.map((r) => ({ ...r, attributes: { ...r.attributes, uf_sigla: written[r.attributes.terrai_cod] } }));
+    const out = await run(await buildFunaiZip(path.join(tmp, 'ufs'), { rows }));
+    expect(out).toMatchObject({ status: 'published', rows_loaded: 4 });
+    const got = Object.fromEntries((await servingRows()).map((r) => [r.codigo, r.ufs]));
+    expect(got).toEqual({ 90101: ['MT', 'PA'], 90102: ['AM', 'RR'], 90103: ['RR', 'AM'], 90104: ['PR', 'PARANÁ', 'SC'] });
+    const pa = await db.pool.query(`SELECT array_agg(codigo ORDER BY codigo) AS c FROM serving.funai_tis WHERE ufs @> '{PA}'`);
+    expect(pa.rows[0].c).toEqual(['90101']);
+    const q = await quality(out.snapshot_id!);
+    expect(q.facts.notes).toContain('uf_sigla values that are not UF siglas (loaded as given): "PARANÁ" (1)');
+  });
+
   test('the committed fixture matches a fresh build (rerun fixtures/funai-tis.ts if not)', async () => {
     const fresh = await buildFunaiZip(path.join(tmp, 'fresh'));
     expect(fs.readFileSync(fresh).equals(fs.readFileSync(path.join(FIXTURE_DIR, 'tis_poligonais.zip')))).toBe(true);

@@ -234,4 +234,30 @@ describe('whole layers against GDAL', () => {
       expect(rows[cpg === '1252' ? 3 : 4].c_nome.startsWith('€')).toBe(true);
     }
   });
+
+  it('18- and 20-digit codes in N(18,0)/N(20,0) fields: every digit kept by GDAL\'s reader too, in columns and in extra', async () => {
+    const big: WriterField[] = [{ name: 'cod', type: 'N', length: 18 }, { name: 'cod20', type: 'N', length: 20 }, { name: 'qtd', type: 'N', length: 10 }];
+    const base = path.join(tmp, `big_${++n}`);
+    const w = await ShapefileWriter.open({ basePath: base, shapeType: 'polygon', encoding: 'latin1', fields: big });
+    for (let k = 0; k < 4; k++) await w.write({ type: 'Polygon', coordinates: [sq(k, 0, 1)] }, { cod: 1, cod20: 1, qtd: k });
+    await w.close();
+    // The writer goes through a double: the exact digits are written into the cells afterwards.
+    const codes = ['123456789012345678', '-12345678901234567', '9007199254740993', '42'];
+    const codes20 = ['12345678901234567890', '-1234567890123456789', '900719925474099301', '7'];
+    const dbf = fs.readFileSync(`${base}.dbf`);
+    const header = dbf.readUInt16LE(8), rec = dbf.readUInt16LE(10);
+    for (let r = 0; r < 4; r++) {
+      dbf.write(codes[r].padStart(18), header + r * rec + 1, 'latin1');
+      dbf.write(codes20[r].padStart(20), header + r * rec + 1 + 18, 'latin1');
+    }
+    fs.writeFileSync(`${base}.dbf`, dbf);
+    const specs: FieldSpec[] = [{ name: 'c_cod', aliases: ['cod'] }, { name: 'c_qtd', aliases: ['qtd'] }]; // cod20 in extra
+    const layer = openLayer(`${base}.shp`, { srid: 4674 });
+    const { a, b } = await stageWithBothReaders(client, [layer], specs);
+    const gdalRows = (await client.query(`SELECT c_cod, c_qtd, extra FROM ${a} ORDER BY src_seq`)).rows;
+    expect(gdalRows.map((r) => r.c_cod)).toEqual(codes);
+    expect(gdalRows.map((r) => r.extra.cod20)).toEqual(codes20.map((c, i) => (i === 3 ? 7 : c)));
+    expect(gdalRows.map((r) => r.c_qtd)).toEqual(['0', '1', '2', '3']);
+    expect(await rowDifferences(client, a, b)).toEqual([]);
+  });
 });

@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { GO9, SICAR_FIXTURES, buildSicarMunicipalGo, buildSicarState, carNumber, municipalAppsRows, type MunicipalThemeRow, type SicarUf } from '../fixtures/sicar.ts';
+import { buildLayerZip } from '../fixtures/readers.ts';
+import { GO9, SICAR_FIXTURES, THEME_FIELDS, buildSicarMunicipalGo, buildSicarState, carNumber, municipalAppsRows, type MunicipalThemeRow, type SicarUf } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
@@ -303,6 +304,31 @@ describe('issue 6: a GO theme in the older per-municipality layout (IDF, NOM_TEM
     expect(r.rows[0]).toEqual({ app_null: 8, rl_null: 0, n: 8 });
     const q = await report(out.snapshot_id!, mdb);
     expect(q.facts.notes.join('\n')).toContain('APPS: no polygon of its layers without cod_imovel could be linked to a property; the theme is skipped and apps areas are NULL');
+  });
+
+  test('a theme whose older-layout layers are present but hold no polygon is loaded: its areas are 0 for every property, not NULL', async () => {
+    const dir = path.join(work, 'municipal-empty');
+    await buildSicarMunicipalGo(dir, [], ['5208707', '5218805']);
+    const out = await runM(dir);
+    expect([out.status, out.error]).toEqual(['published', undefined]);
+    const r = await mdb.pool.query(`SELECT count(*) FILTER (WHERE app_ha = 0)::int AS app_zero, count(*) FILTER (WHERE reserva_legal_ha IS NULL)::int AS rl_null, count(*)::int AS n FROM serving.car_imovel`);
+    expect(r.rows[0]).toEqual({ app_zero: 8, rl_null: 0, n: 8 });
+    const q = await report(out.snapshot_id!, mdb);
+    expect(q.facts.notes.join('\n')).not.toContain('APPS: no polygon of its layers without cod_imovel could be linked');
+    // As an empty layer of the current layout (cod_imovel, cod_tema) reads.
+    fs.rmSync(path.join(dir, 'GO_APPS.zip'));
+    const fx = SICAR_FIXTURES.GO;
+    await buildLayerZip(path.join(dir, 'GO_APPS.zip'), 'GO_APPS', THEME_FIELDS, [], { encoding: fx.encoding, cpg: fx.cpg, prj: fx.prj });
+    const current = await runM(dir);
+    expect([current.status, current.error]).toEqual(['published', undefined]);
+    const c = await mdb.pool.query(`SELECT count(*) FILTER (WHERE app_ha = 0)::int AS app_zero, count(*)::int AS n FROM serving.car_imovel`);
+    expect(c.rows[0]).toEqual({ app_zero: 8, n: 8 });
+    // The theme absent (no GO_APPS.zip): not loaded, its areas NULL.
+    fs.rmSync(path.join(dir, 'GO_APPS.zip'));
+    const absent = await runM(dir);
+    expect([absent.status, absent.error]).toEqual(['published', undefined]);
+    const a = await mdb.pool.query(`SELECT count(*) FILTER (WHERE app_ha IS NULL)::int AS app_null, count(*)::int AS n FROM serving.car_imovel`);
+    expect(a.rows[0]).toEqual({ app_null: 8, n: 8 });
   });
 
   test('contract §3: a date after the release date is NULL, its text kept in extra and counted', async () => {

@@ -194,7 +194,8 @@ export const dnitSnv = shapedPipeline({
   read: { srid: 4674, refuse: refuseBlind },
   classify: classifySegments,
   values: (file) => ({ versao: snvVersion(file.name) }),
-  overlay: { camada: 'rodovia', kind: 'distance' },
+  // Planned segments (etl.snv_planejada, migration 0103) are published but are no road to measure to.
+  overlay: { camada: 'rodovia', kind: 'distance', filter: 'NOT etl.snv_planejada(l.superficie, l.legenda)' },
   async facts({ client, t, target, file, facts }): Promise<Pick<SnvFacts, 'snv'>> {
     const versao = snvVersion(file.name);
     const g = await geometryCounts(client, t.classified);

@@ -16,7 +16,7 @@ export const FUNAI_TIS = defineRelation({
     { name: 'nome', type: 'text', from: ['terrai_nome', 'terrai_nom'], required: true, counted: true },
     { name: 'etnias', type: 'text[]', from: ['etnia_nome'], counted: true },
     { name: 'municipios', type: 'text[]', from: ['municipio_nome', 'municipio_'], counted: true },
-    { name: 'ufs', type: 'text[]', from: ['uf_sigla'], convert: 'upper_list', counted: true },
+    { name: 'ufs', type: 'text[]', from: ['uf_sigla'], convert: 'uf_list', counted: true },
     { name: 'area_declarada_ha', type: 'double precision', from: ['superficie_perimetro_ha', 'superficie'], counted: true },
     // geodesic: these polygons reach far from the Albers origin
     { name: 'area_calculada_ha', type: 'double precision', sql: 'ST_Area(c.geom::geography) / 10000' },

@@ -103,7 +103,7 @@ export const ibgeMunicipios = shapedPipeline({
   kept: keptMunicipalities,
   values: (file, asOf) => ({ ano: meshYear(file.name) ?? Number(asOf.slice(0, 4)) }),
   replacementChars: 'own',
-  overlay: { camada: 'municipio', kind: 'area', filter: 'is_municipio' },
+  overlay: { camada: 'municipio', kind: 'area', filter: 'l.is_municipio' },
   async facts({ client, t, ctx, target, file, asOf, facts, staged, verdicts, rowsLoaded }): Promise<Pick<MeshFacts, 'ibge' | 'lista_oficial'>> {
     const fileYear = meshYear(file.name);
     const ano = fileYear ?? Number(asOf.slice(0, 4));

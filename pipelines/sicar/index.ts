@@ -8,7 +8,8 @@
 // polygon's point-on-surface, when exactly one does (sql/queries/sicar_theme_link.sql).
 // No property or several (overlapping self-declared properties) → not linked: counted
 // (facts.dropped '<theme>:not_linked_*', facts.temas_sem_imovel) and not loaded. A theme of
-// which no polygon could be linked is treated as not loaded (its areas NULL, with a note).
+// which no polygon could be linked is treated as not loaded (its areas NULL, with a note);
+// one whose layers hold no polygon at all is loaded (its areas 0, as in the current layout).
 // Without cod_tema, APPS polygons count as detailed APP polygons (the union never double counts).
 //
 // Dates after the release date (data_inscricao, data_atualizacao) are NULL, their text kept
@@ -188,8 +189,11 @@ export const sicar = shapedPipeline<SicarLoad>({
   state: () => ({ linking: null, unkeyed: {}, loaded: [], themeArea: null }),
   async passesDone({ inputs, state, facts }) {
     for (const d of inputs.slice(1)) {
-      // A theme none of whose polygons could be kept is not loaded: its areas stay NULL.
-      if ((d.verdicts.ok ?? 0) > 0 || !state.unkeyed[d.name]) state.loaded.push(d.name);
+      // A theme none of whose older-layout polygons could be linked is not loaded: its areas
+      // stay NULL. Layers present with no polygon at all say the state has none of the theme:
+      // loaded, 0 ha for every property, as an empty layer of the current layout (NULL is for
+      // a theme whose zip is absent).
+      if ((d.verdicts.ok ?? 0) > 0 || !state.unkeyed[d.name] || d.staged.rows === 0) state.loaded.push(d.name);
       else facts.notes.push(`${d.name}: no polygon of its layers without cod_imovel could be linked to a property; the theme is skipped and ${d.name.toLowerCase()} areas are NULL`);
     }
   },

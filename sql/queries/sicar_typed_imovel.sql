@@ -6,6 +6,8 @@
 -- release date (as_of, contract §3), dates or numbers that do not parse and status or type
 -- codes that are none of SOURCES §2.5's are NULL, their source text kept in `extra` under the
 -- column's name; a run of asterisks is no value.
+-- The CAR number is upper-cased and trimmed of spaces of any kind (etl.trim_spaces: a no-break
+-- space typed after it is no part of it); a space inside it still makes it a bad number.
 -- Each lateral ends in `clock_timestamp() AS once` (see sicar_typed_tema.sql): its values are
 -- computed once a row, not copied into every place they are used (each date was parsed four
 -- times a row). The statement is serial; the caller runs the inputs on two connections.
@@ -37,7 +39,7 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 
        CASE WHEN k.tipo IS NULL AND s.ind_tipo IS NOT NULL THEN s.ind_tipo END AS unknown_tipo
 FROM {{stage}} s
 CROSS JOIN LATERAL (
-  SELECT upper(btrim(s.car)) AS car, etl.parse_date(s.dat_criaca) AS criaca, etl.parse_date(s.dat_atuali) AS atuali,
+  SELECT upper(etl.trim_spaces(s.car)) AS car, etl.parse_date(s.dat_criaca) AS criaca, etl.parse_date(s.dat_atuali) AS atuali,
          etl.date_kind(s.dat_criaca) AS criaca_kind, etl.date_kind(s.dat_atuali) AS atuali_kind,
          etl.parse_number(s.num_area) AS area, etl.parse_number(s.mod_fiscal) AS mf,
          etl.car_situacao(s.ind_status) AS situacao, etl.car_tipo(s.ind_tipo) AS tipo, clock_timestamp() AS once

@@ -24,7 +24,7 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, {{tema}}::text
 FROM {{stage}} s
 {{link_join}}
 CROSS JOIN LATERAL (
-  SELECT upper(btrim({{car}})) AS car, etl.parse_number(s.num_area) AS area, etl.car_situacao(s.ind_status) AS situacao,
+  SELECT upper(etl.trim_spaces({{car}})) AS car, etl.parse_number(s.num_area) AS area, etl.car_situacao(s.ind_status) AS situacao,
          clock_timestamp() AS once
 ) k
 CROSS JOIN LATERAL (

@@ -10,7 +10,7 @@
 CREATE UNLOGGED TABLE {{classified}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 WITH n AS (
   SELECT s.src_seq,
-         upper(btrim(coalesce(s.car, ''), E' \t\r\n\u00a0')) AS car,
+         upper(etl.trim_spaces(coalesce(s.car, ''))) AS car,
          etl.documento_normalizado(coalesce(s.documento, '')) AS documento,
          nullif(regexp_replace(btrim(coalesce(s.nome, ''), E' \t\r\n\u00a0'), '\s+', ' ', 'g'), '') AS nome,
          etl.titular_vinculo(s.vinculo) AS vinculo,

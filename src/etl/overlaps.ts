@@ -28,7 +28,10 @@ export interface Overlay {
   kind: 'area' | 'distance';
   /** SQL boolean expression for the `ativo` flag (embargoes). */
   active?: string;
-  /** SQL filter on the layer's rows. */
+  /**
+   * SQL filter on the layer's rows: a boolean expression over the row `l`, written only with
+   * columns every snapshot of the layer has (pieces of an older snapshot are built with it too).
+   */
   filter?: string;
 }
 
@@ -102,7 +105,7 @@ async function linePieces(client: pg.ClientBase, overlay: Overlay, layerSnapshot
     pieces: tableName(pieces),
     layer: tableName(qualifiedSnapshotTable(overlay.relation, layerSnapshotId)),
     id: sqlText(ident(overlay.idColumn)),
-    filter: sqlText(overlay.filter ? `l.${ident(overlay.filter)}` : 'true'),
+    filter: sqlText(overlay.filter ?? 'true'),
   });
   return pieces;
 }
@@ -130,7 +133,7 @@ async function computePart(client: pg.ClientBase, pair: Pair, part: number, part
       layer: tableName(qualifiedSnapshotTable(o.relation, pair.layerSnapshotId)),
       id: sqlText(`l.${ident(o.idColumn)}`),
       active: sqlText(o.active ? `l.${ident(o.active)}` : 'NULL::boolean'),
-      filter: sqlText(o.filter ? `l.${ident(o.filter)}` : 'true'),
+      filter: sqlText(o.filter ?? 'true'),
       part: sqlText(share(`l.${ident(o.idColumn)}::text`, part, parts)),
       hits: tableName(partTable(pair, part, 'hits')),
       pieces: tableName(partTable(pair, part, 'pieces')),

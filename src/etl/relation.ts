@@ -16,7 +16,7 @@ import type { SnapshotIndexes } from './load-steps.ts';
  * convert, and count it (fields.unparsed, dates.unparseable). A run of asterisks (a DBF numeric
  * overflow) is no value: NULL, counted as fields.overflowed, not kept.
  */
-export type Conversion = 'text' | 'upper' | 'code' | 'list' | 'upper_list' | 'number' | 'whole' | 'flag' | 'date' | 'date_dmy_iso' | 'timestamp';
+export type Conversion = 'text' | 'upper' | 'code' | 'list' | 'uf_list' | 'number' | 'whole' | 'flag' | 'date' | 'date_dmy_iso' | 'timestamp';
 
 interface ConversionRule {
   /** The typed value of the staged text `x`. */
@@ -38,7 +38,8 @@ export const CONVERSIONS: Record<Conversion, ConversionRule> = {
   upper: { value: (x) => `nullif(upper(btrim(${x})), '')` },
   code: { value: (x) => `etl.code_text(${x})` },
   list: { value: (x) => `etl.text_list(${x})` },
-  upper_list: { value: (x) => `etl.text_list(upper(${x}))` },
+  /** State siglas: split on ',', ';', '/', '|', '&' and the word 'e' (migration 0103). */
+  uf_list: { value: (x) => `etl.uf_list(${x})` },
   number: {
     value: (x) => `etl.parse_number(${x})`,
     bad: (x) => `btrim(${x}) <> '' AND etl.parse_number(${x}) IS NULL ${notOverflow(x)}`,

@@ -12,7 +12,7 @@ import { AgroError } from '../errors.ts';
 import type { ZipBudget } from './archive.ts';
 import { identifySrid, readPrj } from './layer-crs.ts';
 import { decideEncoding, type EncodingRule } from './layer-encoding.ts';
-import { parseDbfHeader, uniqueFieldNames, type DbfHeader } from './read/dbf.ts';
+import { decodeField, FieldValue, parseDbfHeader, uniqueFieldNames, type DbfHeader } from './read/dbf.ts';
 
 export interface LayerField {
   name: string;
@@ -173,6 +173,14 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
   });
 }
 
+/** The header of the .dbf open as `fd` (throws when it is cut or not a DBF). */
+function readDbfHeader(fd: number, dbf: string): DbfHeader {
+  const head = Buffer.alloc(32);
+  if (fs.readSync(fd, head, 0, 32, 0) < 32) throw new Error(`${path.basename(dbf)}: no DBF header`);
+  const all = Buffer.alloc(head.readUInt16LE(8));
+  return parseDbfHeader(all.subarray(0, fs.readSync(fd, all, 0, all.length, 0)), path.basename(dbf));
+}
+
 /**
  * A DBF's record count as its header declares it. Refused as the streaming reader refuses them:
  * a .dbf cut inside its records (GDAL dropped the cut ones without a word), and a C field wider
@@ -184,10 +192,7 @@ function dbfRecordCount(dbf: string): number | null {
   let header: DbfHeader;
   let size: number;
   try {
-    const head = Buffer.alloc(32);
-    if (fs.readSync(fd, head, 0, 32, 0) < 32) return null;
-    const all = Buffer.alloc(head.readUInt16LE(8));
-    header = parseDbfHeader(all.subarray(0, fs.readSync(fd, all, 0, all.length, 0)), path.basename(dbf));
+    header = readDbfHeader(fd, dbf);
     size = fs.fstatSync(fd).size;
   } catch {
     return null; // GDAL opened it: its reading stands
@@ -211,11 +216,66 @@ export interface ReadCounts {
   shapesWithoutRecord: number;
 }
 
-/** A feature's attributes under the layer's (lower-cased, de-duplicated) field names. */
-function propsOf(f: gdal.Feature, names: string[]): Record<string, unknown> {
+/**
+ * The cells of a .dbf read by record number (a shapefile feature's fid), as the streaming reader
+ * decodes them (read/dbf.ts decodeField). gdal-async hands an N field's value out as a JS number:
+ * an 18-digit code of an N(18,0) field (GDAL's Integer64) or a wider one (Real) loses its last
+ * digits above 2^53. Such a value is read again from its cell, which keeps every digit.
+ */
+class DbfCells {
+  private readonly fd: number;
+  private readonly header: DbfHeader;
+  private readonly value = new FieldValue((b, s, e) => b.toString('latin1', s, e));
+  private readonly rec: Buffer;
+
+  constructor(dbf: string) {
+    this.fd = fs.openSync(dbf, 'r');
+    try {
+      this.header = readDbfHeader(this.fd, dbf);
+      this.rec = Buffer.alloc(this.header.recordLength);
+    } catch (e) {
+      fs.closeSync(this.fd);
+      throw e;
+    }
+  }
+
+  /** Field `i` of record `fid` (JSON-ready: a big whole number as its digits), or undefined when it cannot be read. */
+  cell(fid: number, i: number): string | number | null | undefined {
+    const f = this.header.fields[i];
+    if (!f || (f.type !== 'N' && f.type !== 'F')) return undefined;
+    const at = this.header.headerLength + fid * this.header.recordLength;
+    if (fs.readSync(this.fd, this.rec, 0, this.rec.length, at) < this.rec.length) return undefined;
+    decodeField(this.rec, 0, f, this.value);
+    return this.value.json;
+  }
+
+  close(): void {
+    fs.closeSync(this.fd);
+  }
+}
+
+/** The .dbf's cells, or null when it cannot be parsed (GDAL's values then stand). */
+function dbfCells(dbf: string | null): DbfCells | null {
+  if (!dbf) return null;
+  try {
+    return new DbfCells(dbf);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A feature's attributes under the layer's (lower-cased, de-duplicated) field names. A number
+ * beyond 2^53 (rounded by gdal-async) is taken from its DBF cell when the layer has one (`cells`).
+ */
+function propsOf(f: gdal.Feature, names: string[], cells: DbfCells | null): Record<string, unknown> {
   const values = f.fields.toArray();
   const props: Record<string, unknown> = {};
-  for (let i = 0; i < names.length; i++) props[names[i]] = values[i];
+  for (let i = 0; i < names.length; i++) {
+    const v = values[i];
+    const exact = cells && typeof v === 'number' && Math.abs(v) >= 2 ** 53 ? cells.cell(f.fid, i) : undefined;
+    props[names[i]] = exact === undefined ? v : exact;
+  }
   return props;
 }
 
@@ -235,14 +295,16 @@ function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number): G
       fs.copyFileSync(dbf, alone);
     }
     const ds = withEncoding(layer.encoding, () => gdal.open(alone));
+    const cells = dbfCells(alone);
     try {
       const lyr = ds.layers.get(0);
       const names = uniqueFieldNames(lyr.fields.map((f) => f.name.toLowerCase()));
       for (let f = lyr.features.first(); f; f = lyr.features.next()) {
         if (f.fid < shapes) continue;
-        yield { props: propsOf(f, names), wkb: null, ringsClosed: 0 };
+        yield { props: propsOf(f, names, cells), wkb: null, ringsClosed: 0 };
       }
     } finally {
+      cells?.close();
       ds.close();
     }
   } finally {
@@ -257,6 +319,7 @@ function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number): G
 export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generator<RawFeature> {
   const ds = withEncoding(layer.encoding, () => gdal.open(layer.file));
   let read = 0;
+  let cells: DbfCells | null = null;
   try {
     const lyr = ds.layers.get(0);
     const names = uniqueFieldNames(lyr.fields.map((f) => f.name.toLowerCase()));
@@ -264,9 +327,10 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
     const shapefile = /\.shp$/i.test(layer.file);
     const dbf = shapefile ? sibling(layer.file, '.dbf') : null;
     const records = dbf ? dbfRecordCount(dbf) : null;
+    cells = dbfCells(dbf);
     // first() rewinds the layer and returns feature 1; next() continues from there.
     for (let f = lyr.features.first(); f; f = lyr.features.next()) {
-      const props = propsOf(f, names);
+      const props = propsOf(f, names, cells);
       let g = f.getGeometry();
       if (g && shapefile && !g.isEmpty() && mayBeMisnested(g)) {
         const fid = f.fid;
@@ -285,6 +349,7 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
       }
     }
   } finally {
+    cells?.close();
     ds.close();
   }
 }

@@ -32,7 +32,7 @@ const Response = Type.Object({
   quilombo: Type.Optional(Type.Array(Type.Object({ codigo: Type.String(), comunidade: Str, fase: Str, esfera: Str, ...Share }))),
   zarc: Type.Optional(Type.Array(Type.Object({ geocodigo: Type.String(), culturas: Type.Array(ZarcCultura) }), { description: 'risk table of each municipality the area touches' })),
   rodovias: Type.Optional(Type.Object({
-    distancia_km: Nullable(Type.Number({ description: 'distance to the nearest federal road segment (main alignment), km' })),
+    distancia_km: Nullable(Type.Number({ description: 'distance to the nearest federal road segment (main alignment, not a planned one), km' })),
     segmentos: Type.Array(Type.Object({ codigo: Type.String(), br: Str, uf: Str, superficie: Str, distancia_km: Type.Number() }), { description: 'segments within 10 km' }),
   })),
   fontes: Type.Record(Type.String(), Type.Object({ snapshot_id: Type.Integer(), as_of: DateString }), { description: 'snapshot read per dataset' }),
