@@ -303,7 +303,7 @@ FROM s GROUP BY s.i, s.seg HAVING count(*) >= 2;
 /** Tables of the two derive-only layers (the columns the derive SQL reads). */
 const DERIVED_TABLES: Record<string, { columns: string; sql: (tbl: string) => string }> = {
   municipio: { columns: 'nome text, is_municipio boolean NOT NULL, area_calculada_ha double precision, geom geometry(MultiPolygon, 4326)', sql: (t) => MUNICIPIOS_SQL(t, COUNTS.municipios) },
-  rodovia: { columns: 'tipo_trecho text, area_calculada_ha double precision, geom geometry(MultiLineString, 4326)', sql: (t) => RODOVIAS_SQL(t, COUNTS.rodovias) },
+  rodovia: { columns: 'tipo_trecho text, superficie text, legenda text, area_calculada_ha double precision, geom geometry(MultiLineString, 4326)', sql: (t) => RODOVIAS_SQL(t, COUNTS.rodovias) },
 };
 
 const FID_EXPR: Record<string, string> = {

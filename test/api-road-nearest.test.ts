@@ -69,3 +69,20 @@ test('a planned road (SNV surface PLA) is published but is no road to measure to
        ('PAV', 'Planejada'), ('DUP', 'Rodovia duplicada'), ('EOI', 'Em obras de implantação'), (NULL, NULL)) v(s, l)`);
   expect(spelled.rows.map((x) => x.p)).toEqual([true, true, true, true, true, false, false, false, false]);
 });
+
+test('a segment that is no main alignment (an SNV contorno, acesso or variante) counts in neither distance, as SOURCES §8.7 asks: car_rodovias and the API agree', async () => {
+  const [p] = (await fx.db.pool.query(
+    `SELECT car, ST_X(ST_PointOnSurface(geom)) AS x, ST_Y(ST_PointOnSurface(geom)) AS y, ST_AsGeoJSON(geom) AS g FROM serving.car_imovel ORDER BY car DESC LIMIT 1`)).rows;
+  const rodovia = async () => (await fx.db.pool.query(`SELECT distancia_km FROM serving.car_rodovias WHERE car = $1`, [p.car])).rows[0]?.distancia_km;
+  const before = await rodovia();
+  expect(before).toBeGreaterThan(0);
+  const variante = road('290VRS0950', [[p.x, p.y - 0.2], [p.x, p.y + 0.2]]);
+  variante.attributes = { ...variante.attributes, sg_tipo_tr: 'V', nm_tipo_tr: 'Variante' };
+  await publishFrom(fx.db, 'dnit-snv', (dir) => buildDnitSnv(dir, { versao: '202510A', segments: [...published, variante] }));
+  expect((await fx.db.pool.query(`SELECT tipo_trecho FROM serving.dnit_snv WHERE codigo = '290VRS0950'`)).rows).toEqual([{ tipo_trecho: 'V' }]);
+  const r = await call(fx.api.base, '/v1/enriquecimento/territorial', { key, body: { geometry: JSON.parse(p.g), layers: ['rodovias'] } });
+  expect(r.status).toBe(200);
+  // Before the fix: car_rodovias measured 0 km to the variant while the API (main alignments) said `before`.
+  expect(await rodovia()).toBeCloseTo(before, 6);
+  expect(r.body.rodovias.distancia_km).toBeCloseTo(before, 2);
+});

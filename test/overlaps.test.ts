@@ -89,9 +89,10 @@ describe('overlaps of the fixture states with every layer', () => {
     for (const t of top.values()) expect(t.geo).toBe(t.cod);
   });
 
-  test('road distance is the geodesic distance to the nearest segment', async () => {
+  test('road distance is the geodesic distance to the nearest main-alignment segment (SOURCES §8.7)', async () => {
     const r = await db.pool.query(
-      `SELECT r.car, r.distancia_km, (SELECT min(ST_Distance(c.geom::geography, s.geom::geography)) / 1000 FROM "current".dnit_snv s) AS expected
+      `SELECT r.car, r.distancia_km, (SELECT min(ST_Distance(c.geom::geography, s.geom::geography)) / 1000 FROM "current".dnit_snv s
+                                       WHERE s.tipo_trecho = 'B' AND NOT etl.snv_planejada(s.superficie, s.legenda)) AS expected
          FROM serving.car_rodovias r JOIN "current".car_imovel c ON c.car = r.car`,
     );
     expect(r.rowCount).toBe(Number((await db.pool.query('SELECT count(*) AS n FROM serving.car_imovel')).rows[0].n));

@@ -194,8 +194,10 @@ export const dnitSnv = shapedPipeline({
   read: { srid: 4674, refuse: refuseBlind },
   classify: classifySegments,
   values: (file) => ({ versao: snvVersion(file.name) }),
-  // Planned segments (etl.snv_planejada, migration 0103) are published but are no road to measure to.
-  overlay: { camada: 'rodovia', kind: 'distance', filter: 'NOT etl.snv_planejada(l.superficie, l.legenda)' },
+  // The distance is to main alignments (SOURCES §8.7: variants and coincident stretches are
+  // loaded, not measured to; the API's serving.dnit_snv_principal reads the same), and planned
+  // segments (etl.snv_planejada, migration 0103) are published but are no road to measure to.
+  overlay: { camada: 'rodovia', kind: 'distance', filter: `l.tipo_trecho = 'B' AND NOT etl.snv_planejada(l.superficie, l.legenda)` },
   async facts({ client, t, target, file, facts }): Promise<Pick<SnvFacts, 'snv'>> {
     const versao = snvVersion(file.name);
     const g = await geometryCounts(client, t.classified);
