@@ -333,7 +333,6 @@ async function main(): Promise<void> {
       next: () => ({ path: '/v1/enriquecimento/territorial', body: `{"geometry":${pick(s.polygons)},"layers":["ti","uc","quilombo"]}` }),
       script: [
         `\\set i random(1, ${s.polygons.length})`,
-        `SELECT dataset, snapshot_id, to_char(as_of, 'YYYY-MM-DD') FROM serving.snapshots WHERE status = 'current' AND dataset = ANY ('{ibge-municipios,funai-tis,cnuc-ucs,incra-quilombos}');`,
         `${bind(GEOMETRY_CHECK_SQL, [polygon])};`,
         ...(['municipios', 'ti', 'uc', 'quilombo'] as const).map((l) => `${bind(ENRICH_SQL[l], [polygon, areaOf])};`),
       ].join('\n') + '\n',

@@ -1,7 +1,8 @@
 // Publication, rollback and retention. Readers follow current.<relation> views,
 // which are regenerated inside the same transaction that moves the etl.current
 // pointer: a reader sees the old snapshot or the new one, never a mix, and the
-// serving.* views on top of them are never dropped (so they never error).
+// serving.* views on top of them are never dropped (so they never error). That holds per
+// statement: API answers of several statements read by snapshot id (src/api/kept.ts).
 //
 // Readers never queue behind a publish for long: replacing a view needs an
 // AccessExclusive lock, and a pending one makes every new reader wait. So the views

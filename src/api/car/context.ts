@@ -11,6 +11,7 @@ import { AgroError } from '../../errors.ts';
 import { overlapPairs, readableSnapshots, type SnapshotInfo } from './sql.ts';
 
 export const CAR_DATASET = 'sicar';
+const RECEITA_DATASET = 'receita-cnpj';
 export const LAYER_DATASETS = ['car-titulares', 'ibama-embargos', 'cnuc-ucs', 'funai-tis', 'incra-quilombos', 'zarc'] as const;
 export type LayerDataset = (typeof LAYER_DATASETS)[number];
 
@@ -22,6 +23,8 @@ export interface ReadContext {
   layers: Map<LayerDataset, SnapshotInfo>;
   /** Every readable SICAR snapshot (for the "available dates" message). */
   allSicar: SnapshotInfo[];
+  /** The Receita CNPJ month of the read (asked for with `receita`): the published one, or the one current on `asOf`; never pinned. */
+  receita?: SnapshotInfo | null;
 }
 
 const pinKey = (s: SnapshotInfo) => (s.dataset === CAR_DATASET ? `${CAR_DATASET}:${s.uf}` : s.dataset);
@@ -32,28 +35,57 @@ export function pins(ctx: ReadContext): Record<string, number> {
   return out;
 }
 
-/** Resolves the snapshots of a read. `pinned` (from a cursor) wins over `asOf`. */
-export async function resolveContext(db: pg.Pool, o: { asOf?: string | null; pinned?: Record<string, number> | null }): Promise<ReadContext> {
-  const all = await readableSnapshots(db, [CAR_DATASET, ...LAYER_DATASETS]);
-  const ctx: ReadContext = { mode: 'current', asOf: o.asOf ?? null, sicar: new Map(), layers: new Map(), allSicar: all.filter((s) => s.dataset === CAR_DATASET) };
-  const take = (s: SnapshotInfo) => {
-    if (s.dataset === CAR_DATASET) {
-      if (s.uf && !ctx.sicar.has(s.uf)) ctx.sicar.set(s.uf, s);
-    } else if (!ctx.layers.has(s.dataset as LayerDataset)) ctx.layers.set(s.dataset as LayerDataset, s);
-  };
+function emptyContext(mode: ReadContext['mode'], asOf: string | null, allSicar: SnapshotInfo[]): ReadContext {
+  return { mode, asOf, sicar: new Map(), layers: new Map(), allSicar };
+}
+
+/** Adds a snapshot unless its dataset (SICAR: its state) has one already (the first wins). */
+function take(ctx: ReadContext, s: SnapshotInfo): void {
+  if (s.dataset === CAR_DATASET) {
+    if (s.uf && !ctx.sicar.has(s.uf)) ctx.sicar.set(s.uf, s);
+  } else if ((LAYER_DATASETS as readonly string[]).includes(s.dataset) && !ctx.layers.has(s.dataset as LayerDataset)) ctx.layers.set(s.dataset as LayerDataset, s);
+}
+
+/**
+ * The context of a current read from the published snapshots a statement returned along with
+ * its rows (carCurrent): later statements read those snapshots by id, so one answer never
+ * shows two snapshots of a layer when a publish lands between its statements.
+ */
+export function publishedContext(published: SnapshotInfo[]): ReadContext {
+  const ctx = emptyContext('current', null, published.filter((s) => s.dataset === CAR_DATASET));
+  for (const s of published) take(ctx, s);
+  return ctx;
+}
+
+/** The ids an answer reads by: the given SICAR snapshots and the context's snapshots of the given layers. */
+export function readIds(ctx: ReadContext, sicarIds: number[], datasets: LayerDataset[]): number[] {
+  return [...sicarIds, ...datasets.flatMap((d) => ctx.layers.get(d)?.snapshot_id ?? [])];
+}
+
+/**
+ * Resolves the snapshots of a read in one statement; every later statement of the answer reads
+ * them by id. `pinned` (from a cursor) wins over `asOf`.
+ */
+export async function resolveContext(db: pg.Pool, o: { asOf?: string | null; pinned?: Record<string, number> | null; receita?: boolean }): Promise<ReadContext> {
+  const all = await readableSnapshots(db, [CAR_DATASET, ...LAYER_DATASETS, ...(o.receita ? [RECEITA_DATASET] : [])]);
+  const ctx = emptyContext('current', o.asOf ?? null, all.filter((s) => s.dataset === CAR_DATASET));
+  if (o.receita) {
+    const months = all.filter((s) => s.dataset === RECEITA_DATASET);
+    ctx.receita = (o.asOf ? months.find((s) => s.as_of <= o.asOf!) : months.find((s) => s.is_current)) ?? null;
+  }
   if (o.pinned) {
     ctx.mode = 'pinned';
     const byId = new Map(all.map((s) => [s.snapshot_id, s]));
     for (const [k, id] of Object.entries(o.pinned)) {
       const s = byId.get(id);
       if (!s || pinKey(s) !== k) throw new AgroError('invalid_request', `cursor: snapshot ${id} it pages through is no longer kept; start again without cursor`);
-      take(s);
+      take(ctx, s);
     }
   } else if (o.asOf) {
     ctx.mode = 'as_of';
-    for (const s of all) if (s.as_of <= o.asOf) take(s); // newest as-of first
+    for (const s of all) if (s.as_of <= o.asOf) take(ctx, s); // newest as-of first
   } else {
-    for (const s of all) if (s.is_current) take(s);
+    for (const s of all) if (s.is_current) take(ctx, s);
   }
   return ctx;
 }

@@ -124,6 +124,14 @@ async function zarcValues(db: pg.Pool, ctx: ReadContext, props: PropertyRef[], n
     : null]));
 }
 
+const wantedLayers = (include: IncludeLayer[], withOverlapFields: boolean) =>
+  new Set<IncludeLayer>([...include, ...(withOverlapFields ? (['embargos', 'ucs'] as const) : [])]);
+
+/** The layer datasets layerValues reads for these options. */
+export function layerDatasets(include: IncludeLayer[], withOverlapFields: boolean): LayerDataset[] {
+  return [...wantedLayers(include, withOverlapFields)].map((l) => (l === 'zarc' ? 'zarc' : SPECS[l].dataset));
+}
+
 /** include layers per car, plus (withOverlapFields) embargo_ibama and sobreposicao_ucs. */
 export async function layerValues(
   db: pg.Pool,
@@ -134,12 +142,7 @@ export async function layerValues(
 ): Promise<LayerValues> {
   const out: LayerValues = new Map(props.map((p) => [p.car, {}]));
   if (props.length === 0) return out;
-  const wanted = new Set<IncludeLayer>(include);
-  if (opts.withOverlapFields) {
-    wanted.add('embargos');
-    wanted.add('ucs');
-  }
-  for (const layer of wanted) {
+  for (const layer of wantedLayers(include, opts.withOverlapFields)) {
     const values = layer === 'zarc' ? await zarcValues(db, ctx, props, opts.notes) : await overlapLayerValues(db, ctx, props, SPECS[layer], opts.notes);
     for (const [car, v] of values) {
       const rec = out.get(car)!;

@@ -8,10 +8,11 @@ import { Cursors } from '../cursor.ts';
 import { checkGeometry, checkGeometryInDb } from '../geometry.ts';
 import { razaoSocialOf } from '../socio/routes.ts';
 import { isoSeconds, round } from '../schemas.ts';
-import { availableDates, pins, resolveContext, type ReadContext } from './context.ts';
-import { joinRepeatedInclude, layerValues, parseInclude } from './layers.ts';
+import { availableDates, pins, publishedContext, readIds, resolveContext, type ReadContext } from './context.ts';
+import { readKept } from '../kept.ts';
+import { joinRepeatedInclude, layerDatasets, layerValues, parseInclude } from './layers.ts';
 import { ByDocumentSchema, ByGeometrySchema, CarSchema } from './schemas.ts';
-import { carCurrent, carsByGeometry, carsInSnapshots, linksOf, readableSnapshots, type CarRow } from './sql.ts';
+import { carCurrent, carsByGeometry, carsInSnapshots, linksOf, type CarRow } from './sql.ts';
 
 const roundBbox = (b: number[]) => b.map((x) => round(x, 7) as number);
 const municipio = (r: { municipio: string | null; uf: string }) => (r.municipio ? `${r.municipio}/${r.uf}` : null);
@@ -54,14 +55,16 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const consultado_em = isoSeconds();
       const notes: string[] = [];
       if (!req.query.as_of) {
-        const row = await carCurrent(pool, car, req.query.geometry);
+        // The row and the ids of what was published when it was read, in one statement; the
+        // include layers are then read by those ids (a publish in between changes nothing).
+        const { row, published } = await carCurrent(pool, car, req.query.geometry);
+        const ctx = publishedContext(published);
         if (!row) {
-          const published = (await readableSnapshots(pool, ['sicar'])).some((s) => s.is_current && s.uf === uf);
-          if (!published) throw new AgroError('upstream_unavailable', `no published SICAR snapshot for ${uf}`);
+          if (!ctx.sicar.has(uf)) throw new AgroError('upstream_unavailable', `no published SICAR snapshot for ${uf}`);
           throw new AgroError('car_not_found', `${car} is not in the published SICAR ${uf} snapshot`);
         }
         const extra = include.length
-          ? (await layerValues(pool, await resolveContext(pool, {}), [row], include, { withOverlapFields: false, notes })).get(car)!
+          ? (await readKept(pool, readIds(ctx, [row.snapshot_id], layerDatasets(include, false)), () => layerValues(pool, ctx, [row], include, { withOverlapFields: false, notes }))).get(car)!
           : {};
         return {
           ...baseRecord(row), embargo_ibama: row.embargo_ibama, sobreposicao_ucs: row.sobreposicao_ucs,
@@ -71,9 +74,11 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const ctx = await resolveContext(pool, { asOf: req.query.as_of });
       const snap = ctx.sicar.get(uf);
       if (!snap) noSnapshotAsOf(ctx, uf, req.query.as_of);
-      const [row] = await carsInSnapshots(pool, { snapshotIds: [snap.snapshot_id], cars: [car], geometry: req.query.geometry, limit: 1 });
+      const { row, extra } = await readKept(pool, readIds(ctx, [snap.snapshot_id], layerDatasets(include, true)), async () => {
+        const [row] = await carsInSnapshots(pool, { snapshotIds: [snap.snapshot_id], cars: [car], geometry: req.query.geometry, limit: 1 });
+        return { row, extra: row ? (await layerValues(pool, ctx, [row], include, { withOverlapFields: true, notes })).get(car)! : {} };
+      });
       if (!row) throw new AgroError('car_not_found', `${car} is not in the SICAR ${uf} snapshot ${snap.snapshot_id} (as of ${snap.as_of}, the one for ${req.query.as_of})`);
-      const extra = (await layerValues(pool, ctx, [row], include, { withOverlapFields: true, notes })).get(car)!;
       return {
         ...baseRecord(row), embargo_ibama: null, sobreposicao_ucs: null, ...extra,
         consultado_em, fonte: fonte(uf, snap.as_of), as_of: snap.as_of, ...(notes.length ? { avisos: notes } : {}),
@@ -91,7 +96,8 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const hmac = documentHmac(doc.documento, deps.cfg.hmacKey);
       const fingerprint = Cursors.fingerprint(['by-document', hmac, uf, q.situacao ?? null, include, q.geometry, q.as_of ?? null]);
       const cursor = q.cursor !== undefined ? deps.cursors.decode(q.cursor, fingerprint) : null;
-      const ctx = await resolveContext(pool, { asOf: q.as_of ?? null, pinned: cursor?.s ?? null });
+      // Every snapshot of the answer in one statement, then read by id (a publish meanwhile changes nothing).
+      const ctx = await resolveContext(pool, { asOf: q.as_of ?? null, pinned: cursor?.s ?? null, receita: doc.tipo === 'cnpj' });
       if (ctx.sicar.size === 0) {
         if (ctx.mode === 'as_of') noSnapshotAsOf(ctx, null, q.as_of!);
         throw new AgroError('upstream_unavailable', 'no published SICAR snapshot');
@@ -100,23 +106,30 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const titulares = ctx.layers.get('car-titulares') ?? null;
       if (!titulares) notes.push('car-titulares: no owner extract is loaded for this read; only links inferred from IBAMA embargoes are shown');
       const allCarSnaps = [...ctx.sicar.values()].map((s) => s.snapshot_id);
-      const links = await linksOf(pool, {
-        titularesSnapshotId: titulares?.snapshot_id ?? null,
-        ibamaSnapshotId: ctx.layers.get('ibama-embargos')?.snapshot_id ?? null,
-        carSnapshotIds: allCarSnaps,
-        hmac,
-      });
-      const linkOf = new Map<string, (typeof links)[number]>();
-      for (const l of links) {
-        const seen = linkOf.get(l.car);
-        if (!seen || (seen.origem !== 'declarado' && l.origem === 'declarado')) linkOf.set(l.car, l); // a declared link wins
-      }
       const carSnaps = uf ? (ctx.sicar.has(uf) ? [ctx.sicar.get(uf)!.snapshot_id] : []) : allCarSnaps;
-      const rows = linkOf.size && carSnaps.length
-        ? await carsInSnapshots(pool, { snapshotIds: carSnaps, cars: [...linkOf.keys()], geometry: q.geometry, after: cursor?.k ?? null, limit: q.limit + 1, situacao: q.situacao ?? null })
-        : [];
+      const read = await readKept(pool, [...readIds(ctx, allCarSnaps, ['car-titulares', ...layerDatasets(include, true)]), ...(ctx.receita ? [ctx.receita.snapshot_id] : [])], async () => {
+        const links = await linksOf(pool, {
+          titularesSnapshotId: titulares?.snapshot_id ?? null,
+          ibamaSnapshotId: ctx.layers.get('ibama-embargos')?.snapshot_id ?? null,
+          carSnapshotIds: allCarSnaps,
+          hmac,
+        });
+        const linkOf = new Map<string, (typeof links)[number]>();
+        for (const l of links) {
+          const seen = linkOf.get(l.car);
+          if (!seen || (seen.origem !== 'declarado' && l.origem === 'declarado')) linkOf.set(l.car, l); // a declared link wins
+        }
+        const rows = linkOf.size && carSnaps.length
+          ? await carsInSnapshots(pool, { snapshotIds: carSnaps, cars: [...linkOf.keys()], geometry: q.geometry, after: cursor?.k ?? null, limit: q.limit + 1, situacao: q.situacao ?? null })
+          : [];
+        const extra = await layerValues(pool, ctx, rows.slice(0, q.limit), include, { withOverlapFields: true, notes });
+        // A CNPJ's holder is Receita's legal name when the month has it: the registry of record,
+        // where declared extracts and embargo terms carry abbreviations or old names.
+        const receita = doc.tipo === 'cnpj' ? await razaoSocialOf(pool, ctx.receita ?? null, doc.documento) : null;
+        return { links, linkOf, rows, extra, receita };
+      });
+      const { links, linkOf, rows, extra, receita } = read;
       const page = rows.slice(0, q.limit);
-      const extra = await layerValues(pool, ctx, page, include, { withOverlapFields: true, notes });
       const asOfById = new Map([...ctx.sicar.values()].map((s) => [s.snapshot_id, s.as_of]));
       const results = page.map((r) => {
         const e = extra.get(r.car)!;
@@ -132,9 +145,6 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
         };
       });
       const declared = links.find((l) => l.origem === 'declarado' && l.nome) ?? links.find((l) => l.nome);
-      // A CNPJ's holder is Receita's legal name when the month has it: the registry of record,
-      // where declared extracts and embargo terms carry abbreviations or old names.
-      const receita = doc.tipo === 'cnpj' ? await razaoSocialOf(pool, doc.documento, q.as_of ?? null) : null;
       const next = rows.length > q.limit ? deps.cursors.encode({ q: fingerprint, s: pins(ctx), k: page[page.length - 1].car, m: req.apiKey && Cursors.meterTag(req.apiKey.meter) }) : null;
       return {
         documento: displayDocument(doc.documento, doc.tipo),
@@ -162,10 +172,8 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const pool = deps.dataPool(req);
       const geojson = JSON.stringify(req.body.geometry);
       const area = await checkGeometryInDb(pool, geojson);
-      const hits = await carsByGeometry(pool, geojson, req.body.min_overlap, req.body.limit);
-      if (hits.length === 0 && !(await readableSnapshots(pool, ['sicar'])).some((s) => s.is_current)) {
-        throw new AgroError('upstream_unavailable', 'no published SICAR snapshot');
-      }
+      const { hits, published } = await carsByGeometry(pool, geojson, req.body.min_overlap, req.body.limit);
+      if (hits.length === 0 && !published) throw new AgroError('upstream_unavailable', 'no published SICAR snapshot');
       const results = hits.map((h) => ({
         car: h.car, uf: h.uf, municipio: municipio(h), situacao: h.situacao,
         overlap_ratio: round(h.overlap_ratio, 6) ?? 0, overlap_ha: round(h.overlap_ha, 4) ?? 0,

@@ -41,16 +41,28 @@ export interface CurrentCarRow extends CarRow {
   as_of: string;
 }
 
+/**
+ * One row always: the property (all its columns null when it is not there) and the published
+ * snapshots it was read with (the layers and its state's SICAR), from the same statement: a
+ * statement sees one snapshot of each layer, so the `include` layers read afterwards by these
+ * ids agree with `embargo_ibama` and `sobreposicao_ucs` whatever is published meanwhile.
+ */
 export const CAR_CURRENT_SQL = `
-SELECT ${PROJECTION}, c.embargo_ibama, c.sobreposicao_ucs, to_char(s.as_of, 'YYYY-MM-DD') AS as_of
-FROM serving.car_imovel c JOIN serving.snapshots s ON s.snapshot_id = c.snapshot_id
-WHERE c.car = $1`;
+SELECT c.*,
+       (SELECT coalesce(json_agg(json_build_object('snapshot_id', s.snapshot_id, 'dataset', s.dataset, 'uf', s.uf,
+                                                   'as_of', to_char(s.as_of, 'YYYY-MM-DD'), 'is_current', true)), '[]')
+          FROM serving.snapshots s WHERE s.status = 'current' AND (s.dataset <> 'sicar' OR s.uf = left($1, 2))) AS publicados
+FROM (SELECT 1) one
+LEFT JOIN (SELECT ${PROJECTION}, c.embargo_ibama, c.sobreposicao_ucs, to_char(s.as_of, 'YYYY-MM-DD') AS as_of
+             FROM serving.car_imovel c JOIN serving.snapshots s ON s.snapshot_id = c.snapshot_id
+            WHERE c.car = $1) c ON true`;
 
 /** GET /car/{numero} from the published snapshots (one statement: the benchmarked path). */
-export async function carCurrent(db: Db, car: string, geometry: boolean): Promise<CurrentCarRow | null> {
+export async function carCurrent(db: Db, car: string, geometry: boolean): Promise<{ row: CurrentCarRow | null; published: SnapshotInfo[] }> {
   // Named: prepared once per connection (planning the serving view costs more than running it).
   const r = await db.query({ name: 'api_car_current', text: CAR_CURRENT_SQL, values: [car, geometry] });
-  return r.rows[0] ?? null;
+  const { publicados, ...row } = r.rows[0];
+  return { row: row.car === null ? null : row, published: publicados };
 }
 
 /** Properties of given SICAR snapshots, keyset-paged by car (as_of reads and pinned cursors). */
@@ -149,22 +161,30 @@ export interface GeometryHit {
   snapshot_id: number;
 }
 
+// One statement for the hits and whether any SICAR state is published (one row of nulls when
+// nothing intersects): "nothing published" (503) and "no hit" (200) from the same snapshots.
 export const BY_GEOMETRY_SQL = `
-WITH q AS (SELECT ST_SetSRID(ST_GeomFromGeoJSON($1), 4326) AS g)
-SELECT * FROM (
-  SELECT c.car, c.uf, c.municipio, c.situacao, c.area_total_ha, c.area_calculada_ha, c.snapshot_id, x.overlap_ha,
-         least(1, x.overlap_ha / nullif(c.area_calculada_ha, 0)) AS overlap_ratio
-  FROM q
-  JOIN serving.car_imovel c ON ST_Intersects(c.geom, q.g)
-  -- OFFSET 0 keeps the intersection from being inlined into (and computed again by) the filters and the sort
-  CROSS JOIN LATERAL (SELECT CASE WHEN ST_CoveredBy(c.geom, q.g) THEN c.area_calculada_ha
-                                  ELSE serving.area_ha(ST_Intersection(c.geom, q.g)) END AS overlap_ha OFFSET 0) x
-) h
-WHERE h.overlap_ha >= 0.0001 AND coalesce(h.overlap_ratio, 0) >= $2
-ORDER BY h.overlap_ratio DESC NULLS LAST, h.car
-LIMIT $3`;
+WITH q AS (SELECT ST_SetSRID(ST_GeomFromGeoJSON($1), 4326) AS g),
+hits AS (
+  SELECT * FROM (
+    SELECT c.car, c.uf, c.municipio, c.situacao, c.area_total_ha, c.area_calculada_ha, c.snapshot_id, x.overlap_ha,
+           least(1, x.overlap_ha / nullif(c.area_calculada_ha, 0)) AS overlap_ratio
+    FROM q
+    JOIN serving.car_imovel c ON ST_Intersects(c.geom, q.g)
+    -- OFFSET 0 keeps the intersection from being inlined into (and computed again by) the filters and the sort
+    CROSS JOIN LATERAL (SELECT CASE WHEN ST_CoveredBy(c.geom, q.g) THEN c.area_calculada_ha
+                                    ELSE serving.area_ha(ST_Intersection(c.geom, q.g)) END AS overlap_ha OFFSET 0) x
+  ) h
+  WHERE h.overlap_ha >= 0.0001 AND coalesce(h.overlap_ratio, 0) >= $2
+  ORDER BY h.overlap_ratio DESC NULLS LAST, h.car
+  LIMIT $3)
+SELECT h.*, p.publicado
+FROM (SELECT EXISTS (SELECT 1 FROM serving.snapshots WHERE dataset = 'sicar' AND status = 'current') AS publicado) p
+LEFT JOIN hits h ON true
+ORDER BY h.overlap_ratio DESC NULLS LAST, h.car`;
 
-/** POST /car/by-geometry: properties intersecting a polygon (≥ 1 m²), by overlap share. */
-export async function carsByGeometry(db: Db, geojson: string, minOverlap: number, limit: number): Promise<GeometryHit[]> {
-  return (await db.query({ name: 'api_by_geometry', text: BY_GEOMETRY_SQL, values: [geojson, minOverlap, limit] })).rows;
+/** POST /car/by-geometry: properties intersecting a polygon (≥ 1 m²), by overlap share, and whether SICAR is published at all. */
+export async function carsByGeometry(db: Db, geojson: string, minOverlap: number, limit: number): Promise<{ hits: GeometryHit[]; published: boolean }> {
+  const rows = (await db.query({ name: 'api_by_geometry', text: BY_GEOMETRY_SQL, values: [geojson, minOverlap, limit] })).rows;
+  return { hits: rows.filter((r) => r.car !== null), published: rows[0].publicado };
 }

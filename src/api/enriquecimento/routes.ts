@@ -9,7 +9,7 @@ import type { ApiDeps } from '../deps.ts';
 import { checkGeometry, checkGeometryInDb } from '../geometry.ts';
 import { DateString, ErrorResponses, IdempotencyHeaders, isoSeconds, Nullable, RequestGeometry, round, Timestamp } from '../schemas.ts';
 import { zarcCultura } from '../zarc.ts';
-import { crossLayer, publishedDatasets, zarcOf } from './sql.ts';
+import { crossLayer, zarcOf, type Sourced } from './sql.ts';
 
 export const ENRICH_LAYERS = ['ti', 'uc', 'quilombo', 'zarc', 'rodovias'] as const;
 type Layer = (typeof ENRICH_LAYERS)[number];
@@ -74,41 +74,44 @@ export function enriquecimentoRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const geojson = JSON.stringify(req.body.geometry);
       const area = await checkGeometryInDb(pool, geojson);
       const needed = ['municipios' as const, ...layers];
-      const published = new Map((await publishedDatasets(pool, needed.map((l) => DATASET[l]))).map((d) => [d.dataset, d]));
-      const missing = needed.filter((l) => !published.has(DATASET[l]));
-      if (missing.length) throw new AgroError('upstream_unavailable', `no published snapshot of ${missing.map((l) => DATASET[l]).join(', ')}`);
       const polygonal = (['ti', 'uc', 'quilombo'] as const).filter((l) => layers.includes(l));
       // Independent statements on separate connections: the answer waits for the slowest, not the sum.
+      // Each returns the snapshot it read: `fontes` name what the rows come from, whatever is published meanwhile.
       const [municipios, rodovias, ...crossed] = await Promise.all([
         crossLayer(pool, 'municipios', geojson, area),
         layers.includes('rodovias') ? crossLayer(pool, 'rodovias', geojson, area) : Promise.resolve(null),
         ...polygonal.map((l) => crossLayer(pool, l, geojson, area)),
       ]);
+      const zarc = layers.includes('zarc') ? await zarcOf(pool, municipios.rows.map((m) => String(m.geocodigo))) : null;
+      const read = new Map<Layer | 'municipios', Sourced>([['municipios', municipios], ...polygonal.map((l, i) => [l, crossed[i]] as const)]);
+      if (rodovias) read.set('rodovias', rodovias);
+      if (zarc) read.set('zarc', zarc);
+      const missing = needed.filter((l) => !read.get(l)?.fonte);
+      if (missing.length) throw new AgroError('upstream_unavailable', `no published snapshot of ${missing.map((l) => DATASET[l]).join(', ')}`);
       const out: Record<string, unknown> = {
         area_ha: num(area, 4),
-        municipios: municipios.map((m) => ({ geocodigo: m.geocodigo, nome: m.nome, uf: m.uf, ...shares(m) })),
+        municipios: municipios.rows.map((m) => ({ geocodigo: m.geocodigo, nome: m.nome, uf: m.uf, ...shares(m) })),
       };
       polygonal.forEach((l, i) => {
-        out[l] = crossed[i].map((r) => {
+        out[l] = crossed[i].rows.map((r) => {
           const { snapshot_id: _s, area_sobreposta_ha: _a, percentual: _p, ...attrs } = r;
           return { ...attrs, ...shares(r) };
         });
       });
       if (rodovias) {
-        const within = rodovias.filter((r) => (r.distancia_km as number) <= 10);
+        const within = rodovias.rows.filter((r) => (r.distancia_km as number) <= 10);
         out.rodovias = {
-          distancia_km: rodovias.length ? num(rodovias[0].distancia_km, 3) : null,
+          distancia_km: rodovias.rows.length ? num(rodovias.rows[0].distancia_km, 3) : null,
           segmentos: within.map((r) => ({ codigo: r.codigo, br: r.br, uf: r.uf, superficie: r.superficie, distancia_km: num(r.distancia_km, 3) })),
         };
       }
-      if (layers.includes('zarc')) {
-        const rows = await zarcOf(pool, municipios.map((m) => String(m.geocodigo)));
-        out.zarc = municipios.map((m) => ({
+      if (zarc) {
+        out.zarc = municipios.rows.map((m) => ({
           geocodigo: m.geocodigo,
-          culturas: rows.filter((r) => r.geocodigo === m.geocodigo).map((r) => zarcCultura(r, (n) => (r.decendios as (number | null)[])[n - 1])),
+          culturas: zarc.rows.filter((r) => r.geocodigo === m.geocodigo).map((r) => zarcCultura(r, (n) => (r.decendios as (number | null)[])[n - 1])),
         }));
       }
-      out.fontes = Object.fromEntries(needed.map((l) => [DATASET[l], { snapshot_id: published.get(DATASET[l])!.snapshot_id, as_of: published.get(DATASET[l])!.as_of }]));
+      out.fontes = Object.fromEntries(needed.map((l) => [DATASET[l], read.get(l)!.fonte!]));
       out.consultado_em = isoSeconds();
       return out as never;
     });

@@ -7,36 +7,35 @@ import { AgroError } from '../../errors.ts';
 import { formatCnpj } from '../../privacy.ts';
 import type { ApiDeps } from '../deps.ts';
 import { UFS } from '../deps.ts';
+import { assertKept, readKept } from '../kept.ts';
 import { isoSeconds } from '../schemas.ts';
 import { CnpjSchema, CpfSchema, SearchSchema, SITUACOES } from './schemas.ts';
 import { buscaIn, cnpjSnapshots, companyAnswer, empresaIn, vinculosIn, type CnpjSnapshot, type SocioRow } from './sql.ts';
 import type pg from 'pg';
 
+/** The error of a read for which no month is kept: none published, or none as of `asOf` (naming what is kept). */
+function noMonth(all: CnpjSnapshot[], asOf: string | null): AgroError {
+  if (!asOf) return new AgroError('upstream_unavailable', 'no published Receita CNPJ month');
+  return new AgroError('not_found', `no Receita CNPJ month as of ${asOf} or earlier is kept; available as-of dates: ${all.length ? all.map((s) => s.as_of).join(', ') : 'none'}`);
+}
+
 /** The receita-cnpj snapshot of a read: the published month, or the kept month current on `asOf`. */
 export async function cnpjSnapshotFor(db: pg.Pool, asOf: string | null): Promise<CnpjSnapshot> {
   const all = await cnpjSnapshots(db);
-  if (!asOf) {
-    const cur = all.find((s) => s.is_current);
-    if (!cur) throw new AgroError('upstream_unavailable', 'no published Receita CNPJ month');
-    return cur;
-  }
-  const hit = all.find((s) => s.as_of <= asOf);
-  if (!hit) {
-    throw new AgroError('not_found', `no Receita CNPJ month as of ${asOf} or earlier is kept; available as-of dates: ${all.length ? all.map((s) => s.as_of).join(', ') : 'none'}`);
-  }
+  const hit = asOf ? all.find((s) => s.as_of <= asOf) : all.find((s) => s.is_current);
+  if (!hit) throw noMonth(all, asOf);
   return hit;
 }
 
 /**
- * Receita's legal name of a CNPJ in the month read for `asOf` (or the published one), or null
- * when no month is kept or the CNPJ is not in it: the `titular` of /car/by-document.
+ * Receita's legal name of a CNPJ in a month the caller resolved (with the rest of its
+ * snapshots), or null when no month is kept or the CNPJ is not in it: the `titular` of
+ * /car/by-document.
  */
-export async function razaoSocialOf(db: pg.Pool, cnpj: string, asOf: string | null): Promise<{ razao_social: string; snapshot_id: number } | null> {
-  const all = await cnpjSnapshots(db);
-  const snap = asOf ? all.find((s) => s.as_of <= asOf) : all.find((s) => s.is_current);
-  if (!snap) return null;
-  const e = await empresaIn(db, snap.snapshot_id, cnpj);
-  return e?.razao_social ? { razao_social: e.razao_social, snapshot_id: snap.snapshot_id } : null;
+export async function razaoSocialOf(db: pg.Pool, month: { snapshot_id: number } | null, cnpj: string): Promise<{ razao_social: string; snapshot_id: number } | null> {
+  if (!month) return null;
+  const e = await empresaIn(db, month.snapshot_id, cnpj);
+  return e?.razao_social ? { razao_social: e.razao_social, snapshot_id: month.snapshot_id } : null;
 }
 
 /** The stored form of a valid CNPJ (punctuation optional, alphanumeric allowed), or a 400 naming `param`. */
@@ -96,10 +95,14 @@ export function socioRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const pool = deps.dataPool(req); // test keys read the sandbox
       const asOf = req.query.as_of ?? null;
       const answer = await companyAnswer(pool, asOf, cnpj);
-      // No such month: the error names what is kept (a second read, on the error path only).
-      const snap = answer?.snapshot ?? (await cnpjSnapshotFor(pool, asOf));
-      const e = answer?.empresa;
-      if (!e) throw new AgroError('not_found', `CNPJ ${formatCnpj(cnpj)} is not in the Receita month ${snap.as_of.slice(0, 7)} (snapshot ${snap.snapshot_id})`);
+      // No such month: the error names what is kept (a second read, on the error path only;
+      // a month published meanwhile does not turn it into "not in that month").
+      if (!answer) throw noMonth(await cnpjSnapshots(pool), asOf);
+      const { snapshot: snap, empresa: e } = answer;
+      if (!e) {
+        await assertKept(pool, [snap.snapshot_id]); // not there, or the month dropped under the read
+        throw new AgroError('not_found', `CNPJ ${formatCnpj(cnpj)} is not in the Receita month ${snap.as_of.slice(0, 7)} (snapshot ${snap.snapshot_id})`);
+      }
       const qsa = e.qsa.map((p) => ({
         nome: p.nome_socio, tipo: TIPO_SOCIO[p.identificador_de_socio ?? ''] ?? null, ...partnerDocument(p),
         qualificacao: p.qualificacao_descricao ?? p.qualificacao_socio, participacao: null, data_entrada: p.data_entrada_sociedade,
@@ -119,7 +122,7 @@ export function socioRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       if (nome === '') throw new AgroError('invalid_request', 'nome: must contain letters or digits');
       const pool = deps.dataPool(req);
       const snap = await cnpjSnapshotFor(pool, req.query.as_of ?? null);
-      let rows = await vinculosIn(pool, snap.snapshot_id, miolo);
+      let rows = await readKept(pool, [snap.snapshot_id], () => vinculosIn(pool, snap.snapshot_id, miolo), (r) => r.length === 0);
       if (nome) {
         const wanted = nome.split(' ');
         rows = rows.filter((r) => {
@@ -146,9 +149,9 @@ export function socioRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       if (uf && uf !== 'EX' && !(UFS as readonly string[]).includes(uf)) throw new AgroError('invalid_request', `uf: "${uf}" is not a Brazilian state (or EX)`);
       const pool = deps.dataPool(req);
       const snap = await cnpjSnapshotFor(pool, q.as_of ?? null);
-      const rows = await buscaIn(pool, snap.snapshot_id, {
+      const rows = await readKept(pool, [snap.snapshot_id], () => buscaIn(pool, snap.snapshot_id, {
         q: text, uf, situacao: q.situacao ? SITUACAO_CODE[q.situacao] : null, cnae: q.cnae ? q.cnae.replace(/\D/g, '') : null, limit: q.limit,
-      });
+      }), (r) => r.length === 0);
       const results = rows.map((r) => ({
         cnpj: formatCnpj(r.cnpj), razao_social: r.razao_social, nome_fantasia: r.nome_fantasia, situacao: situacaoOf(r.situacao_cadastral),
         uf: r.uf, municipio: r.municipio_nome, cnae_principal: cnaeOf(r.cnae_fiscal_principal, r.cnae_descricao), score: Math.round(r.score * 1e4) / 1e4,
