@@ -6,8 +6,9 @@
 // nothing: GET /car and the enrichment fold the ids into statements they ran anyway, and the
 // check below replaces the second resolution GET /car?include and by-document made (measured
 // over the fixtures, 150 requests per route: medians within noise before and after, ~1.8 ms
-// /car, ~3.5 ms with include, ~2 ms by-geometry, ~3 ms enrichment). What can change is that retention drops one of those snapshots meanwhile (an old
-// one of an as_of read or a cursor, or one superseded twice during the request): the
+// /car, ~3.5 ms with include, ~2 ms by-geometry, ~3 ms enrichment). What can change is that
+// retention drops one of those snapshots meanwhile (an old one of an as_of read or a cursor,
+// or one superseded twice during the request): the
 // serving.*_snapshot functions then read nothing, or the table vanishes under a statement
 // (42P01). Such an answer is a 503 to retry (Retry-After), never a partial answer or a raw
 // PostgreSQL error.
