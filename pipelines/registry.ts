@@ -8,6 +8,7 @@ import { cnucUcs } from './cnuc-ucs/index.ts';
 import { dnitSnv } from './dnit-snv/index.ts';
 import { funaiTis } from './funai-tis/index.ts';
 import { ibamaEmbargos } from './ibama-embargos/index.ts';
+import { icmbioEmbargos } from './icmbio-embargos/index.ts';
 import { ibgeMunicipios } from './ibge-municipios/index.ts';
 import { incraQuilombos } from './incra-quilombos/index.ts';
 import { receitaCnpj } from './receita-cnpj/index.ts';
@@ -27,6 +28,7 @@ export const PIPELINES: Pipeline[] = [
   cnucUcs,
   incraQuilombos,
   ibamaEmbargos,
+  icmbioEmbargos,
   zarc,
   sicar,
   carTitulares,

@@ -131,6 +131,9 @@ const OFFICIAL_SOURCES: Record<string, string> = {
     'https://dadosabertos.ibama.gov.br/dados/SIFISC/termo_embargo/termo_embargo/termo_embargo.csv',
   // ArcGIS REST layer, taken when the CSV download fails (SOURCES §3.7); AGRO_SOURCE_IBAMA_EMBARGOS_REST, 'off' turns it off.
   'ibama-embargos-rest': 'https://pamgia.ibama.gov.br/server/rest/services/01_Publicacoes_Bases/adm_embargos_ibama_a/FeatureServer/0',
+  // ICMBio embargoes in federal conservation units (SOURCES §3, URL UNVERIFIED); AGRO_SOURCE_ICMBIO_EMBARGOS.
+  'icmbio-embargos':
+    'https://www.gov.br/icmbio/pt-br/assuntos/dados_geoespaciais/mapa-tematico-e-dados-geoestatisticos-das-unidades-de-conservacao-federais/embargos_icmbio.zip',
   'funai-tis':
     'https://geoserver.funai.gov.br/geoserver/Funai/ows?service=WFS&version=1.0.0&request=GetFeature&typeName=Funai%3Atis_poligonais&maxFeatures=10000&outputFormat=SHAPE-ZIP',
   // Resource ids change with every CNUC release (SOURCES §5.1): the newest shp_cnuc_YYYY_MM.zip is

@@ -93,15 +93,16 @@ describe('§2b the SQL read interface (schema serving)', () => {
     for (const x of g) expect(x.srid, `${x.rel}.${x.col}`).toBe(4326);
   });
 
-  test('car_sobreposicoes.camada takes the four written values; feicao_id is the layer\'s codigo (numero_tad for embargoes)', async () => {
+  test('car_sobreposicoes.camada takes the four written values and ICMBio\'s embargo_icmbio; feicao_id is the layer\'s codigo (numero_tad for embargoes, id_embargo for ICMBio\'s)', async () => {
     const rows = await q<{ camada: string; feicao_id: string; known: boolean }>(
       `SELECT o.camada, o.feicao_id,
               CASE o.camada WHEN 'embargo' THEN EXISTS (SELECT 1 FROM serving.ibama_embargos e WHERE e.numero_tad = o.feicao_id)
+                            WHEN 'embargo_icmbio' THEN EXISTS (SELECT 1 FROM serving.icmbio_embargos e WHERE e.id_embargo = o.feicao_id)
                             WHEN 'uc' THEN EXISTS (SELECT 1 FROM serving.cnuc_ucs u WHERE u.codigo = o.feicao_id)
                             WHEN 'ti' THEN EXISTS (SELECT 1 FROM serving.funai_tis t WHERE t.codigo = o.feicao_id)
                             WHEN 'quilombo' THEN EXISTS (SELECT 1 FROM serving.incra_quilombos k WHERE k.codigo = o.feicao_id) END AS known
          FROM serving.car_sobreposicoes o`);
-    expect([...new Set(rows.map((r) => r.camada))].sort()).toEqual(['embargo', 'quilombo', 'ti', 'uc']);
+    expect([...new Set(rows.map((r) => r.camada))].sort()).toEqual(['embargo', 'embargo_icmbio', 'quilombo', 'ti', 'uc']);
     for (const r of rows) expect(r.known, `${r.camada} ${r.feicao_id}`).toBe(true);
   });
 });
@@ -270,7 +271,7 @@ describe('§1 command line', () => {
     const npx = spawnSync('npx', ['--no-install', 'agro', '--help'], { cwd: path.resolve(__dirname, '..'), encoding: 'utf8', timeout: 60_000 });
     expect(npx.status, npx.stderr).toBe(0);
     expect(npx.stdout).toBe(r.stdout);
-    expect(r.stdout).toContain('pipelines: ' + ['ibge-municipios', 'dnit-snv', 'funai-tis', 'cnuc-ucs', 'incra-quilombos', 'ibama-embargos', 'zarc', 'sicar', 'car-titulares', 'receita-cnpj'].join(', '));
+    expect(r.stdout).toContain('pipelines: ' + ['ibge-municipios', 'dnit-snv', 'funai-tis', 'cnuc-ucs', 'incra-quilombos', 'ibama-embargos', 'icmbio-embargos', 'zarc', 'sicar', 'car-titulares', 'receita-cnpj'].join(', '));
   });
 
   test('every command that prints a result, with --json: exactly one JSON object on stdout, exit 0', async () => {

@@ -40,6 +40,8 @@ const CASES: GoldenCase[] = [
   { pipeline: 'ibama-embargos', fixture: 'fixtures/ibama-embargos/termo_embargo.csv', relation: 'ibama_embargos', key: 'id_tad', asOf: '2026-10-28' },
   { pipeline: 'ibama-embargos', fixture: 'fixtures/ibama-embargos/shapefile/adm_embargo_a.zip', relation: 'ibama_embargos', key: 'id_tad', asOf: '2026-10-28', name: 'ibama-embargos-shp' },
   { pipeline: 'ibama-embargos', fixture: 'fixtures/ibama-embargos/variants/termo_embargo_regras.csv', relation: 'ibama_embargos', key: 'id_tad', asOf: '2026-10-28', name: 'ibama-embargos-regras' },
+  // ICMBio's embargoes in federal conservation units, as of the fixture's release (one row dated after it).
+  { pipeline: 'icmbio-embargos', fixture: 'fixtures/icmbio-embargos/embargos_icmbio.zip', relation: 'icmbio_embargos', key: 'id_embargo', asOf: '2024-11-30' },
   { pipeline: 'zarc', fixture: 'fixtures/zarc', relation: 'zarc_risco', key: 'chave' },
   { pipeline: 'car-titulares', fixture: 'fixtures/car-titulares/titulares.csv', relation: 'car_titulares', key: 'car' },
   // SICAR, one state: AREA_IMOVEL (split in two layers) and the three themes; both relations.

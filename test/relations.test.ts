@@ -129,7 +129,7 @@ describe('relation declarations', () => {
 
   test('the overlays are the layers’ own declarations', () => {
     expect(OVERLAYS.find((o) => o.camada === 'ti')).toEqual({ camada: 'ti', kind: 'area', idColumn: 'codigo', dataset: 'funai-tis', relation: 'funai_tis' });
-    expect(new Set(OVERLAYS.map((o) => o.camada))).toEqual(new Set(['embargo', 'uc', 'ti', 'quilombo', 'municipio', 'rodovia']));
+    expect(new Set(OVERLAYS.map((o) => o.camada))).toEqual(new Set(['embargo', 'embargo_icmbio', 'uc', 'ti', 'quilombo', 'municipio', 'rodovia']));
   });
 
   test('adding a column: the declaration plus etl.add_relation_column, over a published snapshot', async () => {

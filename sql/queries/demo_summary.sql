@@ -1,5 +1,6 @@
--- One line per property for `agro demo`: status, area, embargo and territorial overlaps.
+-- One line per property for `agro demo`: status, area, embargoes (IBAMA, ICMBio) and territorial overlaps.
 SELECT c.car, c.uf, c.municipio, c.situacao, round(c.area_calculada_ha::numeric, 1) AS area_ha, c.embargo_ibama,
+       count(*) FILTER (WHERE o.camada = 'embargo_icmbio') AS embargos_icmbio,
        count(*) FILTER (WHERE o.camada = 'uc') AS ucs,
        count(*) FILTER (WHERE o.camada = 'ti') AS tis,
        count(*) FILTER (WHERE o.camada = 'quilombo') AS quilombos,

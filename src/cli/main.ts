@@ -309,6 +309,7 @@ async function cmdDemo(env: Env): Promise<number> {
     for (const x of r.rows) {
       const flags = [
         x.embargo_ibama ? 'EMBARGO IBAMA' : null,
+        Number(x.embargos_icmbio) ? `${x.embargos_icmbio} EMBARGO ICMBIO` : null,
         x.ucs ? `${x.ucs} UC` : null,
         x.tis ? `${x.tis} TI` : null,
         x.quilombos ? `${x.quilombos} quilombo` : null,

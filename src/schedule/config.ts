@@ -32,7 +32,7 @@ export interface ScheduleConfig {
 
 export const DEFAULT_JOBS: Omit<JobConfig, 'sources'>[] = [
   { name: 'sicar-nightly', cron: '0 1 * * *', pipelines: ['sicar'] },
-  { name: 'embargoes-daily', cron: '0 5 * * *', pipelines: ['ibama-embargos'] },
+  { name: 'embargoes-daily', cron: '0 5 * * *', pipelines: ['ibama-embargos', 'icmbio-embargos'] },
   { name: 'layers-weekly', cron: '0 22 * * 6', pipelines: ['ibge-municipios', 'dnit-snv', 'funai-tis', 'cnuc-ucs', 'incra-quilombos', 'zarc'] },
   { name: 'cnpj-monthly', cron: '0 3 2 * *', pipelines: ['receita-cnpj'] },
 ];

@@ -9,7 +9,7 @@ export const DEPENDS_ON: Readonly<Record<string, readonly string[]>> = {
   zarc: ['ibge-municipios'],
   'receita-cnpj': ['ibge-municipios'],
   // A CAR state's overlaps are computed against the layers current when it publishes.
-  sicar: ['ibge-municipios', 'dnit-snv', 'funai-tis', 'cnuc-ucs', 'incra-quilombos', 'ibama-embargos'],
+  sicar: ['ibge-municipios', 'dnit-snv', 'funai-tis', 'cnuc-ucs', 'incra-quilombos', 'ibama-embargos', 'icmbio-embargos'],
   'car-titulares': ['sicar'],
 };
 
