@@ -92,7 +92,7 @@ describe('meta routes', () => {
     const go = r.body.sources.find((s: { dataset: string; uf: string }) => s.dataset === 'sicar' && s.uf === 'GO');
     const [want] = await q<{ snapshot_id: number; rows: number; as_of: string }>(`SELECT snapshot_id, rows, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots WHERE dataset = 'sicar' AND uf = 'GO' AND status = 'current'`);
     expect(go).toMatchObject({ snapshot_id: Number(want.snapshot_id), rows: Number(want.rows), as_of: want.as_of, as_of_disponiveis: [want.as_of] });
-    expect(r.body.sources).toHaveLength(12); // 9 national datasets (receita-cnpj among them) + 3 states
+    expect(r.body.sources).toHaveLength(13); // 10 national datasets (receita-cnpj and icmbio-embargos among them) + 3 states
   });
 
   test('the OpenAPI document is valid 3.1, covers every route and the webhook events; docs work offline', async () => {
@@ -312,6 +312,27 @@ describe('GET /v1/car/{numero}', () => {
     expect(go1.embargos[0].area_sobreposta_ha).toBeGreaterThan(0);
     expect(go1).not.toHaveProperty('tis');
     expect(expectEnvelope(await get(`/v1/car/${GO1}?include=ucs,florestas`), 400, 'invalid_request').message).toMatch(/^include: unknown layer "florestas"/);
+  });
+});
+
+describe('include=embargos_icmbio', () => {
+  test('ICMBio embargoes over the property from the precomputed overlaps, with the layer\'s attributes and never its document or name', async () => {
+    const [ov] = await q<{ car: string; feicao_id: string; area_sobreposta_ha: number; percentual: number }>(
+      `SELECT car, feicao_id, area_sobreposta_ha, percentual FROM serving.car_sobreposicoes WHERE camada = 'embargo_icmbio' ORDER BY car, feicao_id LIMIT 1`);
+    expect(ov).toBeDefined();
+    const r = await get(`/v1/car/${ov.car}?include=embargos_icmbio`);
+    expect(r.status).toBe(200);
+    const [e] = await q<Record<string, unknown>>(
+      `SELECT id_embargo, numero_embargo, serie_embargo, to_char(data_embargo, 'YYYY-MM-DD') AS data_embargo, nome_uc, cnuc, tipo_infracao, julgamento,
+              area_calculada_ha AS area_embargada_ha, documento, nome_autuado FROM serving.icmbio_embargos WHERE id_embargo = $1`, [ov.feicao_id]);
+    const { documento, nome_autuado, ...served } = e;
+    expect(r.body.embargos_icmbio).toEqual([{ ...served, area_sobreposta_ha: Math.round(ov.area_sobreposta_ha * 1e4) / 1e4, percentual: Math.round(ov.percentual * 1e6) / 1e6 }]);
+    expect(documento && nome_autuado).toBeTruthy();
+    expect(r.text).not.toContain(String(documento));
+    expect(r.text).not.toContain(String(nome_autuado));
+    expect(r.body).not.toHaveProperty('embargos');
+    // A property no ICMBio embargo crosses: an empty list, not null.
+    expect((await get(`/v1/car/${GO1}?include=embargos_icmbio`)).body.embargos_icmbio).toEqual([]);
   });
 });
 

@@ -12,7 +12,7 @@ import { overlapPairs, readableSnapshots, type SnapshotInfo } from './sql.ts';
 
 export const CAR_DATASET = 'sicar';
 const RECEITA_DATASET = 'receita-cnpj';
-export const LAYER_DATASETS = ['car-titulares', 'ibama-embargos', 'cnuc-ucs', 'funai-tis', 'incra-quilombos', 'zarc'] as const;
+export const LAYER_DATASETS = ['car-titulares', 'ibama-embargos', 'cnuc-ucs', 'funai-tis', 'incra-quilombos', 'zarc', 'icmbio-embargos'] as const;
 export type LayerDataset = (typeof LAYER_DATASETS)[number];
 
 export interface ReadContext {

@@ -9,7 +9,7 @@ import { zarcCultura } from '../zarc.ts';
 import { overlapLayer, type LayerDataset, type ReadContext } from './context.ts';
 import { overlapsOf, snapshotRows, type OverlapRow } from './sql.ts';
 
-export const INCLUDE_LAYERS = ['embargos', 'ucs', 'tis', 'quilombos', 'zarc'] as const;
+export const INCLUDE_LAYERS = ['embargos', 'ucs', 'tis', 'quilombos', 'zarc', 'embargos_icmbio'] as const;
 export type IncludeLayer = (typeof INCLUDE_LAYERS)[number];
 
 /**
@@ -64,6 +64,16 @@ const SPECS: Record<Exclude<IncludeLayer, 'zarc'>, OverlapLayerSpec> = {
   tis: {
     dataset: 'funai-tis', relation: 'funai_tis', key: 'codigo',
     shape: (o, a) => ({ codigo: o.feicao_id, nome: a.nome ?? null, etnias: a.etnias ?? null, fase: a.fase ?? null, modalidade: a.modalidade ?? null, ...overlapFields(o) }),
+  },
+  // ICMBio's embargoes inside federal conservation units: the layer says nothing about lifting,
+  // so no `ativo`; the document and the name of the person embargoed are not served.
+  embargos_icmbio: {
+    dataset: 'icmbio-embargos', relation: 'icmbio_embargos', key: 'id_embargo',
+    shape: (o, a) => ({
+      id_embargo: o.feicao_id, numero_embargo: a.numero_embargo ?? null, serie_embargo: a.serie_embargo ?? null,
+      data_embargo: a.data_embargo ?? null, nome_uc: a.nome_uc ?? null, cnuc: a.cnuc ?? null, tipo_infracao: a.tipo_infracao ?? null,
+      julgamento: a.julgamento ?? null, area_embargada_ha: a.area_calculada_ha ?? null, ...overlapFields(o),
+    }),
   },
   quilombos: {
     dataset: 'incra-quilombos', relation: 'incra_quilombos', key: 'codigo',

@@ -2,6 +2,7 @@
 // "Document lookup envelope", "Geometry query result item"; contract §3–4).
 import { Type } from 'typebox';
 import { Bbox, DateString, ErrorResponses, IdempotencyHeaders, Nullable, PointSchema, RequestGeometry, Timestamp } from '../schemas.ts';
+import { INCLUDE_LAYERS } from './layers.ts';
 
 export const CAR_PATTERN = '^[A-Za-z]{2}-[0-9]{7}-[0-9A-Fa-f]{32}$';
 
@@ -20,6 +21,13 @@ const EmbargoOverlap = Type.Object({
   numero_tad: Type.String(), data_embargo: Nullable(Type.String({ format: 'date' })), situacao: Nullable(Type.String()),
   area_embargada_ha: Nullable(Type.Number()), ...Overlap,
   ativo: Nullable(Type.Boolean({ description: 'issued, not cancelled, not lifted' })),
+});
+const IcmbioEmbargoOverlap = Type.Object({
+  id_embargo: Type.String({ description: 'num_emb, with /serie when the embargo has a series' }),
+  numero_embargo: Nullable(Type.String()), serie_embargo: Nullable(Type.String()), data_embargo: Nullable(Type.String({ format: 'date' })),
+  nome_uc: Nullable(Type.String({ description: 'the federal conservation unit' })), cnuc: Nullable(Type.String()),
+  tipo_infracao: Nullable(Type.String()), julgamento: Nullable(Type.String({ description: 'as ICMBio writes it (the layer says nothing about lifting)' })),
+  area_embargada_ha: Nullable(Type.Number({ description: 'geodesic area of the embargo polygon' })), ...Overlap,
 });
 const TiOverlap = Type.Object({
   codigo: Type.String({ description: 'FUNAI terrai_codigo' }), nome: Nullable(Type.String()), etnias: Nullable(Type.Array(Type.String())),
@@ -48,6 +56,7 @@ const IncludeFields = {
   tis: Type.Optional(Nullable(Type.Array(TiOverlap, { description: 'include=tis: indigenous lands' }))),
   quilombos: Type.Optional(Nullable(Type.Array(QuilomboOverlap, { description: 'include=quilombos: quilombola areas' }))),
   zarc: Type.Optional(Zarc),
+  embargos_icmbio: Type.Optional(Nullable(Type.Array(IcmbioEmbargoOverlap, { description: 'include=embargos_icmbio: ICMBio embargoes (inside federal conservation units) overlapping the property' }))),
 };
 
 const Geometria = Type.Optional(Type.Unknown({ description: 'with geometry=true: GeoJSON Polygon (one part) or MultiPolygon, exterior rings counter-clockwise, 7 decimals' }));
@@ -84,7 +93,7 @@ export const CarParams = Type.Object({
   numero: Type.String({ pattern: CAR_PATTERN, maxLength: 43, description: 'complete registry number <UF>-<7 digits>-<32 hex>' }),
 });
 
-const IncludeQuery = Type.Optional(Type.String({ description: `comma-separated (or the parameter repeated): ${['embargos', 'ucs', 'tis', 'quilombos', 'zarc'].join(', ')}`, maxLength: 200 }));
+const IncludeQuery = Type.Optional(Type.String({ description: `comma-separated (or the parameter repeated): ${INCLUDE_LAYERS.join(', ')}`, maxLength: 200 }));
 const GeometryFlag = Type.Boolean({ default: false, description: 'include the polygon as geometria' });
 const AsOf = Type.Optional(Type.String({ format: 'date', description: 'answer from the snapshot current on that date (greatest as-of ≤ date among kept snapshots)' }));
 
