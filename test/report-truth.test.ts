@@ -1,0 +1,60 @@
+// The quality report tells the truth about the snapshot it describes: every number in it is
+// counted again here, independently, on the snapshot's tables (real PostGIS, real files).
+import fs from 'node:fs';
+import path from 'node:path';
+import { expect, test } from 'vitest';
+import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
+import { buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
+import { sicar } from '../pipelines/sicar/index.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import type { QualityReport } from '../src/etl/quality.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
+
+let db: TestDb;
+let tmp: string;
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'report-truth-');
+
+const qualityOf = async (snapshotId: number): Promise<QualityReport> =>
+  (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [snapshotId])).rows[0].quality;
+
+/** Per key of `extra` that is also a column left NULL: how many rows of the table keep its source text. */
+async function keptRaw(table: string): Promise<Record<string, number>> {
+  const r = await db.pool.query(
+    `SELECT k, count(*)::int AS n FROM ${table} t, jsonb_object_keys(t.extra) k
+      WHERE EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = k AND NOT attisdropped)
+        AND (to_jsonb(t) -> k) = 'null'::jsonb GROUP BY 1`,
+    [table],
+  );
+  return Object.fromEntries(r.rows.map((x) => [x.k, x.n]));
+}
+
+test('SICAR: values kept raw are counted on the rows loaded, not on the copies dropped (other state, older duplicate), themes included', async () => {
+  const dir = path.join(tmp, 'sicar-dropped-bad', 'GO');
+  const fx = SICAR_FIXTURES.GO;
+  const damaged = (r: SicarPropertyRow): SicarPropertyRow => ({ ...r, attributes: { ...r.attributes, dat_criaca: '31/02/2016' } });
+  // GO7 lies in MT (dropped: other_state), GO5a is the older copy of GO5 (dropped: duplicate_car): both carry an impossible date.
+  const rows = fx.areaImovel.map((r) => (r.id === 'GO7' || r.id === 'GO5a' ? damaged(r) : r));
+  await buildSicarState('GO', dir, { filter: (_, i) => i >= fx.areaImovel.length, extraAreaImovel: rows });
+  // An APPS polygon of the MT property (dropped: apps:other_state) whose area is text and whose status is unknown.
+  const go7 = fx.areaImovel.find((r) => r.id === 'GO7')!;
+  const apps = fx.themeRows.filter((r) => r.theme === 'APPS');
+  const textFields = THEME_FIELDS.map((f) => (f.name === 'num_area' ? { name: 'num_area', type: 'C' as const, length: 30 } : f));
+  const themeRows: LayerRow[] = [
+    ...apps.map((r) => ({ geometry: r.geometry, attributes: { ...r.attributes, num_area: String(r.attributes.num_area) } })),
+    { geometry: apps[0].geometry, attributes: { ...apps[0].attributes, cod_imovel: go7.attributes.cod_imovel, num_area: '12,5 ha', ind_status: 'XX' } },
+  ];
+  await buildLayerZip(path.join(dir, 'GO_APPS.zip'), 'GO_APPS', textFields, themeRows, { encoding: 'utf8', cpg: 'UTF-8' });
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: dir });
+  expect([out.status, out.error]).toEqual(['published', undefined]);
+  const q = await qualityOf(out.snapshot_id!);
+  expect(q.facts.dropped).toMatchObject({ other_state: 1, duplicate_car: 1, 'apps:other_state': 1 });
+  // Counted again on the snapshot: nothing is kept raw, so the report counts nothing kept raw.
+  expect(await keptRaw(`snap."car_imovel__s${out.snapshot_id}"`)).toEqual({});
+  expect(await keptRaw(`snap."car_tema__s${out.snapshot_id}"`)).toEqual({});
+  expect(q.facts.dates.unparseable).toEqual({});
+  expect(q.facts.fields.unparsed ?? {}).toEqual({});
+  expect(q.facts.notes.join('\n')).not.toMatch(/ind_status code "XX"|not numbers/);
+  // The placeholder of GO6 (loaded) is still counted.
+  expect(q.facts.dates.placeholders).toEqual({ dat_criaca: 1 });
+});
