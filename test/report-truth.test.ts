@@ -2,10 +2,12 @@
 // counted again here, independently, on the snapshot's tables (real PostGIS, real files).
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
 import { buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
+import { zarc } from '../pipelines/zarc/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import type { TestDb } from './helpers/db.ts';
@@ -57,4 +59,43 @@ test('SICAR: values kept raw are counted on the rows loaded, not on the copies d
   expect(q.facts.notes.join('\n')).not.toMatch(/ind_status code "XX"|not numbers/);
   // The placeholder of GO6 (loaded) is still counted.
   expect(q.facts.dates.placeholders).toEqual({ dat_criaca: 1 });
+});
+
+test('ZARC: risk cells and codes kept raw are counted on the rows loaded, not on a copy dropped (last read wins) or a row rejected', async () => {
+  const src = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'zarc');
+  const dir = path.join(tmp, 'zarc-dropped-bad');
+  fs.mkdirSync(dir, { recursive: true });
+  for (const f of fs.readdirSync(src)) fs.copyFileSync(path.join(src, f), path.join(dir, f));
+  const file = path.join(dir, 'dados-abertos-tabua-de-risco-safra-2025-2026.csv');
+  const lines = fs.readFileSync(file, 'utf8').split('\r\n');
+  const header = lines[0].replace(/^\uFEFF/, '').split(';');
+  const col = (name: string) => header.indexOf(name);
+  // The fixture's record 7 holds a risk cell "25" (dec30): a later copy of its key with "20" wins, so "25" is not loaded.
+  const rec7 = lines[7].split(';');
+  expect(rec7[col('dec30')]).toBe('25');
+  const later = [...rec7];
+  later[col('dec30')] = '20';
+  // A row rejected (a geocodigo that is not one) with an invalid cell and a code that is not digits.
+  const rejected = [...rec7];
+  rejected[col('geocodigo')] = '99';
+  rejected[col('dec1')] = '77';
+  rejected[col('Cod_Meso')] = 'x1';
+  const last = lines.at(-1) === '' ? lines.length - 1 : lines.length;
+  lines.splice(last, 0, later.join(';'), rejected.join(';'));
+  fs.writeFileSync(file, lines.join('\r\n'));
+
+  // Two rejected rows of 107 are over the gate's 1 %: published with --force.
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, zarc, { source: dir, force: true });
+  expect([out.status, out.error]).toEqual(['published', undefined]);
+  const q = await qualityOf(out.snapshot_id!);
+  expect(q.facts.rejected.bad_geocodigo).toBe(2);
+  expect(q.facts.dropped.conflicting_duplicate).toBe(2);
+  const table = `snap."zarc_risco__s${out.snapshot_id}"`;
+  // Counted again on the snapshot: no risk cell and no code is kept raw.
+  expect(await keptRaw(table)).toEqual({});
+  expect(q.facts.fields.unparsed ?? {}).toEqual({});
+  const z = (q.facts as unknown as { zarc: { invalid_risk: { cells: number; rows: number; values: object }; bad_codes: number } }).zarc;
+  expect(z.invalid_risk).toMatchObject({ cells: 0, rows: 0, values: {} });
+  expect(z.bad_codes).toBe(0);
+  expect(q.facts.notes.join('\n')).not.toMatch(/risk cells in|non-numeric optional code/);
 });

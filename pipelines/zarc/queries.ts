@@ -20,7 +20,6 @@ function fileSafra(seasons: (string | null)[]): Sql {
  */
 export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, seasons: (string | null)[], snapshotId: number): Promise<void> {
   const decs = DECS.map((n) => `etl.zarc_risco(s.dec${n}) AS dec${n}`).join(', ');
-  const decKeys = DECS.map((n) => `'dec${n}'`).join(', ');
   const invalidJson = `(SELECT jsonb_object_agg('dec' || x.n, x.v) FROM unnest(ARRAY[${decNames('s.')}]) WITH ORDINALITY AS x(v, n) WHERE etl.zarc_risco_invalido(x.v))`;
   // Most rows hold only the common spellings: one array test per row spares them 36 checks.
   let common = `ARRAY[${decNames('s.')}]`;
@@ -29,7 +28,7 @@ export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, season
   await client.query(
     fillSql('queries/zarc_typed', {
       classified: t.classified, stage: t.stage, file_safra: fileSafra(seasons), decs: sqlText(decs), snapshot_id: sqlLiteral(snapshotId),
-      invalid_cells: sqlText(invalid), dec_keys: sqlText(decKeys), invalid_json: sqlText(invalidJson),
+      invalid_cells: sqlText(invalid), invalid_json: sqlText(invalidJson),
     }),
   );
 }
@@ -42,9 +41,6 @@ export const lastReadPerKey = (classified: Sql): Sql =>
   sqlText(`(SELECT DISTINCT ON (chave) * FROM ${classified} WHERE verdict = 'ok' ORDER BY chave, src_seq DESC)`);
 
 export interface ZarcStats {
-  invalid_cells: number;
-  invalid_rows: number;
-  bad_code: number;
   replacement_char: number;
   uf_mismatch: number;
 }
@@ -59,19 +55,24 @@ export async function zarcDuplicates(client: pg.ClientBase, classified: Sql): Pr
   return (await client.query(fillSql('queries/zarc_duplicates', { classified, dec_names: decNames('t.') }))).rows[0];
 }
 
-export type InvalidRiskRow =
-  | { kind: 'count'; valor: string; n: number }
-  | { kind: 'sample'; file_no: number; src_seq: string; decendio: number; valor: string };
+/** 'dec1', …, 'dec36' as a list of literals. */
+const decKeys = (): Sql => sqlText(DECS.map((n) => `'dec${n}'`).join(', '));
 
-/** Risk cells that are not risk values: per value, and the first occurrences (sql/queries/zarc_invalid_values.sql). */
-export async function invalidRiskCells(client: pg.ClientBase, stage: Sql): Promise<InvalidRiskRow[]> {
-  return (await client.query(fillSql('queries/zarc_invalid_values', { stage, dec_names: decNames('s.') }))).rows;
+export interface KeptRaw {
+  /** Per column, loaded rows whose value did not parse (NULL, source text in `extra`). */
+  unparsed: Record<string, number>;
+  invalid_cells: number;
+  invalid_rows: number;
+  /** Loaded rows with an optional code that is not digits. */
+  bad_code: number;
+  /** Invalid risk cells per value, and their first occurrences (file number, src_seq, decêndio). */
+  values: Record<string, number>;
+  samples: { file_no: number; src_seq: number; decendio: number; valor: string }[];
 }
 
-/** Per column, kept typed rows whose value did not parse (sql/queries/zarc_unparsed.sql). */
-export async function unparsedCounts(client: pg.ClientBase, classified: Sql): Promise<Record<string, number>> {
-  const r = await client.query(fillSql('queries/zarc_unparsed', { classified }));
-  return Object.fromEntries(r.rows.map((x) => [x.col, x.n]));
+/** What the rows loaded keep raw in `extra`, from the typed rows (sql/queries/zarc_kept_raw.sql). */
+export async function keptRaw(client: pg.ClientBase, classified: Sql): Promise<KeptRaw> {
+  return (await client.query(fillSql('queries/zarc_kept_raw', { classified, dec_keys: decKeys() }))).rows[0];
 }
 
 /** Rows of the snapshot per season. */
