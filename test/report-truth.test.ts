@@ -1,11 +1,13 @@
 // The quality report tells the truth about the snapshot it describes: every number in it is
 // counted again here, independently, on the snapshot's tables (real PostGIS, real files).
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
 import { buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
+import { carTitulares } from '../pipelines/car-titulares/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { zarc } from '../pipelines/zarc/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
@@ -13,6 +15,7 @@ import type { QualityReport } from '../src/etl/quality.ts';
 import type { TestDb } from './helpers/db.ts';
 import { usesTestDatabase } from './helpers/hooks.ts';
 
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 let db: TestDb;
 let tmp: string;
 usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'report-truth-');
@@ -98,4 +101,57 @@ test('ZARC: risk cells and codes kept raw are counted on the rows loaded, not on
   expect(z.invalid_risk).toMatchObject({ cells: 0, rows: 0, values: {} });
   expect(z.bad_codes).toBe(0);
   expect(q.facts.notes.join('\n')).not.toMatch(/risk cells in|non-numeric optional code/);
+});
+
+/** `agro report <arg> [--format html]`: its exit code, stdout and stderr. */
+function agroReport(...args: string[]) {
+  const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'report', ...args], {
+    env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8',
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test('a blocked run: agro report r<run> lists every gate rule with its measured value and threshold, in JSON and in the HTML; the counts add up on the file and the table', async () => {
+  const dir = path.join(tmp, 'titulares-blocked');
+  fs.mkdirSync(dir, { recursive: true });
+  const lines = fs.readFileSync(path.join(ROOT, 'fixtures/car-titulares/titulares.csv'), 'utf8').split('\n');
+  // Two rows with the wrong field count besides the fixture's three invalid rows: 5 of 318 rejected, over 1 %.
+  lines.splice(11, 0, 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2;529.982.247-25;José;proprietario;extra');
+  lines.splice(22, 0, 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2;529.982.247-25;proprietario');
+  fs.writeFileSync(path.join(dir, 'titulares.csv'), lines.join('\n'));
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: dir });
+  expect(out.status).toBe('blocked');
+
+  const r = agroReport(`r${out.run_id}`, '--json');
+  expect(r.code, r.stderr).toBe(0);
+  const q: QualityReport = JSON.parse(r.stdout);
+  // Counted again: records in the file (header and the final empty line aside), rows in the blocked snapshot's table.
+  const records = lines.slice(1).filter((l) => l.trim() !== '').length;
+  const loaded = (await db.pool.query(`SELECT count(*)::int AS n FROM snap."car_titulares__s${out.snapshot_id}"`)).rows[0].n;
+  expect(q.counts.read).toBe(records);
+  expect(q.counts.loaded).toBe(loaded);
+  expect(q.counts.read).toBe(q.counts.loaded + q.counts.rejected + q.counts.dropped);
+  expect(q.facts.rejected).toEqual({ bad_field_count: 2, bad_vinculo: 1, bad_document: 1, bad_car_number: 1 });
+  expect(r.stdout).not.toContain('529.982.247-25');
+  // Every rule, measured: the failing one with its value and threshold, the others passed.
+  const share = q.counts.rejected / q.counts.read;
+  expect(q.gate.passed).toBe(false);
+  expect(q.gate.rules).toEqual([
+    { rule: 'empty', value: loaded, threshold: 0, compare: 'above', passed: true },
+    { rule: 'row_drop', value: null, threshold: 0.2, compare: 'at_most', passed: true },
+    { rule: 'rejected_share', value: share, threshold: 0.01, compare: 'at_most', passed: false },
+    { rule: 'replacement_characters', value: 0, threshold: 0, compare: 'at_most', passed: true },
+    { rule: 'double_encoding', value: 0, threshold: 0, compare: 'at_most', passed: true },
+    { rule: 'control_characters', value: 0, threshold: 0.001, compare: 'at_most', passed: true },
+  ]);
+
+  const h = agroReport(`r${out.run_id}`, '--format', 'html');
+  expect(h.code, h.stderr).toBe(0);
+  const row = (rule: string) => h.stdout.match(new RegExp(`<tr data-rule="${rule}">(.*?)</tr>`))?.[1].replace(/<[^>]+>/g, '|');
+  expect(row('rejected_share')).toBe(`|rejected_share||${(share * 100).toFixed(2)} %||≤ 1.00 %||failed|`);
+  expect(row('empty')).toBe(`|empty||${loaded}||&gt; 0||passed|`);
+  expect(row('row_drop')).toBe('|row_drop||—||≤ 20.00 %||passed|');
+  expect(h.stdout.match(/<td class="n" data-count="(\w+)">([\d,]+)</g)?.map((m) => m.replace(/.*data-count="(\w+)">([\d,]+)</, '$1=$2'))).toEqual([
+    `read=${q.counts.read}`, `loaded=${q.counts.loaded}`, `rejected=${q.counts.rejected}`, `dropped=${q.counts.dropped}`,
+  ]);
 });
