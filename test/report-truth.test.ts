@@ -8,6 +8,7 @@ import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
 import { buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
 import { carTitulares } from '../pipelines/car-titulares/index.ts';
+import { ibamaEmbargos } from '../pipelines/ibama-embargos/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { zarc } from '../pipelines/zarc/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
@@ -154,4 +155,17 @@ test('a blocked run: agro report r<run> lists every gate rule with its measured 
   expect(h.stdout.match(/<td class="n" data-count="(\w+)">([\d,]+)</g)?.map((m) => m.replace(/.*data-count="(\w+)">([\d,]+)</, '$1=$2'))).toEqual([
     `read=${q.counts.read}`, `loaded=${q.counts.loaded}`, `rejected=${q.counts.rejected}`, `dropped=${q.counts.dropped}`,
   ]);
+});
+
+test('IBAMA: the examples of dropped terms show no personal data, documento_hmac included (a CPF is found again from its HMAC by trying every CPF)', async () => {
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv') });
+  expect([out.status, out.error]).toEqual(['published', undefined]);
+  const q = await qualityOf(out.snapshot_id!);
+  // Counted again on the table.
+  const loaded = (await db.pool.query(`SELECT count(*)::int AS n FROM snap."ibama_embargos__s${out.snapshot_id}"`)).rows[0].n;
+  expect(q.counts.loaded).toBe(loaded);
+  expect(q.counts.read).toBe(q.counts.loaded + q.counts.rejected + q.counts.dropped);
+  const examples = Object.values(q.facts.examples ?? {}).flat();
+  expect(examples.length).toBeGreaterThan(0);
+  for (const e of examples) expect(Object.keys(e.values).filter((k) => ['documento', 'nome_embargado', 'documento_hmac'].includes(k))).toEqual([]);
 });
