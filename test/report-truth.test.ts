@@ -169,3 +169,25 @@ test('IBAMA: the examples of dropped terms show no personal data, documento_hmac
   expect(examples.length).toBeGreaterThan(0);
   for (const e of examples) expect(Object.keys(e.values).filter((k) => ['documento', 'nome_embargado', 'documento_hmac'].includes(k))).toEqual([]);
 });
+
+test('SICAR: every reason of the report has its examples, the older copy of a CAR number (duplicate_car) included, shown as the other rows are', async () => {
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: path.join(ROOT, 'fixtures/sicar/GO') });
+  expect([out.status, out.error]).toEqual(['published', undefined]);
+  const q = await qualityOf(out.snapshot_id!);
+  const loaded = (await db.pool.query(`SELECT count(*)::int AS n FROM snap."car_imovel__s${out.snapshot_id}"`)).rows[0].n;
+  expect(q.counts).toEqual({ read: SICAR_FIXTURES.GO.areaImovel.length, loaded, rejected: 0, dropped: 2 });
+  expect(q.facts.dropped).toEqual({ other_state: 1, duplicate_car: 1 });
+  for (const [reason, n] of Object.entries({ ...q.facts.rejected, ...q.facts.dropped })) {
+    expect(q.facts.examples?.[reason]?.length, reason).toBe(Math.min(n, 10));
+  }
+  const older = SICAR_FIXTURES.GO.areaImovel.find((r) => r.role === 'duplicate-old')!;
+  expect(q.facts.examples!.duplicate_car).toEqual([{
+    source: 'GO_AREA_IMOVEL_1', row: SICAR_FIXTURES.GO.areaImovel.indexOf(older) + 1,
+    values: expect.objectContaining({ car: older.attributes.cod_imovel, dat_atuali: older.attributes.dat_atuali }),
+    lon: expect.any(Number), lat: expect.any(Number),
+  }]);
+  // The loaded copy is the other one.
+  const kept = (await db.pool.query(`SELECT data_atualizacao::text AS d FROM snap."car_imovel__s${out.snapshot_id}" WHERE car = $1`, [older.attributes.cod_imovel])).rows;
+  expect(kept).toEqual([{ d: '2023-08-15' }]);
+  expect(q.facts.locations!.rejected).toHaveLength(2);
+});

@@ -97,6 +97,12 @@ export const winningProperties = (typed: Sql, themeArea: Sql | null, loaded: { a
   ${themeArea ? `LEFT JOIN ${themeAreaByProperty(themeArea)} ta ON ta.car = s.car` : 'CROSS JOIN (SELECT NULL::float8 AS app_ha, NULL::float8 AS reserva_legal_ha, NULL::float8 AS area_consolidada_ha) ta'}
   CROSS JOIN (SELECT ${sqlLiteral(loaded.apps)} AS apps_loaded, ${sqlLiteral(loaded.rl)} AS rl_loaded, ${sqlLiteral(loaded.ac)} AS ac_loaded) v`);
 
+/** Over the typed rows `c`: a kept copy of a CAR number that winningProperties does not load (an older one). */
+export const olderCopies = (typed: Sql): string =>
+  `c.src_seq IN (SELECT src_seq FROM (
+     SELECT src_seq, row_number() OVER (PARTITION BY car ORDER BY ${WINNER_ORDER}) AS rn FROM ${typed}
+      WHERE verdict = 'ok' AND car IN (SELECT car FROM ${typed} WHERE verdict = 'ok' GROUP BY car HAVING count(*) > 1)) d WHERE d.rn > 1)`;
+
 /** The kept rows of the themes' typed tables, together. */
 export const keptThemeRows = (typed: Sql[]): Sql =>
   sqlText(`(${typed.map((t) => `SELECT * FROM ${t} WHERE verdict = 'ok'`).join('\nUNION ALL\n')}) s`);
