@@ -131,3 +131,33 @@ describe('HTML report in Chromium', () => {
     await page.close();
   });
 });
+
+describe('HTML report of hostile source text', () => {
+  test('a value with <script> and <img>, a file name with quotes and angle brackets: shown as text, nothing runs or is fetched; the gate table lists each rule', async () => {
+    const dir = path.join(work, 'hostile');
+    fs.mkdirSync(dir);
+    const lines = fs.readFileSync(path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv'), 'utf8').split('\n');
+    // The term without a geometry (dropped: no_geometry) is shown among the examples.
+    const i = lines.findIndex((l) => l.includes('Fazenda Porto Alegre'));
+    const cells = lines[i].split(';');
+    const header = lines[0].replace(/^\uFEFF/, '').split(';');
+    cells[header.indexOf('MUNICIPIO')] = '<script>document.title="pwned"</script>';
+    cells[header.indexOf('NOME_IMOVEL')] = 'Fazenda "Aspas" <img src="http://127.0.0.1:9/x.png"> & cia';
+    lines[i] = cells.join(';');
+    const name = 'termo "embargo" <b>.csv';
+    fs.writeFileSync(path.join(dir, name), lines.join('\n'));
+    const o = await load('ibama-embargos', path.join(dir, name));
+    const { page, requests, file } = await openReport(o.snapshot_id!);
+    expect(requests).toEqual([`file://${file}`]);
+    expect(await page.title()).toMatch(/^Quality report ibama-embargos/);
+    expect(await page.$$eval('script, img', (e) => e.length)).toBe(0);
+    const texts = await page.$$eval('table.examples td', (tds) => tds.map((td) => td.textContent));
+    expect(texts).toContain('<script>document.title="pwned"</script>');
+    expect(texts).toContain('Fazenda "Aspas" <img src="http://127.0.0.1:9/x.png"> & cia');
+    expect(await page.$$eval('h2', (hs) => hs.find((h) => h.textContent === 'Source files')?.nextElementSibling?.querySelector('th')?.textContent)).toBe(name);
+    const rules = await page.$$eval('#gate-rules tr[data-rule]', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+    expect(rules.map((r) => r[0])).toEqual(['empty', 'row_drop', 'rejected_share', 'replacement_characters', 'double_encoding', 'control_characters']);
+    expect(rules.find((r) => r[0] === 'rejected_share')).toEqual(['rejected_share', `${((o.rows_rejected / o.rows_read) * 100).toFixed(2)} %`, '≤ 1.00 %', 'passed']);
+    await page.close();
+  });
+});
