@@ -108,13 +108,13 @@ describe('HTML report in Chromium', () => {
     const { page } = await openReport(b.snapshot_id!);
     const rejected = await page.$$eval('#rejected tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)).filter((r) => r.length));
     expect(rejected.reduce((n, r) => n + Number(r[1]), 0)).toBe(b.rows_rejected);
+    const dropped = await page.$$eval('#dropped tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)).filter((r) => r.length));
+    expect(dropped.reduce((n, r) => n + Number(r[1]), 0)).toBe(b.rows_dropped);
     const examples = await page.$$eval('table.examples', (ts) => ts.map((t) => ({ reason: t.getAttribute('data-reason'), rows: t.querySelectorAll('tbody tr').length })));
-    expect(examples.length).toBeGreaterThan(0);
-    for (const e of examples) {
-      expect(rejected.map((r) => r[0])).toContain(e.reason);
-      expect(e.rows).toBeGreaterThan(0);
-      expect(e.rows).toBeLessThanOrEqual(10);
-    }
+    // Every reason, rejected or dropped (the copies of a key too), has its examples: at most ten, at most its count.
+    const reasons = [...rejected, ...dropped];
+    expect(examples.map((e) => e.reason).sort()).toEqual(reasons.map((r) => r[0]).sort());
+    for (const e of examples) expect(e.rows).toBe(Math.min(10, Number(reasons.find((r) => r[0] === e.reason)![1])));
     const change = await page.$$eval('#change-by-area tr', (trs) => trs.slice(1).map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
     expect(change.length).toBeGreaterThan(0);
     const totals = change.reduce((t, r) => [t[0] + Number(r[1]!.replace(/,/g, '')), t[1] + Number(r[2]!.replace(/,/g, ''))], [0, 0]);

@@ -102,6 +102,15 @@ test('ZARC: risk cells and codes kept raw are counted on the rows loaded, not on
   expect(z.invalid_risk).toMatchObject({ cells: 0, rows: 0, values: {} });
   expect(z.bad_codes).toBe(0);
   expect(q.facts.notes.join('\n')).not.toMatch(/risk cells in|non-numeric optional code/);
+  // Every reason has its examples, the copies dropped included (the fixture's exact duplicate and the two conflicting ones).
+  expect(q.facts.dropped).toEqual({ duplicate_row: 1, conflicting_duplicate: 2 });
+  for (const [reason, n] of Object.entries({ ...q.facts.rejected, ...q.facts.dropped })) {
+    expect(q.facts.examples?.[reason]?.length, reason).toBe(Math.min(n, 10));
+  }
+  // Record 7 (its "25" not loaded) lost to the copy appended after it.
+  const firstFile = fs.readFileSync(path.join(dir, 'dados-abertos-tabua-de-risco-safra-2016-2017.csv'), 'utf8').split(/\r?\n/).slice(1).filter((l) => l.trim()).length;
+  expect(q.facts.examples!.conflicting_duplicate.map((e) => e.row)).toContain(firstFile + 7);
+  expect(q.facts.examples!.conflicting_duplicate.find((e) => e.row === firstFile + 7)!.values).toMatchObject({ geocodigo: rec7[col('geocodigo')], dec30: null });
 });
 
 /** `agro report <arg> [--format html]`: its exit code, stdout and stderr. */
@@ -155,6 +164,19 @@ test('a blocked run: agro report r<run> lists every gate rule with its measured 
   expect(h.stdout.match(/<td class="n" data-count="(\w+)">([\d,]+)</g)?.map((m) => m.replace(/.*data-count="(\w+)">([\d,]+)</, '$1=$2'))).toEqual([
     `read=${q.counts.read}`, `loaded=${q.counts.loaded}`, `rejected=${q.counts.rejected}`, `dropped=${q.counts.dropped}`,
   ]);
+  expect(h.stdout).toContain('Gate: <strong class="bad">blocked</strong>');
+
+  // Published with agro publish --force: the report says so (it said "blocked", forced false, of the snapshot served).
+  const pub = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'publish', String(out.snapshot_id), '--force', '--json'], {
+    env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8',
+  });
+  expect(pub.status, pub.stderr).toBe(0);
+  const after: QualityReport = JSON.parse(agroReport(`s${out.snapshot_id}`, '--json').stdout);
+  expect(after.gate).toMatchObject({ passed: false, forced: true, failures: [{ rule: 'rejected_share' }] });
+  expect(agroReport(`s${out.snapshot_id}`, '--format', 'html').stdout).toContain('Gate: <strong class="bad">failed, published with --force</strong>');
+  // And so do the files the run wrote (the path its outcome printed).
+  expect(JSON.parse(fs.readFileSync(out.report!, 'utf8')).gate).toMatchObject({ passed: false, forced: true });
+  expect(fs.readFileSync(out.report!.replace(/\.json$/, '.html'), 'utf8')).toContain('failed, published with --force');
 });
 
 test('IBAMA: the examples of dropped terms show no personal data, documento_hmac included (a CPF is found again from its HMAC by trying every CPF)', async () => {

@@ -15,12 +15,14 @@ import { AgroError } from '../../src/errors.ts';
 import { ckanResources, isPackageShow, type CkanResource } from '../../src/etl/ckan.ts';
 import { fetchSource, type FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
-import { addCounts } from '../../src/etl/quality.ts';
+import { addCounts, addExamples } from '../../src/etl/quality.ts';
 import { defineRelation, type ColumnDef } from '../../src/etl/relation.ts';
 import { csvFiles, fetchCsv, type CsvSource } from '../../src/etl/shape-csv.ts';
 import { shapedPipeline } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
-import { bacenConflicts, classifyZarc, keptRaw, lastReadPerKey, seasonCounts, zarcDuplicates, zarcStats } from './queries.ts';
+import { typedExampleColumns } from '../../src/etl/sql/typed.ts';
+import { verdictExamples } from '../../src/etl/verdict-examples.ts';
+import { bacenConflicts, classifyZarc, droppedCopies, keptRaw, lastReadPerKey, seasonCounts, zarcDuplicates, zarcStats } from './queries.ts';
 
 const DECS = Array.from({ length: 36 }, (_, i) => i + 1);
 
@@ -198,8 +200,13 @@ export const zarc = shapedPipeline({
       const d = await zarcDuplicates(client, t.classified);
       z.duplicates = { exact: Number(d.exact), conflicting: Number(d.conflicting), conflicting_keys: d.conflict_samples };
     }
-    if (z.duplicates.exact) facts.dropped.duplicate_row = z.duplicates.exact;
-    if (z.duplicates.conflicting) facts.dropped.conflicting_duplicate = z.duplicates.conflicting;
+    // The copies dropped, counted and shown as rejected rows are (their typed values).
+    const copies = [['duplicate_row', z.duplicates.exact, 'exact'], ['conflicting_duplicate', z.duplicates.conflicting, 'conflicting']] as const;
+    for (const [reason, n, kind] of copies) {
+      if (!n) continue;
+      facts.dropped[reason] = n;
+      addExamples(facts, await verdictExamples(client, t.classified, undefined, typedExampleColumns(ZARC_RISCO), undefined, { reason, where: droppedCopies(t.classified, kind) }));
+    }
     addCounts(facts, 'unparsed', raw.unparsed);
     for (const r of await seasonCounts(client, target)) z.seasons[r.safra] = Number(r.n);
     z.perennial_rows = z.seasons.perene ?? 0;

@@ -40,6 +40,20 @@ export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, season
 export const lastReadPerKey = (classified: Sql): Sql =>
   sqlText(`(SELECT DISTINCT ON (chave) * FROM ${classified} WHERE verdict = 'ok' ORDER BY chave, src_seq DESC)`);
 
+/**
+ * Over the typed rows `c`: the copies of a chave the build does not load (lastReadPerKey keeps
+ * the last read), as zarc_duplicates.sql counts them — `exact`: a copy of the same risk cells
+ * as a copy read after it (duplicate_row); `conflicting`: the last read of its risk cells but
+ * not of its key (conflicting_duplicate).
+ */
+export const droppedCopies = (classified: Sql, kind: 'exact' | 'conflicting'): string =>
+  `c.src_seq IN (SELECT src_seq FROM (
+     SELECT src_seq, row_number() OVER (PARTITION BY chave ORDER BY src_seq DESC) AS rk,
+            row_number() OVER (PARTITION BY chave, ARRAY[${decNames('')}] ORDER BY src_seq DESC) AS rg
+       FROM ${classified}
+      WHERE verdict = 'ok' AND chave IN (SELECT chave FROM ${classified} WHERE verdict = 'ok' GROUP BY chave HAVING count(*) > 1)) d
+    WHERE ${kind === 'exact' ? 'd.rg > 1' : 'd.rg = 1 AND d.rk > 1'})`;
+
 export interface ZarcStats {
   replacement_char: number;
   uf_mismatch: number;

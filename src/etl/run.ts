@@ -76,7 +76,7 @@ export function reportPath(cfg: Config, snapshotId: number, ext = 'json') {
 }
 
 /** Writes the report's JSON and HTML files; like every report output, CPFs are masked. */
-function writeReportFiles(cfg: Config, r: QualityReport) {
+export function writeReportFiles(cfg: Config, r: QualityReport) {
   const safe = maskCpfsDeep(r);
   fs.mkdirSync(path.dirname(reportPath(cfg, r.snapshot_id)), { recursive: true });
   fs.writeFileSync(reportPath(cfg, r.snapshot_id), JSON.stringify(safe, null, 2));

@@ -82,7 +82,8 @@ export async function verdictExamples(
     (await client.query(
       `SELECT ST_X(p) AS lon, ST_Y(p) AS lat FROM (SELECT ${pointExpr} AS p FROM ${classified} c ${joined ? `LEFT JOIN ${stage} s ON s.src_seq = c.src_seq` : ''} WHERE ${where} LIMIT ${MAX_POINTS}) q WHERE p IS NOT NULL`,
     )).rows.map((x) => [round(x.lon), round(x.lat)] as [number, number]);
-  if (!noneRejected) locations.rejected = await pts(notKept, point);
+  // A table without geometries has no point to look for (a scan fewer).
+  if (!noneRejected && point !== 'NULL::geometry') locations.rejected = await pts(notKept, point);
   if (!copies && c.has('repair') && cGeom) locations.repaired = await pts(`c.repair = 'repaired' AND c.${cGeom} IS NOT NULL`, `ST_Centroid(ST_Envelope(c.${cGeom}))`);
   return { examples, locations };
 }
