@@ -95,7 +95,7 @@ describe('car-titulares: the operator extract', () => {
     expect(out.rows_loaded).toBe(okRows.length);
     expect(out.rows_loaded).toBe(312);
     const q = await quality(db, out.snapshot_id!);
-    expect(q.gate).toEqual({ passed: true, forced: false, failures: [] });
+    expect(q.gate).toMatchObject({ passed: true, forced: false, failures: [] });
     expect(q.counts).toEqual({ read: 316, loaded: 312, rejected: 3, dropped: 1 });
     expect(q.facts.rejected).toEqual({ bad_car_number: 1, bad_document: 1, bad_vinculo: 1 });
     expect(q.facts.dropped).toEqual({ duplicate: 1 });

@@ -74,7 +74,7 @@ describe('cnuc-ucs', () => {
       expect(rows.find((x) => x.codigo === r.attributes.cd_cnuc).area_calculada_ha).toBeCloseTo(ref.rows[0].ha, 6);
     }
     const q = await quality(first);
-    expect(q.gate).toEqual({ passed: true, forced: false, failures: [] });
+    expect(q.gate).toMatchObject({ passed: true, forced: false, failures: [] });
     expect(q.facts.notes).toContain('area_ato_ha: 1 value(s) are not numbers (loaded as NULL, source text kept in extra)');
     expect(q.facts.fields.unknown).toEqual([]);
     expect(q.facts.fields.missingOptional).toEqual(['area_fonte_ha', 'nome_abreviado']); // 2024_02-only columns

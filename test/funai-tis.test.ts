@@ -170,7 +170,7 @@ describe('funai-tis', () => {
     expect(ti4.area_calculada_ha).toBeCloseTo(tri.rows[0].ha, 6);
 
     const q = await quality(fixtureSnapshot);
-    expect(q.gate).toEqual({ passed: true, forced: false, failures: [] });
+    expect(q.gate).toMatchObject({ passed: true, forced: false, failures: [] });
     expect(q.facts.dropped).toEqual({ duplicate_key: 1 });
     expect(q.facts.rejected).toEqual({});
     expect(q.facts.geometry).toMatchObject({ invalid: 1, repaired: 1, rejected: 0, empty: 0, srid: 4674, sridAssumed: false, outsideBrazil: 0 });

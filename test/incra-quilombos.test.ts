@@ -91,7 +91,7 @@ describe('incra-quilombos', () => {
     ]);
 
     const q = await quality(first);
-    expect(q.gate).toEqual({ passed: true, forced: false, failures: [] });
+    expect(q.gate).toMatchObject({ passed: true, forced: false, failures: [] });
     expect(q.facts.dates).toEqual({ unparseable: { data_portaria: 1, data_titulacao: 1 }, placeholders: { data_titulacao: 1 } });
     expect(q.facts.dropped).toEqual({ duplicate_key: 1 });
     expect(q.facts.geometry).toMatchObject({ invalid: 1, repaired: 1, rejected: 0, srid: 4674 });

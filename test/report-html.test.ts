@@ -108,13 +108,13 @@ describe('HTML report in Chromium', () => {
     const { page } = await openReport(b.snapshot_id!);
     const rejected = await page.$$eval('#rejected tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)).filter((r) => r.length));
     expect(rejected.reduce((n, r) => n + Number(r[1]), 0)).toBe(b.rows_rejected);
+    const dropped = await page.$$eval('#dropped tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)).filter((r) => r.length));
+    expect(dropped.reduce((n, r) => n + Number(r[1]), 0)).toBe(b.rows_dropped);
     const examples = await page.$$eval('table.examples', (ts) => ts.map((t) => ({ reason: t.getAttribute('data-reason'), rows: t.querySelectorAll('tbody tr').length })));
-    expect(examples.length).toBeGreaterThan(0);
-    for (const e of examples) {
-      expect(rejected.map((r) => r[0])).toContain(e.reason);
-      expect(e.rows).toBeGreaterThan(0);
-      expect(e.rows).toBeLessThanOrEqual(10);
-    }
+    // Every reason, rejected or dropped (the copies of a key too), has its examples: at most ten, at most its count.
+    const reasons = [...rejected, ...dropped];
+    expect(examples.map((e) => e.reason).sort()).toEqual(reasons.map((r) => r[0]).sort());
+    for (const e of examples) expect(e.rows).toBe(Math.min(10, Number(reasons.find((r) => r[0] === e.reason)![1])));
     const change = await page.$$eval('#change-by-area tr', (trs) => trs.slice(1).map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
     expect(change.length).toBeGreaterThan(0);
     const totals = change.reduce((t, r) => [t[0] + Number(r[1]!.replace(/,/g, '')), t[1] + Number(r[2]!.replace(/,/g, ''))], [0, 0]);
@@ -128,6 +128,36 @@ describe('HTML report in Chromium', () => {
     // ZARC's tables have no geometry: no map of geometries, no Geometry section.
     expect(await page.$('svg#map')).toBeNull();
     expect(await page.$$eval('h2', (hs) => hs.map((h) => h.textContent))).not.toContain('Geometry');
+    await page.close();
+  });
+});
+
+describe('HTML report of hostile source text', () => {
+  test('a value with <script> and <img>, a file name with quotes and angle brackets: shown as text, nothing runs or is fetched; the gate table lists each rule', async () => {
+    const dir = path.join(work, 'hostile');
+    fs.mkdirSync(dir);
+    const lines = fs.readFileSync(path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv'), 'utf8').split('\n');
+    // The term without a geometry (dropped: no_geometry) is shown among the examples.
+    const i = lines.findIndex((l) => l.includes('Fazenda Porto Alegre'));
+    const cells = lines[i].split(';');
+    const header = lines[0].replace(/^\uFEFF/, '').split(';');
+    cells[header.indexOf('MUNICIPIO')] = '<script>document.title="pwned"</script>';
+    cells[header.indexOf('NOME_IMOVEL')] = 'Fazenda "Aspas" <img src="http://127.0.0.1:9/x.png"> & cia';
+    lines[i] = cells.join(';');
+    const name = 'termo "embargo" <b>.csv';
+    fs.writeFileSync(path.join(dir, name), lines.join('\n'));
+    const o = await load('ibama-embargos', path.join(dir, name));
+    const { page, requests, file } = await openReport(o.snapshot_id!);
+    expect(requests).toEqual([`file://${file}`]);
+    expect(await page.title()).toMatch(/^Quality report ibama-embargos/);
+    expect(await page.$$eval('script, img', (e) => e.length)).toBe(0);
+    const texts = await page.$$eval('table.examples td', (tds) => tds.map((td) => td.textContent));
+    expect(texts).toContain('<script>document.title="pwned"</script>');
+    expect(texts).toContain('Fazenda "Aspas" <img src="http://127.0.0.1:9/x.png"> & cia');
+    expect(await page.$$eval('h2', (hs) => hs.find((h) => h.textContent === 'Source files')?.nextElementSibling?.querySelector('th')?.textContent)).toBe(name);
+    const rules = await page.$$eval('#gate-rules tr[data-rule]', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+    expect(rules.map((r) => r[0])).toEqual(['empty', 'row_drop', 'rejected_share', 'replacement_characters', 'double_encoding', 'control_characters']);
+    expect(rules.find((r) => r[0] === 'rejected_share')).toEqual(['rejected_share', `${((o.rows_rejected / o.rows_read) * 100).toFixed(2)} %`, '≤ 1.00 %', 'passed']);
     await page.close();
   });
 });

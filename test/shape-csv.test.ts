@@ -86,6 +86,16 @@ describe('csvRead', () => {
     expect(facts.notes).toEqual(['1 CSV rows with the wrong field count rejected (a-2024.csv lines 3)']);
   });
 
+  test('rows with a wrong field count in several files: the note names each file with its lines (only the first file was named)', async () => {
+    const a = file('a-2024.csv', 'codigo;nome\n1;Alfa\nbad\n2;Beta\n');
+    const b = file('b-2025.csv', 'codigo;nome\n3;Gama\n4;Delta;x\nruim\n');
+    const staged = await read([a, b], 'stage.csv_bad_two');
+    const facts = emptyFacts();
+    addCsvFacts(facts, staged.csv!);
+    expect(facts.rejected).toEqual({ bad_field_count: 3 });
+    expect(facts.notes).toEqual(['3 CSV rows with the wrong field count rejected (a-2024.csv lines 3; b-2025.csv lines 3, 4)']);
+  });
+
   test('a file without a required column fails the read before any file is staged, naming the file and the columns', async () => {
     const good = file('a-ok.csv', 'codigo;nome\n1;Alfa\n');
     const drifted = file('b-drifted.csv', 'code;nome\n2;Beta\n');

@@ -2,7 +2,7 @@
 // double-encoded text (Latin-1 and CP1252 readings of UTF-8), jsonb included, examples
 // capped and CPF-masked, clean text (Portuguese accents, symbols) never flagged.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { checkSnapshotText, mergeTextFailures } from '../src/etl/text-checks.ts';
+import { checkSnapshotText, measureText, mergeTextFailures } from '../src/etl/text-checks.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 let db: TestDb;
@@ -64,7 +64,11 @@ describe('checkSnapshotText', () => {
 
     await db.pool.query(`UPDATE snap.texto__s2 SET nome = 'Olho d' || chr(146) || 'Água ' || id WHERE id <= 40`);
     const many = await checkSnapshotText(db.pool, ['snap.texto__s2']);
-    expect(many.failures.map((f) => [f.rule, f.value, f.threshold])).toEqual([['control_characters', 40, 0.001]]);
+    // The value is what the threshold holds: the share of the table's rows (was the count, 40, against a share).
+    expect(many.failures.map((f) => [f.rule, f.value, f.threshold])).toEqual([['control_characters', 40 / 3000, 0.001]]);
+    expect(many.failures[0].message).toMatch(/snap\.texto__s2\.nome 40 /);
+    expect(measureText(many).find((r) => r.rule === 'control_characters')).toEqual({ rule: 'control_characters', value: 40 / 3000, threshold: 0.001, compare: 'at_most', passed: false });
+    expect(measureText(few).find((r) => r.rule === 'control_characters')).toEqual({ rule: 'control_characters', value: 3 / 3000, threshold: 0.001, compare: 'at_most', passed: true });
     expect(many.notes).toEqual([]);
   });
 

@@ -102,8 +102,9 @@ export const IBAMA_EMBARGOS = defineRelation({
     // Bare digits (a masked one as written, asterisks kept); the type by check digits (etl.documento_tipo, src/documents.ts); the HMAC keyed by configuration.
     { name: 'documento', type: 'text', from: ['cpf_cnpj_embargado', 'cpf_cnpj_s'], counted: true, personal: true, sql: 'c.doc' },
     { name: 'documento_tipo', type: 'text', sql: 'etl.documento_tipo(c.doc)' },
-    // None for a document the source masks ('***456789**'): it is no one's key.
-    { name: 'documento_hmac', type: 'text', sql: "CASE WHEN strpos(c.doc, '*') = 0 THEN etl.ibama_hmac(c.doc, current_setting('agro.hmac_key')) END" },
+    // None for a document the source masks ('***456789**'): it is no one's key. Personal data
+    // (left out of the report's examples): with the development key, trying every CPF finds it again.
+    { name: 'documento_hmac', type: 'text', personal: true, sql: "CASE WHEN strpos(c.doc, '*') = 0 THEN etl.ibama_hmac(c.doc, current_setting('agro.hmac_key')) END" },
     { name: 'nome_embargado', type: 'text', from: ['nome_embargado', 'nome_pessoa_embargada', 'nom_pessoa'], counted: true, personal: true },
     { name: 'cod_municipio_ibge', type: 'text', from: ['cod_municipio', 'cod_munici'], counted: true },
     { name: 'municipio', type: 'text', from: ['municipio', 'nom_municipio_tad', 'nom_munici'], counted: true },

@@ -25,14 +25,15 @@
 import { AgroError } from '../../src/errors.ts';
 import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
-import { addCounts, noteImplausibleDates, sum } from '../../src/etl/quality.ts';
+import { addCounts, addExamples, noteImplausibleDates, sum } from '../../src/etl/quality.ts';
 import { shapedPipeline, type InputDone, type ShapeInput } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { requiredFieldMissing, type FieldSpec } from '../../src/etl/stage-vector.ts';
 import type { VectorLayer } from '../../src/etl/vector-reader.ts';
+import { verdictExamples } from '../../src/etl/verdict-examples.ts';
 import { tableName, type Sql } from '../../src/sql.ts';
 import {
-  NO_LINK, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, orphanThemePolygons, propertyFacts, themeAreaOf, themeFacts, themeLink,
+  NO_LINK, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, olderCopies, orphanThemePolygons, propertyFacts, themeAreaOf, themeFacts, themeLink,
   typeProperties, typeTheme, winningProperties, type PropertyFacts, type ThemeFacts, type ThemeLink,
 } from './queries.ts';
 import { THEME_CODES } from './theme-codes.ts';
@@ -270,7 +271,11 @@ export const sicar = shapedPipeline<SicarLoad>({
     const rows = built.car_imovel.rows;
     // Copies of a CAR number: the most recently updated one is loaded.
     const ok = main.verdicts.ok ?? 0;
-    if (ok > rows) facts.dropped.duplicate_car = ok - rows;
+    if (ok > rows) {
+      facts.dropped.duplicate_car = ok - rows;
+      // The older copies, shown as the other reasons' rows are (file, row, values, where).
+      addExamples(facts, await verdictExamples(client, main.t.classified, main.t.stage, undefined, undefined, { reason: 'duplicate_car', where: olderCopies(main.t.classified) }));
+    }
     for (const th of THEMES) if (!input(th)) facts.notes.push(`${th} not in the source: ${th.toLowerCase()} areas are NULL`);
     if (state.wfs) await addWfsFacts(client, facts, state.wfs, main.t.stage, rows);
     const rowsRead = inputs.reduce((a, d) => a + d.staged.rows, 0);

@@ -89,10 +89,19 @@ export const themeAreaByProperty = (themeArea: Sql): Sql =>
           max(ha) FILTER (WHERE tema_base = 'AREA_CONSOLIDADA') AS area_consolidada_ha
      FROM ${themeArea} GROUP BY car)`);
 
+/** Of a CAR number's kept copies, the one loaded: the most recently updated, then the last read (contract §3). */
+const WINNER_ORDER = 'car, updated DESC NULLS LAST, src_seq DESC';
+
 export const winningProperties = (typed: Sql, themeArea: Sql | null, loaded: { apps: boolean; rl: boolean; ac: boolean }): Sql =>
-  sqlText(`(SELECT DISTINCT ON (car) * FROM ${typed} WHERE verdict = 'ok' ORDER BY car, updated DESC NULLS LAST, src_seq DESC) s
+  sqlText(`(SELECT DISTINCT ON (car) * FROM ${typed} WHERE verdict = 'ok' ORDER BY ${WINNER_ORDER}) s
   ${themeArea ? `LEFT JOIN ${themeAreaByProperty(themeArea)} ta ON ta.car = s.car` : 'CROSS JOIN (SELECT NULL::float8 AS app_ha, NULL::float8 AS reserva_legal_ha, NULL::float8 AS area_consolidada_ha) ta'}
   CROSS JOIN (SELECT ${sqlLiteral(loaded.apps)} AS apps_loaded, ${sqlLiteral(loaded.rl)} AS rl_loaded, ${sqlLiteral(loaded.ac)} AS ac_loaded) v`);
+
+/** Over the typed rows `c`: a kept copy of a CAR number that winningProperties does not load (an older one). */
+export const olderCopies = (typed: Sql): string =>
+  `c.src_seq IN (SELECT src_seq FROM (
+     SELECT src_seq, row_number() OVER (PARTITION BY car ORDER BY ${WINNER_ORDER}) AS rn FROM ${typed}
+      WHERE verdict = 'ok' AND car IN (SELECT car FROM ${typed} WHERE verdict = 'ok' GROUP BY car HAVING count(*) > 1)) d WHERE d.rn > 1)`;
 
 /** The kept rows of the themes' typed tables, together. */
 export const keptThemeRows = (typed: Sql[]): Sql =>
@@ -104,18 +113,26 @@ export interface PropertyFacts {
   unknownCodes: { field: string; code: string; n: number }[];
 }
 
-/** What the facts count of the staged properties, read from the typed pass (one scan). */
+/**
+ * What the facts count of the properties loaded, read from the typed pass: the copy of each
+ * CAR number that winningProperties loads, so that a date or number counted as kept raw in
+ * `extra` is in the snapshot (an other-state row or an older copy, dropped, was counted too).
+ */
 export async function propertyFacts(client: pg.ClientBase, typed: Sql): Promise<PropertyFacts> {
   const r = (await client.query(
-    `SELECT count(*) FILTER (WHERE num_area_unparsed)::int AS num_area, count(*) FILTER (WHERE mod_fiscal_unparsed)::int AS mod_fiscal,
+    `WITH k AS MATERIALIZED (
+       SELECT DISTINCT ON (car) num_area_unparsed, mod_fiscal_unparsed, num_area_overflow, mod_fiscal_overflow,
+              dat_criaca_kind, dat_atuali_kind, unknown_status, unknown_tipo
+         FROM ${typed} WHERE verdict = 'ok' ORDER BY ${WINNER_ORDER})
+     SELECT count(*) FILTER (WHERE num_area_unparsed)::int AS num_area, count(*) FILTER (WHERE mod_fiscal_unparsed)::int AS mod_fiscal,
             count(*) FILTER (WHERE num_area_overflow)::int AS num_area_overflow, count(*) FILTER (WHERE mod_fiscal_overflow)::int AS mod_fiscal_overflow,
             (SELECT coalesce(jsonb_agg(d), '[]') FROM (
-               SELECT col, kind, count(*)::int AS n FROM ${typed}, LATERAL (VALUES ('dat_criaca', dat_criaca_kind), ('dat_atuali', dat_atuali_kind)) x(col, kind)
+               SELECT col, kind, count(*)::int AS n FROM k, LATERAL (VALUES ('dat_criaca', dat_criaca_kind), ('dat_atuali', dat_atuali_kind)) x(col, kind)
                 WHERE kind IN ('placeholder', 'bad', 'implausible') GROUP BY 1, 2) d) AS dates,
             (SELECT coalesce(jsonb_agg(u), '[]') FROM (
-               SELECT 'ind_status' AS field, unknown_status AS code, count(*)::int AS n FROM ${typed} WHERE unknown_status IS NOT NULL GROUP BY 2
-               UNION ALL SELECT 'ind_tipo', unknown_tipo, count(*)::int FROM ${typed} WHERE unknown_tipo IS NOT NULL GROUP BY 2) u) AS codes
-       FROM ${typed}`,
+               SELECT 'ind_status' AS field, unknown_status AS code, count(*)::int AS n FROM k WHERE unknown_status IS NOT NULL GROUP BY 2
+               UNION ALL SELECT 'ind_tipo', unknown_tipo, count(*)::int FROM k WHERE unknown_tipo IS NOT NULL GROUP BY 2) u) AS codes
+       FROM k`,
   )).rows[0];
   return { dates: r.dates, numbers: { num_area: r.num_area, mod_fiscal: r.mod_fiscal, num_area_overflow: r.num_area_overflow, mod_fiscal_overflow: r.mod_fiscal_overflow }, unknownCodes: r.codes };
 }
@@ -135,7 +152,8 @@ export interface ThemeFacts {
 }
 
 /**
- * What the facts count of one theme's typed rows, in one scan (grouping sets: the whole table,
+ * What the facts count of one theme's kept typed rows (the polygons loaded: a value kept raw
+ * in `extra` is in the snapshot), in one scan (grouping sets: the whole table,
  * per unknown status, per code outside the vocabulary; three scans of 1 M APPS rows cost the
  * load's critical path): `vocabulary` is the theme's cod_tema list (SOURCES §2.5), compared
  * as sicar_theme_area.sql reads codes (any case, blanks and hyphens as underscores).
@@ -145,8 +163,8 @@ export async function themeFacts(client: pg.ClientBase, typed: Sql, vocabulary: 
     `SELECT unknown_status AS status, code_out AS code, count(*)::int AS n, count(*) FILTER (WHERE area_unparsed)::int AS area,
             GROUPING(unknown_status, code_out) AS g
        FROM (SELECT area_unparsed, unknown_status,
-                    CASE WHEN verdict = 'ok' AND cod_tema IS NOT NULL AND upper(translate(cod_tema, ' -', '__')) <> ALL ($1::text[]) THEN cod_tema END AS code_out
-               FROM ${typed}) t
+                    CASE WHEN cod_tema IS NOT NULL AND upper(translate(cod_tema, ' -', '__')) <> ALL ($1::text[]) THEN cod_tema END AS code_out
+               FROM ${typed} WHERE verdict = 'ok') t
       GROUP BY GROUPING SETS ((), (unknown_status), (code_out))`,
     [vocabulary],
   )).rows;

@@ -15,12 +15,14 @@ import { AgroError } from '../../src/errors.ts';
 import { ckanResources, isPackageShow, type CkanResource } from '../../src/etl/ckan.ts';
 import { fetchSource, type FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
-import { addCounts } from '../../src/etl/quality.ts';
+import { addCounts, addExamples } from '../../src/etl/quality.ts';
 import { defineRelation, type ColumnDef } from '../../src/etl/relation.ts';
 import { csvFiles, fetchCsv, type CsvSource } from '../../src/etl/shape-csv.ts';
 import { shapedPipeline } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
-import { bacenConflicts, classifyZarc, invalidRiskCells, lastReadPerKey, seasonCounts, unparsedCounts, zarcDuplicates, zarcStats } from './queries.ts';
+import { typedExampleColumns } from '../../src/etl/sql/typed.ts';
+import { verdictExamples } from '../../src/etl/verdict-examples.ts';
+import { bacenConflicts, classifyZarc, droppedCopies, keptRaw, lastReadPerKey, seasonCounts, zarcDuplicates, zarcStats } from './queries.ts';
 
 const DECS = Array.from({ length: 36 }, (_, i) => i + 1);
 
@@ -177,15 +179,20 @@ export const zarc = shapedPipeline({
   async facts({ client, t, ctx, target, facts, staged, verdicts, rowsLoaded }) {
     const files = csvFiles(staged);
     const st = await zarcStats(client, t.classified);
+    // Cells and codes kept raw: those of the rows loaded (not of a copy dropped or a row rejected).
+    const raw = await keptRaw(client, t.classified);
     const z: ZarcFacts = {
       files: files.map((f) => ({
         name: f.name, rows: f.rows, bad_rows: f.badRows, bom: f.format.bom, fingerprint: f.fingerprint, columns: f.header?.length ?? 0,
         unknown: f.unknown, missing_optional: f.missingOptional, safra_from_name: safraFromName(f.name),
       })),
       seasons: {}, perennial_rows: 0,
-      invalid_risk: { cells: st.invalid_cells, rows: st.invalid_rows, values: {}, samples: [] },
+      invalid_risk: {
+        cells: raw.invalid_cells, rows: raw.invalid_rows, values: raw.values,
+        samples: raw.samples.map((r) => ({ file: files[r.file_no].name, record: Number(r.src_seq) - files[r.file_no].firstSeq + 1, decendio: r.decendio, valor: r.valor })),
+      },
       duplicates: { exact: 0, conflicting: 0, conflicting_keys: [] },
-      bad_codes: st.bad_code, uf_mismatch: st.uf_mismatch, bacen_conflicts: await bacenConflicts(client, target),
+      bad_codes: raw.bad_code, uf_mismatch: st.uf_mismatch, bacen_conflicts: await bacenConflicts(client, target),
       ckan_not_loaded: ckanSkipped.get(ctx) ?? [], dedup_rule: DEDUP_RULE,
     };
     facts.encoding.replacementChars = st.replacement_char;
@@ -193,18 +200,14 @@ export const zarc = shapedPipeline({
       const d = await zarcDuplicates(client, t.classified);
       z.duplicates = { exact: Number(d.exact), conflicting: Number(d.conflicting), conflicting_keys: d.conflict_samples };
     }
-    if (z.duplicates.exact) facts.dropped.duplicate_row = z.duplicates.exact;
-    if (z.duplicates.conflicting) facts.dropped.conflicting_duplicate = z.duplicates.conflicting;
-    if (z.invalid_risk.cells) {
-      for (const r of await invalidRiskCells(client, t.stage)) {
-        if (r.kind === 'count') z.invalid_risk.values[r.valor] = Number(r.n);
-        else {
-          const f = files[r.file_no];
-          z.invalid_risk.samples.push({ file: f.name, record: Number(r.src_seq) - f.firstSeq + 1, decendio: r.decendio, valor: r.valor });
-        }
-      }
+    // The copies dropped, counted and shown as rejected rows are (their typed values).
+    const copies = [['duplicate_row', z.duplicates.exact, 'exact'], ['conflicting_duplicate', z.duplicates.conflicting, 'conflicting']] as const;
+    for (const [reason, n, kind] of copies) {
+      if (!n) continue;
+      facts.dropped[reason] = n;
+      addExamples(facts, await verdictExamples(client, t.classified, undefined, typedExampleColumns(ZARC_RISCO), undefined, { reason, where: droppedCopies(t.classified, kind) }));
     }
-    addCounts(facts, 'unparsed', await unparsedCounts(client, t.classified));
+    addCounts(facts, 'unparsed', raw.unparsed);
     for (const r of await seasonCounts(client, target)) z.seasons[r.safra] = Number(r.n);
     z.perennial_rows = z.seasons.perene ?? 0;
 

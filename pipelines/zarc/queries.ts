@@ -20,7 +20,6 @@ function fileSafra(seasons: (string | null)[]): Sql {
  */
 export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, seasons: (string | null)[], snapshotId: number): Promise<void> {
   const decs = DECS.map((n) => `etl.zarc_risco(s.dec${n}) AS dec${n}`).join(', ');
-  const decKeys = DECS.map((n) => `'dec${n}'`).join(', ');
   const invalidJson = `(SELECT jsonb_object_agg('dec' || x.n, x.v) FROM unnest(ARRAY[${decNames('s.')}]) WITH ORDINALITY AS x(v, n) WHERE etl.zarc_risco_invalido(x.v))`;
   // Most rows hold only the common spellings: one array test per row spares them 36 checks.
   let common = `ARRAY[${decNames('s.')}]`;
@@ -29,7 +28,7 @@ export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, season
   await client.query(
     fillSql('queries/zarc_typed', {
       classified: t.classified, stage: t.stage, file_safra: fileSafra(seasons), decs: sqlText(decs), snapshot_id: sqlLiteral(snapshotId),
-      invalid_cells: sqlText(invalid), dec_keys: sqlText(decKeys), invalid_json: sqlText(invalidJson),
+      invalid_cells: sqlText(invalid), invalid_json: sqlText(invalidJson),
     }),
   );
 }
@@ -41,10 +40,21 @@ export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, season
 export const lastReadPerKey = (classified: Sql): Sql =>
   sqlText(`(SELECT DISTINCT ON (chave) * FROM ${classified} WHERE verdict = 'ok' ORDER BY chave, src_seq DESC)`);
 
+/**
+ * Over the typed rows `c`: the copies of a chave the build does not load (lastReadPerKey keeps
+ * the last read), as zarc_duplicates.sql counts them — `exact`: a copy of the same risk cells
+ * as a copy read after it (duplicate_row); `conflicting`: the last read of its risk cells but
+ * not of its key (conflicting_duplicate).
+ */
+export const droppedCopies = (classified: Sql, kind: 'exact' | 'conflicting'): string =>
+  `c.src_seq IN (SELECT src_seq FROM (
+     SELECT src_seq, row_number() OVER (PARTITION BY chave ORDER BY src_seq DESC) AS rk,
+            row_number() OVER (PARTITION BY chave, ARRAY[${decNames('')}] ORDER BY src_seq DESC) AS rg
+       FROM ${classified}
+      WHERE verdict = 'ok' AND chave IN (SELECT chave FROM ${classified} WHERE verdict = 'ok' GROUP BY chave HAVING count(*) > 1)) d
+    WHERE ${kind === 'exact' ? 'd.rg > 1' : 'd.rg = 1 AND d.rk > 1'})`;
+
 export interface ZarcStats {
-  invalid_cells: number;
-  invalid_rows: number;
-  bad_code: number;
   replacement_char: number;
   uf_mismatch: number;
 }
@@ -59,19 +69,24 @@ export async function zarcDuplicates(client: pg.ClientBase, classified: Sql): Pr
   return (await client.query(fillSql('queries/zarc_duplicates', { classified, dec_names: decNames('t.') }))).rows[0];
 }
 
-export type InvalidRiskRow =
-  | { kind: 'count'; valor: string; n: number }
-  | { kind: 'sample'; file_no: number; src_seq: string; decendio: number; valor: string };
+/** 'dec1', …, 'dec36' as a list of literals. */
+const decKeys = (): Sql => sqlText(DECS.map((n) => `'dec${n}'`).join(', '));
 
-/** Risk cells that are not risk values: per value, and the first occurrences (sql/queries/zarc_invalid_values.sql). */
-export async function invalidRiskCells(client: pg.ClientBase, stage: Sql): Promise<InvalidRiskRow[]> {
-  return (await client.query(fillSql('queries/zarc_invalid_values', { stage, dec_names: decNames('s.') }))).rows;
+export interface KeptRaw {
+  /** Per column, loaded rows whose value did not parse (NULL, source text in `extra`). */
+  unparsed: Record<string, number>;
+  invalid_cells: number;
+  invalid_rows: number;
+  /** Loaded rows with an optional code that is not digits. */
+  bad_code: number;
+  /** Invalid risk cells per value, and their first occurrences (file number, src_seq, decêndio). */
+  values: Record<string, number>;
+  samples: { file_no: number; src_seq: number; decendio: number; valor: string }[];
 }
 
-/** Per column, kept typed rows whose value did not parse (sql/queries/zarc_unparsed.sql). */
-export async function unparsedCounts(client: pg.ClientBase, classified: Sql): Promise<Record<string, number>> {
-  const r = await client.query(fillSql('queries/zarc_unparsed', { classified }));
-  return Object.fromEntries(r.rows.map((x) => [x.col, x.n]));
+/** What the rows loaded keep raw in `extra`, from the typed rows (sql/queries/zarc_kept_raw.sql). */
+export async function keptRaw(client: pg.ClientBase, classified: Sql): Promise<KeptRaw> {
+  return (await client.query(fillSql('queries/zarc_kept_raw', { classified, dec_keys: decKeys() }))).rows[0];
 }
 
 /** Rows of the snapshot per season. */

@@ -33,7 +33,6 @@ SELECT s.src_file::integer AS file_no, s.src_seq,
        {{snapshot_id}}::bigint AS snapshot_id,
        iv.invalid_cells,
        u.unparsed,
-       u.unparsed - ARRAY[{{dec_keys}}] <> '{}'::jsonb AS bad_code,
        (strpos(s.cultura, U&'\FFFD') > 0 OR strpos(s.municipio, U&'\FFFD') > 0 OR strpos(s.portaria, U&'\FFFD') > 0
          OR strpos(s.nome_manejo, U&'\FFFD') > 0 OR strpos(s.clima, U&'\FFFD') > 0) AS replacement_char,
        (nullif(btrim(s.uf), '') IS NOT NULL AND etl.uf_ibge_code(btrim(s.uf)) IS DISTINCT FROM left(k.geocodigo, 2)) AS uf_mismatch

@@ -199,8 +199,14 @@ export async function setSnapshotStatus(db: Db, snapshotId: number, status: Snap
   await db.query('UPDATE etl.snapshots SET status = $2 WHERE snapshot_id = $1', [snapshotId, status]);
 }
 
+/** Marks a snapshot published; forced past a failed gate (agro publish --force of a blocked one), its report says so too. */
 export async function markPublished(db: Db, snapshotId: number, forced: boolean): Promise<void> {
-  await db.query(`UPDATE etl.snapshots SET status = 'published', published_at = now(), forced = forced OR $2 WHERE snapshot_id = $1`, [snapshotId, forced]);
+  await db.query(
+    `UPDATE etl.snapshots SET status = 'published', published_at = now(), forced = forced OR $2,
+            quality = CASE WHEN $2 AND quality #>> '{gate,passed}' = 'false' THEN jsonb_set(quality, '{gate,forced}', 'true') ELSE quality END
+      WHERE snapshot_id = $1`,
+    [snapshotId, forced],
+  );
 }
 
 /** `agro keep`: exempts a snapshot from retention (or gives it back to retention). */

@@ -101,6 +101,20 @@ export interface ChangeSummary {
   removed: number | null;
 }
 
+/**
+ * A rule of the gate as it was measured on the load: the value, the threshold it is held to
+ * (`above`: the value must exceed it; `at_most`: it must not) and whether it passed. The
+ * engine's rules are always listed (value null where a rule did not apply: no previous
+ * snapshot, nothing read); a pipeline's own rules when they failed.
+ */
+export interface GateRule {
+  rule: string;
+  value: number | null;
+  threshold: number | null;
+  compare: 'above' | 'at_most';
+  passed: boolean;
+}
+
 export interface QualityReport {
   dataset: string;
   uf: string | null;
@@ -113,7 +127,8 @@ export interface QualityReport {
   counts: { read: number; loaded: number; rejected: number; dropped: number };
   facts: QualityFacts;
   change: ChangeSummary;
-  gate: { passed: boolean; forced: boolean; failures: GateFailure[] };
+  /** `rules`: every rule measured (reports written before it have only `failures`). */
+  gate: { passed: boolean; forced: boolean; failures: GateFailure[]; rules?: GateRule[] };
 }
 
 export function emptyFacts(): QualityFacts {
@@ -194,36 +209,60 @@ export function addRepairFacts(facts: QualityFacts, repair: RepairResult): void 
   facts.geometry.rejected += repair.rejected + repair.empty;
 }
 
-/** Applies the gate rules of contract §2; an empty list means the load may publish. */
-export function evaluateGate(counts: QualityReport['counts'], change: ChangeSummary, facts: QualityFacts, t: QualityThresholds): GateFailure[] {
-  const failures: GateFailure[] = [...facts.failures];
+/** The engine's rules of contract §2 measured on a load (the failures are made of these). */
+export function measureGate(counts: QualityReport['counts'], change: ChangeSummary, t: QualityThresholds): GateRule[] {
   // Emptiness and the drop are judged on the main relation (change.rows), as the previous
   // snapshot's rows were counted: a streamed load's `loaded` counts every relation.
   const rows = change.rows;
-  if (rows === 0) failures.push({ rule: 'empty', message: 'no rows were loaded' });
-  if (change.previous_rows && change.previous_rows > 0) {
-    const drop = (change.previous_rows - rows) / change.previous_rows;
-    if (drop > t.maxRowDrop) {
+  const drop = change.previous_rows && change.previous_rows > 0 ? (change.previous_rows - rows) / change.previous_rows : null;
+  const share = counts.read > 0 ? counts.rejected / counts.read : null;
+  return [
+    { rule: 'empty', value: rows, threshold: 0, compare: 'above', passed: rows > 0 },
+    { rule: 'row_drop', value: drop, threshold: t.maxRowDrop, compare: 'at_most', passed: drop === null || drop <= t.maxRowDrop },
+    { rule: 'rejected_share', value: share, threshold: t.maxRejectedShare, compare: 'at_most', passed: share === null || share <= t.maxRejectedShare },
+  ];
+}
+
+/** Applies the gate rules of contract §2; an empty list means the load may publish. */
+export function evaluateGate(counts: QualityReport['counts'], change: ChangeSummary, facts: QualityFacts, t: QualityThresholds): GateFailure[] {
+  const failures: GateFailure[] = [...facts.failures];
+  for (const m of measureGate(counts, change, t)) {
+    if (m.passed) continue;
+    if (m.rule === 'empty') failures.push({ rule: 'empty', message: 'no rows were loaded' });
+    else if (m.rule === 'row_drop') {
       failures.push({
         rule: 'row_drop',
-        message: `rows dropped ${(drop * 100).toFixed(1)} % against snapshot ${change.previous_snapshot_id} (${change.previous_rows} → ${rows})`,
-        value: drop,
+        message: `rows dropped ${(m.value! * 100).toFixed(1)} % against snapshot ${change.previous_snapshot_id} (${change.previous_rows} → ${change.rows})`,
+        value: m.value!,
         threshold: t.maxRowDrop,
       });
-    }
-  }
-  if (counts.read > 0) {
-    const share = counts.rejected / counts.read;
-    if (share > t.maxRejectedShare) {
+    } else {
       failures.push({
         rule: 'rejected_share',
-        message: `${counts.rejected} of ${counts.read} rows rejected (${(share * 100).toFixed(2)} %)`,
-        value: share,
+        message: `${counts.rejected} of ${counts.read} rows rejected (${(m.value! * 100).toFixed(2)} %)`,
+        value: m.value!,
         threshold: t.maxRejectedShare,
       });
     }
   }
   return failures;
+}
+
+/**
+ * The gate's verdict: the failures, and every rule with its measured value and threshold — the
+ * `measured` ones (passed unless a failure names them) and each other failure.
+ */
+export function gateVerdict(failures: GateFailure[], measured: GateRule[], force: boolean): QualityReport['gate'] {
+  const rules: GateRule[] = [
+    // A failure of a measured rule (a pipeline's own, more specific) gives its value when it has one.
+    ...measured.map((m) => {
+      const f = failures.find((x) => x.rule === m.rule);
+      return { ...m, ...(f?.value !== undefined && { value: f.value, threshold: f.threshold ?? m.threshold }), passed: !f };
+    }),
+    ...failures.filter((f) => !measured.some((m) => m.rule === f.rule))
+      .map((f): GateRule => ({ rule: f.rule, value: f.value ?? null, threshold: f.threshold ?? null, compare: 'at_most', passed: false })),
+  ];
+  return { passed: failures.length === 0, forced: failures.length > 0 && force, failures, rules };
 }
 
 /** A self-contained HTML page of the report (report-html.ts draws it). */

@@ -93,6 +93,19 @@ function trend(x: ReportExtras | undefined, snapshotId: number): string {
 <table id="trend-table"><tr><th>snapshot</th><th>as of</th><th>rows</th><th>status</th></tr>${pts.map((p) => `<tr${p.snapshot_id === snapshotId ? ' class="this"' : ''}><td>${p.snapshot_id}</td><td>${esc(p.as_of)}</td><td class="n">${int(p.rows)}</td><td>${esc(p.status)}</td></tr>`).join('')}</table>`;
 }
 
+// Rules whose value and threshold are shares of rows (shown as percentages).
+const SHARE_RULES = new Set(['row_drop', 'rejected_share', 'control_characters']);
+
+/** Every rule of the gate with its measured value and threshold (reports written before `rules` have only their failures). */
+function gateRules(r: QualityReport): string {
+  const rules = r.gate.rules;
+  if (!rules?.length) return '';
+  const fmt = (rule: string, v: number | null) =>
+    v === null ? '—' : SHARE_RULES.has(rule) ? `${(v * 100).toFixed(2)} %` : Number.isInteger(v) ? int(v) : String(v);
+  return `<table id="gate-rules"><tr><th>rule</th><th>measured</th><th>threshold</th><th>result</th></tr>${rules.map((g) =>
+    `<tr data-rule="${esc(g.rule)}"><td>${esc(g.rule)}</td><td class="n">${esc(fmt(g.rule, g.value))}</td><td class="n">${g.threshold === null ? '—' : `${g.compare === 'above' ? '&gt;' : '≤'} ${esc(fmt(g.rule, g.threshold))}`}</td><td class="${g.passed ? 'ok' : 'bad'}">${g.passed ? 'passed' : 'failed'}</td></tr>`).join('')}</table>`;
+}
+
 export function renderReportHtml(r: QualityReport, extras?: ReportExtras): string {
   const f = r.facts;
   const verdict = r.gate.passed ? 'passed' : r.gate.forced ? 'failed, published with --force' : 'blocked';
@@ -105,7 +118,8 @@ rect.bar{fill:#89a}rect.bar.this{fill:#357}tr.this{font-weight:bold}</style></he
 <h1>${esc(r.dataset)}${r.uf ? ' ' + esc(r.uf) : ''}: snapshot ${r.snapshot_id} (as of ${esc(r.as_of)})</h1>
 <p>Run ${r.run_id}, generated ${esc(r.generated_at)}. Gate: <strong class="${r.gate.passed ? 'ok' : 'bad'}">${esc(verdict)}</strong></p>
 ${r.gate.failures.length ? `<ul class="bad">${r.gate.failures.map((x) => `<li>${esc(x.rule)}: ${esc(x.message)}</li>`).join('')}</ul>` : ''}
-<h2>Counts</h2><table id="counts">${Object.entries(r.counts).map(([k, v]) => `<tr><th>${esc(k)}</th><td class="n" data-count="${esc(k)}">${int(v)}</td></tr>`).join('')}</table>
+${gateRules(r)}
+<h2>Counts</h2><table id="counts">${(['read', 'loaded', 'rejected', 'dropped'] as const).map((k) => [k, r.counts[k]] as const).map(([k, v]) => `<tr><th>${esc(k)}</th><td class="n" data-count="${esc(k)}">${int(v)}</td></tr>`).join('')}</table>
 ${reasons('Rejected rows by reason', 'rejected', f.rejected, examples)}
 ${reasons('Dropped rows by reason (by design: duplicates, other states)', 'dropped', f.dropped, examples)}
 ${change(r, extras)}

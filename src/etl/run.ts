@@ -22,8 +22,8 @@ import { ensureOverlaps, forgetOverlaps, involvesOverlaps } from './overlaps.ts'
 import { applyRetention, dropSnapshotTables, publishSnapshot, resumeAutovacuum } from './publish.ts';
 import { RUN_ALIVE_LOCK, RunLocks, endSessionsOf } from './run-locks.ts';
 import { forgetQsaChanges } from './sql/qsa-changes.ts';
-import { emptyFacts, evaluateGate, missingFieldFailure, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
-import { checkSnapshotText, mergeTextFailures } from './text-checks.ts';
+import { emptyFacts, evaluateGate, gateVerdict, measureGate, missingFieldFailure, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
+import { checkSnapshotText, measureText, mergeTextFailures } from './text-checks.ts';
 
 
 export interface Deps {
@@ -76,7 +76,7 @@ export function reportPath(cfg: Config, snapshotId: number, ext = 'json') {
 }
 
 /** Writes the report's JSON and HTML files; like every report output, CPFs are masked. */
-function writeReportFiles(cfg: Config, r: QualityReport) {
+export function writeReportFiles(cfg: Config, r: QualityReport) {
   const safe = maskCpfsDeep(r);
   fs.mkdirSync(path.dirname(reportPath(cfg, r.snapshot_id)), { recursive: true });
   fs.writeFileSync(reportPath(cfg, r.snapshot_id), JSON.stringify(safe, null, 2));
@@ -222,7 +222,7 @@ async function blockOnMissingFields(deps: Deps, err: AgroError, m: MissingFieldE
   const failure = maskCpfsDeep(missingFieldFailure(err));
   outcome.status = 'blocked';
   outcome.forced = false;
-  outcome.gate = { passed: false, forced: false, failures: [failure] };
+  outcome.gate = gateVerdict([failure], [], false);
   outcome.error = { code: err.code, message: failure.message };
   const missing = failure.fields.join(', ') || 'them';
   outcome.message = failure.message + (m.force ? `; --force cannot override this rule: no row can be loaded without ${missing}, so nothing was loaded or published` : '');
@@ -402,7 +402,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
         dataset: pipeline.name, uf, run_id: runId, snapshot_id: sid, as_of: asOf, generated_at: new Date().toISOString(),
         source: reported,
         counts, facts: { ...load.facts, notes: [...load.facts.notes, ...scan.notes], text: { scanned: scan.scanned, findings: scan.findings } }, change,
-        gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
+        gate: gateVerdict(failures, [...measureGate(counts, change, cfg.quality), ...measureText(scan)], !!options.force),
       };
       writeReportFiles(cfg, r);
       await catalog.setSnapshotFields(pool, sid, { rows: mainRows, quality: r, fingerprint: load.fingerprint ?? undefined });
@@ -442,7 +442,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
         ...report,
         change,
         facts: { ...report.facts, notes: [...report.facts.notes, note] },
-        gate: { passed: failures.length === 0, forced: failures.length > 0 && !!options.force, failures },
+        gate: gateVerdict(failures, [...measureGate(report.counts, change, cfg.quality), ...(text ? measureText(text) : [])], !!options.force),
       };
       await catalog.setSnapshotFields(client, sid, { quality: final });
       return failures;

@@ -200,8 +200,10 @@ export function addCsvFacts(facts: QualityFacts, csv: CsvStaged): void {
   if (empty) facts.notes.push(`${empty} CSV records of empty cells only (a spreadsheet's empty rows, ';;;') skipped`);
   if (!csv.badRows) return;
   facts.rejected.bad_field_count = csv.badRows;
-  const where = csv.files.length > 1 ? `${csv.files.find((f) => f.badRows)!.name} lines` : 'lines';
-  facts.notes.push(`${csv.badRows} CSV rows with the wrong field count rejected (${where} ${csv.badRowSamples.join(', ')}${csv.badRowSamples.length >= 20 ? ', …' : ''})`);
+  // Each file with its own lines (numbered per file; the first 20 of each).
+  const lines = (f: Pick<CsvStagedFile, 'badRowSamples'>) => `lines ${f.badRowSamples.join(', ')}${f.badRowSamples.length >= 20 ? ', …' : ''}`;
+  const where = csv.files.length > 1 ? csv.files.filter((f) => f.badRows).map((f) => `${f.name} ${lines(f)}`).join('; ') : lines(csv);
+  facts.notes.push(`${csv.badRows} CSV rows with the wrong field count rejected (${where})`);
   const joined = csv.files.flatMap((f) => (f.joinedRows ?? []).map((j) => `${csv.files.length > 1 ? `${f.name} ` : ''}lines ${j.line}–${j.line + j.lines - 1}`));
   if (joined.length) facts.notes.push(`rows joined into one record by a quote that does not close, each line counted as a rejected row: ${joined.join(', ')}`);
 }

@@ -9,7 +9,7 @@
 import type pg from 'pg';
 import { ident } from '../db/pool.ts';
 import { maskCpfsInText } from '../privacy.ts';
-import type { GateFailure } from './quality.ts';
+import type { GateFailure, GateRule } from './quality.ts';
 
 /**
  * UTF-8 read as Latin-1 or CP1252: a lead byte 0xC2/0xC3 read as 'Â'/'Ã' followed by a
@@ -130,10 +130,26 @@ function controlCharacters(findings: TextColumnFinding[]): { failures: GateFailu
   const hit = findings.filter((f) => f.control > 0);
   const over = hit.filter((f) => f.control > CONTROL_SHARE * f.rows);
   const under = hit.filter((f) => !over.includes(f));
+  // The value is what the threshold holds: the largest share of a table's rows (the counts are in the message).
+  const failure = () => ({ ...gateFailure('control_characters', `${what}, more than ${CONTROL_SHARE * 100} % of a table's rows`, over, (f) => f.control, CONTROL_SHARE), value: controlShare(over) });
   return {
-    failures: over.length ? [gateFailure('control_characters', `${what}, more than ${CONTROL_SHARE * 100} % of a table's rows`, over, (f) => f.control, CONTROL_SHARE)] : [],
+    failures: over.length ? [failure()] : [],
     notes: under.length ? [`values that hold C1 control characters U+0080–U+009F, kept as the source wrote them (at most ${CONTROL_SHARE * 100} % of a table's rows): ${whereFound(under, (f) => f.control)}`] : [],
   };
+}
+
+/** The largest share of a table's rows that hold C1 controls, over the columns found. */
+const controlShare = (findings: TextColumnFinding[]) => Math.max(0, ...findings.map((f) => (f.rows ? f.control / f.rows : 0)));
+
+/** The text check's rules as measured (the gate's verdict lists them passed or not). */
+export function measureText(text: Pick<TextCheckResult, 'findings'>): GateRule[] {
+  const total = (count: (f: TextColumnFinding) => number) => text.findings.reduce((a, f) => a + count(f), 0);
+  const rule = (name: string, value: number, threshold: number): GateRule => ({ rule: name, value, threshold, compare: 'at_most', passed: value <= threshold });
+  return [
+    rule('replacement_characters', total((f) => f.replacement), 0),
+    rule('double_encoding', total((f) => f.double_encoded), 0),
+    rule('control_characters', controlShare(text.findings), CONTROL_SHARE),
+  ];
 }
 
 /** Checks every text column of the snapshot's tables; a table that does not exist (yet) is skipped. */

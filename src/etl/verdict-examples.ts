@@ -39,11 +39,17 @@ const round = (n: number) => Math.round(n * 1e4) / 1e4;
  * `shown`: the only columns of the classified table the values show (e.g. a typed pass's
  * declared columns without personal data).
  */
-export async function verdictExamples(client: pg.ClientBase, classified: string, stage?: string, shown?: readonly string[], counts?: Record<string, number>): Promise<VerdictExamples> {
+export async function verdictExamples(
+  client: pg.ClientBase, classified: string, stage?: string, shown?: readonly string[], counts?: Record<string, number>,
+  copies?: { reason: string; where: string },
+): Promise<VerdictExamples> {
   const c = await columnsOf(client, classified);
   // With the verdict counts known and every row kept, there is no rejected row to show: two
   // scans of the classified table fewer (measured 0.3–1.2 s each on a 1,000,000-row SICAR theme).
-  const noneRejected = !!counts && Object.entries(counts).every(([v, n]) => v === 'ok' || n === 0);
+  const noneRejected = !copies && !!counts && Object.entries(counts).every(([v, n]) => v === 'ok' || n === 0);
+  // `copies`: rows kept by their verdict that the build leaves out (`where`, over `c`), shown under `reason`.
+  const notKept = copies ? `c.verdict = 'ok' AND (${copies.where})` : `c.verdict <> 'ok'`;
+  const verdict = copies ? `'${copies.reason.replace(/'/g, "''")}'::text` : 'c.verdict';
   const s = stage ? await columnsOf(client, stage) : null;
   const joined = !!s && c.has('src_seq') && s.has('src_seq');
   const cGeom = [...c].find(([, t]) => t.startsWith('geometry'))?.[0];
@@ -57,12 +63,12 @@ export async function verdictExamples(client: pg.ClientBase, classified: string,
   const order = c.has('src_seq') ? 'c.src_seq' : '1';
   const r = noneRejected ? { rows: [] } : await client.query(
     `SELECT x.verdict, x.src_seq, x.src_layer, x.vals, ST_X(x.p) AS lon, ST_Y(x.p) AS lat FROM (
-       SELECT c.verdict, ${c.has('src_seq') ? 'c.src_seq' : 'NULL::bigint'} AS src_seq,
+       SELECT ${verdict} AS verdict, ${c.has('src_seq') ? 'c.src_seq' : 'NULL::bigint'} AS src_seq,
               ${joined && s!.has('src_layer') ? 's.src_layer' : 'NULL::text'} AS src_layer,
               ${values} AS vals, ${point} AS p,
-              row_number() OVER (PARTITION BY c.verdict ORDER BY ${order}) AS rn
+              row_number() OVER (PARTITION BY ${verdict} ORDER BY ${order}) AS rn
          FROM ${classified} c ${joined ? `LEFT JOIN ${stage} s ON s.src_seq = c.src_seq` : ''}
-        WHERE c.verdict <> 'ok') x
+        WHERE ${notKept}) x
       WHERE x.rn <= ${PER_VERDICT} ORDER BY x.verdict, x.rn`,
   );
   const examples: Record<string, RowExample[]> = {};
@@ -76,7 +82,8 @@ export async function verdictExamples(client: pg.ClientBase, classified: string,
     (await client.query(
       `SELECT ST_X(p) AS lon, ST_Y(p) AS lat FROM (SELECT ${pointExpr} AS p FROM ${classified} c ${joined ? `LEFT JOIN ${stage} s ON s.src_seq = c.src_seq` : ''} WHERE ${where} LIMIT ${MAX_POINTS}) q WHERE p IS NOT NULL`,
     )).rows.map((x) => [round(x.lon), round(x.lat)] as [number, number]);
-  if (!noneRejected) locations.rejected = await pts(`c.verdict <> 'ok'`, point);
-  if (c.has('repair') && cGeom) locations.repaired = await pts(`c.repair = 'repaired' AND c.${cGeom} IS NOT NULL`, `ST_Centroid(ST_Envelope(c.${cGeom}))`);
+  // A table without geometries has no point to look for (a scan fewer).
+  if (!noneRejected && point !== 'NULL::geometry') locations.rejected = await pts(notKept, point);
+  if (!copies && c.has('repair') && cGeom) locations.repaired = await pts(`c.repair = 'repaired' AND c.${cGeom} IS NOT NULL`, `ST_Centroid(ST_Envelope(c.${cGeom}))`);
   return { examples, locations };
 }

@@ -1,0 +1,215 @@
+// The quality report tells the truth about the snapshot it describes: every number in it is
+// counted again here, independently, on the snapshot's tables (real PostGIS, real files).
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect, test } from 'vitest';
+import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
+import { buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
+import { carTitulares } from '../pipelines/car-titulares/index.ts';
+import { ibamaEmbargos } from '../pipelines/ibama-embargos/index.ts';
+import { sicar } from '../pipelines/sicar/index.ts';
+import { zarc } from '../pipelines/zarc/index.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import type { QualityReport } from '../src/etl/quality.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+let db: TestDb;
+let tmp: string;
+usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'report-truth-');
+
+const qualityOf = async (snapshotId: number): Promise<QualityReport> =>
+  (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [snapshotId])).rows[0].quality;
+
+/** Per key of `extra` that is also a column left NULL: how many rows of the table keep its source text. */
+async function keptRaw(table: string): Promise<Record<string, number>> {
+  const r = await db.pool.query(
+    `SELECT k, count(*)::int AS n FROM ${table} t, jsonb_object_keys(t.extra) k
+      WHERE EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = k AND NOT attisdropped)
+        AND (to_jsonb(t) -> k) = 'null'::jsonb GROUP BY 1`,
+    [table],
+  );
+  return Object.fromEntries(r.rows.map((x) => [x.k, x.n]));
+}
+
+test('SICAR: values kept raw are counted on the rows loaded, not on the copies dropped (other state, older duplicate), themes included', async () => {
+  const dir = path.join(tmp, 'sicar-dropped-bad', 'GO');
+  const fx = SICAR_FIXTURES.GO;
+  const damaged = (r: SicarPropertyRow): SicarPropertyRow => ({ ...r, attributes: { ...r.attributes, dat_criaca: '31/02/2016' } });
+  // GO7 lies in MT (dropped: other_state), GO5a is the older copy of GO5 (dropped: duplicate_car): both carry an impossible date.
+  const rows = fx.areaImovel.map((r) => (r.id === 'GO7' || r.id === 'GO5a' ? damaged(r) : r));
+  await buildSicarState('GO', dir, { filter: (_, i) => i >= fx.areaImovel.length, extraAreaImovel: rows });
+  // An APPS polygon of the MT property (dropped: apps:other_state) whose area is text and whose status is unknown.
+  const go7 = fx.areaImovel.find((r) => r.id === 'GO7')!;
+  const apps = fx.themeRows.filter((r) => r.theme === 'APPS');
+  const textFields = THEME_FIELDS.map((f) => (f.name === 'num_area' ? { name: 'num_area', type: 'C' as const, length: 30 } : f));
+  const themeRows: LayerRow[] = [
+    ...apps.map((r) => ({ geometry: r.geometry, attributes: { ...r.attributes, num_area: String(r.attributes.num_area) } })),
+    { geometry: apps[0].geometry, attributes: { ...apps[0].attributes, cod_imovel: go7.attributes.cod_imovel, num_area: '12,5 ha', ind_status: 'XX' } },
+  ];
+  await buildLayerZip(path.join(dir, 'GO_APPS.zip'), 'GO_APPS', textFields, themeRows, { encoding: 'utf8', cpg: 'UTF-8' });
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: dir });
+  expect([out.status, out.error]).toEqual(['published', undefined]);
+  const q = await qualityOf(out.snapshot_id!);
+  expect(q.facts.dropped).toMatchObject({ other_state: 1, duplicate_car: 1, 'apps:other_state': 1 });
+  // Counted again on the snapshot: nothing is kept raw, so the report counts nothing kept raw.
+  expect(await keptRaw(`snap."car_imovel__s${out.snapshot_id}"`)).toEqual({});
+  expect(await keptRaw(`snap."car_tema__s${out.snapshot_id}"`)).toEqual({});
+  expect(q.facts.dates.unparseable).toEqual({});
+  expect(q.facts.fields.unparsed ?? {}).toEqual({});
+  expect(q.facts.notes.join('\n')).not.toMatch(/ind_status code "XX"|not numbers/);
+  // The placeholder of GO6 (loaded) is still counted.
+  expect(q.facts.dates.placeholders).toEqual({ dat_criaca: 1 });
+});
+
+test('ZARC: risk cells and codes kept raw are counted on the rows loaded, not on a copy dropped (last read wins) or a row rejected', async () => {
+  const src = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'zarc');
+  const dir = path.join(tmp, 'zarc-dropped-bad');
+  fs.mkdirSync(dir, { recursive: true });
+  for (const f of fs.readdirSync(src)) fs.copyFileSync(path.join(src, f), path.join(dir, f));
+  const file = path.join(dir, 'dados-abertos-tabua-de-risco-safra-2025-2026.csv');
+  const lines = fs.readFileSync(file, 'utf8').split('\r\n');
+  const header = lines[0].replace(/^\uFEFF/, '').split(';');
+  const col = (name: string) => header.indexOf(name);
+  // The fixture's record 7 holds a risk cell "25" (dec30): a later copy of its key with "20" wins, so "25" is not loaded.
+  const rec7 = lines[7].split(';');
+  expect(rec7[col('dec30')]).toBe('25');
+  const later = [...rec7];
+  later[col('dec30')] = '20';
+  // A row rejected (a geocodigo that is not one) with an invalid cell and a code that is not digits.
+  const rejected = [...rec7];
+  rejected[col('geocodigo')] = '99';
+  rejected[col('dec1')] = '77';
+  rejected[col('Cod_Meso')] = 'x1';
+  const last = lines.at(-1) === '' ? lines.length - 1 : lines.length;
+  lines.splice(last, 0, later.join(';'), rejected.join(';'));
+  fs.writeFileSync(file, lines.join('\r\n'));
+
+  // Two rejected rows of 107 are over the gate's 1 %: published with --force.
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, zarc, { source: dir, force: true });
+  expect([out.status, out.error]).toEqual(['published', undefined]);
+  const q = await qualityOf(out.snapshot_id!);
+  expect(q.facts.rejected.bad_geocodigo).toBe(2);
+  expect(q.facts.dropped.conflicting_duplicate).toBe(2);
+  const table = `snap."zarc_risco__s${out.snapshot_id}"`;
+  // Counted again on the snapshot: no risk cell and no code is kept raw.
+  expect(await keptRaw(table)).toEqual({});
+  expect(q.facts.fields.unparsed ?? {}).toEqual({});
+  const z = (q.facts as unknown as { zarc: { invalid_risk: { cells: number; rows: number; values: object }; bad_codes: number } }).zarc;
+  expect(z.invalid_risk).toMatchObject({ cells: 0, rows: 0, values: {} });
+  expect(z.bad_codes).toBe(0);
+  expect(q.facts.notes.join('\n')).not.toMatch(/risk cells in|non-numeric optional code/);
+  // Every reason has its examples, the copies dropped included (the fixture's exact duplicate and the two conflicting ones).
+  expect(q.facts.dropped).toEqual({ duplicate_row: 1, conflicting_duplicate: 2 });
+  for (const [reason, n] of Object.entries({ ...q.facts.rejected, ...q.facts.dropped })) {
+    expect(q.facts.examples?.[reason]?.length, reason).toBe(Math.min(n, 10));
+  }
+  // Record 7 (its "25" not loaded) lost to the copy appended after it.
+  const firstFile = fs.readFileSync(path.join(dir, 'dados-abertos-tabua-de-risco-safra-2016-2017.csv'), 'utf8').split(/\r?\n/).slice(1).filter((l) => l.trim()).length;
+  expect(q.facts.examples!.conflicting_duplicate.map((e) => e.row)).toContain(firstFile + 7);
+  expect(q.facts.examples!.conflicting_duplicate.find((e) => e.row === firstFile + 7)!.values).toMatchObject({ geocodigo: rec7[col('geocodigo')], dec30: null });
+});
+
+/** `agro report <arg> [--format html]`: its exit code, stdout and stderr. */
+function agroReport(...args: string[]) {
+  const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'report', ...args], {
+    env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8',
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test('a blocked run: agro report r<run> lists every gate rule with its measured value and threshold, in JSON and in the HTML; the counts add up on the file and the table', async () => {
+  const dir = path.join(tmp, 'titulares-blocked');
+  fs.mkdirSync(dir, { recursive: true });
+  const lines = fs.readFileSync(path.join(ROOT, 'fixtures/car-titulares/titulares.csv'), 'utf8').split('\n');
+  // Two rows with the wrong field count besides the fixture's three invalid rows: 5 of 318 rejected, over 1 %.
+  lines.splice(11, 0, 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2;529.982.247-25;José;proprietario;extra');
+  lines.splice(22, 0, 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2;529.982.247-25;proprietario');
+  fs.writeFileSync(path.join(dir, 'titulares.csv'), lines.join('\n'));
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: dir });
+  expect(out.status).toBe('blocked');
+
+  const r = agroReport(`r${out.run_id}`, '--json');
+  expect(r.code, r.stderr).toBe(0);
+  const q: QualityReport = JSON.parse(r.stdout);
+  // Counted again: records in the file (header and the final empty line aside), rows in the blocked snapshot's table.
+  const records = lines.slice(1).filter((l) => l.trim() !== '').length;
+  const loaded = (await db.pool.query(`SELECT count(*)::int AS n FROM snap."car_titulares__s${out.snapshot_id}"`)).rows[0].n;
+  expect(q.counts.read).toBe(records);
+  expect(q.counts.loaded).toBe(loaded);
+  expect(q.counts.read).toBe(q.counts.loaded + q.counts.rejected + q.counts.dropped);
+  expect(q.facts.rejected).toEqual({ bad_field_count: 2, bad_vinculo: 1, bad_document: 1, bad_car_number: 1 });
+  expect(r.stdout).not.toContain('529.982.247-25');
+  // Every rule, measured: the failing one with its value and threshold, the others passed.
+  const share = q.counts.rejected / q.counts.read;
+  expect(q.gate.passed).toBe(false);
+  expect(q.gate.rules).toEqual([
+    { rule: 'empty', value: loaded, threshold: 0, compare: 'above', passed: true },
+    { rule: 'row_drop', value: null, threshold: 0.2, compare: 'at_most', passed: true },
+    { rule: 'rejected_share', value: share, threshold: 0.01, compare: 'at_most', passed: false },
+    { rule: 'replacement_characters', value: 0, threshold: 0, compare: 'at_most', passed: true },
+    { rule: 'double_encoding', value: 0, threshold: 0, compare: 'at_most', passed: true },
+    { rule: 'control_characters', value: 0, threshold: 0.001, compare: 'at_most', passed: true },
+  ]);
+
+  const h = agroReport(`r${out.run_id}`, '--format', 'html');
+  expect(h.code, h.stderr).toBe(0);
+  const row = (rule: string) => h.stdout.match(new RegExp(`<tr data-rule="${rule}">(.*?)</tr>`))?.[1].replace(/<[^>]+>/g, '|');
+  expect(row('rejected_share')).toBe(`|rejected_share||${(share * 100).toFixed(2)} %||≤ 1.00 %||failed|`);
+  expect(row('empty')).toBe(`|empty||${loaded}||&gt; 0||passed|`);
+  expect(row('row_drop')).toBe('|row_drop||—||≤ 20.00 %||passed|');
+  expect(h.stdout.match(/<td class="n" data-count="(\w+)">([\d,]+)</g)?.map((m) => m.replace(/.*data-count="(\w+)">([\d,]+)</, '$1=$2'))).toEqual([
+    `read=${q.counts.read}`, `loaded=${q.counts.loaded}`, `rejected=${q.counts.rejected}`, `dropped=${q.counts.dropped}`,
+  ]);
+  expect(h.stdout).toContain('Gate: <strong class="bad">blocked</strong>');
+
+  // Published with agro publish --force: the report says so (it said "blocked", forced false, of the snapshot served).
+  const pub = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'publish', String(out.snapshot_id), '--force', '--json'], {
+    env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8',
+  });
+  expect(pub.status, pub.stderr).toBe(0);
+  const after: QualityReport = JSON.parse(agroReport(`s${out.snapshot_id}`, '--json').stdout);
+  expect(after.gate).toMatchObject({ passed: false, forced: true, failures: [{ rule: 'rejected_share' }] });
+  expect(agroReport(`s${out.snapshot_id}`, '--format', 'html').stdout).toContain('Gate: <strong class="bad">failed, published with --force</strong>');
+  // And so do the files the run wrote (the path its outcome printed).
+  expect(JSON.parse(fs.readFileSync(out.report!, 'utf8')).gate).toMatchObject({ passed: false, forced: true });
+  expect(fs.readFileSync(out.report!.replace(/\.json$/, '.html'), 'utf8')).toContain('failed, published with --force');
+});
+
+test('IBAMA: the examples of dropped terms show no personal data, documento_hmac included (a CPF is found again from its HMAC by trying every CPF)', async () => {
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv') });
+  expect([out.status, out.error]).toEqual(['published', undefined]);
+  const q = await qualityOf(out.snapshot_id!);
+  // Counted again on the table.
+  const loaded = (await db.pool.query(`SELECT count(*)::int AS n FROM snap."ibama_embargos__s${out.snapshot_id}"`)).rows[0].n;
+  expect(q.counts.loaded).toBe(loaded);
+  expect(q.counts.read).toBe(q.counts.loaded + q.counts.rejected + q.counts.dropped);
+  const examples = Object.values(q.facts.examples ?? {}).flat();
+  expect(examples.length).toBeGreaterThan(0);
+  for (const e of examples) expect(Object.keys(e.values).filter((k) => ['documento', 'nome_embargado', 'documento_hmac'].includes(k))).toEqual([]);
+});
+
+test('SICAR: every reason of the report has its examples, the older copy of a CAR number (duplicate_car) included, shown as the other rows are', async () => {
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: path.join(ROOT, 'fixtures/sicar/GO') });
+  expect([out.status, out.error]).toEqual(['published', undefined]);
+  const q = await qualityOf(out.snapshot_id!);
+  const loaded = (await db.pool.query(`SELECT count(*)::int AS n FROM snap."car_imovel__s${out.snapshot_id}"`)).rows[0].n;
+  expect(q.counts).toEqual({ read: SICAR_FIXTURES.GO.areaImovel.length, loaded, rejected: 0, dropped: 2 });
+  expect(q.facts.dropped).toEqual({ other_state: 1, duplicate_car: 1 });
+  for (const [reason, n] of Object.entries({ ...q.facts.rejected, ...q.facts.dropped })) {
+    expect(q.facts.examples?.[reason]?.length, reason).toBe(Math.min(n, 10));
+  }
+  const older = SICAR_FIXTURES.GO.areaImovel.find((r) => r.role === 'duplicate-old')!;
+  expect(q.facts.examples!.duplicate_car).toEqual([{
+    source: 'GO_AREA_IMOVEL_1', row: SICAR_FIXTURES.GO.areaImovel.indexOf(older) + 1,
+    values: expect.objectContaining({ car: older.attributes.cod_imovel, dat_atuali: older.attributes.dat_atuali }),
+    lon: expect.any(Number), lat: expect.any(Number),
+  }]);
+  // The loaded copy is the other one.
+  const kept = (await db.pool.query(`SELECT data_atualizacao::text AS d FROM snap."car_imovel__s${out.snapshot_id}" WHERE car = $1`, [older.attributes.cod_imovel])).rows;
+  expect(kept).toEqual([{ d: '2023-08-15' }]);
+  expect(q.facts.locations!.rejected).toHaveLength(2);
+});
