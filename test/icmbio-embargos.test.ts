@@ -76,13 +76,15 @@ describe('the committed fixture', () => {
     expect(report.facts.icmbio.documentos.cpf + report.facts.icmbio.documentos.cnpj + 1).toBe(rows.size);
   });
 
-  test('no document, in clear or formatted, and no embargoed name reaches the logs or the report', () => {
+  test('no document, in clear, formatted or as its HMAC, and no embargoed name reaches the logs or the report', () => {
     const text = logged + JSON.stringify(report);
     for (const r of ICMBIO_FIXTURE.filter((x) => x.attributes.cpf_cnpj)) {
       expect(text).not.toContain(String(r.attributes.cpf_cnpj));
       expect(text).not.toContain(String(r.attributes.autuado));
     }
     expect(text).not.toContain(ICMBIO_DOCS.cpfZero);
+    // Nor its HMAC (with the development key, trying every CPF finds the document again).
+    for (const r of rows.values()) if (r.documento_hmac) expect(text).not.toContain(r.documento_hmac);
   });
 
   test('dates: a date that is no date and one after the release are NULL and counted, the first kept raw in extra', () => {

@@ -36,7 +36,7 @@ export const ICMBIO_EMBARGOS = defineRelation({
     { name: 'documento', type: 'text', from: ['cpf_cnpj'], counted: true, personal: true, sql: 'c.doc' },
     { name: 'documento_tipo', type: 'text', sql: 'etl.documento_tipo(c.doc)' },
     // None for a document the source masks ('***456789**'): it is no one's key.
-    { name: 'documento_hmac', type: 'text', sql: "CASE WHEN strpos(c.doc, '*') = 0 THEN etl.ibama_hmac(c.doc, current_setting('agro.hmac_key')) END" },
+    { name: 'documento_hmac', type: 'text', personal: true, sql: "CASE WHEN strpos(c.doc, '*') = 0 THEN etl.ibama_hmac(c.doc, current_setting('agro.hmac_key')) END" },
     { name: 'nome_autuado', type: 'text', from: ['autuado'], counted: true, personal: true },
     { name: 'descricao_infracao', type: 'text', from: ['desc_infra'], counted: true },
     { name: 'descricao_sancao', type: 'text', from: ['desc_sanc'] },
