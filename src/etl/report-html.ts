@@ -94,7 +94,7 @@ function trend(x: ReportExtras | undefined, snapshotId: number): string {
 }
 
 // Rules whose value and threshold are shares of rows (shown as percentages).
-const SHARE_RULES = new Set(['row_drop', 'rejected_share', 'control_characters']);
+const SHARE_RULES = new Set(['row_drop', 'rejected_share', 'input_rejected_share', 'control_characters']);
 
 /** Every rule of the gate with its measured value and threshold (reports written before `rules` have only their failures). */
 function gateRules(r: QualityReport): string {

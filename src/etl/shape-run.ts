@@ -279,6 +279,7 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
     // read = loaded + rejected + dropped holds over the rows `read` counts.
     const others = done.slice(1).map((d) => `${d.name.toLowerCase()}:`);
     const mainOnly = (o: Record<string, number>) => sum(Object.fromEntries(Object.entries(o).filter(([k]) => !others.some((p) => k.startsWith(p)))));
+    inputRejectedShare(facts, done.slice(1), ctx.cfg.quality.maxRejectedShare);
     return {
       rowsRead: main.staged.rows + (main.staged.csv?.badRows ?? 0),
       rowsLoaded: built.rows,
@@ -294,6 +295,26 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
     await (ov as Overlap<InputDone, PassResult> | null)?.abandon();
     if (plan.workMem) await client.query('RESET work_mem').catch(() => {});
     client.release();
+  }
+}
+
+/**
+ * The 1 % rule of contract §2 on each further input (SICAR's theme zips): the report's counts
+ * are the main relation's, so a theme whose polygons were mostly rejected (their hectares
+ * missing from every property) published unnoticed. Its rejections carry its prefix.
+ */
+function inputRejectedShare(facts: QualityFacts, inputs: InputDone[], threshold: number): void {
+  for (const d of inputs) {
+    const read = d.staged.rows + (d.staged.csv?.badRows ?? 0);
+    const prefix = `${d.name.toLowerCase()}:`;
+    const rejected = sum(Object.fromEntries(Object.entries(facts.rejected).filter(([k]) => k.startsWith(prefix))));
+    if (read === 0 || rejected / read <= threshold) continue;
+    facts.failures.push({
+      rule: 'input_rejected_share',
+      message: `${d.name}: ${rejected} of ${read} rows rejected (${((rejected / read) * 100).toFixed(2)} %)`,
+      value: rejected / read,
+      threshold,
+    });
   }
 }
 
