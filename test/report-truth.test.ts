@@ -179,6 +179,19 @@ test('a blocked run: agro report r<run> lists every gate rule with its measured 
   expect(fs.readFileSync(out.report!.replace(/\.json$/, '.html'), 'utf8')).toContain('failed, published with --force');
 });
 
+test('agro report r<run> of a run that found its source unchanged says it loaded nothing and whose report it shows', async () => {
+  const dir = path.join(tmp, 'titulares-twice');
+  fs.mkdirSync(dir, { recursive: true });
+  fs.copyFileSync(path.join(ROOT, 'fixtures/car-titulares/titulares.csv'), path.join(dir, 'titulares.csv'));
+  const first = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: dir, force: true });
+  const again = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: dir });
+  expect(again).toMatchObject({ status: 'unchanged', snapshot_id: first.snapshot_id });
+  const q: QualityReport = JSON.parse(agroReport(`r${again.run_id}`, '--json').stdout);
+  // Before: the identical snapshot's report, its own run and counts, as if this run had read them.
+  expect(q.facts.notes[0]).toBe(`run ${again.run_id} found the source identical to snapshot ${first.snapshot_id} and loaded nothing: this is that snapshot's report (run ${first.run_id})`);
+  expect(q.run_id).toBe(first.run_id);
+});
+
 test('IBAMA: the examples of dropped terms show no personal data, documento_hmac included (a CPF is found again from its HMAC by trying every CPF)', async () => {
   const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv') });
   expect([out.status, out.error]).toEqual(['published', undefined]);

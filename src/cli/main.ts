@@ -254,7 +254,12 @@ async function cmdReport(env: Env): Promise<number> {
     const ended = run ?? (snap && !snap.quality && snap.run_id ? await catalog.getRun(pool, snap.run_id) : null);
     const why = ended && !snap?.quality ? ` (run ${ended.run_id} ended ${ended.status} before its quality stage${ended.error ? `: ${ended.error}` : ''})` : '';
     if (!snap?.quality) throw new AgroError('snapshot_not_found', `no quality report for ${arg}${why}`);
-    const q = snap.quality as unknown as QualityReport;
+    let q = snap.quality as unknown as QualityReport;
+    // A run that found its source unchanged loaded nothing: the report is the identical snapshot's, and says so.
+    if (run?.status === 'unchanged') {
+      const note = `run ${run.run_id} found the source identical to snapshot ${snap.snapshot_id} and loaded nothing: this is that snapshot's report${q.run_id ? ` (run ${q.run_id})` : ''}`;
+      q = { ...q, facts: { ...q.facts, notes: [note, ...q.facts.notes] } };
+    }
     const relation = findPipeline(snap.dataset)?.mainRelation;
     return { report: q, extras: format === 'html' && relation ? await reportExtras(pool, relation, q) : undefined };
   });
