@@ -6,6 +6,9 @@
 import type { Position } from 'geojson';
 import { beforeAll, expect, test } from 'vitest';
 import { buildDnitSnv, SNV_FIXTURE, sphericalKm, type SnvSegment } from '../fixtures/dnit-snv.ts';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ensureOverlaps } from '../src/etl/overlaps.ts';
 import { call, fixtureApi, newKey, publishFrom } from './helpers/api.ts';
 
 const fx = fixtureApi();
@@ -85,4 +88,20 @@ test('a segment that is no main alignment (an SNV contorno, acesso or variante) 
   // Before the fix: car_rodovias measured 0 km to the variant while the API (main alignments) said `before`.
   expect(await rodovia()).toBeCloseTo(before, 6);
   expect(r.body.rodovias.distancia_km).toBeCloseTo(before, 2);
+});
+
+test('migration 0108 on a database derived before the rule: the road pairs are computed again by the next derive, the old rows served until then, never twice', async () => {
+  const rows = async () => (await fx.db.pool.query(`SELECT car, distancia_km FROM serving.car_rodovias ORDER BY car`)).rows;
+  const right = await rows();
+  expect(right.length).toBeGreaterThan(0);
+  // What an older derive left: a distance measured to a variant or a planned road (0 km).
+  await fx.db.pool.query(`UPDATE derived.car_overlaps SET distancia_km = 0 WHERE camada = 'rodovia' AND car = $1`, [right[0].car]);
+  await fx.db.pool.query(fs.readFileSync(path.join(__dirname, '..', 'sql', '0108_road_pieces_main_alignments.sql'), 'utf8'));
+  expect((await fx.db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'snap' AND tablename LIKE 'dnit_snv_sub%'`)).rows[0].n).toBe(0);
+  // Until the next derive the rows computed before are served (no property loses its road).
+  expect((await rows()).length).toBe(right.length);
+  const r = await ensureOverlaps(fx.db.pool, fx.db.log);
+  expect(r.pairs).toBeGreaterThan(0);
+  // Before the fix: each property twice (the old row beside the new one).
+  expect(await rows()).toEqual(right);
 });

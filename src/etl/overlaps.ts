@@ -31,6 +31,8 @@ export interface Overlay {
   /**
    * SQL filter on the layer's rows: a boolean expression over the row `l`, written only with
    * columns every snapshot of the layer has (pieces of an older snapshot are built with it too).
+   * Changing it needs a migration that forgets the pairs computed with the old one and drops
+   * the line pieces cut with it (as sql/0108 does for the road distance).
    */
   filter?: string;
 }
@@ -158,6 +160,9 @@ async function finishPair(client: pg.ClientBase, pair: Pair, parts: number, dura
   const done = await client.query('SELECT rows FROM derived.overlap_pairs WHERE car_snapshot_id = $1 AND layer_snapshot_id = $2', [pair.carSnapshotId, pair.layerSnapshotId]);
   let rows: number = done.rowCount ? done.rows[0].rows : 0;
   if (!done.rowCount) {
+    // Rows of a pair forgotten so it is computed again (a changed rule, migration 0108) were
+    // served until now: they go in the transaction that brings their successors.
+    await client.query('DELETE FROM derived.car_overlaps WHERE car_snapshot_id = $1 AND layer_snapshot_id = $2', [pair.carSnapshotId, pair.layerSnapshotId]);
     const ins = await client.query(
       `INSERT INTO derived.car_overlaps (car_snapshot_id, layer_snapshot_id, camada, car, uf, feicao_id, area_sobreposta_ha, percentual, distancia_km, ativo)
        SELECT $1, $2, $3, car, uf, fid, area_sobreposta_ha, percentual, ${pair.overlay.kind === 'distance' ? 'distancia_km' : 'NULL'}, ativo
