@@ -108,6 +108,18 @@ describe('the committed fixture', () => {
     expect(again.status).toBe('unchanged');
   });
 
+  test('an unknown column of a new export (a responsible person\'s name) stays out of the report\'s examples: the relation holds personal data', async () => {
+    const dir = fs.mkdtempSync(path.join(work, 'extra-column-'));
+    const rows = ICMBIO_FIXTURE.map((r) => ({ ...r, attributes: { ...r.attributes, nome_resp: 'Maria Aparecida Responsável' } }));
+    await buildIcmbioZip(dir, { rows, extraFields: [{ name: 'nome_resp', type: 'C', length: 60 }] });
+    const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, icmbioEmbargos, { source: dir, asOf: ICMBIO_RELEASE_DATE, force: true });
+    const q = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+    expect(Object.keys(q.facts.examples ?? {}).length).toBeGreaterThan(0);
+    // Before the fix: every example showed it under extra.
+    expect(JSON.stringify(q)).not.toContain('Maria Aparecida');
+    expect(q.facts.fields.unknown).toContain('nome_resp');
+  });
+
   test('a zip without num_emb is blocked before loading', async () => {
     const dir = fs.mkdtempSync(path.join(work, 'no-key-'));
     await buildIcmbioZip(dir, { dropFields: ['num_emb'] });

@@ -32,9 +32,13 @@ export function typedColumns(rel: Relation, asOf: string, snapshotId: number): S
   return sqlText(`${selectList(rel, dateLiteral(asOf), snapshotId)},\n       ${flags.join(',\n       ')}`);
 }
 
-/** What a typed row's example shows in the report: its declared values, personal data and the snapshot id left out. */
+/**
+ * What a typed row's example shows in the report: its declared values, personal data and the
+ * snapshot id left out; and `extra` too when the relation holds personal data (an unknown
+ * column of a new export, a responsible person's name, would be shown as written).
+ */
 export const typedExampleColumns = (rel: Relation): string[] =>
-  rel.columns.filter((c) => c.role !== 'snapshot_id' && !rel.personal.includes(c.name)).map((c) => c.name);
+  rel.columns.filter((c) => c.role !== 'snapshot_id' && !rel.personal.includes(c.name) && !(c.role === 'extra' && rel.personal.length > 0)).map((c) => c.name);
 
 /**
  * Builds a relation's snapshot from typed rows (`s`, with whatever the pipeline joins to them):
