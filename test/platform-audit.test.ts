@@ -5,7 +5,7 @@ import { expect, test } from 'vitest';
 import { drainOnce } from '../src/events/delivery.ts';
 import { addEndpoint, listEndpoints } from '../src/events/endpoints.ts';
 import { addMonitor, listMonitors } from '../src/events/monitors.ts';
-import { createKey, purgeRevokedKeys, rotateKey } from '../src/platform/keys.ts';
+import { createKey, purgeRevokedKeys, revokeKey, rotateKey } from '../src/platform/keys.ts';
 import { admitRequests, PLAN_LIMITS, queueQuotaThresholds, windowOf } from '../src/platform/limits.ts';
 import type { AddressInfo } from 'node:net';
 import { buildServer, createApiPool } from '../src/api/server.ts';
@@ -133,5 +133,13 @@ test('a subscription or monitor added with a rotated key in its grace period goe
   expect((await listEndpoints(fx.db.pool, [last.id])).map((e) => e.id)).toEqual([ep.id]);
   expect((await listMonitors(fx.db.pool, [last.id])).map((m) => m.id)).toEqual([mon.id]);
   await expect(addMonitor(fx.db.pool, old.id, 'car', GO1)).rejects.toMatchObject({ code: 'key_not_found' });
+  // A chain whose newest key is revoked takes no subscription (it would never hear an event).
+  const a = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'revoked-successor' });
+  const { key: b } = await rotateKey(fx.db.pool, a.id, 24);
+  await revokeKey(fx.db.pool, b.id);
+  await expect(addMonitor(fx.db.pool, a.id, 'car', GO1)).rejects.toMatchObject({ code: 'key_not_found', message: expect.stringContaining('revoked') });
+  await revokeKey(fx.db.pool, a.id);
+  await expect(addEndpoint(fx.db.pool, { keyId: a.id, url: 'https://hooks.example.com/x', events: '*', allowPrivate: false, resolve: async () => [{ address: '93.184.216.34', family: 4 }] }))
+    .rejects.toMatchObject({ code: 'key_not_found' });
 });
 

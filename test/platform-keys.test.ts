@@ -100,8 +100,9 @@ describe('keys', () => {
     const k = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'purge' });
     await db.pool.query(`INSERT INTO platform.requests (id, key_id, method, path, status, billable, created_at) VALUES ('req_purge_old', $1, 'GET', '/v1/x', 200, true, now() - interval '14 months')`, [k.id]);
     await db.pool.query(`INSERT INTO platform.idempotency (key_id, method, path, idem_key, body_sha256, state, expires_at) VALUES ($1, 'POST', '/v1/x', 'old', '\\x00', 'done', now() - interval '1 hour')`, [k.id]);
-    // Webhook events: delivered or given up past the history retention go with their deliveries
-    // and log; a pending delivery and a recent event stay (before: nothing was ever purged).
+    // Webhook deliveries of events past the history retention go with their log when settled
+    // (delivered, given up) or when their endpoint is disabled; a pending one and a recent
+    // event's stay; the events stay, their ids unique (before: nothing was ever purged).
     const ep = await addEndpoint(db.pool, { keyId: k.id, url: 'https://hooks.example.com/old', events: '*', allowPrivate: false, resolve: async () => [{ address: '93.184.216.34', family: 4 }] });
     const event = async (dedupe: string, monthsAgo: number, status: 'delivered' | 'failed' | 'pending') => {
       const id = (await db.pool.query(`SELECT events.enqueue('quota.threshold', $1, $2, '{}'::jsonb) AS id`, [dedupe, k.id])).rows[0].id;
@@ -113,6 +114,9 @@ describe('keys', () => {
     };
     const gone = [await event('purge-a', 14, 'delivered'), await event('purge-b', 20, 'failed')];
     const kept = [await event('purge-c', 2, 'delivered'), await event('purge-d', 14, 'pending')];
+    const disabled = await addEndpoint(db.pool, { keyId: k.id, url: 'https://hooks.example.com/gone', events: '*', allowPrivate: false, resolve: async () => [{ address: '93.184.216.34', family: 4 }] });
+    await db.pool.query(`UPDATE events.endpoints SET disabled_at = now(), disabled_reason = '410 Gone' WHERE id = $1`, [disabled.id]);
+    await db.pool.query(`INSERT INTO events.deliveries (event_id, endpoint_id, status, attempts, next_attempt_at) VALUES ($1, $2, 'pending', 3, now())`, [kept[1], disabled.id]);
     const root = path.resolve(__dirname, '..');
     const r = spawnSync(process.execPath, [path.join(root, 'bin/agro.mjs'), 'platform', 'purge', '--json'], { cwd: root, env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
@@ -121,9 +125,11 @@ describe('keys', () => {
     expect(j.idempotency_answers).toBeGreaterThanOrEqual(1);
     expect((await db.pool.query(`SELECT 1 FROM platform.requests WHERE id = 'req_purge_old'`)).rowCount).toBe(0);
     expect((await db.pool.query(`SELECT 1 FROM platform.idempotency WHERE key_id = $1`, [k.id])).rowCount).toBe(0);
-    expect(j.webhook_events).toBe(2);
+    expect(j.webhook_deliveries).toBe(3);
     const left = async (table: string, col: string) => (await db.pool.query(`SELECT ${col} AS id FROM ${table} WHERE ${col} = ANY ($1) ORDER BY 1`, [[...gone, ...kept]])).rows.map((x) => x.id);
-    for (const [t, col] of [['events.outbox', 'id'], ['events.deliveries', 'event_id'], ['events.attempts', 'event_id']]) expect(await left(t, col)).toEqual([...kept].sort());
+    for (const [t, col] of [['events.deliveries', 'event_id'], ['events.attempts', 'event_id']]) expect(await left(t, col)).toEqual([...kept].sort());
+    expect((await db.pool.query(`SELECT endpoint_id FROM events.deliveries WHERE event_id = $1`, [kept[1]])).rows).toEqual([{ endpoint_id: ep.id }]);
+    expect(await left('events.outbox', 'id')).toEqual([...gone, ...kept].sort());
   }, 60_000);
 });
 

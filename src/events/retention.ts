@@ -1,16 +1,19 @@
-// Retention of the webhook tables: an event whose deliveries are all settled (delivered, or
-// given up after the retries) is deleted with them and their log once it is older than the
-// query history's retention; an event still pending anywhere, or not yet fanned out, stays.
+// Retention of the webhook tables: the deliveries of an event older than the query history's
+// retention are deleted, with their log, once settled (delivered, or given up after the
+// retries) or when their endpoint is disabled (a 410: nothing will ever be sent to it again).
+// The event itself stays: its id is derived from what it announces (events.enqueue), so a
+// deleted event would let a once-only announcement (car.embargo.criado) be written again
+// under the same id, which receivers deduplicating on webhook-id would drop unseen.
 import type pg from 'pg';
 
 type Db = pg.Pool | pg.ClientBase;
 
-/** Deletes settled webhook events older than `retentionMonths` (deliveries and attempts cascade). */
-export async function purgeEvents(db: Db, retentionMonths: number): Promise<number> {
+/** Deletes the settled deliveries (attempts cascade) of webhook events older than `retentionMonths`. */
+export async function purgeDeliveries(db: Db, retentionMonths: number): Promise<number> {
   const r = await db.query(
-    `DELETE FROM events.outbox o
-      WHERE o.created_at < now() - make_interval(months => $1) AND o.dispatched_at IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM events.deliveries d WHERE d.event_id = o.id AND d.status = 'pending')`,
+    `DELETE FROM events.deliveries d USING events.outbox o, events.endpoints e
+      WHERE o.id = d.event_id AND e.id = d.endpoint_id AND o.created_at < now() - make_interval(months => $1)
+        AND (d.status <> 'pending' OR e.disabled_at IS NOT NULL)`,
     [retentionMonths],
   );
   return r.rowCount ?? 0;

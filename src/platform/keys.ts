@@ -155,8 +155,9 @@ export async function rotateKey(db: pg.Pool, id: string, graceHours: number): Pr
 }
 
 /**
- * The key a subscription or monitor belongs to: the last of `id`'s rotation chain. One added
- * with a rotated key in its grace period would otherwise stay on it and be deleted with it.
+ * The key a subscription or monitor belongs to: the last of `id`'s rotation chain, which must
+ * not be revoked. One added with a rotated key in its grace period would otherwise stay on it
+ * and be deleted with it.
  */
 export async function subscriberKeyOf(db: Db, id: string): Promise<string> {
   const r = await db.query(
@@ -164,10 +165,12 @@ export async function subscriberKeyOf(db: Db, id: string): Promise<string> {
        SELECT id, replaced_by, 0 AS depth FROM platform.api_keys WHERE id = $1
        UNION ALL
        SELECT k.id, k.replaced_by, c.depth + 1 FROM chain c JOIN platform.api_keys k ON k.id = c.replaced_by WHERE c.depth < 1000)
-     SELECT id FROM chain ORDER BY depth DESC LIMIT 1`,
+     SELECT c.id, k.revoked_at <= now() AS revoked FROM chain c JOIN platform.api_keys k USING (id) ORDER BY c.depth DESC LIMIT 1`,
     [id],
   );
   if (!r.rows[0]) throw new AgroError('key_not_found', id);
+  // A revoked key (the chain's newest, its grace over) hears nothing: a subscription on it is dead.
+  if (r.rows[0].revoked) throw new AgroError('key_not_found', `${id} is revoked${r.rows[0].id !== id ? ` (its successor ${r.rows[0].id} too)` : ''}`);
   return r.rows[0].id;
 }
 
