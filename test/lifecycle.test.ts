@@ -114,8 +114,11 @@ describe('B.2 rollback follows publication, not ids', () => {
     expect(await rollback(db.pool, sicar, 'MT')).toEqual({ from: d.snapshot_id, to: before });
     // The next nightly downloads the same bytes. Before the fix: published again, undoing the rollback.
     const again = await run('MT', bad, { asOf: '2025-06-01' });
-    expect(again).toMatchObject({ status: 'unchanged', snapshot_id: d.snapshot_id });
-    expect(again.message).toMatch(new RegExp(`snapshot ${d.snapshot_id}.*rolled back`));
+    // snapshot_id is what serves the source now; rolled_back names the snapshot of these bytes.
+    expect(again).toMatchObject({ status: 'unchanged', snapshot_id: before, rolled_back: { snapshot_id: d.snapshot_id } });
+    expect(again.message).toMatch(new RegExp(`snapshot ${d.snapshot_id}.*rolled back.*agro publish ${d.snapshot_id}`));
+    const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'report', `r${again.run_id}`, '--json'], { env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8' });
+    expect(JSON.parse(r.stdout).facts.notes[0]).toMatch(new RegExp(`^run ${again.run_id} loaded nothing \\(source identical to snapshot ${d.snapshot_id} .*rolled back.*\\): this is the report of snapshot ${before}`));
     expect(await currentId('MT')).toBe(before);
     // Other bytes load as usual; an operator who wants the rolled-back data says so.
     const forced = await run('MT', bad, { asOf: '2025-06-01', force: true });

@@ -188,7 +188,7 @@ test('agro report r<run> of a run that found its source unchanged says it loaded
   expect(again).toMatchObject({ status: 'unchanged', snapshot_id: first.snapshot_id });
   const q: QualityReport = JSON.parse(agroReport(`r${again.run_id}`, '--json').stdout);
   // Before: the identical snapshot's report, its own run and counts, as if this run had read them.
-  expect(q.facts.notes[0]).toBe(`run ${again.run_id} found the source identical to snapshot ${first.snapshot_id} and loaded nothing: this is that snapshot's report (run ${first.run_id})`);
+  expect(q.facts.notes[0]).toMatch(new RegExp(`^run ${again.run_id} loaded nothing \\(source identical to snapshot ${first.snapshot_id} \\(sha256 [0-9a-f]{12}…\\)\\): this is the report of snapshot ${first.snapshot_id} \\(run ${first.run_id}\\)$`));
   expect(q.run_id).toBe(first.run_id);
 });
 

@@ -257,7 +257,7 @@ async function cmdReport(env: Env): Promise<number> {
     let q = snap.quality as unknown as QualityReport;
     // A run that found its source unchanged loaded nothing: the report is the identical snapshot's, and says so.
     if (run?.status === 'unchanged') {
-      const note = `run ${run.run_id} found the source identical to snapshot ${snap.snapshot_id} and loaded nothing: this is that snapshot's report${q.run_id ? ` (run ${q.run_id})` : ''}`;
+      const note = `run ${run.run_id} loaded nothing (${run.message ?? `source identical to snapshot ${snap.snapshot_id}`}): this is the report of snapshot ${snap.snapshot_id}${q.run_id ? ` (run ${q.run_id})` : ''}`;
       q = { ...q, facts: { ...q.facts, notes: [note, ...q.facts.notes] } };
     }
     const relation = findPipeline(snap.dataset)?.mainRelation;

@@ -44,6 +44,8 @@ export interface RunRow {
   rows_loaded: number | null;
   rows_rejected: number | null;
   error: string | null;
+  /** What a run that loaded nothing said (an unchanged source), from migration 0109 on. */
+  message?: string | null;
   started_at: Date;
   finished_at: Date | null;
   /** The process that ran it. */
@@ -66,13 +68,14 @@ export async function insertRun(db: Db, pipeline: string, scope: string, options
 export async function finishRun(
   db: Db,
   runId: number,
-  f: { status: RunStatus; snapshotId?: number | null; read?: number; loaded?: number; rejected?: number; error?: string; errorCode?: string },
+  f: { status: RunStatus; snapshotId?: number | null; read?: number; loaded?: number; rejected?: number; error?: string; errorCode?: string; message?: string },
 ): Promise<void> {
   await db.query(
     `UPDATE etl.runs SET status = $2, snapshot_id = coalesce($3, snapshot_id), rows_read = $4, rows_loaded = $5,
-            rows_rejected = $6, error = $7, error_code = $8, finished_at = now()
+            rows_rejected = $6, error = $7, error_code = $8, message = $9, finished_at = now()
       WHERE run_id = $1`,
-    [runId, f.status, f.snapshotId ?? null, f.read ?? null, f.loaded ?? null, f.rejected ?? null, f.error === undefined ? null : maskCpfsInText(f.error), f.errorCode ?? null],
+    [runId, f.status, f.snapshotId ?? null, f.read ?? null, f.loaded ?? null, f.rejected ?? null, f.error === undefined ? null : maskCpfsInText(f.error), f.errorCode ?? null,
+      f.message === undefined ? null : maskCpfsInText(f.message)],
   );
 }
 

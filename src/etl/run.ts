@@ -54,6 +54,8 @@ export interface RunOutcome {
   gate?: QualityReport['gate'];
   report?: string;
   message?: string;
+  /** An unchanged run whose bytes are those of a snapshot an operator rolled back: that snapshot. */
+  rolled_back?: { snapshot_id: number; rolled_back_at: string };
   error?: { code: string; message: string };
 }
 
@@ -339,11 +341,17 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     if (same || refused) {
       const s = (same ?? refused)!;
       outcome.status = 'unchanged';
-      outcome.snapshot_id = s.snapshot_id;
-      outcome.as_of = s.as_of;
+      // snapshot_id: what serves this source now (the identical snapshot, or, when the bytes
+      // are a rolled-back snapshot's, the one current instead; `rolled_back` names the other).
+      outcome.snapshot_id = same ? same.snapshot_id : current?.snapshot_id ?? null;
+      outcome.as_of = same ? same.as_of : current?.as_of ?? null;
       outcome.message = `source identical to snapshot ${s.snapshot_id} (sha256 ${sha.slice(0, 12)}…)${unread.length ? `; ${unread.join(', ')} could not be read: the files compared alone` : ''}`;
-      if (refused) outcome.message += `, which was rolled back on ${refused.rolled_back_at.toISOString().slice(0, 10)}: not published again (--force loads it anew${refused.status === 'dropped' ? '' : `, agro publish ${refused.snapshot_id} makes it current`})`;
-      await catalog.finishRun(pool, runId, { status: 'unchanged', snapshotId: s.snapshot_id });
+      if (refused) {
+        outcome.rolled_back = { snapshot_id: refused.snapshot_id, rolled_back_at: refused.rolled_back_at.toISOString() };
+        const take = refused.status === 'dropped' ? '--force loads and publishes it anyway, past the quality gate too' : `agro publish ${refused.snapshot_id} makes it current again`;
+        outcome.message += `, which was rolled back on ${refused.rolled_back_at.toISOString().slice(0, 10)}: not published again (${take})`;
+      }
+      await catalog.finishRun(pool, runId, { status: 'unchanged', snapshotId: outcome.snapshot_id, message: outcome.message });
       return outcome;
     }
 
