@@ -38,7 +38,10 @@ export async function classifyZarc(client: pg.ClientBase, t: ShapeTables, season
  * in file order: src_seq runs on across the files).
  */
 export const lastReadPerKey = (classified: Sql): Sql =>
-  sqlText(`(SELECT DISTINCT ON (chave) * FROM ${classified} WHERE verdict = 'ok' ORDER BY chave, src_seq DESC)`);
+  sqlText(`(SELECT DISTINCT ON (chave) * FROM ${classified} WHERE verdict = 'ok' ORDER BY chave, ${LAST_READ_FIRST})`);
+
+/** Of a chave's copies, the order that puts the one loaded first (the last read), for every statement that picks it. */
+const LAST_READ_FIRST = 'src_seq DESC';
 
 /**
  * Over the typed rows `c`: the copies of a chave the build does not load (lastReadPerKey keeps
@@ -48,8 +51,8 @@ export const lastReadPerKey = (classified: Sql): Sql =>
  */
 export const droppedCopies = (classified: Sql, kind: 'exact' | 'conflicting'): string =>
   `c.src_seq IN (SELECT src_seq FROM (
-     SELECT src_seq, row_number() OVER (PARTITION BY chave ORDER BY src_seq DESC) AS rk,
-            row_number() OVER (PARTITION BY chave, ARRAY[${decNames('')}] ORDER BY src_seq DESC) AS rg
+     SELECT src_seq, row_number() OVER (PARTITION BY chave ORDER BY ${LAST_READ_FIRST}) AS rk,
+            row_number() OVER (PARTITION BY chave, ARRAY[${decNames('')}] ORDER BY ${LAST_READ_FIRST}) AS rg
        FROM ${classified}
       WHERE verdict = 'ok' AND chave IN (SELECT chave FROM ${classified} WHERE verdict = 'ok' GROUP BY chave HAVING count(*) > 1)) d
     WHERE ${kind === 'exact' ? 'd.rg > 1' : 'd.rg = 1 AND d.rk > 1'})`;
@@ -86,7 +89,7 @@ export interface KeptRaw {
 
 /** What the rows loaded keep raw in `extra`, from the typed rows (sql/queries/zarc_kept_raw.sql). */
 export async function keptRaw(client: pg.ClientBase, classified: Sql): Promise<KeptRaw> {
-  return (await client.query(fillSql('queries/zarc_kept_raw', { classified, dec_keys: decKeys() }))).rows[0];
+  return (await client.query(fillSql('queries/zarc_kept_raw', { classified, dec_keys: decKeys(), last_read_first: sqlText(LAST_READ_FIRST) }))).rows[0];
 }
 
 /** Rows of the snapshot per season. */

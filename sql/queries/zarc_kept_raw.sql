@@ -7,7 +7,7 @@ WITH w AS (
   SELECT DISTINCT ON (c.chave) c.file_no, c.src_seq, c.unparsed, c.invalid_cells
   FROM {{classified}} c
   WHERE c.verdict = 'ok' AND c.chave IN (SELECT chave FROM {{classified}} WHERE verdict = 'ok' AND unparsed IS NOT NULL)
-  ORDER BY c.chave, c.src_seq DESC
+  ORDER BY c.chave, {{last_read_first}}
 ), kept AS (
   SELECT * FROM w WHERE unparsed IS NOT NULL
 ), cells AS (
