@@ -2,6 +2,8 @@
 // pseudo-terminal (util-linux `script`), `agro runs`, `agro backfill --series/--series-file`
 // and `agro doctor`, each through the real `agro` binary against a real PostGIS.
 import { spawn, spawnSync } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -246,5 +248,40 @@ describe('agro doctor', () => {
     const down = spawnSync(process.execPath, [AGRO, 'doctor'], { env: env({ DATABASE_URL: 'postgres://agro@127.0.0.1:9/agro' }), encoding: 'utf8' });
     expect(down.status).toBe(1);
     expect(down.stdout).toMatch(/✗ database +DATABASE_URL is unreachable.*\n +→ start that server or correct DATABASE_URL/);
+  });
+});
+
+describe('a password written in a source URL', () => {
+  test('is never shown: not in the run JSON, the logs, `agro runs` (table and JSON) or the ledger; `agro db url` still prints it', async () => {
+    const fresh = await testDatabase();
+    const server = http.createServer((_req, res) => res.writeHead(404).end('gone'));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      // not spawnSync: the server answers from this process
+      const run = (...args: string[]) => new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+        const child = spawn(process.execPath, [AGRO, ...args], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }) });
+        let out = '';
+        let err = '';
+        child.stdout.on('data', (d) => (out += d));
+        child.stderr.on('data', (d) => (err += d));
+        child.on('exit', (code) => resolve({ code, out, err }));
+      });
+      const failed = await run('run', 'zarc', '--source', `http://mirror:s3cr3t-pw@127.0.0.1:${port}/zarc.csv`, '--json');
+      expect(failed.code).toBe(1);
+      expect(JSON.parse(failed.out).error).toEqual({ code: 'source_not_found', message: expect.stringContaining(`http://mirror:***@127.0.0.1:${port}/zarc.csv`) });
+      const listed = await run('runs', '--json');
+      const table = await run('runs');
+      const ledger = JSON.stringify((await fresh.pool.query(`SELECT options, error FROM etl.runs`)).rows);
+      for (const text of [failed.out, failed.err, listed.out, table.out, ledger]) expect(text).not.toContain('s3cr3t-pw');
+      expect(listed.out).toContain('mirror:***@');
+      // The one command whose output is the URL itself prints it whole.
+      const withPassword = 'postgres://agro:pw@127.0.0.1:9/agro';
+      const url = spawnSync(process.execPath, [AGRO, 'db', 'url', '--json'], { env: env({ DATABASE_URL: withPassword }), encoding: 'utf8' });
+      expect(JSON.parse(url.stdout)).toEqual({ url: withPassword });
+    } finally {
+      server.close();
+      await fresh.drop();
+    }
   });
 });

@@ -22,7 +22,7 @@ import { stoppedBySignal } from './interrupt.ts';
 import { cmdRuns } from './runs.ts';
 import { cmdSchedule } from './schedule.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
-import { describeRun, out, pipelineArg, print, withDb, type Env } from './context.ts';
+import { describeRun, out, outVerbatim, pipelineArg, print, withDb, type Env } from './context.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
 import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo } from './api-commands.ts';
@@ -276,7 +276,7 @@ async function cmdDb(env: Env): Promise<number> {
   const cluster = new EmbeddedCluster(env.cfg);
   if (sub === 'url') {
     const url = databaseUrl(env.cfg);
-    print(env, { url }, () => url);
+    outVerbatim(env.json ? JSON.stringify({ url }) : url);
     return 0;
   }
   if (env.cfg.databaseUrl && (sub === 'start' || sub === 'stop')) {
