@@ -10,6 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { slowFileServer } from './helpers/slow-server.ts';
+import { eventually } from './helpers/api.ts';
 import { fixtureRuns } from '../src/cli/main.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -284,4 +285,35 @@ describe('a password written in a source URL', () => {
       await fresh.drop();
     }
   });
+});
+
+describe('two agro nightly at once', () => {
+  test('the second starts nothing and says which one holds the night (exit 1); the first loads every pipeline, no run fails', async () => {
+    const fresh = await testDatabase();
+    try {
+      const night = (...extra: string[]) => {
+        const child = spawn(process.execPath, [AGRO, 'nightly', '--sources', 'fixtures', ...extra], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, LOG_LEVEL: 'warn' }) });
+        let out = '';
+        let err = '';
+        child.stdout.on('data', (d) => (out += d));
+        child.stderr.on('data', (d) => (err += d));
+        return new Promise<{ code: number | null; out: string; err: string }>((r) => child.on('exit', (code) => r({ code, out, err })));
+      };
+      const first = night();
+      await eventually(async () => expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBeGreaterThan(0), 60_000);
+      const second = await night('--json');
+      expect(second.code).toBe(1);
+      expect(second.out.trim().split('\n')).toHaveLength(1);
+      expect(JSON.parse(second.out).error).toEqual({ code: 'nightly_in_progress', message: expect.stringMatching(/^another `agro nightly` is running: held by agro \d+@\S+ since \d{4}-\d\d-\d\d \d\d:\d\d UTC; this one starts nothing/) });
+      const done = await first;
+      expect(done.code, done.err).toBe(0);
+      const runs = (await fresh.pool.query(`SELECT status, count(*)::int AS n FROM etl.runs GROUP BY status`)).rows;
+      expect(runs).toEqual([{ status: 'published', n: fixtureRuns().length }]);
+      // Once it is over, the next night starts.
+      const next = await night('--json');
+      expect(next.code, next.err).toBe(0);
+    } finally {
+      await fresh.drop();
+    }
+  }, 400_000);
 });

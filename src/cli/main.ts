@@ -18,6 +18,7 @@ import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { setupTerminal } from '../progress.ts';
 import { cmdBackfillSeries } from './backfill-series.ts';
 import { cmdDoctor } from './doctor.ts';
+import { holdNightly } from './nightly-lock.ts';
 import { stoppedBySignal } from './interrupt.ts';
 import { cmdRuns } from './runs.ts';
 import { cmdSchedule } from './schedule.ts';
@@ -168,12 +169,17 @@ async function cmdNightly(env: Env): Promise<number> {
   for (const s of skipped) env.log.warn(`skipped ${s}`);
   const outcomes: RunOutcome[] = [];
   await stoppedBySignal(env, (signal) => withDb(env, async (pool) => {
-    for (const r of plan) {
-      if (signal.aborted) break; // the rest of the night is not started
-      const p = findPipeline(r.pipeline)!;
-      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
-      outcomes.push(o);
-      if (!env.json) out(describeRun(o));
+    const night = await holdNightly(databaseUrl(env.cfg));
+    try {
+      for (const r of plan) {
+        if (signal.aborted) break; // the rest of the night is not started
+        const p = findPipeline(r.pipeline)!;
+        const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
+        outcomes.push(o);
+        if (!env.json) out(describeRun(o));
+      }
+    } finally {
+      await night.release();
     }
   }));
   if (env.json) print(env, { runs: outcomes, skipped }, () => '');
