@@ -181,6 +181,34 @@ describe('agro backfill --series', () => {
   });
 });
 
+describe('agro backfill --series with a date that fails', () => {
+  test('the series stops there and says which dates it did not run (JSON and terminal); run again, it resumes', async () => {
+    const fresh = await testDatabase();
+    try {
+      const series = path.join(work, 'series-gap');
+      zarcSource(path.join(series, '2024-01-01'), [ZARC_FILES[0]]);
+      fs.mkdirSync(path.join(series, '2024-06-01'), { recursive: true }); // an empty folder: the download fails
+      zarcSource(path.join(series, '2025-01-01'), ZARC_FILES);
+      const run = (...args: string[]) => spawnSync(process.execPath, [AGRO, ...args], { env: { ...env(), DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }, encoding: 'utf8', timeout: 120_000 });
+      const r = run('backfill', 'zarc', '--series', series, '--json');
+      expect(r.status, r.stderr).toBe(1);
+      const o = JSON.parse(r.stdout);
+      expect(o.runs.map((x: { as_of: string | null; status: string }) => x.status)).toEqual(['published', 'failed']);
+      expect(o.not_run).toEqual([{ as_of: '2025-01-01', source: path.join(series, '2025-01-01') }]);
+      const t = run('backfill', 'zarc', '--series', series);
+      expect(t.status).toBe(1);
+      expect(t.stdout).toMatch(/not run: 2025-01-01 \(the series stops at a failed date: a later one would be published over the gap; fix it and run the series again\)/);
+      // Fixed, the same series again: the loaded date is unchanged, the rest loads.
+      zarcSource(path.join(series, '2024-06-01'), [ZARC_FILES[0], ZARC_FILES[2]]);
+      const again = run('backfill', 'zarc', '--series', series, '--json');
+      expect(again.status, again.stderr).toBe(0);
+      expect(JSON.parse(again.stdout)).toMatchObject({ runs: [{ status: 'unchanged' }, { status: 'published' }, { status: 'published' }], not_run: [] });
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
+
 describe('agro backfill --series-file and Ctrl-C', () => {
   test('the download under way finishes, the run ends interrupted, the later dates do not start; one JSON object, exit 1', async () => {
     const fresh = await testDatabase(); // nothing loaded: the first date is a new snapshot
@@ -202,6 +230,7 @@ describe('agro backfill --series-file and Ctrl-C', () => {
       expect(err).toMatch(/SIGINT: the stage under way finishes/);
       const runs = JSON.parse(out).runs;
       expect(runs.map((o: { as_of: string | null; status: string; error?: { code: string } }) => [o.status, o.error?.code])).toEqual([['failed', 'interrupted']]);
+      expect(JSON.parse(out).not_run).toEqual([{ as_of: '2025-01-01', source: path.dirname(IBGE_ZIP) }]);
       expect((await fresh.pool.query(`SELECT run_id::int, status, error_code FROM etl.runs`)).rows).toEqual([{ run_id: runs[0].run_id, status: 'failed', error_code: 'interrupted' }]);
       expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM etl.current`)).rows[0].n).toBe(0);
     } finally {
