@@ -316,6 +316,30 @@ describe('a password written in a source URL', () => {
   });
 });
 
+describe('agro nightly with a pipeline failing in the middle', () => {
+  test('the later pipelines still run (SICAR after the failed layer); exit 1; the last line and the JSON summary name the failure', async () => {
+    const fresh = await testDatabase();
+    try {
+      // The official plan, every source a bundled fixture but FUNAI's, which is missing.
+      const sources: Record<string, string> = {};
+      for (const r of fixtureRuns()) if (!r.uf) sources[`AGRO_SOURCE_${r.pipeline.toUpperCase().replace(/-/g, '_')}`] = r.source;
+      const nightEnv = { ...sources, AGRO_SOURCE_FUNAI_TIS: path.join(work, 'no-funai-here'), AGRO_SOURCE_SICAR: path.join(ROOT, 'fixtures/sicar/MT'), AGRO_SICAR_UFS: 'MT', DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, LOG_LEVEL: 'warn' };
+      const night = (...extra: string[]) => spawnSync(process.execPath, [AGRO, 'nightly', ...extra], { env: env(nightEnv), encoding: 'utf8', timeout: 300_000 });
+      const text = night();
+      expect(text.status, text.stderr).toBe(1);
+      const lines = text.stdout.trim().split('\n');
+      expect(lines.at(-1)).toMatch(/^nightly: \d+ runs — \d+ published, 1 failed \(funai-tis: source_not_found\)$/);
+      expect(lines.some((l) => /^sicar MT: unchanged|^sicar MT: published/.test(l))).toBe(true);
+      const json = night('--json');
+      expect(json.status).toBe(1);
+      const o = JSON.parse(json.stdout);
+      expect(o.summary).toEqual({ runs: o.runs.length, failed: ['funai-tis'], blocked: [], not_run: [], by_status: { unchanged: o.runs.length - 1, failed: 1 } });
+    } finally {
+      await fresh.drop();
+    }
+  }, 400_000);
+});
+
 describe('two agro nightly at once', () => {
   test('the second starts nothing and says which one holds the night (exit 1); the first loads every pipeline, no run fails', async () => {
     const fresh = await testDatabase();

@@ -162,6 +162,27 @@ function withoutPassword(url: string): string {
   }
 }
 
+const where = (r: { pipeline: string; uf?: string | null }) => `${r.pipeline}${r.uf ? ' ' + r.uf : ''}`;
+
+/** What a night ended as: runs per status, the failed and blocked ones by name, the runs a signal left unstarted. */
+function nightSummary(outcomes: RunOutcome[], notRun: string[]) {
+  const byStatus: Record<string, number> = {};
+  for (const o of outcomes) byStatus[o.status] = (byStatus[o.status] ?? 0) + 1;
+  const named = (status: string) => outcomes.filter((o) => o.status === status).map(where);
+  return { runs: outcomes.length, by_status: byStatus, failed: named('failed'), blocked: named('blocked'), not_run: notRun };
+}
+
+/** The night's last line: a failure among thirty run lines and the logs is named again here. */
+function summaryLine(s: ReturnType<typeof nightSummary>, outcomes: RunOutcome[]): string {
+  const order = ['published', 'loaded', 'unchanged', 'blocked', 'failed'];
+  const parts = order.filter((st) => s.by_status[st]).map((st) => {
+    const of = outcomes.filter((o) => o.status === st);
+    const names = st === 'failed' ? of.map((o) => `${where(o)}: ${o.error?.code ?? 'failed'}`) : st === 'blocked' ? of.map(where) : [];
+    return `${of.length} ${st}${names.length ? ` (${names.join(', ')})` : ''}`;
+  });
+  return `nightly: ${s.runs} runs — ${parts.join(', ') || 'none'}${s.not_run.length ? `; not started: ${s.not_run.join(', ')}` : ''}`;
+}
+
 async function cmdNightly(env: Env): Promise<number> {
   const which = (env.values.sources as string | undefined) ?? 'official';
   if (which !== 'official' && which !== 'fixtures') throw new AgroError('usage', '--sources is official or fixtures');
@@ -182,8 +203,13 @@ async function cmdNightly(env: Env): Promise<number> {
       await night.release();
     }
   }));
-  if (env.json) print(env, { runs: outcomes, skipped }, () => '');
-  else for (const s of skipped) out(`skipped ${s}`);
+  const notRun = plan.slice(outcomes.length).map(where);
+  const summary = nightSummary(outcomes, notRun);
+  if (env.json) print(env, { runs: outcomes, skipped, summary }, () => '');
+  else {
+    for (const s of skipped) out(`skipped ${s}`);
+    out(summaryLine(summary, outcomes));
+  }
   return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
 }
 
