@@ -203,6 +203,25 @@ describe('scheduler', () => {
   });
 });
 
+describe('a database error in the middle of a batch', () => {
+  test("the jobs claimed before it are not left holding their lock: the slot is failed with the error, the next fire time runs", async () => {
+    const s = schedule({
+      first: { cron: '10 3 * * *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': IBGE } },
+      second: { cron: '10 3 * * *', pipelines: ['zarc'], sources: { zarc: ZARC } },
+    });
+    const sch = new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, now: () => new Date('2026-11-22T12:00:00Z') }, s);
+    expect(await sch.catchUp()).toEqual([]); // both jobs registered, nothing due
+    // The second job's claim now fails (a foreign key: any database error does the same).
+    await db.pool.query(`DELETE FROM etl.schedules WHERE schedule = 'second'`);
+    await expect(sch.tick(new Date('2026-11-23T06:10:00Z'))).rejects.toThrow(/foreign key/);
+    const slot = async (at: string) => (await db.pool.query(`SELECT status, error FROM etl.schedule_slots WHERE schedule = 'first' AND slot = $1`, [at])).rows[0];
+    expect(await slot('2026-11-23T06:10:00Z')).toEqual({ status: 'failed', error: expect.stringMatching(/^the batch stopped: .*foreign key/) });
+    await db.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone) VALUES ('second', '10 3 * * *', 'America/Sao_Paulo')`);
+    const next = await sch.tick(new Date('2026-11-24T06:10:00Z'));
+    expect(next.map((r) => [r.job, r.claim, r.status])).toEqual([['first', 'claimed', 'done'], ['second', 'claimed', 'done']]);
+  });
+});
+
 describe('SIGTERM', () => {
   test('the download under way finishes, nothing more starts, nothing is published; the next start runs the slot again', async () => {
     const fresh = await testDatabase();

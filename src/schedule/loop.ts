@@ -221,34 +221,45 @@ export class Scheduler {
     if (!this.registered) await this.register(this.now());
     const results: SlotResult[] = [];
     const held: { job: JobConfig; result: SlotResult; lock: { release(): Promise<void> }; finals: RunOutcome[] }[] = [];
-    for (const job of jobs) {
-      if (this.stopping) break;
-      const result: SlotResult = { job: job.name, slot, catchUp, claim: 'taken', runs: [] };
-      results.push(result);
-      const { claimed, lock } = await claims.claimWithLock(pool, job.name, slot, this.owner, catchUp);
-      if (!claimed) continue;
-      if (!lock) {
-        result.claim = 'busy';
-        result.status = 'skipped';
-        await claims.finishSlot(pool, job.name, slot, 'skipped', 'the job was still running in another scheduler');
-        continue;
-      }
-      result.claim = 'claimed';
-      held.push({ job, result, lock, finals: [] });
-      log.info({ job: job.name, slot: slot.toISOString(), catch_up: catchUp }, catchUp ? 'catching up a missed slot' : 'slot claimed');
-    }
+    // A database error while claiming a later job, or a run that throws, must not leave the
+    // jobs claimed so far holding their lock (every later slot would be skipped as "still
+    // running in another scheduler") nor their slot `running`, nor record it `done`.
+    let crash: Error | null = null;
     try {
+      for (const job of jobs) {
+        if (this.stopping) break;
+        const result: SlotResult = { job: job.name, slot, catchUp, claim: 'taken', runs: [] };
+        results.push(result);
+        const { claimed, lock } = await claims.claimWithLock(pool, job.name, slot, this.owner, catchUp);
+        if (!claimed) continue;
+        if (!lock) {
+          result.claim = 'busy';
+          result.status = 'skipped';
+          await claims.finishSlot(pool, job.name, slot, 'skipped', 'the job was still running in another scheduler');
+          continue;
+        }
+        result.claim = 'claimed';
+        held.push({ job, result, lock, finals: [] });
+        log.info({ job: job.name, slot: slot.toISOString(), catch_up: catchUp }, catchUp ? 'catching up a missed slot' : 'slot claimed');
+      }
       const plan = planBatch(held.map((h) => h.job), (p) => !!findPipeline(p)?.scopedByUf, this.deps.cfg.sicarUfs);
       for (const run of plan) {
         const h = held.find((x) => x.job.name === run.job)!;
         if (this.stopping) break;
         h.finals.push(await this.runWithRetries(run, h.job.name, slot, h.result.runs));
       }
+    } catch (e) {
+      crash = e as Error;
+      throw e;
     } finally {
       for (const h of held) {
         const failed = h.finals.filter((r) => r.status === 'failed');
-        const status: claims.SlotStatus = this.stopping ? 'interrupted' : failed.length ? 'failed' : 'done';
-        const error = this.stopping ? `stopped (${String(this.abort.signal.reason ?? 'stop')})` : failed.map((r) => `${r.pipeline}${r.uf ? ' ' + r.uf : ''}: ${r.error?.message}`).join('; ') || null;
+        const status: claims.SlotStatus = this.stopping ? 'interrupted' : crash || failed.length ? 'failed' : 'done';
+        const error = this.stopping
+          ? `stopped (${String(this.abort.signal.reason ?? 'stop')})`
+          : crash
+            ? `the batch stopped: ${crash.message}`
+            : failed.map((r) => `${r.pipeline}${r.uf ? ' ' + r.uf : ''}: ${r.error?.message}`).join('; ') || null;
         h.result.status = status;
         await claims.finishSlot(pool, h.job.name, slot, status, error).catch((e) => log.error({ err: e }, 'could not record the slot'));
         await h.lock.release();
