@@ -203,6 +203,34 @@ describe('scheduler', () => {
   });
 });
 
+describe('agro schedule --check', () => {
+  test('fire times in the schedule timezone (and UTC), and the last slot of each job: a skipped night is seen without SQL', async () => {
+    const file = path.join(work, 'overnight.json');
+    fs.writeFileSync(file, JSON.stringify({ timezone: 'America/Sao_Paulo', jobs: { overnight: { cron: '0 1 * * *', pipelines: ['zarc'] } } }));
+    await db.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('overnight', '0 1 * * *', 'America/Sao_Paulo', '2026-11-24T04:00:00Z')`);
+    await db.pool.query(`INSERT INTO etl.schedule_slots (schedule, slot, owner, status, error, finished_at) VALUES
+      ('overnight', '2026-11-23T04:00:00Z', 'h:1', 'done', NULL, now()), ('overnight', '2026-11-24T04:00:00Z', 'h:1', 'skipped', 'the previous slot was still running', now())`);
+    const check = (...extra: string[]) => spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule', '--check', ...extra], {
+      env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, AGRO_SCHEDULE_FILE: file }, encoding: 'utf8', timeout: 60_000,
+    });
+    const j = check('--json');
+    expect(j.status, j.stderr).toBe(0);
+    const [job] = JSON.parse(j.stdout).jobs;
+    expect(job.next[0]).toMatch(/T04:00:00\.000Z$/);
+    expect(job.next_local[0]).toMatch(/^\d{4}-\d\d-\d\d 01:00$/);
+    expect(job.last).toEqual({ slot: '2026-11-24T04:00:00.000Z', slot_local: '2026-11-24 01:00', status: 'skipped', error: 'the previous slot was still running', run_ids: [] });
+    const t = check();
+    expect(t.stdout).toMatch(/overnight .* next \d{4}-\d\d-\d\d 01:00 America\/Sao_Paulo \(04:00 UTC\)/);
+    expect(t.stdout).toMatch(/\n +last 2026-11-24 01:00: skipped \(the previous slot was still running\)/);
+    // Without a database, --check still validates the file.
+    const offline = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule', '--check', '--json'], {
+      env: { ...process.env, DATABASE_URL: 'postgres://agro@127.0.0.1:9/agro', AGRO_SCHEDULE_FILE: file }, encoding: 'utf8', timeout: 60_000,
+    });
+    expect(offline.status).toBe(0);
+    expect(JSON.parse(offline.stdout).jobs[0].last).toBeNull();
+  });
+});
+
 describe('a database error in the middle of a batch', () => {
   test("the jobs claimed before it are not left holding their lock: the slot is failed with the error, the next fire time runs", async () => {
     const s = schedule({
