@@ -220,7 +220,7 @@ describe('agro schedule --check', () => {
     expect(job.next_local[0]).toMatch(/^\d{4}-\d\d-\d\d 01:00$/);
     expect(job.last).toEqual({ slot: '2026-11-24T04:00:00.000Z', slot_local: '2026-11-24 01:00', status: 'skipped', error: 'the previous slot was still running', run_ids: [] });
     const t = check();
-    expect(t.stdout).toMatch(/overnight .* next \d{4}-\d\d-\d\d 01:00 America\/Sao_Paulo \(04:00 UTC\)/);
+    expect(t.stdout).toMatch(/overnight .* next \d{4}-\d\d-\d\d 01:00 America\/Sao_Paulo \(\d{4}-\d\d-\d\d 04:00 UTC\)/);
     expect(t.stdout).toMatch(/\n +last 2026-11-24 01:00: skipped \(the previous slot was still running\)/);
     // Without a database, --check still validates the file.
     const offline = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule', '--check', '--json'], {

@@ -56,7 +56,7 @@ export async function cmdSchedule(env: Env): Promise<number> {
     print(env, { origin: schedule.origin, timezone: schedule.timezone, retries: schedule.retries, jobs: checked }, () =>
       [`schedule from ${schedule.origin} (${schedule.timezone}; ${schedule.retries} retries from ${schedule.backoffMs / 1000} s)`,
         ...checked.flatMap((j) => [
-          `  ${j.job.padEnd(18)} ${j.cron.padEnd(14)} ${j.pipelines.join(', ')} (${j.runs} runs)  next ${j.next[0] ? `${j.next_local[0]} ${schedule.timezone} (${j.next[0].slice(11, 16)} UTC)` : '—'}`,
+          `  ${j.job.padEnd(18)} ${j.cron.padEnd(14)} ${j.pipelines.join(', ')} (${j.runs} runs)  next ${j.next[0] ? `${j.next_local[0]} ${schedule.timezone} (${j.next[0].slice(0, 16).replace('T', ' ')} UTC)` : '—'}`,
           ...(j.last ? [`  ${' '.repeat(18)} last ${j.last.slot_local}: ${j.last.status}${j.last.error ? ` (${j.last.error})` : ''}`] : []),
         ])].join('\n'));
     return 0;
