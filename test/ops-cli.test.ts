@@ -27,6 +27,18 @@ function agro(...args: string[]) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr, json: () => JSON.parse(r.stdout) };
 }
 
+/** `agro` without blocking this process (a server in it must answer; two commands may run at once). */
+function agroAsync(extraEnv: Record<string, string>, ...args: string[]) {
+  return new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+    const child = spawn(process.execPath, [AGRO, ...args], { env: env(extraEnv) });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('exit', (code) => resolve({ code, out, err }));
+  });
+}
+
 /** Runs a command in a pseudo-terminal; resolves with everything the terminal showed. */
 function inTerminal(command: string, extraEnv: Record<string, string> = {}): Promise<{ code: number | null; screen: string }> {
   return new Promise((resolve) => {
@@ -288,15 +300,7 @@ describe('a password written in a source URL', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
       const port = (server.address() as AddressInfo).port;
-      // not spawnSync: the server answers from this process
-      const run = (...args: string[]) => new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-        const child = spawn(process.execPath, [AGRO, ...args], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }) });
-        let out = '';
-        let err = '';
-        child.stdout.on('data', (d) => (out += d));
-        child.stderr.on('data', (d) => (err += d));
-        child.on('exit', (code) => resolve({ code, out, err }));
-      });
+      const run = (...args: string[]) => agroAsync({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }, ...args);
       const failed = await run('run', 'zarc', '--source', `http://mirror:s3cr3t-pw@127.0.0.1:${port}/zarc.csv`, '--json');
       expect(failed.code).toBe(1);
       expect(JSON.parse(failed.out).error).toEqual({ code: 'source_not_found', message: expect.stringContaining(`http://mirror:***@127.0.0.1:${port}/zarc.csv`) });
@@ -344,14 +348,7 @@ describe('two agro nightly at once', () => {
   test('the second starts nothing and says which one holds the night (exit 1); the first loads every pipeline, no run fails', async () => {
     const fresh = await testDatabase();
     try {
-      const night = (...extra: string[]) => {
-        const child = spawn(process.execPath, [AGRO, 'nightly', '--sources', 'fixtures', ...extra], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, LOG_LEVEL: 'warn' }) });
-        let out = '';
-        let err = '';
-        child.stdout.on('data', (d) => (out += d));
-        child.stderr.on('data', (d) => (err += d));
-        return new Promise<{ code: number | null; out: string; err: string }>((r) => child.on('exit', (code) => r({ code, out, err })));
-      };
+      const night = (...extra: string[]) => agroAsync({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, LOG_LEVEL: 'warn' }, 'nightly', '--sources', 'fixtures', ...extra);
       const first = night();
       await eventually(async () => expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBeGreaterThan(0), 60_000);
       const second = await night('--json');
