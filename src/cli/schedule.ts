@@ -85,8 +85,9 @@ export async function cmdSchedule(env: Env): Promise<number> {
   process.on('SIGINT', onSignal);
   try {
     env.log.info({ origin: schedule.origin, timezone: schedule.timezone, jobs: jobs.map((j) => `${j.job} ${j.cron}`) }, 'scheduler started');
+    // The tasks first: a fire time that passes during a long catch-up is recorded (skipped), not lost.
+    scheduler.start();
     await scheduler.catchUp();
-    if (!scheduler.stopping) scheduler.start();
     await stopped;
   } finally {
     process.off('SIGTERM', onSignal);

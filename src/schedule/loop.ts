@@ -112,7 +112,15 @@ export class Scheduler {
     // Jobs missed at the same minute run as one batch, in dependency order.
     const bySlot = new Map<number, JobConfig[]>();
     for (const d of due) bySlot.set(d.slot.getTime(), [...(bySlot.get(d.slot.getTime()) ?? []), d.job]);
-    for (const [t, jobs] of [...bySlot].sort((a, b) => a[0] - b[0])) results.push(...(await this.runBatch(jobs, new Date(t), true)));
+    // The cron tasks run meanwhile (start() comes first): a fire time of a job being caught up is skipped and recorded.
+    for (const [t, jobs] of [...bySlot].sort((a, b) => a[0] - b[0])) {
+      for (const j of jobs) this.active.set(j.name, 'catch-up');
+      try {
+        results.push(...(await this.runBatch(jobs, new Date(t), true)));
+      } finally {
+        for (const j of jobs) this.active.delete(j.name);
+      }
+    }
     return results;
   }
 
@@ -123,7 +131,7 @@ export class Scheduler {
   }
 
   /** Jobs whose batch is queued or running in this scheduler. */
-  private readonly active = new Set<string>();
+  private readonly active = new Map<string, 'slot' | 'catch-up'>();
 
   /**
    * Queues the batch of a fire time. A job still queued or running from an earlier slot
@@ -139,11 +147,12 @@ export class Scheduler {
       skipped.push(result);
       if (!(await claims.claimSlot(this.deps.pool, job.name, slot, this.owner, late))) continue;
       Object.assign(result, { claim: 'busy', status: 'skipped' });
-      await claims.finishSlot(this.deps.pool, job.name, slot, 'skipped', 'the previous slot was still running');
+      const why = this.active.get(job.name) === 'catch-up' ? 'a catch-up of this job was still running' : 'the previous slot was still running';
+      await claims.finishSlot(this.deps.pool, job.name, slot, 'skipped', why);
       this.deps.log.warn({ job: job.name, slot: slot.toISOString() }, 'skipped: the previous slot of this job is still running');
     }
     if (!free.length) return skipped;
-    for (const j of free) this.active.add(j.name);
+    for (const j of free) this.active.set(j.name, 'slot');
     try {
       return [...skipped, ...(await this.enqueue(() => this.runBatch(free, slot, late)))];
     } finally {
@@ -151,7 +160,7 @@ export class Scheduler {
     }
   }
 
-  /** Starts the cron tasks (after catchUp). Fires of one minute are gathered into one batch. */
+  /** Starts the cron tasks (before catchUp, whose jobs skip the fire times meanwhile). Fires of one minute are gathered into one batch. */
   start(): void {
     for (const job of this.schedule.jobs) {
       // node-cron's own messages (a missed tick after a suspend) go to our logger, not to stdout.
