@@ -231,6 +231,25 @@ describe('agro schedule --check', () => {
   });
 });
 
+describe('agro schedule whose start fails', () => {
+  test('exits 1 with the error, its cron tasks gone (it does not stay up doing nothing)', async () => {
+    const fresh = await testDatabase();
+    try {
+      const file = path.join(work, 'start-fails.json');
+      fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: { every: { cron: '* * * * *', pipelines: ['zarc'] } } }));
+      await fresh.pool.query(`ALTER TABLE etl.schedules RENAME TO schedules_gone`); // registering the jobs fails
+      const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule', '--json'], {
+        env: { ...process.env, DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30_000,
+      });
+      expect(r.signal).toBeNull(); // not killed by the timeout
+      expect(r.status).toBe(1);
+      expect(JSON.parse(r.stdout).error.message).toMatch(/etl\.schedules/);
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
+
 describe('a database error in the middle of a batch', () => {
   test("the jobs claimed before it are not left holding their lock: the slot is failed with the error, the next fire time runs", async () => {
     const s = schedule({

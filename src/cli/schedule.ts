@@ -92,6 +92,8 @@ export async function cmdSchedule(env: Env): Promise<number> {
   } finally {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    // A start that failed (the catch-up could not register the jobs) must not leave the cron tasks keeping the process up.
+    if (!scheduler.stopping) await scheduler.stop('the scheduler failed');
     await drainer.stop();
     await pool.end();
   }
