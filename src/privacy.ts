@@ -24,9 +24,16 @@ export function formatCnpj(cnpj: string): string {
 const SEP = '[ ._\\/\\-\\u00a0]?';
 const CPF_IN_TEXT = new RegExp(`(?<![\\dA-Za-z])(\\d{3})${SEP}(\\d{3})${SEP}(\\d{3})${SEP}(\\d{2})(?![\\dA-Za-z])`, 'g');
 
-/** Masks every CPF-looking number inside free text (log lines, error messages). */
+// A URL's password (`https://mirror:pw@host/`, `postgres://agro:pw@db/`): a source or a
+// webhook URL written with its credentials reaches error messages, the run ledger and logs.
+const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:@\/?#]*):[^\s@\/?#]+@/gi;
+
+/**
+ * Masks every CPF-looking number inside free text (log lines, error messages), and the
+ * password of any URL in it (every text that reaches stdout, stderr or the ledger comes here).
+ */
 export function maskCpfsInText(text: string): string {
-  return text.replace(CPF_IN_TEXT, (_m, _a, b, c) => `***.${b}.${c}-**`);
+  return text.replace(CPF_IN_TEXT, (_m, _a, b, c) => `***.${b}.${c}-**`).replace(URL_PASSWORD, '$1:***@');
 }
 
 /**

@@ -2,12 +2,15 @@
 // pseudo-terminal (util-linux `script`), `agro runs`, `agro backfill --series/--series-file`
 // and `agro doctor`, each through the real `agro` binary against a real PostGIS.
 import { spawn, spawnSync } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { slowFileServer } from './helpers/slow-server.ts';
+import { eventually } from './helpers/api.ts';
 import { fixtureRuns } from '../src/cli/main.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -22,6 +25,18 @@ const env = (extra: Record<string, string> = {}) => ({ ...process.env, DATABASE_
 function agro(...args: string[]) {
   const r = spawnSync(process.execPath, [AGRO, ...args], { env: env(), encoding: 'utf8', timeout: 120_000 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr, json: () => JSON.parse(r.stdout) };
+}
+
+/** `agro` without blocking this process (a server in it must answer; two commands may run at once). */
+function agroAsync(extraEnv: Record<string, string>, ...args: string[]) {
+  return new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+    const child = spawn(process.execPath, [AGRO, ...args], { env: env(extraEnv) });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('exit', (code) => resolve({ code, out, err }));
+  });
 }
 
 /** Runs a command in a pseudo-terminal; resolves with everything the terminal showed. */
@@ -178,6 +193,34 @@ describe('agro backfill --series', () => {
   });
 });
 
+describe('agro backfill --series with a date that fails', () => {
+  test('the series stops there and says which dates it did not run (JSON and terminal); run again, it resumes', async () => {
+    const fresh = await testDatabase();
+    try {
+      const series = path.join(work, 'series-gap');
+      zarcSource(path.join(series, '2024-01-01'), [ZARC_FILES[0]]);
+      fs.mkdirSync(path.join(series, '2024-06-01'), { recursive: true }); // an empty folder: the download fails
+      zarcSource(path.join(series, '2025-01-01'), ZARC_FILES);
+      const run = (...args: string[]) => spawnSync(process.execPath, [AGRO, ...args], { env: { ...env(), DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }, encoding: 'utf8', timeout: 120_000 });
+      const r = run('backfill', 'zarc', '--series', series, '--json');
+      expect(r.status, r.stderr).toBe(1);
+      const o = JSON.parse(r.stdout);
+      expect(o.runs.map((x: { as_of: string | null; status: string }) => x.status)).toEqual(['published', 'failed']);
+      expect(o.not_run).toEqual([{ as_of: '2025-01-01', source: path.join(series, '2025-01-01') }]);
+      const t = run('backfill', 'zarc', '--series', series);
+      expect(t.status).toBe(1);
+      expect(t.stdout).toMatch(/not run: 2025-01-01 \(the series stops at a failed date: a later one would be published over the gap; fix it and run the series again\)/);
+      // Fixed, the same series again: the loaded date is unchanged, the rest loads.
+      zarcSource(path.join(series, '2024-06-01'), [ZARC_FILES[0], ZARC_FILES[2]]);
+      const again = run('backfill', 'zarc', '--series', series, '--json');
+      expect(again.status, again.stderr).toBe(0);
+      expect(JSON.parse(again.stdout)).toMatchObject({ runs: [{ status: 'unchanged' }, { status: 'published' }, { status: 'published' }], not_run: [] });
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
+
 describe('agro backfill --series-file and Ctrl-C', () => {
   test('the download under way finishes, the run ends interrupted, the later dates do not start; one JSON object, exit 1', async () => {
     const fresh = await testDatabase(); // nothing loaded: the first date is a new snapshot
@@ -199,6 +242,7 @@ describe('agro backfill --series-file and Ctrl-C', () => {
       expect(err).toMatch(/SIGINT: the stage under way finishes/);
       const runs = JSON.parse(out).runs;
       expect(runs.map((o: { as_of: string | null; status: string; error?: { code: string } }) => [o.status, o.error?.code])).toEqual([['failed', 'interrupted']]);
+      expect(JSON.parse(out).not_run).toEqual([{ as_of: '2025-01-01', source: path.dirname(IBGE_ZIP) }]);
       expect((await fresh.pool.query(`SELECT run_id::int, status, error_code FROM etl.runs`)).rows).toEqual([{ run_id: runs[0].run_id, status: 'failed', error_code: 'interrupted' }]);
       expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM etl.current`)).rows[0].n).toBe(0);
     } finally {
@@ -247,4 +291,79 @@ describe('agro doctor', () => {
     expect(down.status).toBe(1);
     expect(down.stdout).toMatch(/✗ database +DATABASE_URL is unreachable.*\n +→ start that server or correct DATABASE_URL/);
   });
+});
+
+describe('a password written in a source URL', () => {
+  test('is never shown: not in the run JSON, the logs, `agro runs` (table and JSON) or the ledger; `agro db url` still prints it', async () => {
+    const fresh = await testDatabase();
+    const server = http.createServer((_req, res) => res.writeHead(404).end('gone'));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const run = (...args: string[]) => agroAsync({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }, ...args);
+      const failed = await run('run', 'zarc', '--source', `http://mirror:s3cr3t-pw@127.0.0.1:${port}/zarc.csv`, '--json');
+      expect(failed.code).toBe(1);
+      expect(JSON.parse(failed.out).error).toEqual({ code: 'source_not_found', message: expect.stringContaining(`http://mirror:***@127.0.0.1:${port}/zarc.csv`) });
+      const listed = await run('runs', '--json');
+      const table = await run('runs');
+      const ledger = JSON.stringify((await fresh.pool.query(`SELECT options, error FROM etl.runs`)).rows);
+      for (const text of [failed.out, failed.err, listed.out, table.out, ledger]) expect(text).not.toContain('s3cr3t-pw');
+      expect(listed.out).toContain('mirror:***@');
+      // The one command whose output is the URL itself prints it whole.
+      const withPassword = 'postgres://agro:pw@127.0.0.1:9/agro';
+      const url = spawnSync(process.execPath, [AGRO, 'db', 'url', '--json'], { env: env({ DATABASE_URL: withPassword }), encoding: 'utf8' });
+      expect(JSON.parse(url.stdout)).toEqual({ url: withPassword });
+    } finally {
+      server.close();
+      await fresh.drop();
+    }
+  });
+});
+
+describe('agro nightly with a pipeline failing in the middle', () => {
+  test('the later pipelines still run (SICAR after the failed layer); exit 1; the last line and the JSON summary name the failure', async () => {
+    const fresh = await testDatabase();
+    try {
+      // The official plan, every source a bundled fixture but FUNAI's, which is missing.
+      const sources: Record<string, string> = {};
+      for (const r of fixtureRuns()) if (!r.uf) sources[`AGRO_SOURCE_${r.pipeline.toUpperCase().replace(/-/g, '_')}`] = r.source;
+      const nightEnv = { ...sources, AGRO_SOURCE_FUNAI_TIS: path.join(work, 'no-funai-here'), AGRO_SOURCE_SICAR: path.join(ROOT, 'fixtures/sicar/MT'), AGRO_SICAR_UFS: 'MT', DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, LOG_LEVEL: 'warn' };
+      const night = (...extra: string[]) => spawnSync(process.execPath, [AGRO, 'nightly', ...extra], { env: env(nightEnv), encoding: 'utf8', timeout: 300_000 });
+      const text = night();
+      expect(text.status, text.stderr).toBe(1);
+      const lines = text.stdout.trim().split('\n');
+      expect(lines.at(-1)).toMatch(/^nightly: \d+ runs — \d+ published, 1 failed \(funai-tis: source_not_found\)$/);
+      expect(lines.some((l) => /^sicar MT: unchanged|^sicar MT: published/.test(l))).toBe(true);
+      const json = night('--json');
+      expect(json.status).toBe(1);
+      const o = JSON.parse(json.stdout);
+      expect(o.summary).toEqual({ runs: o.runs.length, failed: ['funai-tis'], blocked: [], not_run: [], by_status: { unchanged: o.runs.length - 1, failed: 1 } });
+    } finally {
+      await fresh.drop();
+    }
+  }, 400_000);
+});
+
+describe('two agro nightly at once', () => {
+  test('the second starts nothing and says which one holds the night (exit 1); the first loads every pipeline, no run fails', async () => {
+    const fresh = await testDatabase();
+    try {
+      const night = (...extra: string[]) => agroAsync({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, LOG_LEVEL: 'warn' }, 'nightly', '--sources', 'fixtures', ...extra);
+      const first = night();
+      await eventually(async () => expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBeGreaterThan(0), 60_000);
+      const second = await night('--json');
+      expect(second.code).toBe(1);
+      expect(second.out.trim().split('\n')).toHaveLength(1);
+      expect(JSON.parse(second.out).error).toEqual({ code: 'nightly_in_progress', message: expect.stringMatching(/^another `agro nightly` is running: held by agro \d+@\S+ since \d{4}-\d\d-\d\d \d\d:\d\d UTC; this one starts nothing/) });
+      const done = await first;
+      expect(done.code, done.err).toBe(0);
+      const runs = (await fresh.pool.query(`SELECT status, count(*)::int AS n FROM etl.runs GROUP BY status`)).rows;
+      expect(runs).toEqual([{ status: 'published', n: fixtureRuns().length }]);
+      // Once it is over, the next night starts.
+      const next = await night('--json');
+      expect(next.code, next.err).toBe(0);
+    } finally {
+      await fresh.drop();
+    }
+  }, 400_000);
 });

@@ -269,6 +269,57 @@ describe('the scheduler under failure', () => {
       await server.close();
     }
   }, 120_000);
+  test('fire times that pass while the start-time catch-up still runs are recorded skipped, not lost', async () => {
+    const server = await slowFileServer(IBGE_ZIP, 'BR_Municipios_2024.zip');
+    const file = path.join(work, 'minutely-catch-up.json');
+    fs.writeFileSync(file, JSON.stringify({ timezone: 'America/Sao_Paulo', jobs: { busy_minutely: { cron: '* * * * *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': server.url } } } }));
+    // A scheduler ran this job long ago: the start catches up, and the catch-up's download stalls.
+    await db.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('busy_minutely', '* * * * *', 'America/Sao_Paulo', '2000-01-01T00:00:00Z')`);
+    const child = spawn(process.execPath, [AGRO, 'schedule'], {
+      env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'ignore', 'ignore'],
+    });
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    try {
+      await server.started;
+      const caughtUp = (await slots('busy_minutely'))[0];
+      const next = new Date(Math.floor(new Date(caughtUp[0]).getTime() / 60_000) * 60_000 + 60_000).toISOString();
+      await eventually(async () => expect(await slots('busy_minutely'), `the fire time ${next} recorded`).toContainEqual([next, 'skipped', 'a catch-up of this job was still running']), 90_000);
+    } finally {
+      server.release();
+      child.kill('SIGTERM');
+      await exited;
+      await server.close();
+    }
+  }, 180_000);
+
+  test('a fire time passed while the scheduler was suspended (SIGSTOP, a paused VM) is run late and recorded, not dropped', async () => {
+    const file = path.join(work, 'minutely.json');
+    fs.writeFileSync(file, JSON.stringify({ timezone: 'America/Sao_Paulo', jobs: { minutely: { cron: '* * * * *', pipelines: ['zarc'], sources: { zarc: path.join(ROOT, 'fixtures/zarc') } } } }));
+    const child = spawn(process.execPath, [AGRO, 'schedule'], {
+      env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    try {
+      await eventually(async () => expect(stderr).toMatch(/scheduler started/), 60_000);
+      // Suspended from 2 s before a minute to 3 s after it: node-cron's tick comes 3 s late.
+      let boundary = Math.ceil(Date.now() / 60_000) * 60_000;
+      if (boundary - Date.now() < 4000) boundary += 60_000;
+      await sleep(boundary - 2000 - Date.now());
+      child.kill('SIGSTOP');
+      await sleep(boundary + 3000 - Date.now());
+      child.kill('SIGCONT');
+      const slot = new Date(boundary).toISOString();
+      await eventually(async () => expect(await slots('minutely'), `the slot ${slot} run late`).toContainEqual([slot, 'done', null]), 60_000);
+      expect(stderr).toMatch(/fire time passed while the scheduler was suspended or busy/);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }, 180_000);
 });
 
 describe('a full disk', () => {

@@ -203,6 +203,72 @@ describe('scheduler', () => {
   });
 });
 
+describe('agro schedule --check', () => {
+  test('fire times in the schedule timezone (and UTC), and the last slot of each job: a skipped night is seen without SQL', async () => {
+    const file = path.join(work, 'overnight.json');
+    fs.writeFileSync(file, JSON.stringify({ timezone: 'America/Sao_Paulo', jobs: { overnight: { cron: '0 1 * * *', pipelines: ['zarc'] } } }));
+    await db.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('overnight', '0 1 * * *', 'America/Sao_Paulo', '2026-11-24T04:00:00Z')`);
+    await db.pool.query(`INSERT INTO etl.schedule_slots (schedule, slot, owner, status, error, finished_at) VALUES
+      ('overnight', '2026-11-23T04:00:00Z', 'h:1', 'done', NULL, now()), ('overnight', '2026-11-24T04:00:00Z', 'h:1', 'skipped', 'the previous slot was still running', now())`);
+    const check = (...extra: string[]) => spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule', '--check', ...extra], {
+      env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, AGRO_SCHEDULE_FILE: file }, encoding: 'utf8', timeout: 60_000,
+    });
+    const j = check('--json');
+    expect(j.status, j.stderr).toBe(0);
+    const [job] = JSON.parse(j.stdout).jobs;
+    expect(job.next[0]).toMatch(/T04:00:00\.000Z$/);
+    expect(job.next_local[0]).toMatch(/^\d{4}-\d\d-\d\d 01:00$/);
+    expect(job.last).toEqual({ slot: '2026-11-24T04:00:00.000Z', slot_local: '2026-11-24 01:00', status: 'skipped', error: 'the previous slot was still running', run_ids: [] });
+    const t = check();
+    expect(t.stdout).toMatch(/overnight .* next \d{4}-\d\d-\d\d 01:00 America\/Sao_Paulo \(\d{4}-\d\d-\d\d 04:00 UTC\)/);
+    expect(t.stdout).toMatch(/\n +last 2026-11-24 01:00: skipped \(the previous slot was still running\)/);
+    // Without a database, --check still validates the file.
+    const offline = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule', '--check', '--json'], {
+      env: { ...process.env, DATABASE_URL: 'postgres://agro@127.0.0.1:9/agro', AGRO_SCHEDULE_FILE: file }, encoding: 'utf8', timeout: 60_000,
+    });
+    expect(offline.status).toBe(0);
+    expect(JSON.parse(offline.stdout).jobs[0].last).toBeNull();
+  });
+});
+
+describe('agro schedule whose start fails', () => {
+  test('exits 1 with the error, its cron tasks gone (it does not stay up doing nothing)', async () => {
+    const fresh = await testDatabase();
+    try {
+      const file = path.join(work, 'start-fails.json');
+      fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: { every: { cron: '* * * * *', pipelines: ['zarc'] } } }));
+      await fresh.pool.query(`ALTER TABLE etl.schedules RENAME TO schedules_gone`); // registering the jobs fails
+      const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule', '--json'], {
+        env: { ...process.env, DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30_000,
+      });
+      expect(r.signal).toBeNull(); // not killed by the timeout
+      expect(r.status).toBe(1);
+      expect(JSON.parse(r.stdout).error.message).toMatch(/etl\.schedules/);
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
+
+describe('a database error in the middle of a batch', () => {
+  test("the jobs claimed before it are not left holding their lock: the slot is failed with the error, the next fire time runs", async () => {
+    const s = schedule({
+      first: { cron: '10 3 * * *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': IBGE } },
+      second: { cron: '10 3 * * *', pipelines: ['zarc'], sources: { zarc: ZARC } },
+    });
+    const sch = new Scheduler({ cfg: db.cfg, pool: db.pool, log: db.log, now: () => new Date('2026-11-22T12:00:00Z') }, s);
+    expect(await sch.catchUp()).toEqual([]); // both jobs registered, nothing due
+    // The second job's claim now fails (a foreign key: any database error does the same).
+    await db.pool.query(`DELETE FROM etl.schedules WHERE schedule = 'second'`);
+    await expect(sch.tick(new Date('2026-11-23T06:10:00Z'))).rejects.toThrow(/foreign key/);
+    const slot = async (at: string) => (await db.pool.query(`SELECT status, error FROM etl.schedule_slots WHERE schedule = 'first' AND slot = $1`, [at])).rows[0];
+    expect(await slot('2026-11-23T06:10:00Z')).toEqual({ status: 'failed', error: expect.stringMatching(/^the batch stopped: .*foreign key/) });
+    await db.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone) VALUES ('second', '10 3 * * *', 'America/Sao_Paulo')`);
+    const next = await sch.tick(new Date('2026-11-24T06:10:00Z'));
+    expect(next.map((r) => [r.job, r.claim, r.status])).toEqual([['first', 'claimed', 'done'], ['second', 'claimed', 'done']]);
+  });
+});
+
 describe('SIGTERM', () => {
   test('the download under way finishes, nothing more starts, nothing is published; the next start runs the slot again', async () => {
     const fresh = await testDatabase();

@@ -1,7 +1,8 @@
 // `agro backfill <pipeline> --series DIR | --series-file F`: loads historical sources in
 // date order, each as a kept snapshot (exempt from retention). The engine's backfill rule
-// decides what becomes current: only a snapshot newer than the current one. A signal stops
-// the series as it stops `agro run` (interrupt.ts).
+// decides what becomes current: only a snapshot newer than the current one. A failed date
+// stops the series (the dates not run are listed); a signal stops it as it stops `agro run`
+// (interrupt.ts). Run again, the dates loaded already end `unchanged`.
 import fs from 'node:fs';
 import path from 'node:path';
 import { AgroError } from '../errors.ts';
@@ -71,6 +72,15 @@ export async function cmdBackfillSeries(env: Env): Promise<number> {
       if (o.status === 'failed') break; // later dates would be published over a gap
     }
   }));
-  if (env.json) print(env, { runs: outcomes }, () => '');
+  // The dates after a failure (or a signal) are said, not left for the reader to work out.
+  const notRun = series.slice(outcomes.length).map((e) => ({ as_of: e.asOf, source: e.source }));
+  if (env.json) print(env, { runs: outcomes, not_run: notRun }, () => '');
+  else if (notRun.length) {
+    const last = outcomes.at(-1);
+    const why = last?.status === 'failed' && last.error?.code !== 'interrupted'
+      ? 'the series stops at a failed date: a later one would be published over the gap; fix it and run the series again'
+      : 'stopped by a signal; run the series again to load them';
+    out(`not run: ${notRun.map((e) => e.as_of).join(', ')} (${why})`);
+  }
   return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
 }

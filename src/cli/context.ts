@@ -23,6 +23,11 @@ export function out(text: string): void {
   if (!stdoutClosed) process.stdout.write(maskCpfsInText(text) + '\n');
 }
 
+/** Unmasked: only for what the user asked to see in full (`agro db url`, whose password a client needs). */
+export function outVerbatim(text: string): void {
+  if (!stdoutClosed) process.stdout.write(text + '\n');
+}
+
 export interface Env {
   cfg: Config;
   log: Logger;

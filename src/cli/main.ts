@@ -18,11 +18,12 @@ import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { setupTerminal } from '../progress.ts';
 import { cmdBackfillSeries } from './backfill-series.ts';
 import { cmdDoctor } from './doctor.ts';
+import { holdNightly } from './nightly-lock.ts';
 import { stoppedBySignal } from './interrupt.ts';
 import { cmdRuns } from './runs.ts';
 import { cmdSchedule } from './schedule.ts';
 import { namedSql, ROOT_DIR } from '../sql.ts';
-import { describeRun, out, pipelineArg, print, withDb, type Env } from './context.ts';
+import { describeRun, out, outVerbatim, pipelineArg, print, withDb, type Env } from './context.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
 import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo } from './api-commands.ts';
@@ -161,6 +162,27 @@ function withoutPassword(url: string): string {
   }
 }
 
+const where = (r: { pipeline: string; uf?: string | null }) => `${r.pipeline}${r.uf ? ' ' + r.uf : ''}`;
+
+/** What a night ended as: runs per status, the failed and blocked ones by name, the runs a signal left unstarted. */
+function nightSummary(outcomes: RunOutcome[], notRun: string[]) {
+  const byStatus: Record<string, number> = {};
+  for (const o of outcomes) byStatus[o.status] = (byStatus[o.status] ?? 0) + 1;
+  const named = (status: string) => outcomes.filter((o) => o.status === status).map(where);
+  return { runs: outcomes.length, by_status: byStatus, failed: named('failed'), blocked: named('blocked'), not_run: notRun };
+}
+
+/** The night's last line: a failure among thirty run lines and the logs is named again here. */
+function summaryLine(s: ReturnType<typeof nightSummary>, outcomes: RunOutcome[]): string {
+  const order = ['published', 'loaded', 'unchanged', 'blocked', 'failed'];
+  const parts = order.filter((st) => s.by_status[st]).map((st) => {
+    const of = outcomes.filter((o) => o.status === st);
+    const names = st === 'failed' ? of.map((o) => `${where(o)}: ${o.error?.code ?? 'failed'}`) : st === 'blocked' ? of.map(where) : [];
+    return `${of.length} ${st}${names.length ? ` (${names.join(', ')})` : ''}`;
+  });
+  return `nightly: ${s.runs} runs — ${parts.join(', ') || 'none'}${s.not_run.length ? `; not started: ${s.not_run.join(', ')}` : ''}`;
+}
+
 async function cmdNightly(env: Env): Promise<number> {
   const which = (env.values.sources as string | undefined) ?? 'official';
   if (which !== 'official' && which !== 'fixtures') throw new AgroError('usage', '--sources is official or fixtures');
@@ -168,16 +190,26 @@ async function cmdNightly(env: Env): Promise<number> {
   for (const s of skipped) env.log.warn(`skipped ${s}`);
   const outcomes: RunOutcome[] = [];
   await stoppedBySignal(env, (signal) => withDb(env, async (pool) => {
-    for (const r of plan) {
-      if (signal.aborted) break; // the rest of the night is not started
-      const p = findPipeline(r.pipeline)!;
-      const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
-      outcomes.push(o);
-      if (!env.json) out(describeRun(o));
+    const night = await holdNightly(databaseUrl(env.cfg));
+    try {
+      for (const r of plan) {
+        if (signal.aborted) break; // the rest of the night is not started
+        const p = findPipeline(r.pipeline)!;
+        const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, p, { source: r.source, uf: r.uf, force: !!env.values.force });
+        outcomes.push(o);
+        if (!env.json) out(describeRun(o));
+      }
+    } finally {
+      await night.release();
     }
   }));
-  if (env.json) print(env, { runs: outcomes, skipped }, () => '');
-  else for (const s of skipped) out(`skipped ${s}`);
+  const notRun = plan.slice(outcomes.length).map(where);
+  const summary = nightSummary(outcomes, notRun);
+  if (env.json) print(env, { runs: outcomes, skipped, summary }, () => '');
+  else {
+    for (const s of skipped) out(`skipped ${s}`);
+    out(summaryLine(summary, outcomes));
+  }
   return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;
 }
 
@@ -285,7 +317,7 @@ async function cmdDb(env: Env): Promise<number> {
   const cluster = new EmbeddedCluster(env.cfg);
   if (sub === 'url') {
     const url = databaseUrl(env.cfg);
-    print(env, { url }, () => url);
+    outVerbatim(env.json ? JSON.stringify({ url }) : url);
     return 0;
   }
   if (env.cfg.databaseUrl && (sub === 'start' || sub === 'stop')) {

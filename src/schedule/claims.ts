@@ -81,6 +81,15 @@ export async function listSlots(db: Db, schedule: string | null): Promise<SlotRo
   return r.rows;
 }
 
+/** The latest slot of each schedule (what `agro schedule --check` shows). */
+export async function lastSlots(db: Db): Promise<Map<string, SlotRow>> {
+  const r = await db.query(
+    `SELECT DISTINCT ON (schedule) schedule, slot, owner, catch_up, status, run_ids::int[] AS run_ids, attempts, error
+       FROM etl.schedule_slots ORDER BY schedule, slot DESC`,
+  );
+  return new Map(r.rows.map((x) => [x.schedule, x]));
+}
+
 /** Lock class of "this job is being run by some scheduler" (pg_try_advisory_lock(class, hashtext(job))). */
 const JOB_LOCK = 727002;
 

@@ -2,7 +2,8 @@
 // exactly one scheduler claims (claims.ts), runs under the job's advisory lock, in
 // dependency order with the other jobs due at the same minute (plan.ts). A failed run is
 // retried with bounded exponential backoff; every attempt is a run in the ledger.
-// At start, a slot missed while no scheduler was up is run once (the latest one only).
+// At start, a slot missed while no scheduler was up is run once (the latest one only); a
+// fire time that passes while this process is suspended or stalled is run late the same way.
 // stop() lets the stage under way finish, starts nothing more and marks the slot
 // interrupted, so the next start runs it again.
 import os from 'node:os';
@@ -56,7 +57,10 @@ export class Scheduler {
   private readonly abort = new AbortController();
   private readonly tasks: ScheduledTask[] = [];
   private queue: Promise<unknown> = Promise.resolve();
-  private readonly pending = new Map<number, Set<string>>();
+  /** Fire times gathering their jobs (one batch per minute), and whether they are run late. */
+  private readonly pending = new Map<number, { names: Set<string>; late: boolean }>();
+  /** Per job, the latest fire time node-cron reported missed, waiting to be run late. */
+  private readonly missedSlots = new Map<string, Date>();
   readonly owner: string;
   private readonly now: () => Date;
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
@@ -108,7 +112,15 @@ export class Scheduler {
     // Jobs missed at the same minute run as one batch, in dependency order.
     const bySlot = new Map<number, JobConfig[]>();
     for (const d of due) bySlot.set(d.slot.getTime(), [...(bySlot.get(d.slot.getTime()) ?? []), d.job]);
-    for (const [t, jobs] of [...bySlot].sort((a, b) => a[0] - b[0])) results.push(...(await this.runBatch(jobs, new Date(t), true)));
+    // The cron tasks run meanwhile (start() comes first): a fire time of a job being caught up is skipped and recorded.
+    for (const [t, jobs] of [...bySlot].sort((a, b) => a[0] - b[0])) {
+      for (const j of jobs) this.active.set(j.name, 'catch-up');
+      try {
+        results.push(...(await this.runBatch(jobs, new Date(t), true)));
+      } finally {
+        for (const j of jobs) this.active.delete(j.name);
+      }
+    }
     return results;
   }
 
@@ -119,35 +131,36 @@ export class Scheduler {
   }
 
   /** Jobs whose batch is queued or running in this scheduler. */
-  private readonly active = new Set<string>();
+  private readonly active = new Map<string, 'slot' | 'catch-up'>();
 
   /**
    * Queues the batch of a fire time. A job still queued or running from an earlier slot
    * (it outlasts its period) skips this one, as it does when another scheduler runs it:
    * fire times never pile up behind a long run.
    */
-  private async dispatch(jobs: JobConfig[], slot: Date): Promise<SlotResult[]> {
+  private async dispatch(jobs: JobConfig[], slot: Date, late = false): Promise<SlotResult[]> {
     const busy = jobs.filter((j) => this.active.has(j.name));
     const free = jobs.filter((j) => !this.active.has(j.name));
     const skipped: SlotResult[] = [];
     for (const job of busy) {
-      const result: SlotResult = { job: job.name, slot, catchUp: false, claim: 'taken', runs: [] };
+      const result: SlotResult = { job: job.name, slot, catchUp: late, claim: 'taken', runs: [] };
       skipped.push(result);
-      if (!(await claims.claimSlot(this.deps.pool, job.name, slot, this.owner, false))) continue;
+      if (!(await claims.claimSlot(this.deps.pool, job.name, slot, this.owner, late))) continue;
       Object.assign(result, { claim: 'busy', status: 'skipped' });
-      await claims.finishSlot(this.deps.pool, job.name, slot, 'skipped', 'the previous slot was still running');
+      const why = this.active.get(job.name) === 'catch-up' ? 'a catch-up of this job was still running' : 'the previous slot was still running';
+      await claims.finishSlot(this.deps.pool, job.name, slot, 'skipped', why);
       this.deps.log.warn({ job: job.name, slot: slot.toISOString() }, 'skipped: the previous slot of this job is still running');
     }
     if (!free.length) return skipped;
-    for (const j of free) this.active.add(j.name);
+    for (const j of free) this.active.set(j.name, 'slot');
     try {
-      return [...skipped, ...(await this.enqueue(() => this.runBatch(free, slot, false)))];
+      return [...skipped, ...(await this.enqueue(() => this.runBatch(free, slot, late)))];
     } finally {
       for (const j of free) this.active.delete(j.name);
     }
   }
 
-  /** Starts the cron tasks (after catchUp). Fires of one minute are gathered into one batch. */
+  /** Starts the cron tasks (before catchUp, whose jobs skip the fire times meanwhile). Fires of one minute are gathered into one batch. */
   start(): void {
     for (const job of this.schedule.jobs) {
       // node-cron's own messages (a missed tick after a suspend) go to our logger, not to stdout.
@@ -158,24 +171,50 @@ export class Scheduler {
         debug: (m: string | Error) => this.deps.log.debug({ job: job.name }, String(m)),
       };
       const task = cron.schedule(job.cron, (ctx) => this.fired(job, ctx.date), { timezone: this.schedule.timezone, name: job.name, logger });
+      // node-cron drops a tick that comes more than 1 s late (the process was suspended, the
+      // clock jumped, the event loop was blocked) and only says so: the slot would pass unrun
+      // and unrecorded until the next fire time.
+      task.on('execution:missed', (ctx) => this.missed(job, ctx.date));
       this.tasks.push(task);
     }
   }
 
-  private fired(job: JobConfig, date: Date): void {
+  private fired(job: JobConfig, date: Date, late = false): void {
     if (this.stopping) return;
     const slot = floorMinute(date).getTime();
-    const names = this.pending.get(slot);
-    if (names) {
-      names.add(job.name);
+    const batch = this.pending.get(slot);
+    if (batch) {
+      batch.names.add(job.name);
       return;
     }
-    this.pending.set(slot, new Set([job.name]));
+    this.pending.set(slot, { names: new Set([job.name]), late });
     // Let the other tasks of the same minute fire, then run them together, one batch at a time.
     setTimeout(() => {
-      const jobs = this.schedule.jobs.filter((j) => this.pending.get(slot)?.has(j.name));
+      const gathered = this.pending.get(slot);
       this.pending.delete(slot);
-      this.dispatch(jobs, new Date(slot)).catch((e) => this.deps.log.error({ err: e }, 'scheduled batch failed'));
+      const jobs = this.schedule.jobs.filter((j) => gathered?.names.has(j.name));
+      this.dispatch(jobs, new Date(slot), gathered?.late).catch((e) => this.deps.log.error({ err: e }, 'scheduled batch failed'));
+    }, 500);
+  }
+
+  /**
+   * A fire time that passed while this process could not keep it is run late, as a catch-up
+   * (claimed like any slot, so never twice). Of several (suspended for days), the latest
+   * only, as at start: each would load the same current source.
+   */
+  private missed(job: JobConfig, date: Date): void {
+    if (this.stopping) return;
+    const known = this.missedSlots.get(job.name);
+    if (known) {
+      if (date > known) this.missedSlots.set(job.name, date);
+      return;
+    }
+    this.missedSlots.set(job.name, date);
+    setTimeout(() => {
+      const slot = this.missedSlots.get(job.name)!;
+      this.missedSlots.delete(job.name);
+      this.deps.log.warn({ job: job.name, slot: floorMinute(slot).toISOString() }, 'a fire time passed while the scheduler was suspended or busy: running it late');
+      this.fired(job, slot, true);
     }, 500);
   }
 
@@ -191,34 +230,45 @@ export class Scheduler {
     if (!this.registered) await this.register(this.now());
     const results: SlotResult[] = [];
     const held: { job: JobConfig; result: SlotResult; lock: { release(): Promise<void> }; finals: RunOutcome[] }[] = [];
-    for (const job of jobs) {
-      if (this.stopping) break;
-      const result: SlotResult = { job: job.name, slot, catchUp, claim: 'taken', runs: [] };
-      results.push(result);
-      const { claimed, lock } = await claims.claimWithLock(pool, job.name, slot, this.owner, catchUp);
-      if (!claimed) continue;
-      if (!lock) {
-        result.claim = 'busy';
-        result.status = 'skipped';
-        await claims.finishSlot(pool, job.name, slot, 'skipped', 'the job was still running in another scheduler');
-        continue;
-      }
-      result.claim = 'claimed';
-      held.push({ job, result, lock, finals: [] });
-      log.info({ job: job.name, slot: slot.toISOString(), catch_up: catchUp }, catchUp ? 'catching up a missed slot' : 'slot claimed');
-    }
+    // A database error while claiming a later job, or a run that throws, must not leave the
+    // jobs claimed so far holding their lock (every later slot would be skipped as "still
+    // running in another scheduler") nor their slot `running`, nor record it `done`.
+    let crash: Error | null = null;
     try {
+      for (const job of jobs) {
+        if (this.stopping) break;
+        const result: SlotResult = { job: job.name, slot, catchUp, claim: 'taken', runs: [] };
+        results.push(result);
+        const { claimed, lock } = await claims.claimWithLock(pool, job.name, slot, this.owner, catchUp);
+        if (!claimed) continue;
+        if (!lock) {
+          result.claim = 'busy';
+          result.status = 'skipped';
+          await claims.finishSlot(pool, job.name, slot, 'skipped', 'the job was still running in another scheduler');
+          continue;
+        }
+        result.claim = 'claimed';
+        held.push({ job, result, lock, finals: [] });
+        log.info({ job: job.name, slot: slot.toISOString(), catch_up: catchUp }, catchUp ? 'catching up a missed slot' : 'slot claimed');
+      }
       const plan = planBatch(held.map((h) => h.job), (p) => !!findPipeline(p)?.scopedByUf, this.deps.cfg.sicarUfs);
       for (const run of plan) {
         const h = held.find((x) => x.job.name === run.job)!;
         if (this.stopping) break;
         h.finals.push(await this.runWithRetries(run, h.job.name, slot, h.result.runs));
       }
+    } catch (e) {
+      crash = e as Error;
+      throw e;
     } finally {
       for (const h of held) {
         const failed = h.finals.filter((r) => r.status === 'failed');
-        const status: claims.SlotStatus = this.stopping ? 'interrupted' : failed.length ? 'failed' : 'done';
-        const error = this.stopping ? `stopped (${String(this.abort.signal.reason ?? 'stop')})` : failed.map((r) => `${r.pipeline}${r.uf ? ' ' + r.uf : ''}: ${r.error?.message}`).join('; ') || null;
+        const status: claims.SlotStatus = this.stopping ? 'interrupted' : crash || failed.length ? 'failed' : 'done';
+        const error = this.stopping
+          ? `stopped (${String(this.abort.signal.reason ?? 'stop')})`
+          : crash
+            ? `the batch stopped: ${crash.message}`
+            : failed.map((r) => `${r.pipeline}${r.uf ? ' ' + r.uf : ''}: ${r.error?.message}`).join('; ') || null;
         h.result.status = status;
         await claims.finishSlot(pool, h.job.name, slot, status, error).catch((e) => log.error({ err: e }, 'could not record the slot'));
         await h.lock.release();
