@@ -14,6 +14,7 @@ import { defaultSchedule, loadSchedule, parseSchedule, type ScheduleConfig } fro
 import { backoff, firesAt, planBatch, previousSlot } from '../src/schedule/plan.ts';
 import { Scheduler } from '../src/schedule/loop.ts';
 import { PIPELINES } from '../pipelines/registry.ts';
+import { JOB_LOCK } from '../src/schedule/claims.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { slowFileServer } from './helpers/slow-server.ts';
 
@@ -138,7 +139,7 @@ describe('scheduler', () => {
       // The next night while the job still runs elsewhere (its advisory lock is held): the slot is recorded as skipped.
       const holder = await pools[1].connect();
       try {
-        await holder.query(`SELECT pg_advisory_lock(727002, hashtext('layers'))`);
+        await holder.query(`SELECT pg_advisory_lock(${JOB_LOCK}, hashtext('layers'))`);
         const next = new Date('2026-11-21T05:00:00Z');
         expect((await a.tick(next)).map((r) => [r.claim, r.status, r.runs.length])).toEqual([['busy', 'skipped', 0]]);
         expect((await db.pool.query(`SELECT status, error FROM etl.schedule_slots WHERE schedule = 'layers' AND slot = $1`, [next])).rows).toEqual([

@@ -90,8 +90,12 @@ export async function lastSlots(db: Db): Promise<Map<string, SlotRow>> {
   return new Map(r.rows.map((x) => [x.schedule, x]));
 }
 
-/** Lock class of "this job is being run by some scheduler" (pg_try_advisory_lock(class, hashtext(job))). */
-const JOB_LOCK = 727002;
+/**
+ * Lock class of "this job is being run by some scheduler" (pg_try_advisory_lock(class, hashtext(job))).
+ * Its own class: it shared 727002 with the overlaps' line-pieces lock (class, -layer snapshot id),
+ * so a job whose name hashed to minus a road snapshot's id would have waited on a derive.
+ */
+export const JOB_LOCK = 727004;
 
 /**
  * Claims a slot (claimSlot) and takes the job's advisory lock in one transaction on a
