@@ -15,6 +15,7 @@ import { backoff, firesAt, planBatch, previousSlot } from '../src/schedule/plan.
 import { Scheduler } from '../src/schedule/loop.ts';
 import { PIPELINES } from '../pipelines/registry.ts';
 import { JOB_LOCK } from '../src/schedule/claims.ts';
+import { createKey } from '../src/platform/keys.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { slowFileServer } from './helpers/slow-server.ts';
 
@@ -269,6 +270,32 @@ describe('a database error in the middle of a batch', () => {
     expect(next.map((r) => [r.job, r.claim, r.status])).toEqual([['first', 'claimed', 'done'], ['second', 'claimed', 'done']]);
   });
 });
+
+test('agro schedule purges the platform\'s tables at its start (and every day): a deployment running only the scheduler does not keep history past its retention', async () => {
+  const fresh = await testDatabase();
+  try {
+    const file = path.join(work, 'purge.json');
+    fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: { yearly: { cron: '0 0 1 1 *', pipelines: ['ibge-municipios'] } } }));
+    const k = await createKey(fresh.pool, { env: 'live', plan: 'starter', name: 'purged' });
+    await fresh.pool.query(`INSERT INTO platform.requests (id, key_id, method, path, status, billable, created_at) VALUES ('req_sched_old', $1, 'GET', '/v1/x', 200, true, now() - interval '14 months')`, [k.id]);
+    const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule'], {
+      env: { ...process.env, DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    // Before: only an `agro platform purge` run by hand (or by the operator's own cron) removed it.
+    const gone = async () => (await fresh.pool.query(`SELECT 1 FROM platform.requests WHERE id = 'req_sched_old'`)).rowCount === 0;
+    for (let i = 0; i < 200 && !(await gone()); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(await gone()).toBe(true);
+    child.kill('SIGTERM');
+    expect(await exited, stderr).toBe(0);
+    expect(stderr).toMatch(/platform purge/);
+  } finally {
+    await fresh.drop();
+  }
+}, 60_000);
 
 describe('SIGTERM', () => {
   test('the download under way finishes, nothing more starts, nothing is published; the next start runs the slot again', async () => {

@@ -11,6 +11,7 @@ import * as claims from '../schedule/claims.ts';
 import type { SlotRow } from '../schedule/claims.ts';
 import { openDb, print, type Env } from './context.ts';
 import { Drainer } from '../events/delivery.ts';
+import { purgePlatform, PURGE_EVERY_MS } from '../platform/purge.ts';
 
 /** `2026-11-25 01:00` in `timezone`: cron fields are local time, the host's clock is often UTC. */
 function localMinute(d: Date, timezone: string): string {
@@ -65,6 +66,12 @@ export async function cmdSchedule(env: Env): Promise<number> {
   const scheduler = new Scheduler({ cfg: env.cfg, pool, log: env.log }, schedule);
   // The webhook outbox is drained while the scheduler runs (contract §1).
   const drainer = new Drainer({ pool, cfg: env.cfg, log: env.log }).start();
+  // The platform's retention (agro platform purge) at the start and every day after: a failure is a warning, retried the next day.
+  let purged: Promise<void> = Promise.resolve();
+  const purge = () => (purged = purgePlatform(pool, env.cfg).then((r) => env.log.info(r, 'platform purge'), (e) => env.log.warn({ err: e }, 'platform purge failed; retried in a day')));
+  const purging = setInterval(purge, PURGE_EVERY_MS);
+  purging.unref();
+  purge();
   let signals = 0;
   let done!: () => void;
   const stopped = new Promise<void>((r) => (done = r));
@@ -94,6 +101,8 @@ export async function cmdSchedule(env: Env): Promise<number> {
     process.off('SIGINT', onSignal);
     // A start that failed (the catch-up could not register the jobs) must not leave the cron tasks keeping the process up.
     if (!scheduler.stopping) await scheduler.stop('the scheduler failed');
+    clearInterval(purging);
+    await purged;
     await drainer.stop();
     await pool.end();
   }
