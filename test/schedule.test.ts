@@ -271,6 +271,18 @@ describe('a database error in the middle of a batch', () => {
   });
 });
 
+/** A real `agro schedule` on `db` with the schedule `file`: the child, what it wrote to stderr so far, its exit code. */
+function startScheduler(db: TestDb, file: string) {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule'], {
+    env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr.on('data', (d) => (err += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  return { child, stderr: () => err, exited };
+}
+
 test('agro schedule purges the platform\'s tables at its start (and every day): a deployment running only the scheduler does not keep history past its retention', async () => {
   const fresh = await testDatabase();
   try {
@@ -278,20 +290,14 @@ test('agro schedule purges the platform\'s tables at its start (and every day): 
     fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: { yearly: { cron: '0 0 1 1 *', pipelines: ['ibge-municipios'] } } }));
     const k = await createKey(fresh.pool, { env: 'live', plan: 'starter', name: 'purged' });
     await fresh.pool.query(`INSERT INTO platform.requests (id, key_id, method, path, status, billable, created_at) VALUES ('req_sched_old', $1, 'GET', '/v1/x', 200, true, now() - interval '14 months')`, [k.id]);
-    const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule'], {
-      env: { ...process.env, DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'info' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (d) => (stderr += d));
-    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    const { child, stderr, exited } = startScheduler(fresh, file);
     // Before: only an `agro platform purge` run by hand (or by the operator's own cron) removed it.
     const gone = async () => (await fresh.pool.query(`SELECT 1 FROM platform.requests WHERE id = 'req_sched_old'`)).rowCount === 0;
     for (let i = 0; i < 200 && !(await gone()); i++) await new Promise((r) => setTimeout(r, 100));
     expect(await gone()).toBe(true);
     child.kill('SIGTERM');
-    expect(await exited, stderr).toBe(0);
-    expect(stderr).toMatch(/platform purge/);
+    expect(await exited, stderr()).toBe(0);
+    expect(stderr()).toMatch(/platform purge/);
   } finally {
     await fresh.drop();
   }
@@ -306,13 +312,7 @@ describe('SIGTERM', () => {
       fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: { yearly: { cron: '0 0 1 1 *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': server.url } } } }));
       // A scheduler ran this job before, long ago: the start catches up.
       await fresh.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('yearly', '0 0 1 1 *', 'UTC', '2000-01-01T00:00:00Z')`);
-      const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule'], {
-        env: { ...process.env, DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'info' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stderr = '';
-      child.stderr.on('data', (d) => (stderr += d));
-      const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+      const { child, stderr, exited } = startScheduler(fresh, file);
       await server.started;
       const running = (await fresh.pool.query(`SELECT r.status, s.stage, s.status AS stage_status FROM etl.runs r JOIN etl.run_stages s USING (run_id)`)).rows;
       expect(running).toEqual([{ status: 'running', stage: 'download', stage_status: 'running' }]);
@@ -320,7 +320,7 @@ describe('SIGTERM', () => {
       await new Promise((r) => setTimeout(r, 300));
       server.release();
       expect(await exited).toBe(0);
-      expect(stderr).toMatch(/SIGTERM: the stage under way finishes/);
+      expect(stderr()).toMatch(/SIGTERM: the stage under way finishes/);
       const run = (await fresh.pool.query(`SELECT status, error_code FROM etl.runs`)).rows;
       expect(run).toEqual([{ status: 'failed', error_code: 'interrupted' }]);
       const stages = (await fresh.pool.query(`SELECT stage, status FROM etl.run_stages ORDER BY seq`)).rows;
