@@ -128,13 +128,16 @@ async function prepare(url: string): Promise<void> {
   const pool = createPool(url, 4);
   try {
     await migrate(pool);
-    const ready = (await pool.query(`SELECT count(*)::int AS n FROM etl.current WHERE dataset = 'ibge-municipios'`)).rows[0].n > 0;
+    // Ready once the CAR view shows the bench's properties (bench/overlaps now registers its own
+    // municipality mesh as current, so a current ibge-municipios no longer says it was done).
+    const ready = (await pool.query(`SELECT EXISTS (SELECT 1 FROM "current".car_imovel) AS ok`)).rows[0].ok;
     if (ready || !withCar) return;
     log('publishing the bench layers (template shape, current views)');
     await publishBenchTables(pool);
     log('loading the IBGE municipality fixture through the pipeline');
     const cfg = loadConfig({ ...process.env, DATABASE_URL: url, AGRO_DATA_DIR: path.join(BENCH_DATA_DIR, 'api') });
-    const o = await runPipeline({ cfg, pool, log: createLogger('warn') }, findPipeline('ibge-municipios')!, { source: path.join(ROOT_DIR, 'fixtures', 'ibge-municipios') });
+    // --force: it replaces bench/overlaps' generated mesh (5,570 rows), a drop the gate would refuse.
+    const o = await runPipeline({ cfg, pool, log: createLogger('warn') }, findPipeline('ibge-municipios')!, { source: path.join(ROOT_DIR, 'fixtures', 'ibge-municipios'), force: true });
     if (o.status !== 'published' && o.status !== 'unchanged') throw new Error(`ibge-municipios: ${o.status}`);
   } finally {
     await pool.end();
