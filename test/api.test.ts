@@ -324,7 +324,7 @@ describe('include=embargos_icmbio', () => {
     expect(r.status).toBe(200);
     const [e] = await q<Record<string, unknown>>(
       `SELECT id_embargo, numero_embargo, serie_embargo, to_char(data_embargo, 'YYYY-MM-DD') AS data_embargo, nome_uc, cnuc, tipo_infracao, julgamento,
-              area_calculada_ha AS area_embargada_ha, documento, nome_autuado FROM serving.icmbio_embargos WHERE id_embargo = $1`, [ov.feicao_id]);
+              round(area_calculada_ha::numeric, 4)::float8 AS area_embargada_ha, documento, nome_autuado FROM serving.icmbio_embargos WHERE id_embargo = $1`, [ov.feicao_id]);
     const { documento, nome_autuado, ...served } = e;
     expect(r.body.embargos_icmbio).toEqual([{ ...served, area_sobreposta_ha: Math.round(ov.area_sobreposta_ha * 1e4) / 1e4, percentual: Math.round(ov.percentual * 1e6) / 1e6 }]);
     expect(documento && nome_autuado).toBeTruthy();

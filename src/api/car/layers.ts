@@ -72,7 +72,7 @@ const SPECS: Record<Exclude<IncludeLayer, 'zarc'>, OverlapLayerSpec> = {
     shape: (o, a) => ({
       id_embargo: o.feicao_id, numero_embargo: a.numero_embargo ?? null, serie_embargo: a.serie_embargo ?? null,
       data_embargo: a.data_embargo ?? null, nome_uc: a.nome_uc ?? null, cnuc: a.cnuc ?? null, tipo_infracao: a.tipo_infracao ?? null,
-      julgamento: a.julgamento ?? null, area_embargada_ha: a.area_calculada_ha ?? null, ...overlapFields(o),
+      julgamento: a.julgamento ?? null, area_embargada_ha: round(a.area_calculada_ha as number | null, 4), ...overlapFields(o),
     }),
   },
   quilombos: {
