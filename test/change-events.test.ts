@@ -10,30 +10,25 @@ import os from 'node:os';
 import path from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { ibamaCsv, termById } from '../fixtures/ibama-embargos.ts';
+import { ibamaCsv, RIO_VERDE_NEW_TERM as NEW_TERM } from '../fixtures/ibama-embargos.ts';
 import { ALNUM, buildReceitaMonth, ENTERING_PARTNER, LEAVING_PARTNER } from '../fixtures/receita-cnpj.ts';
-import { buildSicarState, SICAR_FIXTURES, type SicarPropertyRow } from '../fixtures/sicar.ts';
-import { findPipeline } from '../pipelines/registry.ts';
+import { buildSicarState, type SicarPropertyRow } from '../fixtures/sicar.ts';
 import { drainOnce } from '../src/events/delivery.ts';
 import { addEndpoint } from '../src/events/endpoints.ts';
 import { addMonitor } from '../src/events/monitors.ts';
-import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
+import type { RunOutcome } from '../src/etl/run.ts';
 import { createKey } from '../src/platform/keys.ts';
 import { formatCnpj } from '../src/privacy.ts';
 import { ROOT_DIR } from '../src/sql.ts';
+import { carOf, pipelineRunner, sicarRow, withStatus } from './helpers/change-events.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 let db: TestDb;
 let work: string;
 const q = async (sql: string, params: unknown[] = []) => (await db.pool.query(sql, params)).rows;
-const run = async (pipeline: string, source: string, extra: object = {}): Promise<RunOutcome> =>
-  runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline(pipeline)!, { source, ...extra });
-
-const GO = SICAR_FIXTURES.GO.areaImovel;
-const row = (id: string) => GO.find((r) => r.id === id)!;
-const car = (id: string) => row(id).attributes.cod_imovel;
-// a new id: the builder's filter applies to the appended rows too
-const withStatus = (r: SicarPropertyRow, s: SicarPropertyRow['attributes']['ind_status']): SicarPropertyRow => ({ ...r, id: `${r.id}-${s}`, attributes: { ...r.attributes, ind_status: s } });
+const run = pipelineRunner(() => db);
+const row = sicarRow;
+const car = carOf;
 
 /** GO with some properties' status changed (the rows keep their place in the file as far as the builder allows). */
 async function goWith(dir: string, changes: Record<string, SicarPropertyRow['attributes']['ind_status']>, extra: object = {}) {
@@ -51,14 +46,6 @@ async function changeEvents() {
   return r.map((e) => ({ id: e.id as string, type: e.type as string, key: e.key_id as string, body: e.body }));
 }
 
-// the new embargo term: a small box inside GO8 (Rio Verde), as IBAMA's CSV writes it
-const NEW_TERM = {
-  ...termById('T01').row,
-  SEQ_TAD: '9990001', NUM_TAD: '990001', SER_TAD: 'E', DAT_EMBARGO: '2026-09-15 00:00:00', DAT_IMPRESSAO: '2026-09-15 00:00:00',
-  COD_MUNICIPIO: '5218805', MUNICIPIO: 'Rio Verde', UF: 'GO', NUM_LONGITUDE_TAD: '-50.97', NUM_LATITUDE_TAD: '-17.773',
-  GEOM_AREA_EMBARGADA: 'POLYGON ((-50.9750 -17.7760, -50.9650 -17.7760, -50.9650 -17.7700, -50.9750 -17.7700, -50.9750 -17.7760))',
-  QTD_AREA_EMBARGADA: '70,3', NOME_IMOVEL: 'Fazenda Nova', DAT_ULT_ALTER_GEOM: '2026-09-15 00:00:00',
-};
 
 const keys: Record<'k1' | 'k2' | 'k3', string> = { k1: '', k2: '', k3: '' };
 let sicarA: RunOutcome;

@@ -232,11 +232,12 @@ export interface PublicationRow {
 export async function recordPublication(
   db: Db,
   p: { dataset: string; scope: string; snapshotId: number; action: PublicationAction; forced?: boolean; runId?: number | null },
-): Promise<void> {
-  await db.query(
-    `INSERT INTO etl.publications (dataset, scope, snapshot_id, action, forced, run_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+): Promise<number> {
+  const r = await db.query(
+    `INSERT INTO etl.publications (dataset, scope, snapshot_id, action, forced, run_id) VALUES ($1, $2, $3, $4, $5, $6) RETURNING publication_id`,
     [p.dataset, p.scope, p.snapshotId, p.action, p.forced ?? false, p.runId ?? null],
   );
+  return Number(r.rows[0].publication_id);
 }
 
 /** The publication history of one (dataset, scope), oldest first. */

@@ -158,10 +158,10 @@ export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapsho
     if (cur) await catalog.setSnapshotStatus(client, cur.snapshot_id, 'superseded');
     await catalog.markPublished(client, snapshotId, forced);
     await catalog.setCurrent(client, pipeline.name, snap.scope, snapshotId);
-    await catalog.recordPublication(client, { dataset: pipeline.name, scope: snap.scope, snapshotId, action: 'publish', forced, runId: snap.run_id });
+    const publicationId = await catalog.recordPublication(client, { dataset: pipeline.name, scope: snap.scope, snapshotId, action: 'publish', forced, runId: snap.run_id });
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
     // Change events for monitored records, in this transaction: an event exists iff the publish does.
-    await recordChangeEvents(client, { dataset: pipeline.name, scope: snap.scope, previousSnapshotId: cur?.snapshot_id ?? null, snapshotId });
+    await recordChangeEvents(client, { dataset: pipeline.name, scope: snap.scope, previousSnapshotId: cur?.snapshot_id ?? null, snapshotId, publicationId });
     await repointViews(client, pipeline, budget);
     return { status: 'published', published: true, forced };
   });
@@ -211,10 +211,10 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
     await catalog.setSnapshotStatus(client, cur.snapshot_id, 'rolled_back');
     await client.query(`UPDATE etl.snapshots SET status = 'published', published_at = now() WHERE snapshot_id = $1`, [prev]);
     await catalog.setCurrent(client, pipeline.name, scope, prev);
-    await catalog.recordPublication(client, { dataset: pipeline.name, scope, snapshotId: prev, action: 'rollback' });
+    const publicationId = await catalog.recordPublication(client, { dataset: pipeline.name, scope, snapshotId: prev, action: 'rollback' });
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
     // What monitors were told changed with the rolled-back snapshot changes back: the events of any publish.
-    await recordChangeEvents(client, { dataset: pipeline.name, scope, previousSnapshotId: cur.snapshot_id, snapshotId: prev });
+    await recordChangeEvents(client, { dataset: pipeline.name, scope, previousSnapshotId: cur.snapshot_id, snapshotId: prev, publicationId });
     await repointViews(client, pipeline, budget);
     return { from: cur.snapshot_id, to: prev };
   });

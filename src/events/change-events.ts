@@ -4,10 +4,16 @@
 //   sicar            car.situacao.alterada (status differs), car.embargo.criado (an active
 //                    embargo overlaps the property now and did not before, same IBAMA snapshot)
 //   ibama-embargos   car.embargo.criado (same CAR snapshots, old IBAMA snapshot against new)
-//   receita-cnpj     socio.qsa.alterado (derived.cnpj_qsa_changes of the month)
+//   receita-cnpj     socio.qsa.alterado (derived.cnpj_qsa_changes of the month; read the other
+//                    way round for a rollback)
 // A first load has nothing to compare with and emits nothing. Event ids derive from what
-// changed (key, record, snapshots, embargo term), so a retried or repeated publish of the
-// same change writes no second event, and a republish of the same data finds no change.
+// changed (key, record, embargo term) and from the publication that made it current
+// (etl.publications, one row per committed publish or rollback): a publish writes each event
+// once (a retried transaction left no row behind; the same snapshot again is no publication),
+// a republish of the same data finds no change, and a change announced again later (a status
+// that goes back and forth, a rolled-back snapshot published again, an embargo lifted and
+// imposed again) is a new event with a new id: receivers deduplicate on the id.
+// Only keys still active are told (a revoked key's monitors stay until the key is purged).
 import type pg from 'pg';
 import { qualifiedSnapshotTable } from '../etl/names.ts';
 import { formatCnpj } from '../privacy.ts';
@@ -18,7 +24,12 @@ export interface PublishedChange {
   /** The snapshot that was current before (null: a first load). */
   previousSnapshotId: number | null;
   snapshotId: number;
+  /** The etl.publications row of this publish or rollback: part of every event id. */
+  publicationId: number;
 }
+
+/** Monitors of keys that are still active (a rotated key in its grace period has handed its monitors on). */
+const ACTIVE_MONITORS = `(SELECT m.* FROM events.monitors m JOIN platform.api_keys k ON k.id = m.key_id WHERE k.revoked_at IS NULL OR k.revoked_at > now())`;
 
 const exists = async (c: pg.ClientBase, table: string) => (await c.query(`SELECT to_regclass($1) IS NOT NULL AS ok`, [table])).rows[0].ok as boolean;
 
@@ -27,23 +38,24 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
   if (p.previousSnapshotId === null || p.previousSnapshotId === p.snapshotId) return 0;
   const watched = await c.query(`SELECT 1 FROM events.monitors LIMIT 1`);
   if (!watched.rowCount) return 0;
-  if (p.dataset === 'sicar') return (await situacaoChanges(c, p.previousSnapshotId, p.snapshotId)) + (await embargoesOfCarSnapshot(c, p.previousSnapshotId, p.snapshotId));
-  if (p.dataset === 'ibama-embargos') return embargoesOfLayerSnapshot(c, p.previousSnapshotId, p.snapshotId);
-  if (p.dataset === 'receita-cnpj') return qsaChanges(c, p.previousSnapshotId, p.snapshotId);
+  const pub = p.publicationId;
+  if (p.dataset === 'sicar') return (await situacaoChanges(c, p.previousSnapshotId, p.snapshotId, pub)) + (await embargoesOfCarSnapshot(c, p.previousSnapshotId, p.snapshotId, pub));
+  if (p.dataset === 'ibama-embargos') return embargoesOfLayerSnapshot(c, p.previousSnapshotId, p.snapshotId, pub);
+  if (p.dataset === 'receita-cnpj') return qsaChanges(c, p.previousSnapshotId, p.snapshotId, pub);
   return 0;
 }
 
-async function situacaoChanges(c: pg.ClientBase, prev: number, next: number): Promise<number> {
+async function situacaoChanges(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
   const before = qualifiedSnapshotTable('car_imovel', prev);
   const after = qualifiedSnapshotTable('car_imovel', next);
   if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
   const r = await c.query(
-    `SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2, m.key_id,
+    `SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2 || ':p' || $3, m.key_id,
               jsonb_build_object('car', m.record, 'situacao_anterior', o.situacao, 'situacao', n.situacao,
                                  'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
-       FROM events.monitors m JOIN ${after} n ON n.car = m.record JOIN ${before} o ON o.car = m.record
+       FROM ${ACTIVE_MONITORS} m JOIN ${after} n ON n.car = m.record JOIN ${before} o ON o.car = m.record
       WHERE m.kind = 'car' AND n.situacao IS DISTINCT FROM o.situacao`,
-    [prev, next],
+    [prev, next, pub],
   );
   return r.rows.filter((x) => x.id !== null).length;
 }
@@ -56,7 +68,7 @@ interface EmbargoPair {
 }
 
 /** New active embargo terms on monitored properties between two overlap pairs (both must be computed). */
-async function newEmbargoes(c: pg.ClientBase, pairs: EmbargoPair[], layerAfter: number): Promise<number> {
+async function newEmbargoes(c: pg.ClientBase, pairs: EmbargoPair[], layerAfter: number, pub: number): Promise<number> {
   const done = await c.query(`SELECT car_snapshot_id, layer_snapshot_id FROM derived.overlap_pairs`);
   const have = new Set(done.rows.map((d) => `${d.car_snapshot_id}|${d.layer_snapshot_id}`));
   // A pair never computed cannot be compared: nothing is claimed about it.
@@ -68,17 +80,17 @@ async function newEmbargoes(c: pg.ClientBase, pairs: EmbargoPair[], layerAfter: 
      n AS (
        SELECT m.key_id, o.car, o.feicao_id AS numero_tad, p.cb, p.lb, sum(o.area_sobreposta_ha) AS area
          FROM p JOIN derived.car_overlaps o ON o.car_snapshot_id = p.ca AND o.layer_snapshot_id = p.la AND o.camada = 'embargo' AND o.ativo
-         JOIN events.monitors m ON m.kind = 'car' AND m.record = o.car
+         JOIN ${ACTIVE_MONITORS} m ON m.kind = 'car' AND m.record = o.car
         GROUP BY m.key_id, o.car, o.feicao_id, p.cb, p.lb
      )
-     SELECT events.enqueue('car.embargo.criado', 'car.embargo.criado:' || n.key_id || ':' || n.car || ':' || n.numero_tad, n.key_id,
+     SELECT events.enqueue('car.embargo.criado', 'car.embargo.criado:' || n.key_id || ':' || n.car || ':' || n.numero_tad || ':p' || $5, n.key_id,
               jsonb_build_object('car', n.car, 'embargo', jsonb_build_object(
                 'numero_tad', n.numero_tad, 'data_embargo', to_char(t.data_embargo, 'YYYY-MM-DD'), 'area_sobreposta_ha', round(n.area::numeric, 4)))) AS id
        FROM n LEFT JOIN LATERAL (SELECT min(data_embargo) AS data_embargo FROM ${terms} WHERE numero_tad = n.numero_tad) t ON true
       WHERE NOT EXISTS (SELECT 1 FROM derived.car_overlaps b
                          WHERE b.car_snapshot_id = n.cb AND b.layer_snapshot_id = n.lb AND b.camada = 'embargo' AND b.ativo
                            AND b.car = n.car AND b.feicao_id = n.numero_tad)`,
-    [usable.map((q) => q.carBefore), usable.map((q) => q.layerBefore), usable.map((q) => q.carAfter), usable.map((q) => q.layerAfter)],
+    [usable.map((q) => q.carBefore), usable.map((q) => q.layerBefore), usable.map((q) => q.carAfter), usable.map((q) => q.layerAfter), pub],
   );
   return r.rows.filter((x) => x.id !== null).length;
 }
@@ -88,15 +100,15 @@ async function currentIds(c: pg.ClientBase, dataset: string): Promise<number[]> 
   return r.rows.map((x) => Number(x.snapshot_id));
 }
 
-async function embargoesOfCarSnapshot(c: pg.ClientBase, prev: number, next: number): Promise<number> {
+async function embargoesOfCarSnapshot(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
   const [layer] = await currentIds(c, 'ibama-embargos');
   if (layer === undefined) return 0;
-  return newEmbargoes(c, [{ carBefore: prev, layerBefore: layer, carAfter: next, layerAfter: layer }], layer);
+  return newEmbargoes(c, [{ carBefore: prev, layerBefore: layer, carAfter: next, layerAfter: layer }], layer, pub);
 }
 
-async function embargoesOfLayerSnapshot(c: pg.ClientBase, prev: number, next: number): Promise<number> {
+async function embargoesOfLayerSnapshot(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
   const cars = await currentIds(c, 'sicar');
-  return newEmbargoes(c, cars.map((car) => ({ carBefore: car, layerBefore: prev, carAfter: car, layerAfter: next })), next);
+  return newEmbargoes(c, cars.map((car) => ({ carBefore: car, layerBefore: prev, carAfter: car, layerAfter: next })), next, pub);
 }
 
 interface ReceitaPartner {
@@ -119,11 +131,18 @@ export function partnerDocumentShown(p: ReceitaPartner): string | null {
   return miolo ? `***.${miolo.slice(0, 3)}.${miolo.slice(3)}-**` : null;
 }
 
-async function qsaChanges(c: pg.ClientBase, prev: number, next: number): Promise<number> {
+async function qsaChanges(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
+  // The month's diff against the one it replaces; a rollback goes back over a diff the other
+  // way (who had entered leaves again), as the CAR events of a rollback do.
   const rows = await c.query(
     `SELECT m.key_id, m.record, q.entraram, q.sairam FROM derived.cnpj_qsa_changes q
-       JOIN events.monitors m ON m.kind = 'cnpj' AND left(m.record, 8) = q.cnpj_basico
-      WHERE q.snapshot_id = $1 AND q.previous_snapshot_id = $2`,
+       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = q.cnpj_basico
+      WHERE q.snapshot_id = $1 AND q.previous_snapshot_id = $2
+     UNION ALL
+     SELECT m.key_id, m.record, q.sairam, q.entraram FROM derived.cnpj_qsa_changes q
+       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = q.cnpj_basico
+      WHERE q.snapshot_id = $2 AND q.previous_snapshot_id = $1
+        AND NOT EXISTS (SELECT 1 FROM derived.cnpj_qsa_changes f WHERE f.snapshot_id = $1 AND f.previous_snapshot_id = $2)`,
     [next, prev],
   );
   if (!rows.rowCount) return 0;
@@ -138,7 +157,7 @@ async function qsaChanges(c: pg.ClientBase, prev: number, next: number): Promise
   let n = 0;
   for (const r of rows.rows) {
     const data = { cnpj: formatCnpj(r.record), entraram: shown(r.entraram), sairam: shown(r.sairam) };
-    const e = await c.query(`SELECT events.enqueue('socio.qsa.alterado', $1, $2, $3) AS id`, [`socio.qsa.alterado:${r.key_id}:${r.record}:${prev}:${next}`, r.key_id, data]);
+    const e = await c.query(`SELECT events.enqueue('socio.qsa.alterado', $1, $2, $3) AS id`, [`socio.qsa.alterado:${r.key_id}:${r.record}:${prev}:${next}:p${pub}`, r.key_id, data]);
     if (e.rows[0].id !== null) n++;
   }
   return n;
