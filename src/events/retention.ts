@@ -1,9 +1,8 @@
 // Retention of the webhook tables: the deliveries of an event older than the query history's
 // retention are deleted, with their log, once settled (delivered, or given up after the
 // retries) or when their endpoint is disabled (a 410: nothing will ever be sent to it again).
-// The event itself stays: its id is derived from what it announces (events.enqueue), so a
-// deleted event would let a once-only announcement (car.embargo.criado) be written again
-// under the same id, which receivers deduplicating on webhook-id would drop unseen.
+// The event itself stays (one small row): the record of what was announced, which
+// `agro webhooks replay` can still send; the bulk is the deliveries and their attempts.
 import type pg from 'pg';
 
 type Db = pg.Pool | pg.ClientBase;
