@@ -25,7 +25,7 @@ export const ERRORS = {
   cluster: { exitCode: 1, httpStatus: 500, message: 'embedded cluster error' },
   internal: { exitCode: 1, httpStatus: 500, message: 'internal error' },
   run_in_progress: { exitCode: 1, httpStatus: 409, message: 'another run of this dataset is in progress' },
-  nightly_in_progress: { exitCode: 1, httpStatus: 409, message: 'another `agro nightly` is running' },
+  nightly_in_progress: { exitCode: 1, httpStatus: 409, message: 'the night is taken' },
   archive_too_large: { exitCode: 1, httpStatus: 502, message: 'the archive inflates beyond the allowed size' },
   publish_lock_timeout: { exitCode: 1, httpStatus: 503, message: 'publishing gave up waiting for readers; the snapshot is kept for a later `agro publish`' },
   port_in_use: { exitCode: 1, httpStatus: 500, message: 'the embedded cluster port is in use' },

@@ -283,7 +283,7 @@ describe('agro doctor', () => {
     const ok = agro('doctor', '--json');
     expect(ok.code).toBe(0);
     const checks = ok.json().checks;
-    expect(checks.map((c: { name: string }) => c.name)).toEqual(['node', 'gdal', 'gdal drivers', 'disk', 'database', 'postgresql', 'postgis', 'migrations']);
+    expect(checks.map((c: { name: string }) => c.name)).toEqual(['node', 'gdal', 'gdal drivers', 'disk', 'schedule file', 'database', 'postgresql', 'postgis', 'migrations', 'dead runs', 'stuck slots', 'last slots']);
     expect(checks.filter((c: { status: string }) => c.status === 'fail')).toEqual([]);
     expect(checks.find((c: { name: string }) => c.name === 'postgis').detail).toMatch(/^PostGIS 3\./);
     expect(checks.find((c: { name: string }) => c.name === 'gdal').detail).toMatch(/^GDAL \d+\.\d+/);
@@ -291,6 +291,70 @@ describe('agro doctor', () => {
     expect(down.status).toBe(1);
     expect(down.stdout).toMatch(/✗ database +DATABASE_URL is unreachable.*\n +→ start that server or correct DATABASE_URL/);
   });
+});
+
+describe('agro doctor after a bad night', () => {
+  test('a run and a slot left by a scheduler killed -9, failed and skipped last slots, a schedule file that does not validate: each a line with what to do', async () => {
+    const fresh = await testDatabase();
+    const server = await slowFileServer(IBGE_ZIP, 'BR_Municipios_2024.zip');
+    try {
+      const file = path.join(work, 'doctor-schedule.json');
+      fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: {
+        yearly: { cron: '0 0 1 1 *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': server.url } },
+        weekly: { cron: '0 3 * * 0', pipelines: ['zarc'] },
+        daily: { cron: '0 4 * * *', pipelines: ['funai-tis'] },
+      } }));
+      // A scheduler catching up the yearly job, killed -9 in the middle of its download.
+      await fresh.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('yearly', '0 0 1 1 *', 'UTC', '2000-01-01T00:00:00Z')`);
+      const sched = spawn(process.execPath, [AGRO, 'schedule'], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'warn' }), stdio: 'ignore' });
+      const killed = new Promise((r) => sched.on('exit', r));
+      await server.started;
+      sched.kill('SIGKILL');
+      await killed;
+      // (the scheduler registered every job at its start)
+      await fresh.pool.query(`INSERT INTO etl.schedule_slots (schedule, slot, owner, status, error, finished_at) VALUES
+        ('weekly', '2026-11-15T03:00:00Z', 'h:1', 'done', NULL, now()), ('weekly', '2026-11-22T03:00:00Z', 'h:1', 'failed', 'zarc: source not found', now()),
+        ('daily', '2026-11-24T04:00:00Z', 'h:1', 'skipped', 'the previous slot was still running', now())`);
+      const doctor = (schedule = file) => spawnSync(process.execPath, [AGRO, 'doctor', '--json'], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, AGRO_SCHEDULE_FILE: schedule }), encoding: 'utf8', timeout: 60_000 });
+      const checkOf = (r: { stdout: string }, name: string) => JSON.parse(r.stdout).checks.find((c: { name: string }) => c.name === name);
+      const bad = doctor();
+      expect(bad.status, bad.stderr).toBe(1);
+      expect(checkOf(bad, 'schedule file')).toMatchObject({ status: 'ok', detail: `${file} (3 jobs)` });
+      expect(checkOf(bad, 'dead runs')).toEqual({ name: 'dead runs', status: 'warn', run_ids: [1], detail: '1 left running by a process that died: run 1 ibge-municipios (during download)', fix: expect.stringMatching(/^the next run of any pipeline .* cleans up after them/) });
+      expect(checkOf(bad, 'stuck slots')).toEqual({
+        name: 'stuck slots', status: 'fail', detail: expect.stringMatching(new RegExp(`^1 left running by a scheduler that is gone: yearly \\d{4}-01-01 00:00 UTC \\(${os.hostname()}:${sched.pid}\\)$`)),
+        slots: [{ job: 'yearly', slot: expect.stringMatching(/-01-01T00:00:00\.000Z$/), status: 'running', owner: `${os.hostname()}:${sched.pid}`, error: null }],
+        fix: 'start `agro schedule` again: it marks them interrupted and runs the latest once',
+      });
+      expect(checkOf(bad, 'last slots')).toMatchObject({
+        status: 'fail', detail: 'daily 2026-11-24 04:00 UTC skipped (the previous slot was still running); weekly 2026-11-22 03:00 UTC failed (zarc: source not found)',
+        slots: [{ job: 'daily', status: 'skipped' }, { job: 'weekly', status: 'failed' }],
+      });
+      // For people: one line each, with what to do.
+      const text = spawnSync(process.execPath, [AGRO, 'doctor'], { env: env({ DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir, AGRO_SCHEDULE_FILE: file }), encoding: 'utf8', timeout: 60_000 });
+      expect(text.stdout).toMatch(/! dead runs +1 left running .*\n +→ the next run of any pipeline/);
+      expect(text.stdout).toMatch(/✗ stuck slots +1 left running .*\n +→ start `agro schedule` again/);
+      expect(text.stdout).toMatch(/✗ last slots +daily .*\n +→ read the error/);
+      // A skipped last slot alone is a warning; with the scheduler back, nothing is stuck any more.
+      await fresh.pool.query(`UPDATE etl.schedule_slots SET status = 'done', error = NULL WHERE schedule = 'weekly'`);
+      await fresh.pool.query(`UPDATE etl.schedule_slots SET status = 'interrupted' WHERE schedule = 'yearly'`);
+      const warned = doctor();
+      expect(checkOf(warned, 'stuck slots')).toMatchObject({ status: 'ok' });
+      expect(checkOf(warned, 'last slots')).toMatchObject({ status: 'warn', slots: [{ job: 'daily', status: 'skipped' }, { job: 'yearly', status: 'interrupted' }] });
+      expect(checkOf(warned, 'dead runs')).toMatchObject({ status: 'warn' });
+      expect(warned.status, warned.stdout).toBe(0);
+      // A schedule file that does not validate: the scheduler would not start.
+      const broken = path.join(work, 'doctor-broken.json');
+      fs.writeFileSync(broken, JSON.stringify({ jobs: { a: { cron: '0 25 * * *', pipelines: ['zarc'] } } }));
+      const invalid = doctor(broken);
+      expect(invalid.status).toBe(1);
+      expect(checkOf(invalid, 'schedule file')).toEqual({ name: 'schedule file', status: 'fail', detail: expect.stringMatching(/^invalid schedule file: .*doctor-broken\.json.*job "a".*hour/), fix: expect.stringMatching(/agro schedule --check/) });
+    } finally {
+      server.release();
+      await server.close();
+      await fresh.drop();
+    }
+  }, 120_000);
 });
 
 describe('a password written in a source URL', () => {
@@ -354,7 +418,7 @@ describe('two agro nightly at once', () => {
       const second = await night('--json');
       expect(second.code).toBe(1);
       expect(second.out.trim().split('\n')).toHaveLength(1);
-      expect(JSON.parse(second.out).error).toEqual({ code: 'nightly_in_progress', message: expect.stringMatching(/^another `agro nightly` is running: held by agro \d+@\S+ since \d{4}-\d\d-\d\d \d\d:\d\d UTC; this one starts nothing/) });
+      expect(JSON.parse(second.out).error).toEqual({ code: 'nightly_in_progress', message: expect.stringMatching(/^the night is taken: another `agro nightly` is running, held by agro \d+@\S+ since \d{4}-\d\d-\d\d \d\d:\d\d UTC; this one starts nothing/) });
       const done = await first;
       expect(done.code, done.err).toBe(0);
       const runs = (await fresh.pool.query(`SELECT status, count(*)::int AS n FROM etl.runs GROUP BY status`)).rows;

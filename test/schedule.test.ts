@@ -271,17 +271,22 @@ describe('a database error in the middle of a batch', () => {
   });
 });
 
-/** A real `agro schedule` on `db` with the schedule `file`: the child, what it wrote to stderr so far, its exit code. */
-function startScheduler(db: TestDb, file: string) {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), 'schedule'], {
-    env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'info' },
+/** A real `agro <args>` on `db`: the child, what it wrote to stdout and stderr so far, its exit code. */
+function startAgro(db: TestDb, extraEnv: Record<string, string>, ...args: string[]) {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), ...args], {
+    env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, ...extraEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  let out = '';
   let err = '';
+  child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (err += d));
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  return { child, stderr: () => err, exited };
+  return { child, stdout: () => out, stderr: () => err, exited };
 }
+
+/** A real `agro schedule` on `db` with the schedule `file`. */
+const startScheduler = (db: TestDb, file: string) => startAgro(db, { AGRO_SCHEDULE_FILE: file, LOG_LEVEL: 'info' }, 'schedule');
 
 test('agro schedule purges the platform\'s tables at its start (and every day): a deployment running only the scheduler does not keep history past its retention', async () => {
   const fresh = await testDatabase();
@@ -303,15 +308,23 @@ test('agro schedule purges the platform\'s tables at its start (and every day): 
   }
 }, 60_000);
 
+/**
+ * A schedule file `name` with one yearly job loading `pipeline` from `source`, which a
+ * scheduler ran before, long ago: the next start catches it up at once.
+ */
+async function yearlyCatchUp(db: TestDb, name: string, pipeline: string, source: string): Promise<string> {
+  const file = path.join(work, name);
+  fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: { yearly: { cron: '0 0 1 1 *', pipelines: [pipeline], sources: { [pipeline]: source } } } }));
+  await db.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('yearly', '0 0 1 1 *', 'UTC', '2000-01-01T00:00:00Z')`);
+  return file;
+}
+
 describe('SIGTERM', () => {
   test('the download under way finishes, nothing more starts, nothing is published; the next start runs the slot again', async () => {
     const fresh = await testDatabase();
     const server = await slowFileServer(path.join(IBGE, 'BR_Municipios_2024.zip'), 'BR_Municipios_2024.zip');
     try {
-      const file = path.join(work, 'yearly.json');
-      fs.writeFileSync(file, JSON.stringify({ timezone: 'UTC', jobs: { yearly: { cron: '0 0 1 1 *', pipelines: ['ibge-municipios'], sources: { 'ibge-municipios': server.url } } } }));
-      // A scheduler ran this job before, long ago: the start catches up.
-      await fresh.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('yearly', '0 0 1 1 *', 'UTC', '2000-01-01T00:00:00Z')`);
+      const file = await yearlyCatchUp(fresh, 'yearly.json', 'ibge-municipios', server.url);
       const { child, stderr, exited } = startScheduler(fresh, file);
       await server.started;
       const running = (await fresh.pool.query(`SELECT r.status, s.stage, s.status AS stage_status FROM etl.runs r JOIN etl.run_stages s USING (run_id)`)).rows;
@@ -338,4 +351,66 @@ describe('SIGTERM', () => {
       await fresh.drop();
     }
   });
+});
+
+/** A real `agro nightly` on `db` (extra env for its sources). */
+const startNightly = (db: TestDb, extraEnv: Record<string, string>, ...args: string[]) => startAgro(db, { LOG_LEVEL: 'warn', ...extraEnv }, 'nightly', ...args);
+
+describe('agro nightly and agro schedule exclude each other', () => {
+  test('a manual nightly while the scheduler runs a batch starts nothing and names the scheduler process and its slot', async () => {
+    const fresh = await testDatabase();
+    const server = await slowFileServer(path.join(IBGE, 'BR_Municipios_2024.zip'), 'BR_Municipios_2024.zip');
+    try {
+      const file = await yearlyCatchUp(fresh, 'night-sched.json', 'ibge-municipios', server.url);
+      const sched = startScheduler(fresh, file);
+      await server.started; // the catch-up batch is downloading
+      const night = startNightly(fresh, {}, '--sources', 'fixtures', '--json');
+      expect(await night.exited, night.stderr()).toBe(1);
+      expect(JSON.parse(night.stdout()).error).toEqual({
+        code: 'nightly_in_progress',
+        message: expect.stringMatching(new RegExp(`^the night is taken: the scheduler \\(agro ${sched.child.pid}@\\S+\\) is running a batch: yearly \\(slot \\d{4}-01-01 00:00 UTC\\); this one starts nothing`)),
+      });
+      // The nightly started no run: the scheduler's download is the only one, and it goes on.
+      expect((await fresh.pool.query(`SELECT pipeline, status FROM etl.runs`)).rows).toEqual([{ pipeline: 'ibge-municipios', status: 'running' }]);
+      server.release();
+      for (let i = 0; i < 600 && (await fresh.pool.query(`SELECT 1 FROM etl.schedule_slots WHERE status = 'running'`)).rowCount; i++) await new Promise((r) => setTimeout(r, 100));
+      expect((await fresh.pool.query(`SELECT status FROM etl.schedule_slots`)).rows).toEqual([{ status: 'done' }]);
+      sched.child.kill('SIGTERM');
+      expect(await sched.exited, sched.stderr()).toBe(0);
+    } finally {
+      server.release();
+      await server.close();
+      await fresh.drop();
+    }
+  }, 120_000);
+
+  test('a fire time while a manual nightly holds the night is recorded skipped with the reason; no run fails', async () => {
+    const fresh = await testDatabase();
+    const server = await slowFileServer(path.join(IBGE, 'BR_Municipios_2024.zip'), 'BR_Municipios_2024.zip');
+    try {
+      // The official night, its first pipeline caught in the middle of its download.
+      const night = startNightly(fresh, { AGRO_SOURCE_IBGE_MUNICIPIOS: server.url });
+      await server.started;
+      const file = await yearlyCatchUp(fresh, 'sched-night.json', 'zarc', ZARC);
+      const sched = startScheduler(fresh, file);
+      const slot = async () => (await fresh.pool.query(`SELECT status, error, run_ids::int[] AS run_ids FROM etl.schedule_slots WHERE schedule = 'yearly'`)).rows[0];
+      for (let i = 0; i < 300 && (await slot())?.status !== 'skipped'; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(await slot()).toEqual({ status: 'skipped', error: expect.stringMatching(new RegExp(`^a manual \`agro nightly\` was running \\(agro ${night.child.pid}@\\S+ since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC\\)$`)), run_ids: [] });
+      expect(sched.stderr()).toMatch(/skipped: a manual `agro nightly` was running/);
+      // Nothing failed: the night's download goes on, the scheduler started no run.
+      expect((await fresh.pool.query(`SELECT pipeline, status FROM etl.runs`)).rows).toEqual([{ pipeline: 'ibge-municipios', status: 'running' }]);
+      sched.child.kill('SIGTERM');
+      expect(await sched.exited, sched.stderr()).toBe(0);
+      night.child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      server.release();
+      expect(await night.exited).toBe(1);
+      // The skipped slot is not run again at the next start: the night loaded the same sources.
+      expect((await fresh.pool.query(`SELECT status FROM etl.schedule_slots`)).rows).toEqual([{ status: 'skipped' }]);
+    } finally {
+      server.release();
+      await server.close();
+      await fresh.drop();
+    }
+  }, 120_000);
 });

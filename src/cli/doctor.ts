@@ -1,4 +1,5 @@
-// `agro doctor`: checks the installation and says what to do about each problem.
+// `agro doctor`: checks the installation and how it runs (dead runs, the schedule), and says
+// what to do about each problem.
 // Exit 1 when a check fails (warnings alone exit 0). Nothing is changed: no migration, no start.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -7,6 +8,11 @@ import type { Config } from '../config.ts';
 import { databaseUrl } from '../db/cluster.ts';
 import { listMigrations } from '../db/migrate.ts';
 import { formatBytes } from '../progress.ts';
+import { AgroError } from '../errors.ts';
+import { PIPELINES } from '../../pipelines/registry.ts';
+import { loadSchedule, type ScheduleConfig } from '../schedule/config.ts';
+import { JOB_LOCK, lastSlots } from '../schedule/claims.ts';
+import { deadRuns } from './runs.ts';
 import { print, type Env } from './context.ts';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
@@ -17,6 +23,10 @@ export interface Check {
   detail: string;
   /** What to do, when the status is not ok. */
   fix?: string;
+  /** dead runs: the runs left `running` by a process that died. */
+  run_ids?: number[];
+  /** stuck slots, last slots: the slots in question. */
+  slots?: { job: string; slot: string; status: string; owner: string; error: string | null }[];
 }
 
 const REQUIRED_DRIVERS = ['ESRI Shapefile', 'CSV', 'GeoJSON'];
@@ -64,7 +74,7 @@ function checkDisk(cfg: Config): Check {
   }
 }
 
-async function checkDatabase(cfg: Config): Promise<Check[]> {
+async function checkDatabase(cfg: Config, schedule: ScheduleConfig | null): Promise<Check[]> {
   const url = databaseUrl(cfg);
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
   const where = cfg.databaseUrl ? 'DATABASE_URL' : 'the embedded cluster';
@@ -102,10 +112,79 @@ async function checkDatabase(cfg: Config): Promise<Check[]> {
     checks.push(pending.length
       ? { name: 'migrations', status: 'fail', detail: `${pending.length} pending: ${pending.slice(0, 5).join(', ')}${pending.length > 5 ? ', …' : ''}`, fix: 'run `agro migrate`' }
       : { name: 'migrations', status: 'ok', detail: `all ${done.size} applied` });
+    // The operating checks read etl.*: on a database not migrated yet there is nothing to read.
+    const ready = (await client.query(`SELECT to_regclass('etl.runs') IS NOT NULL AND to_regclass('etl.schedule_slots') IS NOT NULL AS ok`)).rows[0].ok;
+    if (ready) checks.push(...(await checkOperations(client, schedule)));
     return checks;
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+/** The schedule file `agro schedule` would run: one that does not validate stops the scheduler at its start. */
+function checkScheduleFile(cfg: Config): { check: Check; schedule: ScheduleConfig | null } {
+  try {
+    const schedule = loadSchedule(cfg.scheduleFile, PIPELINES.map((p) => p.name), cfg.scheduleFileExplicit);
+    const what = schedule.origin === 'defaults' ? `no ${cfg.scheduleFile}: the default jobs` : schedule.origin;
+    return { schedule, check: { name: 'schedule file', status: 'ok', detail: `${what} (${schedule.jobs.length} jobs)` } };
+  } catch (e) {
+    if (!(e instanceof AgroError)) throw e;
+    return { schedule: null, check: { name: 'schedule file', status: 'fail', detail: e.message, fix: 'correct the file (`agro schedule --check` validates it); `agro schedule` does not start with it' } };
+  }
+}
+
+/**
+ * What an on-call engineer looks at after a bad night: runs whose process died (warn: the
+ * next run of any pipeline cleans up after them), slots left `running` by a scheduler that
+ * died (fail: until a scheduler starts again nothing runs the schedule), and the last slot
+ * of each job (failed: fail, its data did not load; skipped or interrupted: warn).
+ */
+async function checkOperations(db: pg.ClientBase, schedule: ScheduleConfig | null): Promise<Check[]> {
+  const checks: Check[] = [];
+  const dead = await deadRuns(db);
+  checks.push(dead.length
+    ? {
+        name: 'dead runs', status: 'warn', run_ids: dead.map((r) => r.run_id),
+        detail: `${dead.length} left running by a process that died: ${dead.map((r) => `run ${r.run_id} ${r.pipeline}${r.uf ? ' ' + r.uf : ''}${r.stage ? ` (during ${r.stage})` : ''}`).join(', ')}`,
+        fix: 'the next run of any pipeline (agro run, nightly, the scheduler) cleans up after them (their tables, their scope); `agro runs` shows them as dead',
+      }
+    : { name: 'dead runs', status: 'ok', detail: 'no run left running by a dead process' });
+  const slot = (s: { schedule: string; slot: Date; status: string; owner: string; error: string | null }) => ({ job: s.schedule, slot: s.slot.toISOString(), status: s.status, owner: s.owner, error: s.error });
+  const stuck = (await stuckSlots(db)).map(slot);
+  checks.push(stuck.length
+    ? {
+        name: 'stuck slots', status: 'fail', slots: stuck,
+        detail: `${stuck.length} left running by a scheduler that is gone: ${stuck.map((s) => `${s.job} ${s.slot.slice(0, 16).replace('T', ' ')} UTC (${s.owner})`).join(', ')}`,
+        fix: 'start `agro schedule` again: it marks them interrupted and runs the latest once',
+      }
+    : { name: 'stuck slots', status: 'ok', detail: 'no slot left running by a dead scheduler' });
+  const jobs = schedule ? new Set(schedule.jobs.map((j) => j.name)) : null;
+  const last = [...(await lastSlots(db)).values()].filter((s) => !jobs || jobs.has(s.schedule));
+  const bad = last.filter((s) => s.status === 'failed' || s.status === 'skipped' || s.status === 'interrupted').map(slot);
+  checks.push(bad.length
+    ? {
+        name: 'last slots', status: bad.some((s) => s.status === 'failed') ? 'fail' : 'warn', slots: bad,
+        detail: bad.map((s) => `${s.job} ${s.slot.slice(0, 16).replace('T', ' ')} UTC ${s.status}${s.error ? ` (${s.error})` : ''}`).join('; '),
+        fix: bad.some((s) => s.status === 'failed')
+          ? 'read the error (`agro runs` has each attempt), fix the cause, then `agro run <pipeline>` or wait for the next fire time'
+          : 'nothing is lost if the next fire time runs; `agro schedule --check` shows when that is',
+      }
+    : { name: 'last slots', status: 'ok', detail: last.length ? `the last slot of ${last.length} jobs ran` : 'no scheduled slot yet' });
+  return checks;
+}
+
+/** Slots `running` whose job's advisory lock nobody holds: the scheduler that claimed them died (claims.ts). */
+async function stuckSlots(db: pg.ClientBase) {
+  const r = await db.query(
+    `SELECT s.schedule, s.slot, s.status, s.owner, s.error FROM etl.schedule_slots s
+      WHERE s.status = 'running' AND NOT EXISTS (
+        SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.objsubid = 2 AND l.granted
+           AND l.objid::bigint = (hashtext(s.schedule)::bigint & 4294967295)
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+      ORDER BY s.slot, s.schedule`,
+    [JOB_LOCK],
+  );
+  return r.rows as { schedule: string; slot: Date; status: string; owner: string; error: string | null }[];
 }
 
 /** DATABASE_READ_URL, when set: reachable, a standby, and a standby of DATABASE_URL's server (same system identifier). */
@@ -136,7 +215,8 @@ async function checkReadReplica(cfg: Config): Promise<Check[]> {
 }
 
 export async function runChecks(cfg: Config): Promise<Check[]> {
-  return [checkNode(), ...(await checkGdal()), checkDisk(cfg), ...(await checkDatabase(cfg)), ...(await checkReadReplica(cfg))];
+  const file = checkScheduleFile(cfg);
+  return [checkNode(), ...(await checkGdal()), checkDisk(cfg), file.check, ...(await checkDatabase(cfg, file.schedule)), ...(await checkReadReplica(cfg))];
 }
 
 export async function cmdDoctor(env: Env): Promise<number> {
@@ -144,6 +224,6 @@ export async function cmdDoctor(env: Env): Promise<number> {
   const ok = !checks.some((c) => c.status === 'fail');
   const mark = { ok: '✓', warn: '!', fail: '✗' } as const;
   print(env, { ok, checks }, () =>
-    checks.map((c) => `${mark[c.status]} ${c.name.padEnd(12)} ${c.detail}${c.fix ? `\n  → ${c.fix}` : ''}`).join('\n') + `\n${ok ? 'everything needed is in place' : 'something needs attention (see → above)'}`);
+    checks.map((c) => `${mark[c.status]} ${c.name.padEnd(13)} ${c.detail}${c.fix ? `\n  → ${c.fix}` : ''}`).join('\n') + `\n${ok ? 'everything needed is in place' : 'something needs attention (see → above)'}`);
   return ok ? 0 : 1;
 }

@@ -18,7 +18,7 @@ import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { setupTerminal } from '../progress.ts';
 import { cmdBackfillSeries } from './backfill-series.ts';
 import { cmdDoctor } from './doctor.ts';
-import { holdNightly } from './nightly-lock.ts';
+import { holdNightly } from '../etl/night-lock.ts';
 import { stoppedBySignal } from './interrupt.ts';
 import { cmdRuns } from './runs.ts';
 import { cmdSchedule } from './schedule.ts';
@@ -41,7 +41,7 @@ const USAGE = `usage: agro <command> [options]
   backfill <pipeline> --series DIR | --series-file F [--uf UF]   (DIR/YYYY-MM-DD/ or lines "DATE SOURCE"; each kept)
   schedule [--check]                run the jobs of agro.schedule.json (AGRO_SCHEDULE_FILE) until SIGTERM
   runs [pipeline] [--limit N]       recent runs: status, duration, rows, error
-  doctor                            check the installation (PostgreSQL, PostGIS, GDAL, disk, migrations)
+  doctor                            check the installation (PostgreSQL, PostGIS, GDAL, disk, migrations), dead runs and the schedule
   nightly [--sources official|fixtures]
   snapshots [dataset] [--uf UF]
   rollback <dataset> [--uf UF]

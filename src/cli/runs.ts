@@ -52,6 +52,21 @@ export async function listRuns(db: pg.Pool | pg.ClientBase, pipeline: string | n
   }));
 }
 
+/** Runs left `running` by a process that died (their alive lock is free), not cleaned up yet. */
+export async function deadRuns(db: pg.Pool | pg.ClientBase): Promise<{ run_id: number; pipeline: string; uf: string | null; stage: string | null }[]> {
+  const r = await db.query(
+    `SELECT r.run_id::int, r.pipeline, nullif(r.scope, '') AS uf,
+            (SELECT s.stage FROM etl.run_stages s WHERE s.run_id = r.run_id ORDER BY s.seq DESC LIMIT 1) AS stage
+       FROM etl.runs r
+      WHERE r.status = 'running' AND NOT EXISTS (
+              SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.objsubid = 2 AND l.objid::bigint = r.run_id
+                 AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+      ORDER BY r.run_id`,
+    [RUN_ALIVE_LOCK],
+  );
+  return r.rows;
+}
+
 const num = (n: number | null) => (n === null ? '' : n.toLocaleString('en-US'));
 
 /** Words of `text` in lines of at most `width` characters (a longer word is cut), each after `indent`. */

@@ -1,6 +1,7 @@
 // Every statement of the scheduler on etl.schedules / etl.schedule_slots, and its locks.
 import type pg from 'pg';
 import { maskCpfsInText } from '../privacy.ts';
+import { shareNight, unshareNight } from '../etl/night-lock.ts';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -102,20 +103,30 @@ export const JOB_LOCK = 727004;
  * dedicated session: no other scheduler ever sees the slot `running` while its lock is
  * free, so a running slot whose lock is free belongs to a scheduler that died.
  * `lock` is null when the slot was claimed but another scheduler still runs the job.
+ * The same session first takes its share of the night (night-lock.ts): when a manual
+ * `agro nightly` holds it, nothing is claimed and `nightBy` names that nightly.
  */
-export async function claimWithLock(pool: pg.Pool, job: string, slot: Date, owner: string, catchUp: boolean): Promise<{ claimed: boolean; lock: JobLock | null }> {
+export async function claimWithLock(pool: pg.Pool, job: string, slot: Date, owner: string, catchUp: boolean): Promise<{ claimed: boolean; lock: JobLock | null; nightBy?: string }> {
   const client = await pool.connect();
   let locked = false;
   try {
+    const nightBy = await shareNight(client);
+    if (nightBy) {
+      client.release();
+      return { claimed: false, lock: null, nightBy };
+    }
     await client.query('BEGIN');
     const claimed = await claimSlot(client, job, slot, owner, catchUp);
     if (claimed) locked = (await client.query('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [JOB_LOCK, job])).rows[0].ok;
     await client.query('COMMIT');
-    if (!locked) client.release();
-    return { claimed, lock: locked ? heldLock(client, job) : null };
+    if (!locked) {
+      await unshareNight(client);
+      client.release();
+    }
+    return { claimed, lock: locked ? heldLock(client, job, true) : null };
   } catch (e) {
     await client.query('ROLLBACK').catch(() => {});
-    client.release(true);
+    client.release(true); // it may hold a lock: it must not go back to the pool
     throw e;
   }
 }
@@ -145,10 +156,12 @@ export interface JobLock {
   release(): Promise<void>;
 }
 
-function heldLock(client: pg.PoolClient, job: string): JobLock {
+/** The job's lock held on `client` (and its share of the night, when `night`). */
+function heldLock(client: pg.PoolClient, job: string, night = false): JobLock {
   return {
     async release() {
-      const ok = await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [JOB_LOCK, job]).then(() => true, () => false);
+      const ok = await client.query('SELECT pg_advisory_unlock($1, hashtext($2))', [JOB_LOCK, job])
+        .then(() => (night ? unshareNight(client) : undefined)).then(() => true, () => false);
       client.release(!ok);
     },
   };

@@ -33,7 +33,7 @@ export interface SlotResult {
   job: string;
   slot: Date;
   catchUp: boolean;
-  /** claimed: this scheduler ran it; taken: another one had; busy: the job's lock was held elsewhere. */
+  /** claimed: this scheduler ran it; taken: another one had; busy: skipped (the job still running, or a manual nightly holding the night). */
   claim: 'claimed' | 'taken' | 'busy';
   status?: claims.SlotStatus;
   /** Every attempt, retries included, in order. */
@@ -141,16 +141,7 @@ export class Scheduler {
   private async dispatch(jobs: JobConfig[], slot: Date, late = false): Promise<SlotResult[]> {
     const busy = jobs.filter((j) => this.active.has(j.name));
     const free = jobs.filter((j) => !this.active.has(j.name));
-    const skipped: SlotResult[] = [];
-    for (const job of busy) {
-      const result: SlotResult = { job: job.name, slot, catchUp: late, claim: 'taken', runs: [] };
-      skipped.push(result);
-      if (!(await claims.claimSlot(this.deps.pool, job.name, slot, this.owner, late))) continue;
-      Object.assign(result, { claim: 'busy', status: 'skipped' });
-      const why = this.active.get(job.name) === 'catch-up' ? 'a catch-up of this job was still running' : 'the previous slot was still running';
-      await claims.finishSlot(this.deps.pool, job.name, slot, 'skipped', why);
-      this.deps.log.warn({ job: job.name, slot: slot.toISOString() }, 'skipped: the previous slot of this job is still running');
-    }
+    const skipped = await this.skipBatch(busy, slot, late, (job) => (this.active.get(job.name) === 'catch-up' ? 'a catch-up of this job was still running' : 'the previous slot was still running'));
     if (!free.length) return skipped;
     for (const j of free) this.active.set(j.name, 'slot');
     try {
@@ -224,6 +215,20 @@ export class Scheduler {
     return next;
   }
 
+  /** Records each job's slot as skipped (once, by whichever scheduler claims it). */
+  private async skipBatch(jobs: JobConfig[], slot: Date, catchUp: boolean, why: (job: JobConfig) => string): Promise<SlotResult[]> {
+    const results: SlotResult[] = [];
+    for (const job of jobs) {
+      const result: SlotResult = { job: job.name, slot, catchUp, claim: 'taken', runs: [] };
+      results.push(result);
+      if (!(await claims.claimSlot(this.deps.pool, job.name, slot, this.owner, catchUp))) continue;
+      Object.assign(result, { claim: 'busy', status: 'skipped' });
+      await claims.finishSlot(this.deps.pool, job.name, slot, 'skipped', why(job));
+      this.deps.log.warn({ job: job.name, slot: slot.toISOString() }, `skipped: ${why(job)}`);
+    }
+    return results;
+  }
+
   /** Claims each job's slot, then runs the claimed jobs' runs in dependency order. */
   async runBatch(jobs: JobConfig[], slot: Date, catchUp: boolean): Promise<SlotResult[]> {
     const { pool, log } = this.deps;
@@ -239,7 +244,14 @@ export class Scheduler {
         if (this.stopping) break;
         const result: SlotResult = { job: job.name, slot, catchUp, claim: 'taken', runs: [] };
         results.push(result);
-        const { claimed, lock } = await claims.claimWithLock(pool, job.name, slot, this.owner, catchUp);
+        const { claimed, lock, nightBy } = await claims.claimWithLock(pool, job.name, slot, this.owner, catchUp);
+        if (nightBy) {
+          // A manual `agro nightly` runs these pipelines now; both at once fail each other's
+          // runs (run_in_progress). The slot is recorded skipped, as an overlapping tick is,
+          // not run after it: the night loads the same sources.
+          Object.assign(result, (await this.skipBatch([job], slot, catchUp, () => `a manual \`agro nightly\` was running (${nightBy})`))[0]);
+          continue;
+        }
         if (!claimed) continue;
         if (!lock) {
           result.claim = 'busy';
