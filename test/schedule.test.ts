@@ -2,11 +2,11 @@
 // config validation, slots in a timezone, dependency order, two schedulers running a slot
 // once, one catch-up after downtime, retries with bounded backoff, and SIGTERM in a real
 // process during a download (nothing published; the slot runs again at the next start).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { createPool } from '../src/db/pool.ts';
 import { isAgroError } from '../src/errors.ts';
 import { listRuns } from '../src/cli/runs.ts';
@@ -271,12 +271,20 @@ describe('a database error in the middle of a batch', () => {
   });
 });
 
+/** Children startAgro started: a test that fails before stopping its own must not leave it running. */
+const started = new Set<ChildProcess>();
+afterEach(() => {
+  for (const c of started) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  started.clear();
+});
+
 /** A real `agro <args>` on `db`: the child, what it wrote to stdout and stderr so far, its exit code. */
 function startAgro(db: TestDb, extraEnv: Record<string, string>, ...args: string[]) {
   const child = spawn(process.execPath, [path.join(ROOT, 'bin/agro.mjs'), ...args], {
     env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, ...extraEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  started.add(child);
   let out = '';
   let err = '';
   child.stdout.on('data', (d) => (out += d));
