@@ -173,11 +173,16 @@ async function checkOperations(db: pg.ClientBase, schedule: ScheduleConfig | nul
   return checks;
 }
 
-/** Slots `running` whose job's advisory lock nobody holds: the scheduler that claimed them died (claims.ts). */
+/**
+ * Slots `running` whose job's advisory lock nobody holds: the scheduler that claimed them died
+ * (claims.ts). A slot claimed in the last minute is left out: a live scheduler skipping it
+ * (the previous one still running, a nightly holding the night) claims it and marks it skipped
+ * in two statements, unlocked in between.
+ */
 async function stuckSlots(db: pg.ClientBase) {
   const r = await db.query(
     `SELECT s.schedule, s.slot, s.status, s.owner, s.error FROM etl.schedule_slots s
-      WHERE s.status = 'running' AND NOT EXISTS (
+      WHERE s.status = 'running' AND s.claimed_at < now() - interval '1 minute' AND NOT EXISTS (
         SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.objsubid = 2 AND l.granted
            AND l.objid::bigint = (hashtext(s.schedule)::bigint & 4294967295)
            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
