@@ -12,6 +12,7 @@ import { AgroError } from '../errors.ts';
 import { PIPELINES } from '../../pipelines/registry.ts';
 import { loadSchedule, type ScheduleConfig } from '../schedule/config.ts';
 import { JOB_LOCK, lastSlots } from '../schedule/claims.ts';
+import { advisoryHeld } from '../etl/run-locks.ts';
 import { deadRuns } from './runs.ts';
 import { print, type Env } from './context.ts';
 
@@ -182,10 +183,8 @@ async function checkOperations(db: pg.ClientBase, schedule: ScheduleConfig | nul
 async function stuckSlots(db: pg.ClientBase) {
   const r = await db.query(
     `SELECT s.schedule, s.slot, s.status, s.owner, s.error FROM etl.schedule_slots s
-      WHERE s.status = 'running' AND s.claimed_at < now() - interval '1 minute' AND NOT EXISTS (
-        SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.objsubid = 2 AND l.granted
-           AND l.objid::bigint = (hashtext(s.schedule)::bigint & 4294967295)
-           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+      WHERE s.status = 'running' AND s.claimed_at < now() - interval '1 minute'
+        AND NOT ${advisoryHeld('$1', 'hashtext(s.schedule)::bigint & 4294967295')}
       ORDER BY s.slot, s.schedule`,
     [JOB_LOCK],
   );

@@ -3,7 +3,7 @@
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { formatDuration } from '../progress.ts';
-import { RUN_ALIVE_LOCK } from '../etl/run-locks.ts';
+import { advisoryHeld, RUN_ALIVE_LOCK } from '../etl/run-locks.ts';
 import { findPipeline, PIPELINES } from '../../pipelines/registry.ts';
 import { print, withDb, type Env } from './context.ts';
 
@@ -24,17 +24,18 @@ export interface RunListRow {
   error: string | null;
 }
 
+/** The stage a run `r` is in, or ended in. */
+const LAST_STAGE = `(SELECT s.stage FROM etl.run_stages s WHERE s.run_id = r.run_id ORDER BY s.seq DESC LIMIT 1)`;
+/** A running run `r` whose alive lock nobody holds is dead (run-locks.ts): not cleaned up yet. */
+const DEAD = (classParam: string) => `(r.status = 'running' AND NOT ${advisoryHeld(classParam, 'r.run_id')})`;
+
 /** The latest runs (of one pipeline), with the stage a running run is in; a running run whose process died is `dead`. */
 export async function listRuns(db: pg.Pool | pg.ClientBase, pipeline: string | null, limit: number): Promise<RunListRow[]> {
   const r = await db.query(
     `SELECT r.run_id::int, r.pipeline, nullif(r.scope, '') AS uf, r.status, r.started_at, r.finished_at,
             (extract(epoch FROM coalesce(r.finished_at, now()) - r.started_at) * 1000)::bigint AS duration_ms,
             r.rows_read::bigint, r.rows_loaded::bigint, r.rows_rejected::bigint, r.snapshot_id::int, r.error_code, r.error,
-            (SELECT s.stage FROM etl.run_stages s WHERE s.run_id = r.run_id ORDER BY s.seq DESC LIMIT 1) AS stage,
-            -- a running run whose alive lock nobody holds is dead (run-locks.ts): not cleaned up yet
-            r.status = 'running' AND NOT EXISTS (
-              SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = $3 AND l.objsubid = 2 AND l.objid::bigint = r.run_id
-                 AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS dead
+            ${LAST_STAGE} AS stage, ${DEAD('$3')} AS dead
        FROM etl.runs r
       WHERE $1::text IS NULL OR r.pipeline = $1
       ORDER BY r.run_id DESC LIMIT $2`,
@@ -55,13 +56,8 @@ export async function listRuns(db: pg.Pool | pg.ClientBase, pipeline: string | n
 /** Runs left `running` by a process that died (their alive lock is free), not cleaned up yet. */
 export async function deadRuns(db: pg.Pool | pg.ClientBase): Promise<{ run_id: number; pipeline: string; uf: string | null; stage: string | null }[]> {
   const r = await db.query(
-    `SELECT r.run_id::int, r.pipeline, nullif(r.scope, '') AS uf,
-            (SELECT s.stage FROM etl.run_stages s WHERE s.run_id = r.run_id ORDER BY s.seq DESC LIMIT 1) AS stage
-       FROM etl.runs r
-      WHERE r.status = 'running' AND NOT EXISTS (
-              SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = $1 AND l.objsubid = 2 AND l.objid::bigint = r.run_id
-                 AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
-      ORDER BY r.run_id`,
+    `SELECT r.run_id::int, r.pipeline, nullif(r.scope, '') AS uf, ${LAST_STAGE} AS stage
+       FROM etl.runs r WHERE ${DEAD('$1')} ORDER BY r.run_id`,
     [RUN_ALIVE_LOCK],
   );
   return r.rows;

@@ -15,6 +15,16 @@ import { connectOrFail, sessionName } from '../db/pool.ts';
 /** Lock class for "this run is alive" (pg_advisory_lock(class, run_id)). */
 export const RUN_ALIVE_LOCK = 727001;
 
+/**
+ * SQL: some session of this database holds the two-key advisory lock (`classSql`, `keySql`),
+ * `keySql` a bigint expression (pg_locks shows the second key as an oid: hashtext's negative
+ * values as their unsigned 32 bits). How `agro runs` and `agro doctor` tell a dead run or a
+ * dead scheduler's slot.
+ */
+export const advisoryHeld = (classSql: string, keySql: string): string =>
+  `EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = ${classSql} AND l.objsubid = 2 AND l.granted
+             AND l.objid::bigint = (${keySql}) AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`;
+
 /** How long a stage boundary waits for the database to come back before the run fails. */
 const REACQUIRE_WAIT_MS = 60_000;
 const RETRY_MS = 250;
