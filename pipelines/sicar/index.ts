@@ -26,6 +26,7 @@ import { AgroError } from '../../src/errors.ts';
 import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import { addCounts, addExamples, noteImplausibleDates, sum } from '../../src/etl/quality.ts';
+import { inputPrefix } from '../../src/etl/shape-facts.ts';
 import { shapedPipeline, type InputDone, type ShapeInput } from '../../src/etl/shape.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { requiredFieldMissing, type FieldSpec } from '../../src/etl/stage-vector.ts';
@@ -255,7 +256,7 @@ export const sicar = shapedPipeline<SicarLoad>({
     const outside: Record<string, Record<string, number>> = {};
     for (const d of inputs.slice(1)) {
       const tf = d.counted as ThemeFacts;
-      addCounts(facts, 'unparsed', { [`${d.name.toLowerCase()}:area_ha`]: tf.areaUnparsed });
+      addCounts(facts, 'unparsed', { [`${inputPrefix(d.name)}area_ha`]: tf.areaUnparsed });
       if (tf.areaUnparsed) facts.notes.push(`${d.name}: ${tf.areaUnparsed} num_area value(s) are not numbers (area_ha loaded as NULL, source text kept in extra)`);
       for (const u of tf.unknownStatus) facts.notes.push(`${d.name}: unknown ind_status code "${u.code}" in ${u.n} rows (situacao loaded as NULL, text kept in extra)`);
       if (!tf.unknownCodes.length) continue;

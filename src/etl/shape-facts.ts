@@ -15,6 +15,9 @@ import type { InputDone, Plan, PlanInput, RunStep } from './shape-run.ts';
 import { countChecks, countOverflowedText, countReplacementChars } from './sql/shape.ts';
 import { countTypedChecks, countTypedOverflows } from './sql/typed.ts';
 
+/** The prefix of a further input's counts in the facts (`apps:bad_car_number`, `apps:area_ha`). */
+export const inputPrefix = (name: string) => `${name.toLowerCase()}:`;
+
 /** The facts every shaped load reports the same way, per input; the pipeline's counts join them before the overflowed cells. */
 export async function commonFacts(run: RunStep, plan: Plan, planOf: Map<InputDone, PlanInput>): Promise<void> {
   const { client, facts } = run;
@@ -84,7 +87,7 @@ export async function commonFacts(run: RunStep, plan: Plan, planOf: Map<InputDon
   }
   noteImplausibleDates(facts, run.asOf);
   await plan.counted?.(run);
-  for (const d of done) addCounts(facts, 'overflowed', await overflowCounts(client, planOf.get(d)!, d, several ? `${d.name.toLowerCase()}:` : ''));
+  for (const d of done) addCounts(facts, 'overflowed', await overflowCounts(client, planOf.get(d)!, d, several ? inputPrefix(d.name) : ''));
   if (facts.fields.overflowed) {
     facts.notes.push(several
       ? `overflowed numeric cells (asterisks: no value, NULL) per layer and field: ${JSON.stringify(facts.fields.overflowed)}`

@@ -24,7 +24,7 @@ import { addVerdicts, emptyFacts, sum, type QualityFacts } from './quality.ts';
 import type { Relation } from './relation.ts';
 import { repairInPlace, repairInvalidPolygons, type RepairResult } from './repair.ts';
 import { stageByContent, type ContentStaged, type CsvRead } from './shape-csv.ts';
-import { commonFacts, readDetail, singleReadDetail, timeline } from './shape-facts.ts';
+import { commonFacts, inputPrefix, readDetail, singleReadDetail, timeline } from './shape-facts.ts';
 import { stageLayers } from './stage-vector.ts';
 import { stepTimer, type StepTimer } from './steps.ts';
 import { createFromTemplate, dropRepairColumn, dropStagedTable, tableBytes, type CheckCounts, type ShapeTables } from './sql/shape.ts';
@@ -257,7 +257,7 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
         // The passes not done while reading, on both connections now (heaviest first); their results in the inputs' order.
         const results = await ov!.finish();
         done.forEach((d, i) => Object.assign(d, results[i]));
-        done.forEach((d, i) => addVerdicts(run.facts, d.verdicts, { dropped: plan.dropped, prefix: i === 0 ? '' : `${d.name.toLowerCase()}:` }));
+        done.forEach((d, i) => addVerdicts(run.facts, d.verdicts, { dropped: plan.dropped, prefix: i === 0 ? '' : inputPrefix(d.name) }));
         await plan.passesDone?.(run);
         await buildAll(run, plan, target);
         return run.built[plan.mainRelation];
@@ -277,8 +277,8 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
     const facts = run.facts;
     // The main input's rejections and drops (the other inputs' verdicts carry their prefix):
     // read = loaded + rejected + dropped holds over the rows `read` counts.
-    const others = done.slice(1).map((d) => `${d.name.toLowerCase()}:`);
-    const mainOnly = (o: Record<string, number>) => sum(Object.fromEntries(Object.entries(o).filter(([k]) => !others.some((p) => k.startsWith(p)))));
+    const others = done.slice(1).map((d) => inputPrefix(d.name));
+    const mainOnly = (o: Record<string, number>) => sumKeys(o, (k) => !others.some((p) => k.startsWith(p)));
     inputRejectedShare(facts, done.slice(1), ctx.cfg.quality.maxRejectedShare);
     return {
       rowsRead: main.staged.rows + (main.staged.csv?.badRows ?? 0),
@@ -298,6 +298,9 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
   }
 }
 
+/** The sum of the counts whose key `keep` keeps. */
+const sumKeys = (o: Record<string, number>, keep: (k: string) => boolean) => sum(Object.fromEntries(Object.entries(o).filter(([k]) => keep(k))));
+
 /**
  * The 1 % rule of contract §2 on each further input (SICAR's theme zips): the report's counts
  * are the main relation's, so a theme whose polygons were mostly rejected (their hectares
@@ -306,8 +309,7 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
 function inputRejectedShare(facts: QualityFacts, inputs: InputDone[], threshold: number): void {
   for (const d of inputs) {
     const read = d.staged.rows + (d.staged.csv?.badRows ?? 0);
-    const prefix = `${d.name.toLowerCase()}:`;
-    const rejected = sum(Object.fromEntries(Object.entries(facts.rejected).filter(([k]) => k.startsWith(prefix))));
+    const rejected = sumKeys(facts.rejected, (k) => k.startsWith(inputPrefix(d.name)));
     if (read === 0 || rejected / read <= threshold) continue;
     facts.failures.push({
       rule: 'input_rejected_share',
