@@ -9,7 +9,7 @@ import { buildSicarState } from '../fixtures/sicar.ts';
 import { findPipeline } from '../pipelines/registry.ts';
 import { computePair, ensureOverlaps, forgetOverlaps, missingPairs, type Overlay } from '../src/etl/overlaps.ts';
 import { withTransaction } from '../src/db/pool.ts';
-import { rollback } from '../src/etl/publish.ts';
+import { publishSnapshot, rollback } from '../src/etl/publish.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -281,4 +281,75 @@ describe('road distance where the nearest road in degrees is not the nearest on 
     expect(a.distancia_km).toBeGreaterThan(9);
     expect(b.distancia_km).toBe(0); // the road crosses the property
   });
+});
+
+describe('a rollback or manual publish computes the pairs it needs before its transaction', () => {
+  // A rollback to a CAR state or layer snapshot that was never current beside today's other
+  // snapshots (or a pair forgotten by a migration, as 0108 does) needs pairs computed. Inside
+  // the publish transaction that held the overlaps' publish lock for the whole computation
+  // (every other CAR or layer publish waited, for hours at national scale) and repeated it when
+  // the view rewrite timed out. They are computed first, on the derive's two connections.
+  test('the missing pairs are computed while another publisher holds the overlaps lock', async () => {
+    const cnuc = findPipeline('cnuc-ucs')!;
+    const dir = path.join(work, 'cnuc-v3');
+    await buildCnucZip(dir, { rows: CNUC_FIXTURE.slice(1) });
+    const o = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, cnuc, { source: dir, force: true, asOf: '2025-02-01' });
+    expect(o.status).toBe('published');
+    // the road pair of one state forgotten, as migration 0108 forgot them
+    const go = Number((await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'sicar' AND scope = 'GO'`)).rows[0].snapshot_id);
+    const roads = Number((await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'dnit-snv'`)).rows[0].snapshot_id);
+    await db.pool.query('DELETE FROM derived.overlap_pairs WHERE car_snapshot_id = $1 AND layer_snapshot_id = $2', [go, roads]);
+    const holder = await db.pool.connect();
+    let rolled: Promise<unknown> | undefined;
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['publish:overlaps']);
+      rolled = rollback(db.pool, cnuc, '', { lockTimeoutMs: 250, maxWaitMs: 120_000 }, db.log);
+      rolled.catch(() => {});
+      const deadline = Date.now() + 60_000;
+      let computed = false;
+      while (!computed && Date.now() < deadline) {
+        computed = (await db.pool.query('SELECT 1 FROM derived.overlap_pairs WHERE car_snapshot_id = $1 AND layer_snapshot_id = $2', [go, roads])).rowCount === 1;
+        if (!computed) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(computed).toBe(true);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    await rolled;
+    expect(await missingPairs(db.pool)).toEqual([]);
+    await expectAgreement('uc', 'cnuc_ucs', 'codigo');
+  }, 120_000);
+
+  test('agro publish of an older CAR state snapshot: its pairs with today\'s layers first', async () => {
+    const sicar = findPipeline('sicar')!;
+    // a conservation-unit snapshot published after that state snapshot stopped being current
+    const dir = path.join(work, 'cnuc-v4');
+    await buildCnucZip(dir, { rows: CNUC_FIXTURE.slice(2) });
+    expect((await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline('cnuc-ucs')!, { source: dir, force: true, asOf: '2025-03-01' })).status).toBe('published');
+    const older = Number(
+      (await db.pool.query(`SELECT snapshot_id FROM etl.snapshots WHERE dataset = 'sicar' AND scope = 'GO' AND status = 'superseded' ORDER BY snapshot_id LIMIT 1`)).rows[0].snapshot_id,
+    );
+    const layers = Number((await db.pool.query(`SELECT count(*) AS n FROM etl.current WHERE dataset <> 'sicar'`)).rows[0].n);
+    const pairsOf = async () => Number((await db.pool.query('SELECT count(*) AS n FROM derived.overlap_pairs WHERE car_snapshot_id = $1 AND layer_snapshot_id IN (SELECT snapshot_id FROM etl.current)', [older])).rows[0].n);
+    expect(await pairsOf()).toBeLessThan(layers); // the layers published since it was current
+    const holder = await db.pool.connect();
+    let published: Promise<unknown> | undefined;
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['publish:overlaps']);
+      published = publishSnapshot(db.pool, sicar, older, { budget: { lockTimeoutMs: 250, maxWaitMs: 120_000 }, log: db.log });
+      published.catch(() => {});
+      const deadline = Date.now() + 60_000;
+      while ((await pairsOf()) < layers && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(await pairsOf()).toBe(layers);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect(await published).toMatchObject({ status: 'published' });
+    expect(await missingPairs(db.pool)).toEqual([]);
+    await expectAgreement('uc', 'cnuc_ucs', 'codigo');
+  }, 120_000);
 });

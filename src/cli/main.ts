@@ -234,7 +234,7 @@ async function cmdRollback(env: Env): Promise<number> {
   const pipeline = pipelineArg(env);
   const uf = ufOption(env);
   if (pipeline.scopedByUf && !uf) throw new AgroError('usage', `${pipeline.name} rollback needs --uf UF`);
-  const r = await withDb(env, (pool) => rollback(pool, pipeline, uf ?? '', lockBudget(env.cfg)));
+  const r = await withDb(env, (pool) => rollback(pool, pipeline, uf ?? '', lockBudget(env.cfg), env.log));
   print(env, { dataset: pipeline.name, uf: uf ?? null, from_snapshot_id: r.from, snapshot_id: r.to }, () => `${pipeline.name}${uf ? ' ' + uf : ''}: snapshot ${r.to} is current again (was ${r.from})`);
   return 0;
 }
@@ -248,7 +248,7 @@ async function cmdPublish(env: Env): Promise<number> {
     const p = findPipeline(snap.dataset);
     if (!p) throw new AgroError('snapshot_not_found', `unknown dataset ${snap.dataset}`);
     // A blocked snapshot needs --force (publishSnapshot refuses it, naming the failed rules).
-    const done = await publishSnapshot(pool, p, id, { force: !!env.values.force, budget: lockBudget(env.cfg) });
+    const done = await publishSnapshot(pool, p, id, { force: !!env.values.force, budget: lockBudget(env.cfg), log: env.log });
     // Forced past its gate: the report files the run wrote say so too, as the catalogue's report does.
     const quality = done.forced && snap.status === 'blocked' ? (await catalog.getSnapshot(pool, id))?.quality : null;
     if (quality && fs.existsSync(reportPath(env.cfg, id))) writeReportFiles(env.cfg, quality as unknown as QualityReport);

@@ -206,7 +206,7 @@ const weight = (o: Overlay) => (o.kind === 'distance' ? 3 : o.filter ? 2 : 1);
  * DERIVE_PARTS statements run on DERIVE_PARTS connections (both cores); a pair is
  * recorded, with its rows, in one transaction once its parts are done (a checkpoint).
  */
-export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: Prospective): Promise<{ pairs: number; rows: number }> {
+export async function ensureOverlaps(pool: pg.Pool, log: Logger | undefined, prospective?: Prospective): Promise<{ pairs: number; rows: number }> {
   const pairs = await missingPairs(pool, prospective);
   if (pairs.length === 0) return { pairs: 0, rows: 0 };
   const parts = DERIVE_PARTS;
@@ -278,7 +278,7 @@ export async function ensureOverlaps(pool: pg.Pool, log: Logger, prospective?: P
       if (--st.left === 0) {
         const n = await withTransaction(pool, (tx) => finishPair(tx, pair, partsOf(pair), st.ms));
         rows += n;
-        log.info({ camada: pair.overlay.camada, car_snapshot_id: pair.carSnapshotId, layer_snapshot_id: pair.layerSnapshotId, rows: n, ms: Date.now() - st.t0, statement_ms: st.ms }, 'overlaps computed');
+        log?.info({ camada: pair.overlay.camada, car_snapshot_id: pair.carSnapshotId, layer_snapshot_id: pair.layerSnapshotId, rows: n, ms: Date.now() - st.t0, statement_ms: st.ms }, 'overlaps computed');
       }
     }
   };

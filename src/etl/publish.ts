@@ -15,7 +15,8 @@ import { ident, withTransaction } from '../db/pool.ts';
 import * as catalog from './catalog.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { recordChangeEvents } from '../events/change-events.ts';
-import { fillMissingPairs, forgetOverlaps, involvesOverlaps } from './overlaps.ts';
+import { ensureOverlaps, fillMissingPairs, forgetOverlaps, involvesOverlaps, type Prospective } from './overlaps.ts';
+import type { Logger } from '../log.ts';
 import type { Pipeline } from './pipeline.ts';
 import { unforceable, type GateFailure } from './quality.ts';
 import { forgetQsaChanges } from './sql/qsa-changes.ts';
@@ -102,6 +103,8 @@ export interface PublishOptions {
    */
   gate?: (client: pg.ClientBase, current: catalog.SnapshotRow | null) => Promise<GateFailure[]>;
   budget?: LockBudget;
+  /** Where the pairs computed before the transaction (prepareOverlaps) are logged. */
+  log?: Logger;
 }
 
 export interface PublishOutcome {
@@ -119,9 +122,27 @@ const isNotNewer = (snap: catalog.SnapshotRow, than: catalog.SnapshotRow) => sna
 const gateFailures = (snap: catalog.SnapshotRow): GateFailure[] => ((snap.quality as { gate?: { failures?: GateFailure[] } } | null)?.gate?.failures) ?? [];
 const gateRules = (snap: catalog.SnapshotRow) => gateFailures(snap).map((f) => `${f.rule}: ${f.message}`);
 
+/**
+ * The overlap pairs a snapshot needs once current, computed before its publish or rollback
+ * transaction on the derive's two connections (a run's derive stage does this for the snapshot
+ * it loads). A rollback to a snapshot never current beside today's others, a blocked one
+ * published with --force, or pairs a migration forgot (0108) computed them inside the
+ * transaction: one connection, the overlaps' publish lock held throughout (every other CAR or
+ * layer publish waiting, hours at national scale), and all of it again when the view rewrite
+ * timed out. The transaction's fillMissingPairs still fills what a concurrent publish adds.
+ */
+async function prepareOverlaps(pool: pg.Pool, prospective: Prospective, log?: Logger): Promise<void> {
+  if (involvesOverlaps(prospective.dataset)) await ensureOverlaps(pool, log, prospective);
+}
+
 /** Makes a snapshot current in one transaction. */
 export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapshotId: number, opts: PublishOptions = {}): Promise<PublishOutcome> {
   const budget = opts.budget ?? DEFAULT_LOCK_BUDGET;
+  if (!opts.fromRun) {
+    const snap = await catalog.getSnapshot(pool, snapshotId);
+    const publishable = snap && (catalog.GOOD_STATUSES.includes(snap.status) || (snap.status === 'blocked' && opts.force && unforceable(gateFailures(snap)).length === 0));
+    if (publishable) await prepareOverlaps(pool, { dataset: pipeline.name, scope: snap.scope, snapshotId }, opts.log);
+  }
   return withPublishTransaction(pool, budget, `publishing snapshot ${snapshotId}`, async (client) => {
     await lockDataset(client, pipeline.name);
     await lockOverlaps(client, pipeline.name);
@@ -199,8 +220,11 @@ async function rollbackTargetOf(db: pg.ClientBase | pg.Pool, dataset: string, sc
 }
 
 /** Makes the previously current snapshot current again, in one transaction. */
-export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string, budget: LockBudget = DEFAULT_LOCK_BUDGET) {
+export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string, budget: LockBudget = DEFAULT_LOCK_BUDGET, log?: Logger) {
   const where = `${pipeline.name}${scope ? ' ' + scope : ''}`;
+  const current = await catalog.currentSnapshot(pool, pipeline.name, scope);
+  const target = current && (await rollbackTargetOf(pool, pipeline.name, scope, current.snapshot_id));
+  if (target) await prepareOverlaps(pool, { dataset: pipeline.name, scope, snapshotId: target }, log);
   return withPublishTransaction(pool, budget, `rolling back ${where}`, async (client) => {
     await lockDataset(client, pipeline.name);
     await lockOverlaps(client, pipeline.name);
