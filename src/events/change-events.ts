@@ -1,7 +1,8 @@
 // Change events for monitored records (contract §5), written into the outbox inside the
 // publish transaction: an event exists if and only if the publish that made the change
 // current committed. They compare the snapshot being published with the one it replaces:
-//   sicar            car.situacao.alterada (status differs), car.embargo.criado (an active
+//   sicar            car.situacao.alterada (status differs, or the property left or entered
+//                    the state's registry: situacao or situacao_anterior null), car.embargo.criado (an active
 //                    embargo overlaps the property now and did not before, same IBAMA snapshot)
 //   ibama-embargos   car.embargo.criado (same CAR snapshots, old IBAMA snapshot against new)
 //   receita-cnpj     socio.qsa.alterado (derived.cnpj_qsa_changes of the month; read the other
@@ -45,6 +46,12 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
   return 0;
 }
 
+/**
+ * Status changes of monitored properties between two snapshots of one state. A property the
+ * new snapshot lacks left the registry (situacao null); one the old snapshot lacked entered it
+ * (situacao_anterior null). Both snapshots are of the same state, so another state's load
+ * never makes a property look gone, and both routes (zips, WFS) build the same car_imovel.
+ */
 async function situacaoChanges(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
   const before = qualifiedSnapshotTable('car_imovel', prev);
   const after = qualifiedSnapshotTable('car_imovel', next);
@@ -53,8 +60,9 @@ async function situacaoChanges(c: pg.ClientBase, prev: number, next: number, pub
     `SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2 || ':p' || $3, m.key_id,
               jsonb_build_object('car', m.record, 'situacao_anterior', o.situacao, 'situacao', n.situacao,
                                  'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
-       FROM ${ACTIVE_MONITORS} m JOIN ${after} n ON n.car = m.record JOIN ${before} o ON o.car = m.record
-      WHERE m.kind = 'car' AND n.situacao IS DISTINCT FROM o.situacao`,
+       FROM ${ACTIVE_MONITORS} m LEFT JOIN ${after} n ON n.car = m.record LEFT JOIN ${before} o ON o.car = m.record
+      WHERE m.kind = 'car' AND (n.car IS NOT NULL OR o.car IS NOT NULL)
+        AND (n.car IS NULL OR o.car IS NULL OR n.situacao IS DISTINCT FROM o.situacao)`,
     [prev, next, pub],
   );
   return r.rows.filter((x) => x.id !== null).length;
