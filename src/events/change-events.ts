@@ -5,8 +5,8 @@
 //                    the state's registry: situacao or situacao_anterior null), car.embargo.criado (an active
 //                    embargo overlaps the property now and did not before, same IBAMA snapshot)
 //   ibama-embargos   car.embargo.criado (same CAR snapshots, old IBAMA snapshot against new)
-//   receita-cnpj     socio.qsa.alterado (derived.cnpj_qsa_changes of the month; read the other
-//                    way round for a rollback)
+//   receita-cnpj     socio.qsa.alterado (the monitored companies' partner lists, month made
+//                    current against the month it replaces, whatever was loaded between)
 // A first load has nothing to compare with and emits nothing. Event ids derive from what
 // changed (key, record, embargo term) and from the publication that made it current
 // (etl.publications, one row per committed publish or rollback): a publish writes each event
@@ -17,7 +17,9 @@
 // Only keys still active are told (a revoked key's monitors stay until the key is purged).
 import type pg from 'pg';
 import { qualifiedSnapshotTable } from '../etl/names.ts';
+import { partnerListDiff } from '../etl/sql/qsa-changes.ts';
 import { formatCnpj } from '../privacy.ts';
+import { sqlText } from '../sql.ts';
 
 export interface PublishedChange {
   dataset: string;
@@ -140,18 +142,18 @@ export function partnerDocumentShown(p: ReceitaPartner): string | null {
 }
 
 async function qsaChanges(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
-  // The month's diff against the one it replaces; a rollback goes back over a diff the other
-  // way (who had entered leaves again), as the CAR events of a rollback do.
+  // The monitored companies' partner lists in the month being made current against the month
+  // it replaces, compared here: the month's stored diff (derived.cnpj_qsa_changes) is against
+  // the month current when it was loaded, which is not the one it replaces after a skipped or
+  // backfilled month, a rollback, or a publish by hand or --force while another month is
+  // current. A rollback compares the same way (who had entered leaves again).
+  const [after, before] = [next, prev].map((id) => qualifiedSnapshotTable('cnpj_socios', id));
+  if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
+  const monitored = (table: string) =>
+    sqlText(`(SELECT * FROM ${table} WHERE cnpj_basico IN (SELECT left(x.record, 8) FROM ${ACTIVE_MONITORS} x WHERE x.kind = 'cnpj'))`);
   const rows = await c.query(
-    `SELECT m.key_id, m.record, q.entraram, q.sairam FROM derived.cnpj_qsa_changes q
-       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = q.cnpj_basico
-      WHERE q.snapshot_id = $1 AND q.previous_snapshot_id = $2
-     UNION ALL
-     SELECT m.key_id, m.record, q.sairam, q.entraram FROM derived.cnpj_qsa_changes q
-       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = q.cnpj_basico
-      WHERE q.snapshot_id = $2 AND q.previous_snapshot_id = $1
-        AND NOT EXISTS (SELECT 1 FROM derived.cnpj_qsa_changes f WHERE f.snapshot_id = $1 AND f.previous_snapshot_id = $2)`,
-    [next, prev],
+    `SELECT m.key_id, m.record, d.entraram, d.sairam FROM (${partnerListDiff(monitored(after), monitored(before))}) d
+       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = d.cnpj_basico`,
   );
   if (!rows.rowCount) return 0;
   const quals = qualifiedSnapshotTable('cnpj_qualificacoes', next);
