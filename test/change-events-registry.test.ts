@@ -10,7 +10,8 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { buildSicarState, GO9, SICAR_FIXTURES } from '../fixtures/sicar.ts';
+import { ibamaCsv, RIO_VERDE_NEW_TERM } from '../fixtures/ibama-embargos.ts';
+import { buildSicarState, GO9, SICAR_FIXTURES, type SicarPropertyRow } from '../fixtures/sicar.ts';
 import { wfsFeatures } from '../fixtures/sicar-wfs.ts';
 import { sicarWfsLayer } from '../pipelines/sicar/wfs-route.ts';
 import type { RunOutcome } from '../src/etl/run.ts';
@@ -19,7 +20,7 @@ import { addEndpoint } from '../src/events/endpoints.ts';
 import { addMonitor } from '../src/events/monitors.ts';
 import { createKey } from '../src/platform/keys.ts';
 import { ROOT_DIR } from '../src/sql.ts';
-import { carOf, pipelineRunner } from './helpers/change-events.ts';
+import { carOf, pipelineRunner, sicarRow } from './helpers/change-events.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 import { startWfsServer, type WfsServer } from './helpers/wfs-server.ts';
 
@@ -33,7 +34,7 @@ const MT = SICAR_FIXTURES.MT.areaImovel;
 
 let n = 0;
 /** The state's fixture without `without` and with `extra` rows, in zips of another day (new bytes). */
-async function state(uf: 'GO' | 'MT', opts: { without?: string[]; extra?: (typeof GO9)[] } = {}) {
+async function state(uf: 'GO' | 'MT', opts: { without?: string[]; extra?: SicarPropertyRow[] } = {}) {
   const dir = path.join(work, `${uf}-${++n}`);
   await buildSicarState(uf, dir, { filter: (r) => !(opts.without ?? []).includes(r.id), extraAreaImovel: opts.extra ?? [], mtime: new Date(Date.UTC(2025, 2, n)) });
   return dir;
@@ -149,5 +150,40 @@ describe('monitored properties entering and leaving the registry', () => {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     }
+  });
+});
+
+describe('a property whose row the load rejects is not gone from the registry', () => {
+  test('GO8 with a polygon outside Brazil (rejected, published with --force): no event for it, nor when it loads again', async () => {
+    const before = (await situacaoEvents()).filter((e) => e.data.car === car('GO8'));
+    const outside: SicarPropertyRow = {
+      ...sicarRow('GO8'), id: 'GO8-outside',
+      geometry: { type: 'Polygon', coordinates: [[[-20, 0], [-19.99, 0], [-19.99, 0.01], [-20, 0.01], [-20, 0]]] },
+    };
+    const rejected = await run('sicar', await state('GO', { without: ['GO8'], extra: [outside, GO9] }), { uf: 'GO', force: true });
+    expect(rejected.status).toBe('published');
+    expect(rejected.rows_rejected).toBeGreaterThan(0);
+    expect(await q(`SELECT 1 FROM serving.car_imovel WHERE car = $1`, [car('GO8')])).toEqual([]);
+    expect((await situacaoEvents()).filter((e) => e.data.car === car('GO8'))).toEqual(before);
+    await published(run('sicar', await state('GO', { extra: [GO9] }), { uf: 'GO' }));
+    expect((await situacaoEvents()).filter((e) => e.data.car === car('GO8'))).toEqual(before);
+  });
+});
+
+describe('an embargo term whose polygon moves onto a monitored property', () => {
+  test('the same term (numero_tad) redrawn to overlap GO8: car.embargo.criado for each key monitoring it', async () => {
+    const far = { ...RIO_VERDE_NEW_TERM, GEOM_AREA_EMBARGADA: 'POLYGON ((-50.5750 -17.7760, -50.5650 -17.7760, -50.5650 -17.7700, -50.5750 -17.7700, -50.5750 -17.7760))' };
+    for (const [i, rows] of [[far], [RIO_VERDE_NEW_TERM]].entries()) {
+      const file = path.join(work, `ibama-${i}.csv`);
+      fs.writeFileSync(file, ibamaCsv({ extraRows: rows }));
+      await published(run('ibama-embargos', file));
+      if (i === 0) expect(await q(`SELECT 1 FROM events.outbox WHERE type = 'car.embargo.criado'`)).toEqual([]);
+    }
+    const e = await q(`SELECT key_id, body FROM events.outbox WHERE type = 'car.embargo.criado'`);
+    // GO9 (watched by k1) overlaps GO8: the term reaches it too
+    expect(e.map((x) => [x.key_id, x.body.data.car, x.body.data.embargo.data_embargo]).sort()).toEqual(
+      [[keys.k1, car('GO8')], [keys.k2, car('GO8')], [keys.k1, GO9.attributes.cod_imovel]].map((x) => [...x, '2026-09-15']).sort(),
+    );
+    for (const x of e) expect(x.body.data.embargo.numero_tad).toContain('990001');
   });
 });

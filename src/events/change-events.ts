@@ -16,7 +16,7 @@
 // imposed again) is a new event with a new id: receivers deduplicate on the id.
 // Only keys still active are told (a revoked key's monitors stay until the key is purged).
 import type pg from 'pg';
-import { qualifiedSnapshotTable } from '../etl/names.ts';
+import { qualifiedSnapshotTable, REJECTED_PROPERTIES } from '../etl/names.ts';
 import { partnerListDiff } from '../etl/sql/qsa-changes.ts';
 import { formatCnpj } from '../privacy.ts';
 import { sqlText } from '../sql.ts';
@@ -53,18 +53,28 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
  * new snapshot lacks left the registry (situacao null); one the old snapshot lacked entered it
  * (situacao_anterior null). Both snapshots are of the same state, so another state's load
  * never makes a property look gone, and both routes (zips, WFS) build the same car_imovel.
+ * A property whose rows were rejected (REJECTED_PROPERTIES) neither leaves nor enters.
  */
 async function situacaoChanges(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
   const before = qualifiedSnapshotTable('car_imovel', prev);
   const after = qualifiedSnapshotTable('car_imovel', next);
   if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
+  // A property whose rows a snapshot's load rejected is still in the registry: not gone from
+  // the new one, not entering from the old one (snapshots loaded before this table existed have none).
+  const rejected = async (id: number) => {
+    const t = qualifiedSnapshotTable(REJECTED_PROPERTIES, id);
+    return (await exists(c, t)) ? t : '(SELECT NULL::text AS car WHERE false)';
+  };
+  const [rejectedBefore, rejectedAfter] = [await rejected(prev), await rejected(next)];
   const r = await c.query(
     `SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2 || ':p' || $3, m.key_id,
               jsonb_build_object('car', m.record, 'situacao_anterior', o.situacao, 'situacao', n.situacao,
                                  'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
        FROM ${ACTIVE_MONITORS} m LEFT JOIN ${after} n ON n.car = m.record LEFT JOIN ${before} o ON o.car = m.record
       WHERE m.kind = 'car' AND (n.car IS NOT NULL OR o.car IS NOT NULL)
-        AND (n.car IS NULL OR o.car IS NULL OR n.situacao IS DISTINCT FROM o.situacao)`,
+        AND CASE WHEN n.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedAfter} x WHERE x.car = m.record)
+                 WHEN o.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedBefore} x WHERE x.car = m.record)
+                 ELSE n.situacao IS DISTINCT FROM o.situacao END`,
     [prev, next, pub],
   );
   return r.rows.filter((x) => x.id !== null).length;
