@@ -42,7 +42,7 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
   const watched = await c.query(`SELECT 1 FROM events.monitors LIMIT 1`);
   if (!watched.rowCount) return 0;
   const pub = p.publicationId;
-  if (p.dataset === 'sicar') return (await situacaoChanges(c, p.previousSnapshotId, p.snapshotId, pub)) + (await embargoesOfCarSnapshot(c, p.previousSnapshotId, p.snapshotId, pub));
+  if (p.dataset === 'sicar') return (await situacaoChanges(c, p.scope, p.previousSnapshotId, p.snapshotId, pub)) + (await embargoesOfCarSnapshot(c, p.previousSnapshotId, p.snapshotId, pub));
   if (p.dataset === 'ibama-embargos') return embargoesOfLayerSnapshot(c, p.previousSnapshotId, p.snapshotId, pub);
   if (p.dataset === 'receita-cnpj') return qsaChanges(c, p.previousSnapshotId, p.snapshotId, pub);
   return 0;
@@ -51,11 +51,12 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
 /**
  * Status changes of monitored properties between two snapshots of one state. A property the
  * new snapshot lacks left the registry (situacao null); one the old snapshot lacked entered it
- * (situacao_anterior null). Both snapshots are of the same state, so another state's load
- * never makes a property look gone, and both routes (zips, WFS) build the same car_imovel.
+ * (situacao_anterior null). Both snapshots are of the same state (only its monitored CAR
+ * numbers, which begin with its UF, are looked up), so another state's load never makes a
+ * property look gone, and both routes (zips, WFS) build the same car_imovel.
  * A property whose rows were rejected (REJECTED_PROPERTIES) neither leaves nor enters.
  */
-async function situacaoChanges(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
+async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next: number, pub: number): Promise<number> {
   const before = qualifiedSnapshotTable('car_imovel', prev);
   const after = qualifiedSnapshotTable('car_imovel', next);
   if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
@@ -71,11 +72,11 @@ async function situacaoChanges(c: pg.ClientBase, prev: number, next: number, pub
               jsonb_build_object('car', m.record, 'situacao_anterior', o.situacao, 'situacao', n.situacao,
                                  'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
        FROM ${ACTIVE_MONITORS} m LEFT JOIN ${after} n ON n.car = m.record LEFT JOIN ${before} o ON o.car = m.record
-      WHERE m.kind = 'car' AND (n.car IS NOT NULL OR o.car IS NOT NULL)
+      WHERE m.kind = 'car' AND left(m.record, 2) = $4 AND (n.car IS NOT NULL OR o.car IS NOT NULL)
         AND CASE WHEN n.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedAfter} x WHERE x.car = m.record)
                  WHEN o.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedBefore} x WHERE x.car = m.record)
                  ELSE n.situacao IS DISTINCT FROM o.situacao END`,
-    [prev, next, pub],
+    [prev, next, pub, uf],
   );
   return r.rows.filter((x) => x.id !== null).length;
 }
