@@ -2,7 +2,7 @@
 // (tableName), values as literals or parameters, never as free text.
 import type pg from 'pg';
 import { fillSql, sqlLiteral, type Sql } from '../../src/sql.ts';
-import { forgetQsaChanges } from '../../src/etl/sql/qsa-changes.ts';
+import { forgetQsaChanges, partnerListDiff } from '../../src/etl/sql/qsa-changes.ts';
 
 /** A month's lookup tables, for the facts queries' orphan codes. */
 export interface LookupTables {
@@ -51,11 +51,11 @@ export async function tableExists(db: pg.ClientBase | pg.Pool, table: Sql): Prom
   return (await db.query(`SELECT to_regclass($1) IS NOT NULL AS ok`, [table])).rows[0].ok;
 }
 
-/** Writes the partner-list changes of every company against the previous month (sql/queries/cnpj_qsa_diff.sql); returns the companies changed. */
+/** Writes the partner-list changes of every company against the previous month (sql/queries/cnpj_qsa_changes.sql), for the report; returns the companies changed. */
 export async function writePartnerListDiff(db: pg.ClientBase | pg.Pool, a: { snapshotId: number; previousSnapshotId: number; socios: Sql; previous: Sql }): Promise<number> {
   await forgetQsaChanges(db, a.snapshotId); // a rerun of the same snapshot writes its diff afresh
-  const sql = fillSql('queries/cnpj_qsa_diff', {
-    snapshot_id: sqlLiteral(a.snapshotId), previous_snapshot_id: sqlLiteral(a.previousSnapshotId), socios: a.socios, previous: a.previous,
+  const sql = fillSql('queries/cnpj_qsa_changes', {
+    snapshot_id: sqlLiteral(a.snapshotId), previous_snapshot_id: sqlLiteral(a.previousSnapshotId), diff: partnerListDiff(a.socios, a.previous),
   });
   return (await db.query(sql)).rowCount ?? 0;
 }

@@ -25,6 +25,8 @@
 import { AgroError } from '../../src/errors.ts';
 import { fetchSource, joinSource, type FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
+import { addSnapshotTable } from '../../src/etl/catalog.ts';
+import { qualifiedSnapshotTable, REJECTED_PROPERTIES } from '../../src/etl/names.ts';
 import { addCounts, addExamples, noteImplausibleDates, sum } from '../../src/etl/quality.ts';
 import { inputPrefix } from '../../src/etl/shape-facts.ts';
 import { shapedPipeline, type InputDone, type ShapeInput } from '../../src/etl/shape.ts';
@@ -35,7 +37,7 @@ import { verdictExamples } from '../../src/etl/verdict-examples.ts';
 import { tableName, type Sql } from '../../src/sql.ts';
 import {
   NO_LINK, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, olderCopies, orphanThemePolygons, propertyFacts, themeAreaOf, themeFacts, themeLink,
-  typeProperties, typeTheme, winningProperties, type PropertyFacts, type ThemeFacts, type ThemeLink,
+  typeProperties, typeTheme, winningProperties, writeRejectedProperties, type PropertyFacts, type ThemeFacts, type ThemeLink,
 } from './queries.ts';
 import { THEME_CODES } from './theme-codes.ts';
 import { CAR_IMOVEL, CAR_TEMA } from './relations.ts';
@@ -267,8 +269,12 @@ export const sicar = shapedPipeline<SicarLoad>({
     const orphans = await orphanThemePolygons(client, { car_tema: built.car_tema.table, car_imovel: built.car_imovel.table });
     if (orphans) facts.notes.push(`${orphans} theme polygons belong to no loaded property`);
   },
-  async facts({ client, inputs, input, state, facts, built }) {
+  async facts({ client, inputs, input, state, facts, built, snapshotId }) {
     const main = inputs[0];
+    // Registered with the snapshot (dropped with it): what the change events must not take for gone.
+    const rejected = qualifiedSnapshotTable(REJECTED_PROPERTIES, snapshotId);
+    await addSnapshotTable(client, snapshotId, rejected);
+    await writeRejectedProperties(client, { rejected: tableName(rejected), typed: main.t.classified, car_imovel: built.car_imovel.table });
     const rows = built.car_imovel.rows;
     // Copies of a CAR number: the most recently updated one is loaded.
     const ok = main.verdicts.ok ?? 0;

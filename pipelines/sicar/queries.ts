@@ -137,6 +137,19 @@ export async function propertyFacts(client: pg.ClientBase, typed: Sql): Promise<
   return { dates: r.dates, numbers: { num_area: r.num_area, mod_fiscal: r.mod_fiscal, num_area_overflow: r.num_area_overflow, mod_fiscal_overflow: r.mod_fiscal_overflow }, unknownCodes: r.codes };
 }
 
+/**
+ * The properties of the state whose every row was rejected (verdicts other than ok, a bad CAR
+ * number or another state's), into `rejected`: the change events tell them from properties gone
+ * from the registry. Returns how many.
+ */
+export async function writeRejectedProperties(client: pg.ClientBase, a: { rejected: Sql; typed: Sql; car_imovel: Sql }): Promise<number> {
+  await client.query(`CREATE TABLE ${a.rejected} (car text PRIMARY KEY)`);
+  return (await client.query(
+    `INSERT INTO ${a.rejected} (car) SELECT DISTINCT t.car FROM ${a.typed} t
+      WHERE t.verdict NOT IN ('ok', 'bad_car_number', 'other_state') AND NOT EXISTS (SELECT 1 FROM ${a.car_imovel} c WHERE c.car = t.car)`,
+  )).rowCount ?? 0;
+}
+
 /** Theme polygons of the snapshot whose car has no row in car_imovel. */
 export async function orphanThemePolygons(client: pg.ClientBase, a: { car_tema: Sql; car_imovel: Sql }): Promise<number> {
   return (await client.query(`SELECT count(*)::int AS n FROM ${a.car_tema} m WHERE NOT EXISTS (SELECT 1 FROM ${a.car_imovel} c WHERE c.car = m.car)`)).rows[0].n;

@@ -1,11 +1,12 @@
 // Change events for monitored records (contract §5), written into the outbox inside the
 // publish transaction: an event exists if and only if the publish that made the change
 // current committed. They compare the snapshot being published with the one it replaces:
-//   sicar            car.situacao.alterada (status differs), car.embargo.criado (an active
+//   sicar            car.situacao.alterada (status differs, or the property left or entered
+//                    the state's registry: situacao or situacao_anterior null), car.embargo.criado (an active
 //                    embargo overlaps the property now and did not before, same IBAMA snapshot)
 //   ibama-embargos   car.embargo.criado (same CAR snapshots, old IBAMA snapshot against new)
-//   receita-cnpj     socio.qsa.alterado (derived.cnpj_qsa_changes of the month; read the other
-//                    way round for a rollback)
+//   receita-cnpj     socio.qsa.alterado (the monitored companies' partner lists, month made
+//                    current against the month it replaces, whatever was loaded between)
 // A first load has nothing to compare with and emits nothing. Event ids derive from what
 // changed (key, record, embargo term) and from the publication that made it current
 // (etl.publications, one row per committed publish or rollback): a publish writes each event
@@ -15,8 +16,10 @@
 // imposed again) is a new event with a new id: receivers deduplicate on the id.
 // Only keys still active are told (a revoked key's monitors stay until the key is purged).
 import type pg from 'pg';
-import { qualifiedSnapshotTable } from '../etl/names.ts';
+import { qualifiedSnapshotTable, REJECTED_PROPERTIES } from '../etl/names.ts';
+import { partnerListDiff } from '../etl/sql/qsa-changes.ts';
 import { formatCnpj } from '../privacy.ts';
+import { sqlText } from '../sql.ts';
 
 export interface PublishedChange {
   dataset: string;
@@ -39,23 +42,41 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
   const watched = await c.query(`SELECT 1 FROM events.monitors LIMIT 1`);
   if (!watched.rowCount) return 0;
   const pub = p.publicationId;
-  if (p.dataset === 'sicar') return (await situacaoChanges(c, p.previousSnapshotId, p.snapshotId, pub)) + (await embargoesOfCarSnapshot(c, p.previousSnapshotId, p.snapshotId, pub));
+  if (p.dataset === 'sicar') return (await situacaoChanges(c, p.scope, p.previousSnapshotId, p.snapshotId, pub)) + (await embargoesOfCarSnapshot(c, p.previousSnapshotId, p.snapshotId, pub));
   if (p.dataset === 'ibama-embargos') return embargoesOfLayerSnapshot(c, p.previousSnapshotId, p.snapshotId, pub);
   if (p.dataset === 'receita-cnpj') return qsaChanges(c, p.previousSnapshotId, p.snapshotId, pub);
   return 0;
 }
 
-async function situacaoChanges(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
+/**
+ * Status changes of monitored properties between two snapshots of one state. A property the
+ * new snapshot lacks left the registry (situacao null); one the old snapshot lacked entered it
+ * (situacao_anterior null). Both snapshots are of the same state (only its monitored CAR
+ * numbers, which begin with its UF, are looked up), so another state's load never makes a
+ * property look gone, and both routes (zips, WFS) build the same car_imovel.
+ * A property whose rows were rejected (REJECTED_PROPERTIES) neither leaves nor enters.
+ */
+async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next: number, pub: number): Promise<number> {
   const before = qualifiedSnapshotTable('car_imovel', prev);
   const after = qualifiedSnapshotTable('car_imovel', next);
   if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
+  // A property whose rows a snapshot's load rejected is still in the registry: not gone from
+  // the new one, not entering from the old one (snapshots loaded before this table existed have none).
+  const rejected = async (id: number) => {
+    const t = qualifiedSnapshotTable(REJECTED_PROPERTIES, id);
+    return (await exists(c, t)) ? t : '(SELECT NULL::text AS car WHERE false)';
+  };
+  const [rejectedBefore, rejectedAfter] = [await rejected(prev), await rejected(next)];
   const r = await c.query(
     `SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2 || ':p' || $3, m.key_id,
               jsonb_build_object('car', m.record, 'situacao_anterior', o.situacao, 'situacao', n.situacao,
                                  'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
-       FROM ${ACTIVE_MONITORS} m JOIN ${after} n ON n.car = m.record JOIN ${before} o ON o.car = m.record
-      WHERE m.kind = 'car' AND n.situacao IS DISTINCT FROM o.situacao`,
-    [prev, next, pub],
+       FROM ${ACTIVE_MONITORS} m LEFT JOIN ${after} n ON n.car = m.record LEFT JOIN ${before} o ON o.car = m.record
+      WHERE m.kind = 'car' AND left(m.record, 2) = $4 AND (n.car IS NOT NULL OR o.car IS NOT NULL)
+        AND CASE WHEN n.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedAfter} x WHERE x.car = m.record)
+                 WHEN o.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedBefore} x WHERE x.car = m.record)
+                 ELSE n.situacao IS DISTINCT FROM o.situacao END`,
+    [prev, next, pub, uf],
   );
   return r.rows.filter((x) => x.id !== null).length;
 }
@@ -132,18 +153,18 @@ export function partnerDocumentShown(p: ReceitaPartner): string | null {
 }
 
 async function qsaChanges(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
-  // The month's diff against the one it replaces; a rollback goes back over a diff the other
-  // way (who had entered leaves again), as the CAR events of a rollback do.
+  // The monitored companies' partner lists in the month being made current against the month
+  // it replaces, compared here: the month's stored diff (derived.cnpj_qsa_changes) is against
+  // the month current when it was loaded, which is not the one it replaces after a skipped or
+  // backfilled month, a rollback, or a publish by hand or --force while another month is
+  // current. A rollback compares the same way (who had entered leaves again).
+  const [after, before] = [next, prev].map((id) => qualifiedSnapshotTable('cnpj_socios', id));
+  if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
+  const monitored = (table: string) =>
+    sqlText(`(SELECT * FROM ${table} WHERE cnpj_basico IN (SELECT left(x.record, 8) FROM ${ACTIVE_MONITORS} x WHERE x.kind = 'cnpj'))`);
   const rows = await c.query(
-    `SELECT m.key_id, m.record, q.entraram, q.sairam FROM derived.cnpj_qsa_changes q
-       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = q.cnpj_basico
-      WHERE q.snapshot_id = $1 AND q.previous_snapshot_id = $2
-     UNION ALL
-     SELECT m.key_id, m.record, q.sairam, q.entraram FROM derived.cnpj_qsa_changes q
-       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = q.cnpj_basico
-      WHERE q.snapshot_id = $2 AND q.previous_snapshot_id = $1
-        AND NOT EXISTS (SELECT 1 FROM derived.cnpj_qsa_changes f WHERE f.snapshot_id = $1 AND f.previous_snapshot_id = $2)`,
-    [next, prev],
+    `SELECT m.key_id, m.record, d.entraram, d.sairam FROM (${partnerListDiff(monitored(after), monitored(before))}) d
+       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = d.cnpj_basico`,
   );
   if (!rows.rowCount) return 0;
   const quals = qualifiedSnapshotTable('cnpj_qualificacoes', next);
