@@ -1,5 +1,6 @@
 // sicar's own statements, one typed function each (tables in as Sql, typed rows out).
 import type pg from 'pg';
+import { CODES_NAMED } from '../../src/etl/quality.ts';
 import { dateLiteral } from '../../src/etl/sql/shape.ts';
 import { BUILD_TABLE, fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
 import { onTwoConnections } from '../../src/etl/two-connections.ts';
@@ -107,13 +108,7 @@ export const olderCopies = (typed: Sql): string =>
 export const keptThemeRows = (typed: Sql[]): Sql =>
   sqlText(`(${typed.map((t) => `SELECT * FROM ${t} WHERE verdict = 'ok'`).join('\nUNION ALL\n')}) s`);
 
-/**
- * Unknown codes named per field (the most frequent): a shifted column or a broken file can make
- * every row's code different, and each named code is a note and a key of the report.
- */
-export const CODES_NAMED = 20;
-
-/** Unknown codes past the CODES_NAMED named ones: how many codes, in how many rows. */
+/** Unknown codes past the CODES_NAMED (src/etl/quality.ts) named ones: how many codes, in how many rows. */
 export interface MoreCodes {
   codes: number;
   n: number;

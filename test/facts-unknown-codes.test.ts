@@ -1,8 +1,12 @@
-// SICAR's facts name unknown codes (ind_status, ind_tipo, cod_tema) with their counts, the
-// most frequent first: a broken state file whose codes differ on every row (a shifted column)
-// names CODES_NAMED of them and counts the rest, instead of a note and a report key per row.
+// The facts name unknown codes with their counts, the most frequent first (SICAR's ind_status,
+// ind_tipo, cod_tema; IBAMA's statuses and cancel/lift flags): a broken file whose codes differ
+// on every row (a shifted column) names CODES_NAMED of them and counts the rest, instead of a
+// note and a report key per row.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { CODES_NAMED, propertyFacts, themeFacts } from '../pipelines/sicar/queries.ts';
+import { termCounts } from '../pipelines/ibama-embargos/queries.ts';
+import { propertyFacts, themeFacts } from '../pipelines/sicar/queries.ts';
+import { CODES_NAMED } from '../src/etl/quality.ts';
+import type { ShapeTables } from '../src/etl/shape.ts';
 import type { Sql } from '../src/sql.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -24,13 +28,19 @@ beforeAll(async () => {
            CASE WHEN i <= 4 THEN 'ZZ' ELSE 'S' || i END AS unknown_status,
            CASE WHEN i <= 4 THEN 'APP_NOVO' WHEN i <= 100 THEN 'APP_RIO' ELSE 'C' || i END AS cod_tema
       FROM generate_series(1, ${ROWS}) i`);
+  await db.pool.query(`CREATE TABLE public.classified_terms AS
+    SELECT 'ok'::text AS verdict, 'ponto'::text AS geom_origem, NULL::text AS geom_problema, false AS pt_outside, true AS ativo,
+           NULL::text AS documento, NULL::text AS documento_tipo, i::text AS numero_tad, NULL::text AS release_stamp,
+           CASE WHEN i <= 3 THEN 'EM ANALISE' ELSE 'STATUS ' || i END AS status_desconhecido,
+           CASE WHEN i <= 2 THEN 'SIT_CANCELADO "X"' END AS flag_desconhecido, false AS replacement_char, false AS documento_completado
+      FROM generate_series(1, ${ROWS}) i`);
 }, 120_000);
 
 afterAll(async () => {
   await db?.drop();
 });
 
-describe('unknown codes in SICAR facts', () => {
+describe('unknown codes in the facts', () => {
   test('AREA_IMOVEL: the most frequent codes per field, the others counted', async () => {
     const c = await db.pool.connect();
     try {
@@ -62,6 +72,20 @@ describe('unknown codes in SICAR facts', () => {
       expect(few.unknownCodes).toEqual([{ code: 'APP_NOVO', n: 4 }]);
       expect(few.moreCodes).toBeNull();
       expect(few.moreStatus).toBeNull();
+    } finally {
+      c.release();
+    }
+  });
+
+  test('IBAMA: unknown statuses and flags named up to the cap, the others counted', async () => {
+    const c = await db.pool.connect();
+    try {
+      const f = await termCounts(c, { classified: 'public.classified_terms' } as unknown as ShapeTables);
+      expect(f.status_desconhecido).toHaveLength(CODES_NAMED);
+      expect(f.status_desconhecido[0]).toEqual(['EM ANALISE', 3]);
+      expect(f.status_nao_listados).toEqual({ codigos: ROWS - 3 + 1 - CODES_NAMED, termos: ROWS - 3 - (CODES_NAMED - 1) });
+      expect(f.flag_desconhecido).toEqual([['SIT_CANCELADO "X"', 2]]);
+      expect(f.flag_nao_listados).toEqual({ codigos: 0, termos: 0 });
     } finally {
       c.release();
     }
