@@ -38,7 +38,7 @@ import { sourceByContent } from '../../src/etl/shape-csv.ts';
 import { lastModifiedDay } from '../../src/etl/source-files.ts';
 import { typedColumns } from '../../src/etl/sql/typed.ts';
 import { normaliseHeader } from '../../src/etl/header-match.ts';
-import { classifyTerms, createGeoms, termCounts } from './queries.ts';
+import { classifyTerms, createGeoms, termCounts, type NotListed } from './queries.ts';
 import { addRestFacts, fetchRest, isRestManifest, restEndpoint, restReleaseStamp, restSourceInfo, stageRest, type RestStaged } from './rest-route.ts';
 
 /** File names looked for when --source names a folder, in order of preference. */
@@ -168,9 +168,15 @@ export interface EmbargoFacts {
    * read as no, so counted as active (contract §3); the text is kept in `extra`.
    */
   flag_desconhecido: Record<string, number>;
+  /** Both lists name the CODES_NAMED most frequent values; the others are counted here (absent: none). */
+  status_nao_listados?: NotListed;
+  flag_nao_listados?: NotListed;
   /** Where cfg.hmacKey came from (AGRO_HMAC_KEY or the development key). */
   hmac_key: 'env' | 'development';
 }
+
+/** The values a note does not name, as it says them. */
+const notListed = (m: NotListed) => (m.codigos ? `, and ${m.codigos} more on ${m.termos} terms` : '');
 
 /** 'yyyy-mm-dd' from the first 10 characters of an ISO-like or dd/mm/yyyy text, or null. */
 export function isoDate(text: string | null | undefined): string | null {
@@ -285,6 +291,8 @@ const SPEC: ShapeSpec = {
       ultima_atualizacao: { distintos: c.stamps, min: c.stamp_min, max: c.stamp_max },
       status_desconhecido: Object.fromEntries(unknownStatus),
       flag_desconhecido: Object.fromEntries(c.flag_desconhecido),
+      ...(c.status_nao_listados.codigos ? { status_nao_listados: c.status_nao_listados } : {}),
+      ...(c.flag_nao_listados.codigos ? { flag_nao_listados: c.flag_nao_listados } : {}),
       hmac_key: hmacKey,
     };
     const noGeometry = facts.dropped.no_geometry ?? 0;
@@ -293,8 +301,8 @@ const SPEC: ShapeSpec = {
     if (c.mascarado) facts.notes.push(`${c.mascarado} documents are masked in the source: kept as written (asterisks included), without type or documento_hmac`);
     if (c.zeros_completados) facts.notes.push(`${c.zeros_completados} documents had lost their leading zeros (bare digits read as a number): completed, as their check digits agree`);
     if (c.repetidos) facts.notes.push(`${c.repetidos} loaded terms share their NUM_TAD with another term (${c.grupos} numbers): numero_tad is not unique`);
-    if (unknownStatus.length) facts.notes.push(`terms counted as active because their status is not known to be inactive (contract §3): ${unknownStatus.map(([s, n]) => `"${s}" × ${n}`).join(', ')}`);
-    if (c.flag_desconhecido.length) facts.notes.push(`terms whose cancel/lift flag is neither yes nor no, read as no (kept in extra): ${c.flag_desconhecido.map(([s, n]) => `${s} × ${n}`).join(', ')}`);
+    if (unknownStatus.length) facts.notes.push(`terms counted as active because their status is not known to be inactive (contract §3): ${unknownStatus.map(([s, n]) => `"${s}" × ${n}`).join(', ')}${notListed(c.status_nao_listados)}`);
+    if (c.flag_desconhecido.length) facts.notes.push(`terms whose cancel/lift flag is neither yes nor no, read as no (kept in extra): ${c.flag_desconhecido.map(([s, n]) => `${s} × ${n}`).join(', ')}${notListed(c.flag_nao_listados)}`);
     if (c.stamps > 1) facts.notes.push(`ULTIMA_ATUALIZACAO_RELATORIO differs between rows (${c.stamps} values, ${c.stamp_min} … ${c.stamp_max})`);
     if (hmacKey === 'development') facts.notes.push('documento_hmac computed with the development key: set AGRO_HMAC_KEY in production');
     if (staged.csv) facts.notes.push('CSV coordinates and WKT taken as EPSG:4326 (the file declares no CRS)');

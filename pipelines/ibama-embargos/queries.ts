@@ -1,7 +1,8 @@
 // ibama-embargos's own statements, one typed function each (SQL in sql/queries/ibama_*.sql).
 import type pg from 'pg';
 import type { ShapeTables } from '../../src/etl/shape.ts';
-import { fillSql, type Sql } from '../../src/sql.ts';
+import { CODES_NAMED } from '../../src/etl/quality.ts';
+import { fillSql, sqlLiteral, type Sql } from '../../src/sql.ts';
 
 /**
  * Creates `geoms` (src_seq, src_srid, geom, state): the polygon of each staged term, from its
@@ -48,13 +49,21 @@ export interface TermCounts {
   stamps: number;
   stamp_min: string | null;
   stamp_max: string | null;
-  /** [status label, terms], most frequent first. */
+  /** [status label, terms], most frequent first: CODES_NAMED at most. */
   status_desconhecido: [string, number][];
-  /** ['SIT_CANCELADO "X"' (and/or SIT_DESEMBARGO), terms], most frequent first. */
+  /** The labels past those: how many, on how many terms. */
+  status_nao_listados: NotListed;
+  /** ['SIT_CANCELADO "X"' (and/or SIT_DESEMBARGO), terms], most frequent first: CODES_NAMED at most. */
   flag_desconhecido: [string, number][];
+  flag_nao_listados: NotListed;
   replacement_chars: number;
 }
 
+export interface NotListed {
+  codigos: number;
+  termos: number;
+}
+
 export async function termCounts(client: pg.ClientBase, t: ShapeTables): Promise<TermCounts> {
-  return (await client.query(fillSql('queries/ibama_facts', { classified: t.classified }))).rows[0];
+  return (await client.query(fillSql('queries/ibama_facts', { classified: t.classified, named: sqlLiteral(CODES_NAMED) }))).rows[0];
 }

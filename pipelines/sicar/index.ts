@@ -37,7 +37,7 @@ import { verdictExamples } from '../../src/etl/verdict-examples.ts';
 import { tableName, type Sql } from '../../src/sql.ts';
 import {
   NO_LINK, createThemeArea, indexThemeArea, keptThemeRows, linkProperties, linkTheme, olderCopies, orphanThemePolygons, propertyFacts, themeAreaOf, themeFacts, themeLink,
-  typeProperties, typeTheme, winningProperties, writeRejectedProperties, type PropertyFacts, type ThemeFacts, type ThemeLink,
+  typeProperties, typeTheme, winningProperties, writeRejectedProperties, type MoreCodes, type PropertyFacts, type ThemeFacts, type ThemeLink,
 } from './queries.ts';
 import { THEME_CODES } from './theme-codes.ts';
 import { CAR_IMOVEL, CAR_TEMA } from './relations.ts';
@@ -115,6 +115,9 @@ interface UnkeyedThemeFacts {
   regra: string;
 }
 const LINK_RULE = 'linked to the property whose polygon contains the theme polygon\'s point-on-surface, when exactly one does; none or several: not linked, not loaded';
+
+/** Unknown codes past the named ones, as a note says them. */
+const moreCodes = (m: MoreCodes) => `${m.codes} more (${m.n} rows)`;
 
 /** What SICAR's steps hand each other during one load. */
 interface SicarLoad {
@@ -254,18 +257,23 @@ export const sicar = shapedPipeline<SicarLoad>({
       }
     }
     for (const u of pf.unknownCodes) facts.notes.push(`unknown ${u.field} code "${u.code}" in ${u.n} rows (loaded as NULL)`);
+    for (const m of pf.moreCodes) facts.notes.push(`${moreCodes(m)} unknown ${m.field} codes (loaded as NULL)`);
     // The themes' own values, counted as the properties' are (the areas under '<theme>:area_ha').
     const outside: Record<string, Record<string, number>> = {};
+    const outsideMore: Record<string, { codigos: number; linhas: number }> = {};
     for (const d of inputs.slice(1)) {
       const tf = d.counted as ThemeFacts;
       addCounts(facts, 'unparsed', { [`${inputPrefix(d.name)}area_ha`]: tf.areaUnparsed });
       if (tf.areaUnparsed) facts.notes.push(`${d.name}: ${tf.areaUnparsed} num_area value(s) are not numbers (area_ha loaded as NULL, source text kept in extra)`);
       for (const u of tf.unknownStatus) facts.notes.push(`${d.name}: unknown ind_status code "${u.code}" in ${u.n} rows (situacao loaded as NULL, text kept in extra)`);
+      if (tf.moreStatus) facts.notes.push(`${d.name}: ${moreCodes(tf.moreStatus)} unknown ind_status codes (situacao loaded as NULL, text kept in extra)`);
       if (!tf.unknownCodes.length) continue;
       outside[d.name] = Object.fromEntries(tf.unknownCodes.map((u) => [u.code, u.n]));
-      facts.notes.push(`${d.name}: cod_tema outside SOURCES §2.5's vocabulary (loaded as written; in APPS only APP_* and *_TOTAL codes count in app_ha): ${tf.unknownCodes.map((u) => `${u.code} × ${u.n}`).join(', ')}`);
+      if (tf.moreCodes) outsideMore[d.name] = { codigos: tf.moreCodes.codes, linhas: tf.moreCodes.n };
+      facts.notes.push(`${d.name}: cod_tema outside SOURCES §2.5's vocabulary (loaded as written; in APPS only APP_* and *_TOTAL codes count in app_ha): ${tf.unknownCodes.map((u) => `${u.code} × ${u.n}`).join(', ')}${tf.moreCodes ? `, and ${moreCodes(tf.moreCodes)}` : ''}`);
     }
     if (Object.keys(outside).length) Object.assign(facts, { cod_tema_fora_do_vocabulario: outside });
+    if (Object.keys(outsideMore).length) Object.assign(facts, { cod_tema_fora_do_vocabulario_nao_listados: outsideMore });
     const orphans = await orphanThemePolygons(client, { car_tema: built.car_tema.table, car_imovel: built.car_imovel.table });
     if (orphans) facts.notes.push(`${orphans} theme polygons belong to no loaded property`);
   },

@@ -1,5 +1,6 @@
 // sicar's own statements, one typed function each (tables in as Sql, typed rows out).
 import type pg from 'pg';
+import { CODES_NAMED } from '../../src/etl/quality.ts';
 import { dateLiteral } from '../../src/etl/sql/shape.ts';
 import { BUILD_TABLE, fillSql, sqlLiteral, sqlText, type Sql } from '../../src/sql.ts';
 import { onTwoConnections } from '../../src/etl/two-connections.ts';
@@ -107,10 +108,19 @@ export const olderCopies = (typed: Sql): string =>
 export const keptThemeRows = (typed: Sql[]): Sql =>
   sqlText(`(${typed.map((t) => `SELECT * FROM ${t} WHERE verdict = 'ok'`).join('\nUNION ALL\n')}) s`);
 
+/** Unknown codes past the CODES_NAMED (src/etl/quality.ts) named ones: how many codes, in how many rows. */
+export interface MoreCodes {
+  codes: number;
+  n: number;
+}
+
 export interface PropertyFacts {
   dates: { col: string; kind: string; n: number }[];
   numbers: { num_area: number; mod_fiscal: number; num_area_overflow: number; mod_fiscal_overflow: number };
+  /** At most CODES_NAMED per field, the most frequent. */
   unknownCodes: { field: string; code: string; n: number }[];
+  /** Per field, the codes past those. */
+  moreCodes: ({ field: string } & MoreCodes)[];
 }
 
 /**
@@ -123,18 +133,26 @@ export async function propertyFacts(client: pg.ClientBase, typed: Sql): Promise<
     `WITH k AS MATERIALIZED (
        SELECT DISTINCT ON (car) num_area_unparsed, mod_fiscal_unparsed, num_area_overflow, mod_fiscal_overflow,
               dat_criaca_kind, dat_atuali_kind, unknown_status, unknown_tipo
-         FROM ${typed} WHERE verdict = 'ok' ORDER BY ${WINNER_ORDER})
+         FROM ${typed} WHERE verdict = 'ok' ORDER BY ${WINNER_ORDER}),
+     u AS MATERIALIZED (
+       SELECT field, code, n, row_number() OVER (PARTITION BY field ORDER BY n DESC, code COLLATE "C") AS rn FROM (
+         SELECT 'ind_status' AS field, unknown_status AS code, count(*)::int AS n FROM k WHERE unknown_status IS NOT NULL GROUP BY 2
+         UNION ALL SELECT 'ind_tipo', unknown_tipo, count(*)::int FROM k WHERE unknown_tipo IS NOT NULL GROUP BY 2) a)
      SELECT count(*) FILTER (WHERE num_area_unparsed)::int AS num_area, count(*) FILTER (WHERE mod_fiscal_unparsed)::int AS mod_fiscal,
             count(*) FILTER (WHERE num_area_overflow)::int AS num_area_overflow, count(*) FILTER (WHERE mod_fiscal_overflow)::int AS mod_fiscal_overflow,
             (SELECT coalesce(jsonb_agg(d), '[]') FROM (
                SELECT col, kind, count(*)::int AS n FROM k, LATERAL (VALUES ('dat_criaca', dat_criaca_kind), ('dat_atuali', dat_atuali_kind)) x(col, kind)
                 WHERE kind IN ('placeholder', 'bad', 'implausible') GROUP BY 1, 2) d) AS dates,
-            (SELECT coalesce(jsonb_agg(u), '[]') FROM (
-               SELECT 'ind_status' AS field, unknown_status AS code, count(*)::int AS n FROM k WHERE unknown_status IS NOT NULL GROUP BY 2
-               UNION ALL SELECT 'ind_tipo', unknown_tipo, count(*)::int FROM k WHERE unknown_tipo IS NOT NULL GROUP BY 2) u) AS codes
+            (SELECT coalesce(jsonb_agg(jsonb_build_object('field', field, 'code', code, 'n', n) ORDER BY field, rn), '[]') FROM u WHERE rn <= $1) AS codes,
+            (SELECT coalesce(jsonb_agg(m ORDER BY field), '[]') FROM (
+               SELECT field, count(*)::int AS codes, sum(n)::int AS n FROM u WHERE rn > $1 GROUP BY field) m) AS more
        FROM k`,
+    [CODES_NAMED],
   )).rows[0];
-  return { dates: r.dates, numbers: { num_area: r.num_area, mod_fiscal: r.mod_fiscal, num_area_overflow: r.num_area_overflow, mod_fiscal_overflow: r.mod_fiscal_overflow }, unknownCodes: r.codes };
+  return {
+    dates: r.dates, numbers: { num_area: r.num_area, mod_fiscal: r.mod_fiscal, num_area_overflow: r.num_area_overflow, mod_fiscal_overflow: r.mod_fiscal_overflow },
+    unknownCodes: r.codes, moreCodes: r.more,
+  };
 }
 
 /**
@@ -158,10 +176,13 @@ export async function orphanThemePolygons(client: pg.ClientBase, a: { car_tema: 
 export interface ThemeFacts {
   /** Polygons whose num_area is text that is not a number (area_ha NULL, text kept in extra). */
   areaUnparsed: number;
-  /** ind_status codes that are none of §2.5's (situacao NULL, text kept in extra), with counts. */
+  /** ind_status codes that are none of §2.5's (situacao NULL, text kept in extra), with counts: the CODES_NAMED most frequent. */
   unknownStatus: { code: string; n: number }[];
-  /** Kept polygons' cod_tema (as written) outside the theme's vocabulary, with counts. */
+  /** Kept polygons' cod_tema (as written) outside the theme's vocabulary, with counts: the CODES_NAMED most frequent. */
   unknownCodes: { code: string; n: number }[];
+  /** The status codes and cod_tema past the named ones (null: none). */
+  moreStatus: MoreCodes | null;
+  moreCodes: MoreCodes | null;
 }
 
 /**
@@ -172,17 +193,28 @@ export interface ThemeFacts {
  * as sicar_theme_area.sql reads codes (any case, blanks and hyphens as underscores).
  */
 export async function themeFacts(client: pg.ClientBase, typed: Sql, vocabulary: readonly string[]): Promise<ThemeFacts> {
-  const rows: { status: string | null; code: string | null; n: number; area: number; g: number }[] = (await client.query(
-    `SELECT unknown_status AS status, code_out AS code, count(*)::int AS n, count(*) FILTER (WHERE area_unparsed)::int AS area,
-            GROUPING(unknown_status, code_out) AS g
-       FROM (SELECT area_unparsed, unknown_status,
-                    CASE WHEN cod_tema IS NOT NULL AND upper(translate(cod_tema, ' -', '__')) <> ALL ($1::text[]) THEN cod_tema END AS code_out
-               FROM ${typed} WHERE verdict = 'ok') t
-      GROUP BY GROUPING SETS ((), (unknown_status), (code_out))`,
-    [vocabulary],
+  const rows: { status: string | null; code: string | null; n: number; area: number; g: number; codes: number; rows: number; rn: number }[] = (await client.query(
+    `WITH s AS (
+       SELECT unknown_status AS status, code_out AS code, count(*)::int AS n, count(*) FILTER (WHERE area_unparsed)::int AS area,
+              GROUPING(unknown_status, code_out) AS g
+         FROM (SELECT area_unparsed, unknown_status,
+                      CASE WHEN cod_tema IS NOT NULL AND upper(translate(cod_tema, ' -', '__')) <> ALL ($1::text[]) THEN cod_tema END AS code_out
+                 FROM ${typed} WHERE verdict = 'ok') t
+        GROUP BY GROUPING SETS ((), (unknown_status), (code_out))),
+     -- GROUPING: 3 = the whole table, 1 = per status (code_out rolled up), 2 = per code; the named
+     -- ones of each list are its most frequent, the others only counted
+     l AS (SELECT *, row_number() OVER (PARTITION BY g ORDER BY n DESC, coalesce(status, code) COLLATE "C") AS rn,
+                  count(*) OVER (PARTITION BY g)::int AS codes, sum(n) OVER (PARTITION BY g)::int AS rows
+             FROM s WHERE g = 3 OR (g = 1 AND status IS NOT NULL) OR (g = 2 AND code IS NOT NULL))
+     SELECT * FROM l WHERE rn <= $2 OR g = 3`,
+    [vocabulary, CODES_NAMED],
   )).rows;
-  // GROUPING: 3 = the whole table, 1 = per status (code_out rolled up), 2 = per code.
-  const listed = (g: number, key: 'status' | 'code') => rows.filter((r) => r.g === g && r[key] !== null)
+  const listed = (g: number, key: 'status' | 'code') => rows.filter((r) => r.g === g)
     .map((r) => ({ code: r[key]!, n: r.n })).sort((x, y) => y.n - x.n || (x.code < y.code ? -1 : x.code > y.code ? 1 : 0));
-  return { areaUnparsed: rows.find((r) => r.g === 3)?.area ?? 0, unknownStatus: listed(1, 'status'), unknownCodes: listed(2, 'code') };
+  const more = (g: number): MoreCodes | null => {
+    const named = rows.filter((r) => r.g === g);
+    if (!named.length || named[0].codes <= named.length) return null;
+    return { codes: named[0].codes - named.length, n: named[0].rows - named.reduce((t, r) => t + r.n, 0) };
+  };
+  return { areaUnparsed: rows.find((r) => r.g === 3)?.area ?? 0, unknownStatus: listed(1, 'status'), unknownCodes: listed(2, 'code'), moreStatus: more(1), moreCodes: more(2) };
 }

@@ -8,7 +8,13 @@ WITH t AS MATERIALIZED (
          release_stamp, status_desconhecido, flag_desconhecido, replacement_char, documento_completado,
          verdict NOT IN ('no_key', 'duplicate_key') AS candidate
   FROM {{classified}}
-), kept AS MATERIALIZED (SELECT * FROM t WHERE verdict = 'ok')
+), kept AS MATERIALIZED (SELECT * FROM t WHERE verdict = 'ok'),
+-- Unknown statuses and flags, ranked: the {{named}} most frequent are named, the rest counted
+-- (a broken file can make every term's value different).
+su AS (SELECT status_desconhecido AS s, count(*)::int AS n, row_number() OVER (ORDER BY count(*) DESC, status_desconhecido) AS rn
+         FROM kept WHERE status_desconhecido IS NOT NULL GROUP BY 1),
+fu AS (SELECT flag_desconhecido AS s, count(*)::int AS n, row_number() OVER (ORDER BY count(*) DESC, flag_desconhecido) AS rn
+         FROM kept WHERE flag_desconhecido IS NOT NULL GROUP BY 1)
 SELECT (SELECT count(*) FROM kept WHERE geom_origem = 'poligono')::int AS poligono,
        (SELECT count(*) FROM kept WHERE geom_origem = 'ponto')::int AS ponto,
        (SELECT count(*) FROM kept WHERE geom_origem = 'ponto' AND geom_problema IS NOT NULL)::int AS ponto_em_vez_de_poligono,
@@ -29,8 +35,8 @@ SELECT (SELECT count(*) FROM kept WHERE geom_origem = 'poligono')::int AS poligo
        (SELECT count(DISTINCT btrim(release_stamp)) FROM t WHERE release_stamp IS NOT NULL)::int AS stamps,
        (SELECT min(btrim(release_stamp)) FROM t WHERE release_stamp IS NOT NULL) AS stamp_min,
        (SELECT max(btrim(release_stamp)) FROM t WHERE release_stamp IS NOT NULL) AS stamp_max,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(s, n) ORDER BY n DESC, s), '[]'::jsonb) FROM (
-          SELECT status_desconhecido AS s, count(*)::int AS n FROM kept WHERE status_desconhecido IS NOT NULL GROUP BY 1) x) AS status_desconhecido,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(s, n) ORDER BY n DESC, s), '[]'::jsonb) FROM (
-          SELECT flag_desconhecido AS s, count(*)::int AS n FROM kept WHERE flag_desconhecido IS NOT NULL GROUP BY 1) x) AS flag_desconhecido,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s, n) ORDER BY rn), '[]'::jsonb) FROM su WHERE rn <= {{named}}) AS status_desconhecido,
+       (SELECT jsonb_build_object('codigos', count(*), 'termos', coalesce(sum(n), 0)) FROM su WHERE rn > {{named}}) AS status_nao_listados,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(s, n) ORDER BY rn), '[]'::jsonb) FROM fu WHERE rn <= {{named}}) AS flag_desconhecido,
+       (SELECT jsonb_build_object('codigos', count(*), 'termos', coalesce(sum(n), 0)) FROM fu WHERE rn > {{named}}) AS flag_nao_listados,
        (SELECT count(*) FROM t WHERE replacement_char)::int AS replacement_chars

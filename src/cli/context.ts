@@ -43,6 +43,40 @@ export function print(env: Env, obj: unknown, human: () => string) {
   out(env.json ? JSON.stringify(maskCpfsDeep(obj)) : human());
 }
 
+/**
+ * A list that grows with the data (every monitor), printed as it is read, never held whole: a
+ * line per item, or with --json the one object `{"<field>": [...]}` written a batch at a time.
+ * Nothing is written before the first batch (a failure to open the read prints only the error);
+ * a failure after it ends the partial line, so the error object stands on its own line.
+ */
+export async function printList<T>(env: Env, field: string, read: (emit: (items: T[]) => void) => Promise<unknown>, line: (item: T) => string, none: string): Promise<number> {
+  let n = 0;
+  let open = false;
+  const write = (text: string) => {
+    if (!stdoutClosed) process.stdout.write(maskCpfsInText(text));
+  };
+  const begin = () => {
+    if (env.json && !open) write(`{${JSON.stringify(field)}:[`);
+    open = true;
+  };
+  try {
+    await read((items) => {
+      if (!items.length) return;
+      begin();
+      if (env.json) write((n ? ',' : '') + items.map((x) => JSON.stringify(maskCpfsDeep(x))).join(','));
+      else write(items.map((x) => line(x) + '\n').join(''));
+      n += items.length;
+    });
+  } catch (e) {
+    if (open && env.json) write('\n');
+    throw e;
+  }
+  begin();
+  if (env.json) write(']}\n');
+  else if (n === 0) out(none);
+  return n;
+}
+
 /** Opens the database (starting the embedded cluster when DATABASE_URL is unset) and migrates it. */
 export async function openDb(env: Env): Promise<Pool> {
   // start() is idempotent: it starts the server if needed and creates the database if it is missing.

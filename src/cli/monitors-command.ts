@@ -1,8 +1,8 @@
 // `agro monitors add --key <key_id> (car <numero> | cnpj <cnpj>)`, `agro monitors list [--key K]`,
 // `agro monitors remove <id>`: the records a key watches for change events.
 import { AgroError } from '../errors.ts';
-import { addMonitor, listMonitors, removeMonitor } from '../events/monitors.ts';
-import { print, withDb, type Env } from './context.ts';
+import { addMonitor, eachMonitorBatch, removeMonitor, type Monitor } from '../events/monitors.ts';
+import { print, printList, withDb, type Env } from './context.ts';
 
 export const MONITORS_USAGE = `  monitors add --key <key_id> (car <numero> | cnpj <cnpj>)   watch a record for change events
   monitors list [--key <key_id>] | monitors remove <id>`;
@@ -20,9 +20,13 @@ export async function cmdMonitors(env: Env): Promise<number> {
     return 0;
   }
   if (sub === 'list') {
-    const rows = await withDb(env, (pool) => listMonitors(pool, key ? [key] : null));
-    const monitors = rows.map((m) => ({ ...m, created_at: iso(m.created_at) }));
-    print(env, { monitors }, () => (monitors.length === 0 ? 'no monitors' : monitors.map((m) => `${m.id}  ${m.key_id}  ${m.kind.padEnd(4)} ${m.record}  since ${m.created_at}`).join('\n')));
+    // Printed a batch at a time as the cursor reads them: a national account may watch millions.
+    await withDb(env, (pool) => printList<Omit<Monitor, 'created_at'> & { created_at: string }>(
+      env, 'monitors',
+      (emit) => eachMonitorBatch(pool, key ? [key] : null, (rows) => emit(rows.map((m) => ({ ...m, created_at: iso(m.created_at) })))),
+      (m) => `${m.id}  ${m.key_id}  ${m.kind.padEnd(4)} ${m.record}  since ${m.created_at}`,
+      'no monitors',
+    ));
     return 0;
   }
   if (sub === 'remove') {

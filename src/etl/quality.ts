@@ -145,6 +145,12 @@ export function emptyFacts(): QualityFacts {
   };
 }
 
+/**
+ * Unknown values a report names per list (the most frequent): a shifted column or a broken
+ * file can make every row's value different, and each named value is a note and a report key.
+ */
+export const CODES_NAMED = 20;
+
 export const sum = (o: Record<string, number>) => Object.values(o).reduce((a, b) => a + b, 0);
 
 /** A layer as the report (and the read stage's detail) lists it. */

@@ -16,6 +16,7 @@
 // imposed again) is a new event with a new id: receivers deduplicate on the id.
 // Only keys still active are told (a revoked key's monitors stay until the key is purged).
 import type pg from 'pg';
+import { forEachBatch } from '../db/batches.ts';
 import { qualifiedSnapshotTable, REJECTED_PROPERTIES } from '../etl/names.ts';
 import { partnerListDiff } from '../etl/sql/qsa-changes.ts';
 import { formatCnpj } from '../privacy.ts';
@@ -67,18 +68,19 @@ async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next:
     return (await exists(c, t)) ? t : '(SELECT NULL::text AS car WHERE false)';
   };
   const [rejectedBefore, rejectedAfter] = [await rejected(prev), await rejected(next)];
+  // Counted where the events are written: a row per event would come back to this process.
   const r = await c.query(
-    `SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2 || ':p' || $3, m.key_id,
+    `SELECT count(id)::int AS n FROM (SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2 || ':p' || $3, m.key_id,
               jsonb_build_object('car', m.record, 'situacao_anterior', o.situacao, 'situacao', n.situacao,
                                  'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
        FROM ${ACTIVE_MONITORS} m LEFT JOIN ${after} n ON n.car = m.record LEFT JOIN ${before} o ON o.car = m.record
       WHERE m.kind = 'car' AND left(m.record, 2) = $4 AND (n.car IS NOT NULL OR o.car IS NOT NULL)
         AND CASE WHEN n.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedAfter} x WHERE x.car = m.record)
                  WHEN o.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedBefore} x WHERE x.car = m.record)
-                 ELSE n.situacao IS DISTINCT FROM o.situacao END`,
+                 ELSE n.situacao IS DISTINCT FROM o.situacao END) e`,
     [prev, next, pub, uf],
   );
-  return r.rows.filter((x) => x.id !== null).length;
+  return r.rows[0].n;
 }
 
 interface EmbargoPair {
@@ -104,16 +106,16 @@ async function newEmbargoes(c: pg.ClientBase, pairs: EmbargoPair[], layerAfter: 
          JOIN ${ACTIVE_MONITORS} m ON m.kind = 'car' AND m.record = o.car
         GROUP BY m.key_id, o.car, o.feicao_id, p.cb, p.lb
      )
-     SELECT events.enqueue('car.embargo.criado', 'car.embargo.criado:' || n.key_id || ':' || n.car || ':' || n.numero_tad || ':p' || $5, n.key_id,
+     SELECT count(id)::int AS n FROM (SELECT events.enqueue('car.embargo.criado', 'car.embargo.criado:' || n.key_id || ':' || n.car || ':' || n.numero_tad || ':p' || $5, n.key_id,
               jsonb_build_object('car', n.car, 'embargo', jsonb_build_object(
                 'numero_tad', n.numero_tad, 'data_embargo', to_char(t.data_embargo, 'YYYY-MM-DD'), 'area_sobreposta_ha', round(n.area::numeric, 4)))) AS id
        FROM n LEFT JOIN LATERAL (SELECT min(data_embargo) AS data_embargo FROM ${terms} WHERE numero_tad = n.numero_tad) t ON true
       WHERE NOT EXISTS (SELECT 1 FROM derived.car_overlaps b
                          WHERE b.car_snapshot_id = n.cb AND b.layer_snapshot_id = n.lb AND b.camada = 'embargo' AND b.ativo
-                           AND b.car = n.car AND b.feicao_id = n.numero_tad)`,
+                           AND b.car = n.car AND b.feicao_id = n.numero_tad)) e`,
     [usable.map((q) => q.carBefore), usable.map((q) => q.layerBefore), usable.map((q) => q.carAfter), usable.map((q) => q.layerAfter), pub],
   );
-  return r.rows.filter((x) => x.id !== null).length;
+  return r.rows[0].n;
 }
 
 async function currentIds(c: pg.ClientBase, dataset: string): Promise<number[]> {
@@ -152,6 +154,13 @@ export function partnerDocumentShown(p: ReceitaPartner): string | null {
   return miolo ? `***.${miolo.slice(0, 3)}.${miolo.slice(3)}-**` : null;
 }
 
+interface QsaRow {
+  key_id: string;
+  record: string;
+  entraram: ReceitaPartner[];
+  sairam: ReceitaPartner[];
+}
+
 async function qsaChanges(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
   // The monitored companies' partner lists in the month being made current against the month
   // it replaces, compared here: the month's stored diff (derived.cnpj_qsa_changes) is against
@@ -162,13 +171,8 @@ async function qsaChanges(c: pg.ClientBase, prev: number, next: number, pub: num
   if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
   const monitored = (table: string) =>
     sqlText(`(SELECT * FROM ${table} WHERE cnpj_basico IN (SELECT left(x.record, 8) FROM ${ACTIVE_MONITORS} x WHERE x.kind = 'cnpj'))`);
-  const rows = await c.query(
-    `SELECT m.key_id, m.record, d.entraram, d.sairam FROM (${partnerListDiff(monitored(after), monitored(before))}) d
-       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = d.cnpj_basico`,
-  );
-  if (!rows.rowCount) return 0;
   const quals = qualifiedSnapshotTable('cnpj_qualificacoes', next);
-  const names = new Map<string, string>();
+  const names = new Map<string, string>(); // Receita's partner qualification codes: a lookup of a few dozen rows
   if (await exists(c, quals)) for (const q of (await c.query(`SELECT codigo, descricao FROM ${quals}`)).rows) names.set(q.codigo, q.descricao);
   const shown = (list: ReceitaPartner[]) =>
     list.map((p) => ({
@@ -176,10 +180,25 @@ async function qsaChanges(c: pg.ClientBase, prev: number, next: number, pub: num
       qualificacao: p.qualificacao_socio === null ? null : names.get(p.qualificacao_socio) ?? p.qualificacao_socio,
     }));
   let n = 0;
-  for (const r of rows.rows) {
-    const data = { cnpj: formatCnpj(r.record), entraram: shown(r.entraram), sairam: shown(r.sairam) };
-    const e = await c.query(`SELECT events.enqueue('socio.qsa.alterado', $1, $2, $3) AS id`, [`socio.qsa.alterado:${r.key_id}:${r.record}:${prev}:${next}:p${pub}`, r.key_id, data]);
-    if (e.rows[0].id !== null) n++;
-  }
+  // Read through a cursor in the publish transaction and written a batch per statement: a month
+  // changes the partner lists of hundreds of thousands of companies, and monitors of them may be millions.
+  await forEachBatch<QsaRow>(
+    c,
+    `SELECT m.key_id, m.record, d.entraram, d.sairam FROM (${partnerListDiff(monitored(after), monitored(before))}) d
+       JOIN ${ACTIVE_MONITORS} m ON m.kind = 'cnpj' AND left(m.record, 8) = d.cnpj_basico`,
+    [],
+    async (rows) => {
+      const e = await c.query(
+        `SELECT count(events.enqueue('socio.qsa.alterado', d, k, b::jsonb))::int AS n FROM unnest($1::text[], $2::text[], $3::text[]) AS x(d, k, b)`,
+        [
+          rows.map((r) => `socio.qsa.alterado:${r.key_id}:${r.record}:${prev}:${next}:p${pub}`),
+          rows.map((r) => r.key_id),
+          rows.map((r) => JSON.stringify({ cnpj: formatCnpj(r.record), entraram: shown(r.entraram), sairam: shown(r.sairam) })),
+        ],
+      );
+      n += e.rows[0].n;
+    },
+    { ownTransaction: false },
+  );
   return n;
 }

@@ -2,6 +2,7 @@
 // car.embargo.criado on a CAR number; socio.qsa.alterado on a CNPJ).
 import crypto from 'node:crypto';
 import type pg from 'pg';
+import { forEachBatch } from '../db/batches.ts';
 import { isValidCnpj, normalizeDocument } from '../documents.ts';
 import { AgroError } from '../errors.ts';
 import { subscriberKeyOf } from '../platform/keys.ts';
@@ -56,13 +57,40 @@ export async function addMonitor(db: Db, given: string, kind: string, value: str
   return { ...row(r.rows[0]), created: false };
 }
 
+const LIST_SQL = `SELECT id, key_id, kind, record, created_at FROM events.monitors WHERE $1::text[] IS NULL OR key_id = ANY ($1) ORDER BY created_at, id`;
+
 /** Monitors of some keys (all keys when null), oldest first. */
 export async function listMonitors(db: Db, keyIds: string[] | null): Promise<Monitor[]> {
+  const r = await db.query(LIST_SQL, [keyIds]);
+  return r.rows.map(row);
+}
+
+/** The `limit` newest monitors of some keys, newest first (the account panel's page). */
+export async function newestMonitors(db: Db, keyIds: string[], limit: number): Promise<Monitor[]> {
   const r = await db.query(
-    `SELECT id, key_id, kind, record, created_at FROM events.monitors WHERE $1::text[] IS NULL OR key_id = ANY ($1) ORDER BY created_at, id`,
-    [keyIds],
+    `SELECT id, key_id, kind, record, created_at FROM events.monitors WHERE key_id = ANY ($1) ORDER BY created_at DESC, id DESC LIMIT $2`,
+    [keyIds, limit],
   );
   return r.rows.map(row);
+}
+
+/** How many monitors some keys (all keys when null) have. */
+export async function countMonitors(db: Db, keyIds: string[] | null): Promise<number> {
+  const r = await db.query(`SELECT count(*)::bigint AS n FROM events.monitors WHERE $1::text[] IS NULL OR key_id = ANY ($1)`, [keyIds]);
+  return Number(r.rows[0].n);
+}
+
+/**
+ * Every monitor of some keys (all keys when null), oldest first, handed to `each` a batch at a
+ * time through a cursor: monitors may be millions, and `agro monitors list` prints them as read.
+ */
+export async function eachMonitorBatch(pool: pg.Pool, keyIds: string[] | null, each: (rows: Monitor[]) => void | Promise<void>, size?: number): Promise<number> {
+  const client = await pool.connect();
+  try {
+    return await forEachBatch<Monitor>(client, LIST_SQL, [keyIds], (rows) => each(rows.map(row)), { size, ownTransaction: true });
+  } finally {
+    client.release();
+  }
 }
 
 /** Removes a monitor (only among `keyIds` when given); false when there is none. */

@@ -6,10 +6,13 @@ import type { ApiDeps } from '../api/deps.ts';
 import { isAgroError } from '../errors.ts';
 import { replayEvent, sendTestEvent } from '../events/delivery.ts';
 import { addEndpoint, deliveryLog, EVENT_TYPES, getEndpoint, listEndpoints, removeEndpoint, rotateSecret, type Endpoint } from '../events/endpoints.ts';
-import { addMonitor, listMonitors, removeMonitor, type Monitor } from '../events/monitors.ts';
+import { addMonitor, countMonitors, newestMonitors, removeMonitor, type Monitor } from '../events/monitors.ts';
 import type { Session } from './panel-sql.ts';
 import { formList, formText } from './panel-form.ts';
 import { accountKeys } from './panel-sql.ts';
+
+/** Monitored records shown on the page (the newest): an account may watch millions. */
+const PANEL_MONITORS = 500;
 
 export interface PanelKit {
   esc: (s: unknown) => string;
@@ -38,7 +41,7 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
 
   const overview = async (s: Session, flash: string) => {
     const ids = await accountKeyIds(deps, s);
-    const [endpoints, monitors] = await Promise.all([listEndpoints(deps.pool, ids), listMonitors(deps.pool, ids)]);
+    const [endpoints, monitors, monitored] = await Promise.all([listEndpoints(deps.pool, ids), newestMonitors(deps.pool, ids, PANEL_MONITORS), countMonitors(deps.pool, ids)]);
     const csrf = csrfField(s);
     const endpointRow = (e: Endpoint) => `<tr data-endpoint="${esc(e.id)}"><td><a href="/panel/webhooks/${esc(e.id)}">${esc(e.url)}</a></td>
       <td>${e.events.map((t) => `<code>${esc(t)}</code>`).join(' ')}</td><td>${esc(e.key_id)}</td>
@@ -60,6 +63,7 @@ ${endpoints.length === 0 ? '<p class="muted">No subscriptions yet.</p>' : ''}
 <p class="muted">Change events (<code>car.situacao.alterada</code>, <code>car.embargo.criado</code>, <code>socio.qsa.alterado</code>) are sent for these records when a new snapshot is published.</p>
 <table id="monitors"><thead><tr><th>Kind</th><th>Record</th><th>Key</th><th></th></tr></thead><tbody>${monitors.map(monitorRow).join('\n')}</tbody></table>
 ${monitors.length === 0 ? '<p class="muted">No monitored records yet.</p>' : ''}
+${monitored > monitors.length ? `<p class="muted" id="monitors-shown">The ${monitors.length} newest of ${monitored} monitored records; <code>agro monitors list --key &lt;key_id&gt;</code> lists them all.</p>` : ''}
 <form method="post" action="/panel/monitors">${csrf}<label>Kind <select name="kind"><option value="car">CAR</option><option value="cnpj">CNPJ</option></select></label>
 <label>Number <input name="record" size="50" required></label> <button type="submit">Monitor</button></form>`);
   };

@@ -12,7 +12,7 @@ import { availableDates, pins, publishedContext, readIds, resolveContext, type R
 import { readKept } from '../kept.ts';
 import { joinRepeatedInclude, layerDatasets, layerValues, parseInclude } from './layers.ts';
 import { ByDocumentSchema, ByGeometrySchema, CarSchema } from './schemas.ts';
-import { carCurrent, carsByGeometry, carsInSnapshots, linksOf, type CarRow } from './sql.ts';
+import { carCurrent, carsByGeometry, carsInSnapshots, carsOfDocument, holderNameOf, linksOf, type CarRow } from './sql.ts';
 
 const roundBbox = (b: number[]) => b.map((x) => round(x, 7) as number);
 const municipio = (r: { municipio: string | null; uf: string }) => (r.municipio ? `${r.municipio}/${r.uf}` : null);
@@ -108,27 +108,25 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const allCarSnaps = [...ctx.sicar.values()].map((s) => s.snapshot_id);
       const carSnaps = uf ? (ctx.sicar.has(uf) ? [ctx.sicar.get(uf)!.snapshot_id] : []) : allCarSnaps;
       const read = await readKept(pool, [...readIds(ctx, allCarSnaps, ['car-titulares', ...layerDatasets(include, true)]), ...(ctx.receita ? [ctx.receita.snapshot_id] : [])], async () => {
-        const links = await linksOf(pool, {
-          titularesSnapshotId: titulares?.snapshot_id ?? null,
-          ibamaSnapshotId: ctx.layers.get('ibama-embargos')?.snapshot_id ?? null,
-          carSnapshotIds: allCarSnaps,
-          hmac,
-        });
+        const source = { titularesSnapshotId: titulares?.snapshot_id ?? null, ibamaSnapshotId: ctx.layers.get('ibama-embargos')?.snapshot_id ?? null, carSnapshotIds: allCarSnaps, hmac };
+        // The page in one statement, then the links of its properties only: never all of a document's links.
+        const rows = carSnaps.length
+          ? await carsOfDocument(pool, { ...source, snapshotIds: carSnaps, geometry: q.geometry, after: cursor?.k ?? null, limit: q.limit + 1, situacao: q.situacao ?? null })
+          : [];
+        const links = rows.length ? await linksOf(pool, { ...source, cars: rows.slice(0, q.limit).map((r) => r.car) }) : [];
         const linkOf = new Map<string, (typeof links)[number]>();
         for (const l of links) {
           const seen = linkOf.get(l.car);
           if (!seen || (seen.origem !== 'declarado' && l.origem === 'declarado')) linkOf.set(l.car, l); // a declared link wins
         }
-        const rows = linkOf.size && carSnaps.length
-          ? await carsInSnapshots(pool, { snapshotIds: carSnaps, cars: [...linkOf.keys()], geometry: q.geometry, after: cursor?.k ?? null, limit: q.limit + 1, situacao: q.situacao ?? null })
-          : [];
         const extra = await layerValues(pool, ctx, rows.slice(0, q.limit), include, { withOverlapFields: true, notes });
         // A CNPJ's holder is Receita's legal name when the month has it: the registry of record,
         // where declared extracts and embargo terms carry abbreviations or old names.
         const receita = doc.tipo === 'cnpj' ? await razaoSocialOf(pool, ctx.receita ?? null, doc.documento) : null;
-        return { links, linkOf, rows, extra, receita };
+        const holder = receita ? null : await holderNameOf(pool, source);
+        return { linkOf, rows, extra, receita, holder };
       });
-      const { links, linkOf, rows, extra, receita } = read;
+      const { linkOf, rows, extra, receita, holder } = read;
       const page = rows.slice(0, q.limit);
       const asOfById = new Map([...ctx.sicar.values()].map((s) => [s.snapshot_id, s.as_of]));
       const results = page.map((r) => {
@@ -144,12 +142,11 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
           ...layers,
         };
       });
-      const declared = links.find((l) => l.origem === 'declarado' && l.nome) ?? links.find((l) => l.nome);
       const next = rows.length > q.limit ? deps.cursors.encode({ q: fingerprint, s: pins(ctx), k: page[page.length - 1].car, m: req.apiKey && Cursors.meterTag(req.apiKey.meter) }) : null;
       return {
         documento: displayDocument(doc.documento, doc.tipo),
         tipo_documento: doc.tipo,
-        titular: receita?.razao_social ?? declared?.nome ?? null,
+        titular: receita?.razao_social ?? holder,
         results,
         count: results.length,
         area_total_ha: round(results.reduce((s, r) => s + (r.area_total_ha ?? 0), 0), 4) ?? 0,

@@ -139,12 +139,50 @@ export interface LinkRow {
   evidencia: { fonte: string; [k: string]: unknown } | null;
 }
 
-/** Owner links of a document (by documento_hmac) in given snapshots. */
-export async function linksOf(db: Db, o: { titularesSnapshotId: number | null; ibamaSnapshotId: number | null; carSnapshotIds: number[]; hmac: string }): Promise<LinkRow[]> {
+/** Where a document's owner links are read: the holder extract, IBAMA's terms over the CAR snapshots. */
+export interface LinkSource {
+  titularesSnapshotId: number | null;
+  ibamaSnapshotId: number | null;
+  carSnapshotIds: number[];
+  hmac: string;
+}
+
+const linkArgs = (o: LinkSource) => [o.titularesSnapshotId, o.ibamaSnapshotId, o.carSnapshotIds, o.hmac];
+
+/** Owner links of a document (by documento_hmac) in given snapshots, of the given properties only (a page's). */
+export async function linksOf(db: Db, o: LinkSource & { cars: string[] }): Promise<LinkRow[]> {
   const r = await db.query(
     `SELECT car, documento, tipo_documento, nome, vinculo, origem, evidencia
-       FROM serving.car_titulares_snapshot($1, $2, $3, $4) ORDER BY car, origem, nome`,
-    [o.titularesSnapshotId, o.ibamaSnapshotId, o.carSnapshotIds, o.hmac],
+       FROM serving.car_titulares_snapshot($1, $2, $3, $4) WHERE car = ANY ($5) ORDER BY car, origem, nome`,
+    [...linkArgs(o), o.cars],
+  );
+  return r.rows;
+}
+
+/** The holder's name among a document's links: the first declared one with a name, else the first named. */
+export async function holderNameOf(db: Db, o: LinkSource): Promise<string | null> {
+  const r = await db.query(
+    `SELECT nome FROM serving.car_titulares_snapshot($1, $2, $3, $4) WHERE nome IS NOT NULL
+      ORDER BY origem <> 'declarado', car, origem, nome LIMIT 1`,
+    linkArgs(o),
+  );
+  return r.rows[0]?.nome ?? null;
+}
+
+/**
+ * A page of the properties a document is linked to, keyset-paged by car: the linked CAR numbers
+ * are gathered in the statement, never in this process (a holder such as a settlement agency
+ * may have tens of thousands of them).
+ */
+export async function carsOfDocument(
+  db: Db,
+  o: LinkSource & { snapshotIds: number[]; geometry: boolean; after: string | null; limit: number; situacao: string | null },
+): Promise<CarRow[]> {
+  const r = await db.query(
+    `SELECT ${PROJECTION} FROM serving.car_imovel_snapshot($1,
+        (SELECT coalesce(array_agg(DISTINCT l.car), '{}') FROM serving.car_titulares_snapshot($6, $7, $8, $9) l WHERE $3::text IS NULL OR l.car > $3),
+        $3, $4, $5) c ORDER BY c.car`,
+    [o.snapshotIds, o.geometry, o.after, o.limit, o.situacao, ...linkArgs(o)],
   );
   return r.rows;
 }
