@@ -31,6 +31,7 @@ import { envelope, toFailure } from './errors.ts';
 import { rejectNonFinite } from './finite-numbers.ts';
 import { normalizeQueryBooleans } from './query-booleans.ts';
 import { AllowedMethods } from './allowed-methods.ts';
+import { rejectDeepBody } from './body-depth.ts';
 import { checkLgpdBase, declareLgpdHeader } from './lgpd-base.ts';
 import { completeOpenapi, declareBilling, OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
@@ -217,6 +218,8 @@ export async function buildServer(o: {
     }
   });
 
+  // Before anything walks the body: a JSON body nested thousands deep is a 400 (./body-depth.ts).
+  app.addHook('preValidation', async (req) => rejectDeepBody(req));
   // Before validation: True/FALSE/1/0 of a boolean query parameter (./query-booleans.ts).
   app.addHook('preValidation', async (req) => normalizeQueryBooleans(req));
   // X-LGPD-Base-Legal on any authenticated route: one of the ten tokens (./lgpd-base.ts).
