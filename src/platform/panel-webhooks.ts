@@ -9,7 +9,7 @@ import { addEndpoint, deliveryLog, EVENT_TYPES, getEndpoint, listEndpoints, remo
 import { addMonitor, listMonitors, removeMonitor, type Monitor } from '../events/monitors.ts';
 import type { Session } from './panel-sql.ts';
 import { formList, formText } from './panel-form.ts';
-import { accountKeys } from './panel-sql.ts';
+import { accountKeys, manageableEnvs } from './panel-sql.ts';
 
 export interface PanelKit {
   esc: (s: unknown) => string;
@@ -21,8 +21,9 @@ export interface PanelKit {
 
 const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '');
 
+/** The account's keys whose subscriptions this session manages (a test key's session: the test keys). */
 async function accountKeyIds(deps: ApiDeps, s: Session): Promise<string[]> {
-  return (await accountKeys(deps.pool, s.account)).map((k) => k.id);
+  return (await accountKeys(deps.pool, s.account)).filter((k) => manageableEnvs(s).includes(k.env)).map((k) => k.id);
 }
 
 export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, kit: PanelKit) {
