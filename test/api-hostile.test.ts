@@ -298,6 +298,13 @@ describe('requests the router or node refuse: the envelope too', () => {
     expect(cpf.message).not.toContain('52998224725');
     expectEnvelope(await call(fx.api.base, '/v1/car', { method: 'POST', body: {} }), 404, 'not_found');
     expectEnvelope(await call(fx.api.base, '/v1/nada/aqui', { method: 'DELETE' }), 404, 'not_found');
+    // A route that answers the method itself and finds nothing (the docs' static files, an
+    // escaped '/' or '..' in the name): 404, not a 405 whose Allow names the method sent.
+    for (const p of ['/v1/docs/static/..%2f..%2fpackage.json', '/v1/docs/static/nada.js']) {
+      const r = await call(fx.api.base, p);
+      expectEnvelope(r, 404, 'not_found');
+      expect(r.text).not.toContain('"name": "agro');
+    }
   });
 
   test('a body that trickles in is cut off with a 408 envelope at the request timeout, authenticated or not', async () => {

@@ -256,7 +256,8 @@ export async function buildServer(o: {
     const path = maskRequestUrl(raw, 81);
     const shown = path.length > 80 ? path.slice(0, 80) + '…' : path;
     const allow = allowed.of(raw);
-    if (allow.length) {
+    // A route that answers this method and found nothing itself (a docs file that is not there) is a 404.
+    if (allow.length && !allow.includes(req.method)) {
       reply.code(405).header('allow', allow.join(', '));
       return envelope({ code: 'method_not_allowed', message: `method not allowed: ${req.method} ${shown} (allowed: ${allow.join(', ')})` }, req.id);
     }
