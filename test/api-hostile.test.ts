@@ -161,6 +161,28 @@ describe('hostile input: a 4xx envelope every time', () => {
     }
   });
 
+  test('a body nested thousands of levels deep (in a field, a foreign member, a layer name, the geometry type): 400, never a stack overflow\'s 500', async () => {
+    const deep = '['.repeat(5_000) + ']'.repeat(5_000);
+    const square = '{"type":"Polygon","coordinates":[[[-49.34,-16.59],[-49.3,-16.59],[-49.3,-16.55],[-49.34,-16.59]]]';
+    for (const route of ['/v1/car/by-geometry', '/v1/enriquecimento/territorial']) {
+      for (const [what, raw] of [
+        ['geometry type', `{"geometry":{"type":${deep}}}`],
+        ['foreign member', `{"geometry":${square},"x":${deep}}}`],
+        ['layers', `{"layers":${deep},"geometry":${square}}}`],
+        ['unknown field', `{"geometry":${square}},"pad":${deep}}`],
+      ]) {
+        for (const headers of [{ 'content-type': 'application/json' }, { 'content-type': 'application/json', 'idempotency-key': `deep-${what}` }] as Record<string, string>[]) {
+          const r = await call(fx.api.base, route, { key, raw, headers });
+          expect4xx(r, `${route} ${what}`);
+        }
+      }
+    }
+    // The panel's routes take JSON bodies too.
+    expect4xx(await call(fx.api.base, '/panel/login', { raw: `{"api_key":${deep}}`, headers: { 'content-type': 'application/json' } }), 'panel login');
+    const ok = await call(fx.api.base, `/v1/car/${GO1}`, { key });
+    expect(ok.status).toBe(200);
+  });
+
   test('other methods on the routes, and the service is intact afterwards', async () => {
     expect4xx(await call(fx.api.base, `/v1/car/${GO1}`, { key, method: 'DELETE' }), 'DELETE');
     expect4xx(await call(fx.api.base, '/v1/car/by-geometry', { key, method: 'GET' }), 'GET by-geometry');
@@ -276,6 +298,13 @@ describe('requests the router or node refuse: the envelope too', () => {
     expect(cpf.message).not.toContain('52998224725');
     expectEnvelope(await call(fx.api.base, '/v1/car', { method: 'POST', body: {} }), 404, 'not_found');
     expectEnvelope(await call(fx.api.base, '/v1/nada/aqui', { method: 'DELETE' }), 404, 'not_found');
+    // A route that answers the method itself and finds nothing (the docs' static files, an
+    // escaped '/' or '..' in the name): 404, not a 405 whose Allow names the method sent.
+    for (const p of ['/v1/docs/static/..%2f..%2fpackage.json', '/v1/docs/static/nada.js']) {
+      const r = await call(fx.api.base, p);
+      expectEnvelope(r, 404, 'not_found');
+      expect(r.text).not.toContain('"name": "agro');
+    }
   });
 
   test('a body that trickles in is cut off with a 408 envelope at the request timeout, authenticated or not', async () => {

@@ -54,7 +54,7 @@ async function ibama(extraRows: object[]) {
   return o;
 }
 
-const keys = { k1: '', k2: '', gone: '' };
+const keys = { k1: '', k2: '', gone: '', sandbox: '' };
 let goA: RunOutcome;
 let goB: RunOutcome;
 
@@ -78,10 +78,14 @@ beforeAll(async () => {
   await addMonitor(db.pool, keys.gone, 'car', car('GO1'));
   await addMonitor(db.pool, keys.gone, 'car', car('GO8'));
   await revokeKey(db.pool, keys.gone);
+  // A sandbox key reads fixtures only, never live data: live publishes tell it nothing.
+  keys.sandbox = (await createKey(db.pool, { env: 'test', plan: 'growth', name: 'sandbox' })).id;
+  await addMonitor(db.pool, keys.sandbox, 'car', car('GO1'));
+  await addMonitor(db.pool, keys.sandbox, 'car', car('GO8'));
 }, 300_000);
 
 describe('change events across publish histories', () => {
-  test('a status change: one event per active key monitoring it (input case and spaces do not matter), none for a revoked key', async () => {
+  test('a status change: one event per active key monitoring it (input case and spaces do not matter), none for a revoked key or a sandbox (test) key', async () => {
     goB = await run('sicar', await stateWith('GO', { GO1: 'CA' }), { uf: 'GO' });
     expect(goB.status).toBe('published');
     const e = await events('car.situacao.alterada', true);

@@ -283,10 +283,15 @@ describe('agro doctor', () => {
     const ok = agro('doctor', '--json');
     expect(ok.code).toBe(0);
     const checks = ok.json().checks;
-    expect(checks.map((c: { name: string }) => c.name)).toEqual(['node', 'gdal', 'gdal drivers', 'disk', 'schedule file', 'database', 'postgresql', 'postgis', 'migrations', 'dead runs', 'stuck slots', 'last slots']);
+    expect(checks.map((c: { name: string }) => c.name)).toEqual(['node', 'gdal', 'gdal drivers', 'disk', 'hmac key', 'schedule file', 'database', 'postgresql', 'postgis', 'migrations', 'dead runs', 'stuck slots', 'last slots']);
     expect(checks.filter((c: { status: string }) => c.status === 'fail')).toEqual([]);
     expect(checks.find((c: { name: string }) => c.name === 'postgis').detail).toMatch(/^PostGIS 3\./);
     expect(checks.find((c: { name: string }) => c.name === 'gdal').detail).toMatch(/^GDAL \d+\.\d+/);
+    // Without AGRO_HMAC_KEY the published development key signs cursors and keys documento_hmac: a warning, with what to do.
+    const hmacCheck = (extra: Record<string, string>) => JSON.parse(spawnSync(process.execPath, [AGRO, 'doctor', '--json'], { env: { ...env(), AGRO_HMAC_KEY: '', ...extra }, encoding: 'utf8', timeout: 60_000 }).stdout).checks.find((c: { name: string }) => c.name === 'hmac key');
+    expect(hmacCheck({})).toMatchObject({ status: 'warn', detail: expect.stringMatching(/AGRO_HMAC_KEY is not set.*development key/), fix: expect.stringMatching(/^set AGRO_HMAC_KEY/) });
+    expect(hmacCheck({ AGRO_HMAC_KEY: 'short' })).toMatchObject({ status: 'warn', detail: expect.stringMatching(/shorter than 32/) });
+    expect(hmacCheck({ AGRO_HMAC_KEY: 'k'.repeat(40) })).toMatchObject({ status: 'ok' });
     const down = spawnSync(process.execPath, [AGRO, 'doctor'], { env: env({ DATABASE_URL: 'postgres://agro@127.0.0.1:9/agro' }), encoding: 'utf8' });
     expect(down.status).toBe(1);
     expect(down.stdout).toMatch(/✗ database +DATABASE_URL is unreachable.*\n +→ start that server or correct DATABASE_URL/);

@@ -6,6 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import puppeteer, { type Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { addEndpoint } from '../src/events/endpoints.ts';
+import { addMonitor } from '../src/events/monitors.ts';
 import { createKey } from '../src/platform/keys.ts';
 import { call, eventually, expectEnvelope, startApi, type Running } from './helpers/api.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
@@ -120,5 +122,44 @@ describe('account panel', () => {
     const row = (await db.pool.query(`SELECT replaced_by, revoked_at > now() + interval '23 hours' AS in_grace FROM platform.api_keys WHERE id = $1`, [owner.id])).rows[0];
     expect(row.in_grace).toBe(true);
     expect(row.replaced_by).toMatch(/^key_/);
+  });
+
+  test('a session signed in with a test key manages test keys only: it cannot mint, revoke or rotate a live key of its account, nor touch its webhooks', async () => {
+    const live = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'prod' });
+    const sandbox = await createKey(db.pool, { env: 'test', plan: 'starter', name: 'ci', accountId: live.id });
+    const hook = await addEndpoint(db.pool, { keyId: live.id, url: 'https://8.8.8.8/hooks', events: '*', allowPrivate: false });
+    const watched = await addMonitor(db.pool, live.id, 'cnpj', '45.723.174/0001-10');
+    const login = await fetch(`${api.base}/panel/login`, { method: 'POST', body: new URLSearchParams({ api_key: sandbox.key }), redirect: 'manual' });
+    expect(login.status).toBe(303);
+    const cookie = login.headers.get('set-cookie')!.split(';')[0];
+    const html = await (await fetch(`${api.base}/panel`, { headers: { cookie } })).text();
+    const csrf = /name="csrf" value="([^"]+)"/.exec(html)![1];
+    expect(html).toContain(`data-key="${live.id}"`);
+    expect(html).not.toContain(`action="/panel/keys/${live.id}/revoke"`);
+    expect(html).not.toContain('<option>live</option>');
+    const post = (path: string, fields: Record<string, string>) =>
+      fetch(`${api.base}${path}`, { method: 'POST', headers: { cookie }, body: new URLSearchParams({ csrf, ...fields }), redirect: 'manual' });
+
+    const minted = await post('/panel/keys', { env: 'live', name: 'escalated' });
+    expect(minted.status).toBe(403);
+    expect(await minted.text()).not.toMatch(/ck_live_/);
+    expect((await db.pool.query(`SELECT env FROM platform.api_keys WHERE name = 'escalated'`)).rows).toEqual([]);
+    expect((await post(`/panel/keys/${live.id}/rotate`, {})).status).toBe(403);
+    expect((await post(`/panel/keys/${live.id}/revoke`, {})).status).toBe(403);
+    expect((await db.pool.query(`SELECT revoked_at, replaced_by FROM platform.api_keys WHERE id = $1`, [live.id])).rows[0]).toEqual({ revoked_at: null, replaced_by: null });
+    expect((await call(api.base, '/v1/car/history', { key: live.key })).status).toBe(200);
+    // Nor the live key's subscriptions: a rotated secret would be shown to it, signing for the live receiver.
+    expect(await (await fetch(`${api.base}/panel/webhooks`, { headers: { cookie } })).text()).not.toContain(hook.id);
+    expect((await fetch(`${api.base}/panel/webhooks/${hook.id}`, { headers: { cookie } })).status).toBe(404);
+    for (const action of ['rotate', 'remove', 'test']) expect((await post(`/panel/webhooks/${hook.id}/${action}`, {})).status, action).toBe(404);
+    expect((await post(`/panel/monitors/${watched.id}/remove`, {})).status).toBe(404);
+    expect((await db.pool.query(`SELECT secret FROM events.endpoints WHERE id = $1`, [hook.id])).rows[0].secret).toBe(hook.secret);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM events.monitors WHERE id = $1`, [watched.id])).rows[0].n).toBe(1);
+
+    // Test keys it may still create and rotate.
+    const made = await post('/panel/keys', { env: 'test', name: 'ci 2' });
+    expect(made.status).toBe(201);
+    expect(await made.text()).toMatch(/<code id="new-key">ck_test_\w+<\/code>/);
+    expect((await post(`/panel/keys/${sandbox.id}/rotate`, {})).status).toBe(201);
   });
 });

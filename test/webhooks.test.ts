@@ -13,7 +13,7 @@ import { Drainer, drainOnce, replayEvent, RETRY, retryDelayMs, sendTestEvent, ty
 import { addEndpoint, deliveryLog, getEndpoint, rotateSecret } from '../src/events/endpoints.ts';
 import { addMonitor, removeMonitor } from '../src/events/monitors.ts';
 import { isNonPublicAddress, vetTarget } from '../src/events/targets.ts';
-import { createKey } from '../src/platform/keys.ts';
+import { createKey, revokeKey } from '../src/platform/keys.ts';
 import { admitRequests, PLAN_LIMITS, queueQuotaThresholds, windowOf } from '../src/platform/limits.ts';
 import { createPool } from '../src/db/pool.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
@@ -42,6 +42,13 @@ async function quotaEvent(keyId: string): Promise<string> {
 
 async function liveKey() {
   return createKey(db.pool, { env: 'live', plan: 'starter', name: 'hooks' });
+}
+
+/** A live key with an endpoint at `url` for quota.threshold, and its first quota event queued. */
+async function keyWithQuotaEvent(url: string): Promise<{ keyId: string; eventId: string }> {
+  const key = await liveKey();
+  await addEndpoint(db.pool, { keyId: key.id, url, events: 'quota.threshold', allowPrivate: true });
+  return { keyId: key.id, eventId: await quotaEvent(key.id) };
 }
 
 /** The hand-written check of X-Service-Signature: t=<s>,v1=<hex HMAC-SHA256(key, "<id>.<t>.<body>")>. */
@@ -200,6 +207,29 @@ describe('delivery with retries', () => {
       expect(await drainOnce(deps())).toMatchObject({ attempted: 1, delivered: 1 });
       expect(rx.got.map((r) => r.headers['webhook-id'])).toEqual([id, id]);
       await expect(replayEvent(db.pool, 'evt_nope')).rejects.toSatisfy((e) => isAgroError(e, 'event_not_found'));
+    } finally {
+      await rx.close();
+    }
+  });
+
+  test('a revoked key\'s endpoints get nothing more: not its queued events, not the retries under way, not a replay', async () => {
+    const rx = await receiver([500]);
+    try {
+      // An event queued before the revocation (fanned out after it).
+      const a = await keyWithQuotaEvent(rx.url);
+      await revokeKey(db.pool, a.keyId);
+      expect((await drainOnce(deps())).attempted).toBe(0);
+
+      // A delivery retrying when its key is revoked.
+      const b = await keyWithQuotaEvent(rx.url);
+      expect(await drainOnce(deps())).toMatchObject({ attempted: 1, retrying: 1 });
+      await revokeKey(db.pool, b.keyId);
+      clock += 10 * 24 * 3_600_000;
+      expect((await drainOnce(deps())).attempted).toBe(0);
+
+      for (const { eventId } of [a, b]) expect(await replayEvent(db.pool, eventId, { now: new Date(clock) })).toBe(0);
+      expect((await drainOnce(deps())).attempted).toBe(0);
+      expect(rx.got.map((r) => r.headers['webhook-id'])).toEqual([b.eventId]);
     } finally {
       await rx.close();
     }

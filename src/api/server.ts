@@ -31,6 +31,7 @@ import { envelope, toFailure } from './errors.ts';
 import { rejectNonFinite } from './finite-numbers.ts';
 import { normalizeQueryBooleans } from './query-booleans.ts';
 import { AllowedMethods } from './allowed-methods.ts';
+import { rejectDeepBody } from './body-depth.ts';
 import { checkLgpdBase, declareLgpdHeader } from './lgpd-base.ts';
 import { completeOpenapi, declareBilling, OPENAPI_INFO, WEBHOOKS } from './meta/openapi.ts';
 import { metaRoutes } from './meta/routes.ts';
@@ -217,6 +218,8 @@ export async function buildServer(o: {
     }
   });
 
+  // Before anything walks the body: a JSON body nested thousands deep is a 400 (./body-depth.ts).
+  app.addHook('preValidation', async (req) => rejectDeepBody(req));
   // Before validation: True/FALSE/1/0 of a boolean query parameter (./query-booleans.ts).
   app.addHook('preValidation', async (req) => normalizeQueryBooleans(req));
   // X-LGPD-Base-Legal on any authenticated route: one of the ten tokens (./lgpd-base.ts).
@@ -253,7 +256,8 @@ export async function buildServer(o: {
     const path = maskRequestUrl(raw, 81);
     const shown = path.length > 80 ? path.slice(0, 80) + '…' : path;
     const allow = allowed.of(raw);
-    if (allow.length) {
+    // A route that answers this method and found nothing itself (a docs file that is not there) is a 404.
+    if (allow.length && !allow.includes(req.method)) {
       reply.code(405).header('allow', allow.join(', '));
       return envelope({ code: 'method_not_allowed', message: `method not allowed: ${req.method} ${shown} (allowed: ${allow.join(', ')})` }, req.id);
     }

@@ -218,9 +218,26 @@ async function checkReadReplica(cfg: Config): Promise<Check[]> {
     : [{ name: 'read replica', status: 'warn', detail: 'DATABASE_READ_URL is not a standby (it answers as a primary): the API reads there, no lag can be measured', fix: 'point DATABASE_READ_URL at a streaming replica, or unset it' }];
 }
 
+const MIN_HMAC_KEY_LENGTH = 32;
+
+/**
+ * AGRO_HMAC_KEY keys documento_hmac and signs the API's cursors. Unset, the development key
+ * published in the source does both: anyone can invert a documento_hmac (a CPF has 9 free
+ * digits) and forge a cursor naming their own key, which pages any document lookup unbilled.
+ */
+function checkHmacKey(cfg: Config): Check {
+  const fix = `set AGRO_HMAC_KEY to a random secret of at least ${MIN_HMAC_KEY_LENGTH} characters (openssl rand -base64 32) before the first load: documento_hmac of the snapshots loaded before a change does not match the new key (reload them)`;
+  if (cfg.hmacKeySource === 'development') {
+    return { name: 'hmac key', status: 'warn', detail: 'AGRO_HMAC_KEY is not set: documento_hmac and the API cursors use the published development key', fix };
+  }
+  return cfg.hmacKey.length < MIN_HMAC_KEY_LENGTH
+    ? { name: 'hmac key', status: 'warn', detail: `AGRO_HMAC_KEY is shorter than ${MIN_HMAC_KEY_LENGTH} characters`, fix }
+    : { name: 'hmac key', status: 'ok', detail: 'AGRO_HMAC_KEY is set' };
+}
+
 export async function runChecks(cfg: Config): Promise<Check[]> {
   const file = checkScheduleFile(cfg);
-  return [checkNode(), ...(await checkGdal()), checkDisk(cfg), file.check, ...(await checkDatabase(cfg, file.schedule)), ...(await checkReadReplica(cfg))];
+  return [checkNode(), ...(await checkGdal()), checkDisk(cfg), checkHmacKey(cfg), file.check, ...(await checkDatabase(cfg, file.schedule)), ...(await checkReadReplica(cfg))];
 }
 
 export async function cmdDoctor(env: Env): Promise<number> {

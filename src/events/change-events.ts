@@ -14,7 +14,8 @@
 // a republish of the same data finds no change, and a change announced again later (a status
 // that goes back and forth, a rolled-back snapshot published again, an embargo lifted and
 // imposed again) is a new event with a new id: receivers deduplicate on the id.
-// Only keys still active are told (a revoked key's monitors stay until the key is purged).
+// Only live keys still active are told (a revoked key's monitors stay until the key is purged;
+// a test key's monitors hear nothing of live data).
 import type pg from 'pg';
 import { forEachBatch } from '../db/batches.ts';
 import { qualifiedSnapshotTable, REJECTED_PROPERTIES } from '../etl/names.ts';
@@ -32,8 +33,12 @@ export interface PublishedChange {
   publicationId: number;
 }
 
-/** Monitors of keys that are still active (a rotated key in its grace period has handed its monitors on). */
-const ACTIVE_MONITORS = `(SELECT m.* FROM events.monitors m JOIN platform.api_keys k ON k.id = m.key_id WHERE k.revoked_at IS NULL OR k.revoked_at > now())`;
+/**
+ * Monitors of live keys that are still active (a rotated key in its grace period has handed its
+ * monitors on). A test key reads the sandbox only (contract §4): a change in live data is none of
+ * its business, and its monitors would otherwise have fed it live data unbilled.
+ */
+const ACTIVE_MONITORS = `(SELECT m.* FROM events.monitors m JOIN platform.api_keys k ON k.id = m.key_id WHERE k.env = 'live' AND (k.revoked_at IS NULL OR k.revoked_at > now()))`;
 
 const exists = async (c: pg.ClientBase, table: string) => (await c.query(`SELECT to_regclass($1) IS NOT NULL AS ok`, [table])).rows[0].ok as boolean;
 

@@ -46,13 +46,21 @@ export interface DrainDeps {
 const SAME_METER = (endpointKey: string, eventKey: string) =>
   `(${endpointKey} = ${eventKey} OR ${endpointKey} IN (SELECT s.id FROM platform.api_keys k JOIN platform.api_keys s ON coalesce(s.meter_id, s.id) = coalesce(k.meter_id, k.id) WHERE k.id = ${eventKey}))`;
 
+/**
+ * The endpoint's key may still be used (the database's clock, as the API's key check): a revoked key's subscriptions hear nothing more
+ * (no delivery of what it queued before, no retry, no replay); a rotated key's endpoints are
+ * on its successor already.
+ */
+const KEY_ACTIVE = (endpointKey: string) =>
+  `EXISTS (SELECT 1 FROM platform.api_keys ak WHERE ak.id = ${endpointKey} AND (ak.revoked_at IS NULL OR ak.revoked_at > now()))`;
+
 const FAN_OUT_SQL = `
 WITH ev AS (
   SELECT id, type, key_id, endpoint_id FROM events.outbox
    WHERE dispatched_at IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED
 ), ins AS (
   INSERT INTO events.deliveries (event_id, endpoint_id, next_attempt_at)
-  SELECT ev.id, e.id, $2 FROM ev JOIN events.endpoints e ON ${SAME_METER('e.key_id', 'ev.key_id')} AND e.disabled_at IS NULL
+  SELECT ev.id, e.id, $2 FROM ev JOIN events.endpoints e ON ${SAME_METER('e.key_id', 'ev.key_id')} AND e.disabled_at IS NULL AND ${KEY_ACTIVE('e.key_id')}
    AND (ev.endpoint_id = e.id OR (ev.endpoint_id IS NULL AND ev.type <> '${TEST_EVENT}' AND (ev.type = ANY (e.events) OR '*' = ANY (e.events))))
   ON CONFLICT DO NOTHING
   RETURNING 1
@@ -80,7 +88,7 @@ interface Claimed {
 
 const CLAIM_SQL = `
 WITH c AS (
-  SELECT d.event_id, d.endpoint_id FROM events.deliveries d JOIN events.endpoints e ON e.id = d.endpoint_id AND e.disabled_at IS NULL
+  SELECT d.event_id, d.endpoint_id FROM events.deliveries d JOIN events.endpoints e ON e.id = d.endpoint_id AND e.disabled_at IS NULL AND ${KEY_ACTIVE('e.key_id')}
    WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until <= $1)
    ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED
 )
@@ -215,7 +223,7 @@ export async function replayEvent(db: Db, eventId: string, o: { endpointId?: str
   if (!ev.rowCount) throw new AgroError('event_not_found', eventId);
   const r = await db.query(
     `INSERT INTO events.deliveries (event_id, endpoint_id, next_attempt_at)
-     SELECT o.id, e.id, $3 FROM events.outbox o JOIN events.endpoints e ON ${SAME_METER('e.key_id', 'o.key_id')} AND e.disabled_at IS NULL
+     SELECT o.id, e.id, $3 FROM events.outbox o JOIN events.endpoints e ON ${SAME_METER('e.key_id', 'o.key_id')} AND e.disabled_at IS NULL AND ${KEY_ACTIVE('e.key_id')}
       WHERE o.id = $1 AND ($2::text IS NULL OR e.id = $2)
         AND (o.endpoint_id = e.id OR (o.endpoint_id IS NULL AND o.type <> '${TEST_EVENT}' AND (o.type = ANY (e.events) OR '*' = ANY (e.events)))
              OR EXISTS (SELECT 1 FROM events.deliveries x WHERE x.event_id = o.id AND x.endpoint_id = e.id))

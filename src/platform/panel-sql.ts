@@ -1,7 +1,7 @@
 // The account panel's statements: sessions, the account's keys, the month's usage per day.
 import crypto from 'node:crypto';
 import type pg from 'pg';
-import { REVOKED_LISTED_DAYS, type ApiKey } from './keys.ts';
+import { KEY_ENVS, REVOKED_LISTED_DAYS, type ApiKey, type KeyEnv } from './keys.ts';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -9,6 +9,14 @@ export const SESSION_HOURS = 12;
 
 const sha256 = (s: string) => crypto.createHash('sha256').update(s).digest();
 const token = () => crypto.randomBytes(32).toString('base64url');
+
+/**
+ * The environments of the keys a session may manage (create, revoke, rotate; their webhooks and
+ * monitors): a session signed in with a test key (a sandbox credential, handed to CI and
+ * developers) manages test keys only; it would otherwise mint a live key of the account in two
+ * clicks, revoke the live ones, or rotate a live endpoint's secret and read the new one.
+ */
+export const manageableEnvs = (s: Pick<Session, 'env'>): readonly KeyEnv[] => (s.env === 'live' ? KEY_ENVS : ['test']);
 
 export async function createSession(db: Db, keyId: string): Promise<{ token: string; csrf: string }> {
   const t = token();

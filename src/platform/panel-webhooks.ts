@@ -9,7 +9,7 @@ import { addEndpoint, deliveryLog, EVENT_TYPES, getEndpoint, listEndpoints, remo
 import { addMonitor, countMonitors, newestMonitors, removeMonitor, type Monitor } from '../events/monitors.ts';
 import type { Session } from './panel-sql.ts';
 import { formList, formText } from './panel-form.ts';
-import { accountKeys } from './panel-sql.ts';
+import { accountKeys, manageableEnvs } from './panel-sql.ts';
 
 /** Monitored records shown on the page (the newest): an account may watch millions. */
 const PANEL_MONITORS = 500;
@@ -24,8 +24,9 @@ export interface PanelKit {
 
 const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '');
 
+/** The account's keys whose subscriptions this session manages (a test key's session: the test keys). */
 async function accountKeyIds(deps: ApiDeps, s: Session): Promise<string[]> {
-  return (await accountKeys(deps.pool, s.account)).map((k) => k.id);
+  return (await accountKeys(deps.pool, s.account)).filter((k) => manageableEnvs(s).includes(k.env)).map((k) => k.id);
 }
 
 export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, kit: PanelKit) {

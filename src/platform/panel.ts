@@ -14,7 +14,7 @@ import { historyPage } from './history.ts';
 import { flushHistory } from './history-writer.ts';
 import { checkKeyFormat, createKey, findActiveKey, KEY_ENVS, revokeKey, rotateKey, type ApiKey, type KeyEnv, type Plan } from './keys.ts';
 import { PLAN_LIMITS, windowOf } from './limits.ts';
-import { accountKeys, createSession, endSession, SESSION_HOURS, sessionOf, usageByDay, type Session } from './panel-sql.ts';
+import { accountKeys, createSession, endSession, manageableEnvs, SESSION_HOURS, sessionOf, usageByDay, type Session } from './panel-sql.ts';
 import { webhookPanelRoutes } from './panel-webhooks.ts';
 
 const COOKIE = 'agro_panel';
@@ -88,7 +88,7 @@ async function dashboard(deps: ApiDeps, s: Session, q: Record<string, string | u
   const keyRow = (k: ApiKey) => {
     const active = k.revoked_at === null || k.revoked_at.getTime() > Date.now();
     const state = k.revoked_at === null ? 'active' : active ? `works until ${iso(k.revoked_at)}` : `revoked ${iso(k.revoked_at)}`;
-    const actions = active
+    const actions = active && manageableEnvs(s).includes(k.env)
       ? `<form class="inline" method="post" action="/panel/keys/${esc(k.id)}/rotate">${csrf}<button>Rotate</button></form>
          <form class="inline" method="post" action="/panel/keys/${esc(k.id)}/revoke">${csrf}<button>Revoke</button></form>`
       : '';
@@ -113,7 +113,7 @@ ${history.map((h) => `<tr><td>${esc(iso(h.created_at))}</td><td>${esc(h.method)}
 <h2>Keys</h2>
 <table id="keys"><thead><tr><th>Key</th><th>Name</th><th>Env</th><th>State</th><th></th></tr></thead><tbody>${keys.map(keyRow).join('\n')}</tbody></table>
 <form method="post" action="/panel/keys">${csrf}<label>Name <input name="name" maxlength="100"></label>
-<label>Env <select name="env">${KEY_ENVS.map((e) => `<option${e === s.env ? ' selected' : ''}>${e}</option>`).join('')}</select></label>
+<label>Env <select name="env">${manageableEnvs(s).map((e) => `<option${e === s.env ? ' selected' : ''}>${e}</option>`).join('')}</select></label>
 <button type="submit">Create key</button></form>`);
 }
 
@@ -144,7 +144,22 @@ export function panelRoutes(deps: ApiDeps) {
       }
       return s;
     };
-    const inAccount = async (s: Session, id: string) => (await accountKeys(deps.pool, s.account)).some((k) => k.id === id);
+    const inAccount = async (s: Session, id: string) => (await accountKeys(deps.pool, s.account)).find((k) => k.id === id);
+    const testOnly = (reply: FastifyReply) =>
+      send(reply, 403, page('Forbidden', '<h1>Forbidden</h1><p>Signed in with a test key: only test keys can be created, revoked or rotated. Sign in with a live key. <a href="/panel">Back</a></p>'));
+    /** A key of the session's account that it may manage, or the answer already sent. */
+    const managedKey = async (req: FastifyRequest, reply: FastifyReply, s: Session): Promise<string | null> => {
+      const k = await inAccount(s, (req.params as { id: string }).id);
+      if (!k) {
+        send(reply, 404, page('Not found', '<h1>Not found</h1><p>No such key in this account. <a href="/panel">Back</a></p>'));
+        return null;
+      }
+      if (!manageableEnvs(s).includes(k.env)) {
+        testOnly(reply);
+        return null;
+      }
+      return k.id;
+    };
 
     app.get('/panel', { config, schema: { hide: true } }, async (req, reply) => {
       const s = await sessionFrom(req);
@@ -174,6 +189,7 @@ export function panelRoutes(deps: ApiDeps) {
       if (!s) return reply;
       const asked = formText(req, 'env');
       const env = (KEY_ENVS as readonly string[]).includes(asked) ? (asked as KeyEnv) : s.env;
+      if (!manageableEnvs(s).includes(env)) return testOnly(reply);
       const name = formText(req, 'name').slice(0, 100) || null;
       const k = await createKey(deps.pool, { env, plan: s.plan as Plan, name, accountId: s.account });
       return send(reply, 201, await dashboard(deps, s, {}, newKeyFlash(k.key, `New ${env} key ${k.id} created.`)));
@@ -182,8 +198,8 @@ export function panelRoutes(deps: ApiDeps) {
     app.post('/panel/keys/:id/revoke', { config, schema: { hide: true } }, async (req, reply) => {
       const s = await guard(req, reply);
       if (!s) return reply;
-      const id = (req.params as { id: string }).id;
-      if (!(await inAccount(s, id))) return send(reply, 404, page('Not found', '<h1>Not found</h1><p>No such key in this account. <a href="/panel">Back</a></p>'));
+      const id = await managedKey(req, reply, s);
+      if (!id) return reply;
       await revokeKey(deps.pool, id);
       return reply.code(303).header('location', '/panel').send();
     });
@@ -191,8 +207,8 @@ export function panelRoutes(deps: ApiDeps) {
     app.post('/panel/keys/:id/rotate', { config, schema: { hide: true } }, async (req, reply) => {
       const s = await guard(req, reply);
       if (!s) return reply;
-      const id = (req.params as { id: string }).id;
-      if (!(await inAccount(s, id))) return send(reply, 404, page('Not found', '<h1>Not found</h1><p>No such key in this account. <a href="/panel">Back</a></p>'));
+      const id = await managedKey(req, reply, s);
+      if (!id) return reply;
       const r = await rotateKey(deps.pool, id, deps.cfg.api.keyRotationGraceHours);
       return send(reply, 201, await dashboard(deps, s, {}, newKeyFlash(r.key.key, `Key ${id} rotated: its successor is ${r.key.id}; the old key works until ${iso(r.old.expires_at)}.`)));
     });
