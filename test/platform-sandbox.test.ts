@@ -83,4 +83,21 @@ describe('sandbox', () => {
     const h = await call(fx.api.base, '/v1/car/history', { key: t.key });
     expect(h.body.results.map((x: { status: number; billable: boolean }) => [x.status, x.billable])).toEqual([[200, false], [404, false], [404, false], [200, false]]);
   });
+
+  test('/v1/sources describes the data the key reads: the sandbox\'s snapshots for a test key, the live ones for a live key', async () => {
+    const t = await createKey(fx.db.pool, { env: 'test', plan: 'starter' });
+    const l = await createKey(fx.db.pool, { env: 'live', plan: 'starter' });
+    // A live snapshot the sandbox does not have: published live after the sandbox was loaded.
+    const ids = async (db: pg.Pool) =>
+      (await db.query(`SELECT dataset || '|' || coalesce(uf, '') || '|' || snapshot_id AS k FROM serving.snapshots WHERE status = 'current' ORDER BY 1`)).rows.map((r) => r.k);
+    await sandbox.query(`UPDATE etl.snapshots SET rows = 4242 WHERE snapshot_id = (SELECT snapshot_id FROM etl.current WHERE dataset = 'funai-tis')`);
+    const keyOf = (s: { dataset: string; uf: string | null; snapshot_id: number }) => `${s.dataset}|${s.uf ?? ''}|${s.snapshot_id}`;
+    const ts = await call(fx.api.base, '/v1/sources', { key: t.key });
+    expect(ts.status).toBe(200);
+    expect(ts.body.sources.map(keyOf).sort()).toEqual(await ids(sandbox));
+    expect(ts.body.sources.find((s: { dataset: string }) => s.dataset === 'funai-tis').rows).toBe(4242);
+    const lv = await call(fx.api.base, '/v1/sources', { key: l.key });
+    expect(lv.body.sources.map(keyOf).sort()).toEqual(await ids(fx.db.pool));
+    expect(lv.body.sources.find((s: { dataset: string }) => s.dataset === 'funai-tis').rows).not.toBe(4242);
+  });
 });

@@ -116,8 +116,10 @@ export function metaRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
     });
 
     // Metadata about the data, not a data endpoint (contract §4): never billed.
-    app.get('/sources', { schema: SourcesSchema, config: { unbilled: true } }, async () => {
-      const [published, history, runs] = await Promise.all([publishedSnapshots(pool), readableHistory(pool), sourceRuns(pool)]);
+    app.get('/sources', { schema: SourcesSchema, config: { unbilled: true } }, async (req) => {
+      // What the key reads: a test key's data is the sandbox's, and so are its snapshots.
+      const db = deps.dataPool(req);
+      const [published, history, runs] = await Promise.all([publishedSnapshots(db), readableHistory(db), sourceRuns(db)]);
       const sources = sourceStates(published, runs, cadences, Date.now()).map(({ snapshot: s, run, checkedAt, ageMs, cadenceMs, freshness }) => ({
         dataset: s.dataset, uf: s.uf, snapshot_id: s.snapshot_id, as_of: s.as_of, published_at: ts(s.published_at), rows: s.rows,
         as_of_disponiveis: history.filter((h) => h.dataset === s.dataset && h.uf === s.uf).map((h) => h.as_of),
