@@ -121,7 +121,9 @@ describe('change events from snapshot diffs', () => {
     });
     expect(overlap.feicao_id).toContain('990001');
     expect(events[0].body.data.embargo.area_sobreposta_ha).toBeCloseTo(overlap.area_sobreposta_ha, 3);
-    expect(Object.keys(events[0].body.data.embargo).sort()).toEqual(['area_sobreposta_ha', 'data_embargo', 'numero_tad']);
+    // the agency, so a receiver tells IBAMA's terms from ICMBio's embargoes
+    expect(events[0].body.data.embargo.orgao).toBe('IBAMA');
+    expect(Object.keys(events[0].body.data.embargo).sort()).toEqual(['area_sobreposta_ha', 'data_embargo', 'numero_tad', 'orgao']);
   });
 
   test('a republish of the same data (new bytes, same rows) emits nothing', async () => {

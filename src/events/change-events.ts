@@ -3,12 +3,13 @@
 // current committed. They compare the snapshot being published with the one it replaces:
 //   sicar            car.situacao.alterada (status differs, or the property left or entered
 //                    the state's registry: situacao or situacao_anterior null), car.embargo.criado (an active
-//                    embargo overlaps the property now and did not before, same IBAMA snapshot)
+//                    embargo overlaps the property now and did not before, same snapshot of each embargo layer)
 //   ibama-embargos   car.embargo.criado (same CAR snapshots, old IBAMA snapshot against new)
+//   icmbio-embargos  car.embargo.criado (the same, ICMBio's layer: EMBARGO_LAYERS)
 //   receita-cnpj     socio.qsa.alterado (the monitored companies' partner lists, month made
 //                    current against the month it replaces, whatever was loaded between)
 // A first load has nothing to compare with and emits nothing. Event ids derive from what
-// changed (key, record, embargo term) and from the publication that made it current
+// changed (key, record, embargo term and its agency) and from the publication that made it current
 // (etl.publications, one row per committed publish or rollback): a publish writes each event
 // once (a retried transaction left no row behind; the same snapshot again is no publication),
 // a republish of the same data finds no change, and a change announced again later (a status
@@ -18,6 +19,7 @@
 // a test key's monitors hear nothing of live data).
 import type pg from 'pg';
 import { forEachBatch } from '../db/batches.ts';
+import { ident } from '../db/pool.ts';
 import { qualifiedSnapshotTable, REJECTED_PROPERTIES } from '../etl/names.ts';
 import { partnerListDiff } from '../etl/sql/qsa-changes.ts';
 import { formatCnpj } from '../privacy.ts';
@@ -48,8 +50,13 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
   const watched = await c.query(`SELECT 1 FROM events.monitors LIMIT 1`);
   if (!watched.rowCount) return 0;
   const pub = p.publicationId;
-  if (p.dataset === 'sicar') return (await situacaoChanges(c, p.scope, p.previousSnapshotId, p.snapshotId, pub)) + (await embargoesOfCarSnapshot(c, p.previousSnapshotId, p.snapshotId, pub));
-  if (p.dataset === 'ibama-embargos') return embargoesOfLayerSnapshot(c, p.previousSnapshotId, p.snapshotId, pub);
+  if (p.dataset === 'sicar') {
+    let n = await situacaoChanges(c, p.scope, p.previousSnapshotId, p.snapshotId, pub);
+    for (const layer of EMBARGO_LAYERS) n += await embargoesOfCarSnapshot(c, layer, p.previousSnapshotId, p.snapshotId, pub);
+    return n;
+  }
+  const layer = EMBARGO_LAYERS.find((l) => l.dataset === p.dataset);
+  if (layer) return embargoesOfLayerSnapshot(c, layer, p.previousSnapshotId, p.snapshotId, pub);
   if (p.dataset === 'receita-cnpj') return qsaChanges(c, p.previousSnapshotId, p.snapshotId, pub);
   return 0;
 }
@@ -88,6 +95,34 @@ async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next:
   return r.rows[0].n;
 }
 
+/**
+ * The embargo layers whose new embargoes are car.embargo.criado, each its own overlap `camada`.
+ * The payload keeps the contract's fields (`numero_tad` holds the layer's key: IBAMA's NUM_TAD,
+ * ICMBio's num_emb[/serie]) and adds `orgao`, so a receiver tells the agencies apart.
+ */
+export interface EmbargoLayer {
+  dataset: string;
+  /** Its rows in derived.car_overlaps (feicao_id = `key`). */
+  camada: string;
+  relation: string;
+  /** The layer's embargo number, its overlaps' feicao_id. */
+  key: string;
+  orgao: 'IBAMA' | 'ICMBio';
+  /**
+   * Where the event id's text starts: IBAMA's is that of the ids already sent (kept, so they
+   * stay stable); another layer's names its camada there, where IBAMA's has the key id
+   * (`key_…`), so an ICMBio embargo never takes the id of an IBAMA term of the same number.
+   */
+  idPrefix: string;
+  /** What an overlap whose `ativo` is NULL counts as: ICMBio's layer says nothing of lifting (all NULL), so present is active. */
+  activeWhenUnknown: boolean;
+}
+
+export const EMBARGO_LAYERS: readonly EmbargoLayer[] = [
+  { dataset: 'ibama-embargos', camada: 'embargo', relation: 'ibama_embargos', key: 'numero_tad', orgao: 'IBAMA', idPrefix: 'car.embargo.criado:', activeWhenUnknown: false },
+  { dataset: 'icmbio-embargos', camada: 'embargo_icmbio', relation: 'icmbio_embargos', key: 'id_embargo', orgao: 'ICMBio', idPrefix: 'car.embargo.criado:embargo_icmbio:', activeWhenUnknown: true },
+];
+
 interface EmbargoPair {
   carBefore: number;
   layerBefore: number;
@@ -95,30 +130,33 @@ interface EmbargoPair {
   layerAfter: number;
 }
 
-/** New active embargo terms on monitored properties between two overlap pairs (both must be computed). */
-async function newEmbargoes(c: pg.ClientBase, pairs: EmbargoPair[], layerAfter: number, pub: number): Promise<number> {
+/** New active embargoes of one layer on monitored properties between two overlap pairs (both must be computed). */
+async function newEmbargoes(c: pg.ClientBase, layer: EmbargoLayer, pairs: EmbargoPair[], layerAfter: number, pub: number): Promise<number> {
   const done = await c.query(`SELECT car_snapshot_id, layer_snapshot_id FROM derived.overlap_pairs`);
   const have = new Set(done.rows.map((d) => `${d.car_snapshot_id}|${d.layer_snapshot_id}`));
   // A pair never computed cannot be compared: nothing is claimed about it.
   const usable = pairs.filter((q) => have.has(`${q.carBefore}|${q.layerBefore}`) && have.has(`${q.carAfter}|${q.layerAfter}`));
-  const terms = qualifiedSnapshotTable('ibama_embargos', layerAfter);
+  const terms = qualifiedSnapshotTable(layer.relation, layerAfter);
   if (usable.length === 0 || !(await exists(c, terms))) return 0;
+  const key = ident(layer.key);
   const r = await c.query(
     `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS p(cb, lb, ca, la)),
      n AS (
        SELECT m.key_id, o.car, o.feicao_id AS numero_tad, p.cb, p.lb, sum(o.area_sobreposta_ha) AS area
-         FROM p JOIN derived.car_overlaps o ON o.car_snapshot_id = p.ca AND o.layer_snapshot_id = p.la AND o.camada = 'embargo' AND o.ativo
+         FROM p JOIN derived.car_overlaps o ON o.car_snapshot_id = p.ca AND o.layer_snapshot_id = p.la AND o.camada = $6 AND coalesce(o.ativo, $8)
          JOIN ${ACTIVE_MONITORS} m ON m.kind = 'car' AND m.record = o.car
         GROUP BY m.key_id, o.car, o.feicao_id, p.cb, p.lb
      )
-     SELECT count(id)::int AS n FROM (SELECT events.enqueue('car.embargo.criado', 'car.embargo.criado:' || n.key_id || ':' || n.car || ':' || n.numero_tad || ':p' || $5, n.key_id,
+     SELECT count(id)::int AS n FROM (SELECT events.enqueue('car.embargo.criado', $7 || n.key_id || ':' || n.car || ':' || n.numero_tad || ':p' || $5, n.key_id,
               jsonb_build_object('car', n.car, 'embargo', jsonb_build_object(
-                'numero_tad', n.numero_tad, 'data_embargo', to_char(t.data_embargo, 'YYYY-MM-DD'), 'area_sobreposta_ha', round(n.area::numeric, 4)))) AS id
-       FROM n LEFT JOIN LATERAL (SELECT min(data_embargo) AS data_embargo FROM ${terms} WHERE numero_tad = n.numero_tad) t ON true
+                'numero_tad', n.numero_tad, 'data_embargo', to_char(t.data_embargo, 'YYYY-MM-DD'), 'area_sobreposta_ha', round(n.area::numeric, 4),
+                'orgao', $9::text))) AS id
+       FROM n LEFT JOIN LATERAL (SELECT min(data_embargo) AS data_embargo FROM ${terms} WHERE ${key} = n.numero_tad) t ON true
       WHERE NOT EXISTS (SELECT 1 FROM derived.car_overlaps b
-                         WHERE b.car_snapshot_id = n.cb AND b.layer_snapshot_id = n.lb AND b.camada = 'embargo' AND b.ativo
+                         WHERE b.car_snapshot_id = n.cb AND b.layer_snapshot_id = n.lb AND b.camada = $6 AND coalesce(b.ativo, $8)
                            AND b.car = n.car AND b.feicao_id = n.numero_tad)) e`,
-    [usable.map((q) => q.carBefore), usable.map((q) => q.layerBefore), usable.map((q) => q.carAfter), usable.map((q) => q.layerAfter), pub],
+    [usable.map((q) => q.carBefore), usable.map((q) => q.layerBefore), usable.map((q) => q.carAfter), usable.map((q) => q.layerAfter), pub,
+      layer.camada, layer.idPrefix, layer.activeWhenUnknown, layer.orgao],
   );
   return r.rows[0].n;
 }
@@ -128,15 +166,15 @@ async function currentIds(c: pg.ClientBase, dataset: string): Promise<number[]> 
   return r.rows.map((x) => Number(x.snapshot_id));
 }
 
-async function embargoesOfCarSnapshot(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
-  const [layer] = await currentIds(c, 'ibama-embargos');
-  if (layer === undefined) return 0;
-  return newEmbargoes(c, [{ carBefore: prev, layerBefore: layer, carAfter: next, layerAfter: layer }], layer, pub);
+async function embargoesOfCarSnapshot(c: pg.ClientBase, layer: EmbargoLayer, prev: number, next: number, pub: number): Promise<number> {
+  const [current] = await currentIds(c, layer.dataset);
+  if (current === undefined) return 0;
+  return newEmbargoes(c, layer, [{ carBefore: prev, layerBefore: current, carAfter: next, layerAfter: current }], current, pub);
 }
 
-async function embargoesOfLayerSnapshot(c: pg.ClientBase, prev: number, next: number, pub: number): Promise<number> {
+async function embargoesOfLayerSnapshot(c: pg.ClientBase, layer: EmbargoLayer, prev: number, next: number, pub: number): Promise<number> {
   const cars = await currentIds(c, 'sicar');
-  return newEmbargoes(c, cars.map((car) => ({ carBefore: car, layerBefore: prev, carAfter: car, layerAfter: next })), next, pub);
+  return newEmbargoes(c, layer, cars.map((car) => ({ carBefore: car, layerBefore: prev, carAfter: car, layerAfter: next })), next, pub);
 }
 
 interface ReceitaPartner {

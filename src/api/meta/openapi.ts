@@ -39,8 +39,13 @@ export const WEBHOOKS = {
   }), 'the status of a monitored property changed between two published SICAR snapshots'),
   'car.embargo.criado': event('car.embargo.criado', Type.Object({
     car: Type.String(),
-    embargo: Type.Object({ numero_tad: Type.String(), data_embargo: Nullable(Type.String({ format: 'date' })), area_sobreposta_ha: Nullable(Type.Number()) }),
-  }), 'a new active IBAMA embargo overlaps a monitored property'),
+    embargo: Type.Object({
+      numero_tad: Type.String({ description: "the embargo's number: IBAMA's NUM_TAD, or ICMBio's num_emb[/serie]" }),
+      data_embargo: Nullable(Type.String({ format: 'date' })), area_sobreposta_ha: Nullable(Type.Number()),
+      // Optional: events recorded before it was added may still be in their retries.
+      orgao: Type.Optional(Type.Union([Type.Literal('IBAMA'), Type.Literal('ICMBio')], { description: 'the agency whose embargo it is (include embargos or embargos_icmbio); absent only in events recorded before it was added' })),
+    }),
+  }), 'a new active IBAMA or ICMBio embargo overlaps a monitored property (ICMBio\'s layer says nothing of lifting: each of its embargoes counts as active)'),
   'socio.qsa.alterado': event('socio.qsa.alterado', Type.Object({
     cnpj: Type.String(), entraram: Type.Array(Partner), sairam: Type.Array(Partner),
   }), 'the partner list of a monitored company changed'),
