@@ -68,7 +68,7 @@ export interface Config {
    */
   ibamaRest: WfsSettings;
   /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
-  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number; metricsToken: string | null; requestTimeoutMs: number }>;
+  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number; metricsToken: string | null; requestTimeoutMs: number; authFailuresPerMinute: number; authFailureAddresses: number }>;
   /** Receita CNPJ month downloads (the share's WebDAV URL is sources['receita-cnpj']). */
   receitaCnpj: Readonly<ReceitaCnpjConfig>;
   /** Webhook delivery: AGRO_WEBHOOKS_ALLOW_PRIVATE=1 permits private/loopback targets (development, tests); the outbox poll interval. */
@@ -217,6 +217,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       // A request (headers and body) must arrive within this: a client that trickles bytes is cut off
       // with a 408. 60 s lets a 1 MB body through at 17 KB/s.
       requestTimeoutMs: Math.max(100, num(env.AGRO_API_REQUEST_TIMEOUT_MS, 60_000)),
+      // Failed authentications (and open /metrics scrapes) a client address may make per minute
+      // before it is refused with a 429 (src/platform/auth-failures.ts); 0 turns it off. The
+      // addresses tracked are bounded (about 100 bytes each).
+      authFailuresPerMinute: Math.max(0, num(env.AGRO_API_AUTH_FAILURES_PER_MINUTE, 30)),
+      authFailureAddresses: Math.max(100, num(env.AGRO_API_AUTH_FAILURE_ADDRESSES, 10_000)),
     }),
     receitaCnpj: Object.freeze({
       shareToken: env.AGRO_CNPJ_SHARE_TOKEN || 'YggdBLfdninEJX9',

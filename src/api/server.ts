@@ -14,6 +14,7 @@ import { AgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { maskRequestUrl } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
+import { FailureLimiter } from '../platform/auth-failures.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
 import { historyRoutes } from '../platform/history.ts';
 import { HistoryWriter } from '../platform/history-writer.ts';
@@ -123,16 +124,26 @@ function sendFailure(err: unknown, req: FastifyRequest, reply: FastifyReply): Fa
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
-async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest): Promise<void> {
+/**
+ * The request's key, or 401. A failure counts against the client's address (../platform/auth-failures.ts);
+ * an address over its limit is refused before the key's database read unless the key is cached.
+ */
+async function authenticate(pool: pg.Pool, keys: KeyCache, failures: FailureLimiter, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const refuse = (message: string) => {
+    failures.fail(req.ip);
+    return new AgroError('unauthorized', message);
+  };
   const header = req.headers.authorization;
-  if (!header) throw new AgroError('unauthorized', 'send Authorization: Bearer <API key>');
+  if (!header) throw refuse('send Authorization: Bearer <API key>');
   // Node keeps the first of repeated Authorization headers; a proxy may keep the last: refused, not guessed.
-  if ((req.raw.headersDistinct.authorization?.length ?? 0) > 1) throw new AgroError('unauthorized', 'send one Authorization header');
+  if ((req.raw.headersDistinct.authorization?.length ?? 0) > 1) throw refuse('send one Authorization header');
   const m = BEARER.exec(header);
-  if (!m) throw new AgroError('unauthorized', 'the Authorization header must be "Bearer <API key>"');
-  if (!checkKeyFormat(m[1])) throw new AgroError('unauthorized', 'malformed API key');
-  const key = await keys.find(pool, m[1]);
-  if (!key) throw new AgroError('unauthorized', 'unknown or revoked API key');
+  if (!m) throw refuse('the Authorization header must be "Bearer <API key>"');
+  if (!checkKeyFormat(m[1])) throw refuse('malformed API key');
+  const cached = keys.cached(m[1]);
+  if (!cached) failures.check(req, reply);
+  const key = cached ?? (await keys.find(pool, m[1]));
+  if (!key) throw refuse('unknown or revoked API key');
   req.apiKey = key;
 }
 
@@ -157,6 +168,7 @@ export async function buildServer(o: {
   const readPool = o.readPool ?? o.pool;
   const deps: ApiDeps = {
     cfg: o.cfg, pool: o.pool, readPool, replica: readPool !== o.pool, cursors: new Cursors(o.cfg.hmacKey),
+    failures: new FailureLimiter(o.cfg.api.authFailuresPerMinute, o.cfg.api.authFailureAddresses),
     dataPool: (req) => (req.apiKey?.env === 'test' ? sandbox : readPool),
   };
   const log = o.log.child({ component: 'api' }, { redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' } });
@@ -213,7 +225,7 @@ export async function buildServer(o: {
     const path = req.url.split('?')[0];
     const isPublic = req.routeOptions.config?.public === true || path === '/v1/docs' || path.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
-      await authenticate(o.pool, keys, req);
+      await authenticate(o.pool, keys, deps.failures, req, reply);
       if (metering) await admit(admitter, deps.cursors, req, reply, o.meteringClock?.());
     }
   });
@@ -292,7 +304,7 @@ export async function buildServer(o: {
     { prefix: '/v1' },
   );
   await app.register(panelRoutes(deps));
-  await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history }));
+  await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history, failures: deps.failures }));
   // CONNECT and an Expect other than 100-continue never reach fastify: without a listener node
   // drops the socket without a word, or answers a bare 417.
   // The socket is ours once 'connect' fires: without an error listener a client's reset would crash the process.
