@@ -68,7 +68,7 @@ export interface Config {
    */
   ibamaRest: WfsSettings;
   /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
-  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number; metricsToken: string | null; requestTimeoutMs: number; authFailuresPerMinute: number; authFailureAddresses: number }>;
+  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number; metricsToken: string | null; requestTimeoutMs: number; authFailuresPerMinute: number; authFailureAddresses: number; keyMaxInFlight: number }>;
   /** Receita CNPJ month downloads (the share's WebDAV URL is sources['receita-cnpj']). */
   receitaCnpj: Readonly<ReceitaCnpjConfig>;
   /** Webhook delivery: AGRO_WEBHOOKS_ALLOW_PRIVATE=1 permits private/loopback targets (development, tests); the outbox poll interval. */
@@ -222,6 +222,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       // addresses tracked are bounded (about 100 bytes each).
       authFailuresPerMinute: Math.max(0, num(env.AGRO_API_AUTH_FAILURES_PER_MINUTE, 30)),
       authFailureAddresses: Math.max(100, num(env.AGRO_API_AUTH_FAILURE_ADDRESSES, 10_000)),
+      // Database connections one key's requests in flight may hold at once (an enrichment counts
+      // its parallel statements; src/platform/in-flight.ts): by default half the pool, so that
+      // one key cannot starve the others.
+      keyMaxInFlight: Math.max(1, num(env.AGRO_API_KEY_MAX_IN_FLIGHT, Math.floor(num(env.AGRO_API_POOL, 16) / 2))),
     }),
     receitaCnpj: Object.freeze({
       shareToken: env.AGRO_CNPJ_SHARE_TOKEN || 'YggdBLfdninEJX9',

@@ -15,6 +15,7 @@ import type { Logger } from '../log.ts';
 import { maskRequestUrl } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
 import { FailureLimiter } from '../platform/auth-failures.ts';
+import { holdThroughHandler, KeyConcurrency } from '../platform/in-flight.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
 import { historyRoutes } from '../platform/history.ts';
 import { HistoryWriter } from '../platform/history-writer.ts';
@@ -155,7 +156,7 @@ export async function buildServer(o: {
   readPool?: pg.Pool;
   log: Logger;
   sandboxPool?: pg.Pool;
-  /** Skips rate limit, quota, history and idempotency: only bench/platform.ts sets it (its anchor). */
+  /** Skips rate limit, quota, history, idempotency and the per-key in-flight limit: only the benchmarks set it (bench/platform.ts's anchor, bench/api.ts's query layer). */
   benchBypassMetering?: boolean;
   /** Drain the webhook outbox while serving (`agro serve`); stopped when the server closes. */
   drainWebhooks?: boolean;
@@ -200,6 +201,9 @@ export async function buildServer(o: {
   // Every route's path and methods: another method on an existing path is 405 (setNotFoundHandler).
   const allowed = new AllowedMethods();
   app.addHook('onRoute', (route) => allowed.add(route));
+  // A key's requests in flight hold their share of the pool until their handler has settled (../platform/in-flight.ts).
+  const concurrency = new KeyConcurrency(o.cfg.api.keyMaxInFlight);
+  if (metering) app.addHook('onRoute', holdThroughHandler);
 
   // Checked keys are cached, invalidated by LISTEN/NOTIFY on any change to a key row.
   const { connectionString, host, port, user, password, database, ssl } = o.pool.options;
@@ -227,6 +231,8 @@ export async function buildServer(o: {
     if (!isPublic && req.routeOptions.url !== undefined) {
       await authenticate(o.pool, keys, deps.failures, req, reply);
       if (metering) await admit(admitter, deps.cursors, req, reply, o.meteringClock?.());
+      // After admission: requests waiting for it hold no connection (one key's go through one at a time).
+      if (metering) concurrency.admit(req, reply);
     }
   });
 
