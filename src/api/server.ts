@@ -74,6 +74,12 @@ export function createApiPool(cfg: Config, url: string): pg.Pool {
   return pool;
 }
 
+/** AGRO_TRUST_PROXY as fastify takes it (a hop count as the function fastify would make of it). */
+function fastifyTrustProxy(t: Config['api']['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof t === 'number') return (_address, hop) => hop < t;
+  return typeof t === 'boolean' ? t : [...t];
+}
+
 /** An envelope written straight to a socket, for requests that never reach fastify; the connection is closed. */
 function rawFailure(socket: Socket, status: number, reason: string, code: string, message: string) {
   const id = newRequestId();
@@ -181,6 +187,8 @@ export async function buildServer(o: {
     bodyLimit: o.cfg.api.bodyLimitBytes,
     routerOptions: { maxParamLength: 8_192 },
     rewriteUrl: (req) => joinMaskedCnpj(req.url ?? '/'),
+    // Behind a trusted proxy: req.protocol and req.ip from X-Forwarded-Proto/-For (the panel's Secure cookie, the failure limiter).
+    trustProxy: fastifyTrustProxy(o.cfg.api.trustProxy),
     clientErrorHandler: clientError,
     // The whole request must arrive within the timeout (fastify's default is none: a slow body held
     // its connection forever); the connections are checked every second. Node enforces it only when
