@@ -33,8 +33,9 @@ const flags = parseFlags(process.argv.slice(2), { concurrency: 16, duration: 10,
 const TARGET_RATIO = 0.8;
 
 function startServer(url: string, bypass: boolean): Promise<{ base: string; child: ChildProcess }> {
+  // The warm-up drives one key at full concurrency: the per-key in-flight limit (half the pool) would refuse half of it.
   const child = spawn(process.execPath, [path.join(ROOT_DIR, 'bin', 'run-ts.mjs'), 'bench/platform-server.ts', ...(bypass ? ['--bypass'] : [])], {
-    cwd: ROOT_DIR, env: { ...process.env, DATABASE_URL: url, AGRO_API_POOL: String(flags.concurrency) }, stdio: ['ignore', 'pipe', 'inherit'],
+    cwd: ROOT_DIR, env: { ...process.env, DATABASE_URL: url, AGRO_API_POOL: String(flags.concurrency), AGRO_API_KEY_MAX_IN_FLIGHT: String(flags.concurrency) }, stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
   return new Promise((resolve, reject) => {

@@ -68,7 +68,12 @@ export interface Config {
    */
   ibamaRest: WfsSettings;
   /** HTTP API: per-statement timeout (AGRO_API_STATEMENT_TIMEOUT_MS) and pool size (AGRO_API_POOL). */
-  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number; metricsToken: string | null; requestTimeoutMs: number }>;
+  api: Readonly<{ statementTimeoutMs: number; poolSize: number; bodyLimitBytes: number; historyRetentionMonths: number; keyRotationGraceHours: number; metricsToken: string | null; requestTimeoutMs: number; authFailuresPerMinute: number; authFailureAddresses: number; keyMaxInFlight: number;
+    /**
+     * AGRO_TRUST_PROXY: which peers' X-Forwarded-Proto/-For are believed (fastify's trustProxy): false (unset),
+     * true (any: only when nothing but the proxy can reach the API), a hop count, or addresses/CIDRs.
+     */
+    trustProxy: boolean | number | readonly string[] }>;
   /** Receita CNPJ month downloads (the share's WebDAV URL is sources['receita-cnpj']). */
   receitaCnpj: Readonly<ReceitaCnpjConfig>;
   /** Webhook delivery: AGRO_WEBHOOKS_ALLOW_PRIVATE=1 permits private/loopback targets (development, tests); the outbox poll interval. */
@@ -167,6 +172,15 @@ function num(v: string | undefined, fallback: number): number {
   return n;
 }
 
+/** AGRO_TRUST_PROXY: '' / 0 / false → false, true → true, a positive integer → hops, else a comma-separated list of addresses or CIDRs. */
+export function trustProxy(v: string | undefined): boolean | number | readonly string[] {
+  const t = (v ?? '').trim();
+  if (t === '' || t === '0' || /^false$/i.test(t)) return false;
+  if (/^true$/i.test(t)) return true;
+  if (/^\d+$/.test(t)) return Number(t);
+  return Object.freeze(t.split(',').map((a) => a.trim()).filter(Boolean));
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
   const sources: Record<string, string> = { ...OFFICIAL_SOURCES };
   for (const [k, v] of Object.entries(env)) {
@@ -217,6 +231,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       // A request (headers and body) must arrive within this: a client that trickles bytes is cut off
       // with a 408. 60 s lets a 1 MB body through at 17 KB/s.
       requestTimeoutMs: Math.max(100, num(env.AGRO_API_REQUEST_TIMEOUT_MS, 60_000)),
+      // Failed authentications (and open /metrics scrapes) a client address may make per minute
+      // before it is refused with a 429 (src/platform/auth-failures.ts); 0 turns it off. The
+      // addresses tracked are bounded (about 100 bytes each).
+      authFailuresPerMinute: Math.max(0, num(env.AGRO_API_AUTH_FAILURES_PER_MINUTE, 30)),
+      authFailureAddresses: Math.max(100, num(env.AGRO_API_AUTH_FAILURE_ADDRESSES, 10_000)),
+      // Database connections one key's requests in flight may hold at once (an enrichment counts
+      // its parallel statements; src/platform/in-flight.ts): by default half the pool, so that
+      // one key cannot starve the others.
+      keyMaxInFlight: Math.max(1, num(env.AGRO_API_KEY_MAX_IN_FLIGHT, Math.floor(num(env.AGRO_API_POOL, 16) / 2))),
+      // Behind a TLS-terminating proxy: its X-Forwarded-Proto makes the panel's cookie Secure, its
+      // X-Forwarded-For is the address failed authentications count on. Unset, both are ignored.
+      trustProxy: trustProxy(env.AGRO_TRUST_PROXY),
     }),
     receitaCnpj: Object.freeze({
       shareToken: env.AGRO_CNPJ_SHARE_TOKEN || 'YggdBLfdninEJX9',

@@ -14,7 +14,9 @@ const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';
 const JOSE_CPF = '529.982.247-25'; // owns GO1 and GO8
 const MONTH = () => new Date().toISOString().slice(0, 7);
 
-const fx = fixtureApi();
+// Bursts from one key test the counts, not the per-key limit of requests in flight (test/api-key-concurrency.test.ts).
+const BURSTS = { AGRO_API_KEY_MAX_IN_FLIGHT: '1000' };
+const fx = fixtureApi(BURSTS);
 
 const keyOf = async (plan: Plan, env: 'live' | 'test' = 'live') => createKey(fx.db.pool, { env, plan, name: 'limits' });
 
@@ -89,7 +91,7 @@ describe('rate limit', () => {
   });
 
   test('two `agro serve` processes sharing the database enforce one limit', async () => {
-    const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir), serveProcess(fx.db.url, fx.db.dataDir)]);
+    const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir, BURSTS), serveProcess(fx.db.url, fx.db.dataDir, BURSTS)]);
     try {
       const k = await keyOf('starter');
       await awayFromMinuteEnd();
@@ -281,7 +283,7 @@ describe('quota reserved at admission', () => {
   });
 
   test('two `agro serve` processes: a burst of 24 with 7 units left gives exactly 7 answers; many keys at once stay exact', async () => {
-    const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir), serveProcess(fx.db.url, fx.db.dataDir)]);
+    const [a, b] = await Promise.all([serveProcess(fx.db.url, fx.db.dataDir, BURSTS), serveProcess(fx.db.url, fx.db.dataDir, BURSTS)]);
     const k = await keyOf('starter');
     const ks = await Promise.all(Array.from({ length: 6 }, () => keyOf('scale')));
     try {

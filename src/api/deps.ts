@@ -2,12 +2,15 @@
 import type { FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { Config } from '../config.ts';
+import type { FailureLimiter } from '../platform/auth-failures.ts';
 import type { Cursors } from './cursor.ts';
 
 export interface ApiDeps {
   cfg: Config;
   pool: pg.Pool;
   cursors: Cursors;
+  /** Failed authentications per client address (API keys, panel sign-ins and sessions, /metrics). */
+  failures: FailureLimiter;
   /** The pool a request's data comes from: the sandbox database for `ck_test_` keys, else readPool. */
   dataPool(req: FastifyRequest): pg.Pool;
   /** Where live data is read: the replica of DATABASE_READ_URL, or the primary (`pool`). */

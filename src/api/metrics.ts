@@ -11,6 +11,7 @@ import type { Config } from '../config.ts';
 import { AgroError } from '../errors.ts';
 import { lastRunStages, rowsByPipeline, runsByStatus, stageDurations } from '../metrics/etl-sql.ts';
 import { Histogram, renderFamily, type Family } from '../metrics/registry.ts';
+import type { FailureLimiter } from '../platform/auth-failures.ts';
 import type { HistoryWriter } from '../platform/history-writer.ts';
 import { cadencesOf, sourceStates } from './meta/freshness.ts';
 import { publishedSnapshots, sourceRuns } from './meta/sql.ts';
@@ -67,20 +68,28 @@ async function etlFamilies(pool: pg.Pool, cadences: ReadonlyMap<string, number>)
   ];
 }
 
-function checkToken(cfg: Config, req: FastifyRequest): void {
+/**
+ * The token, when one is set. Open, every scrape reads the database: it counts against the
+ * address like a failed authentication (a scraper makes a few a minute); a wrong token counts too.
+ */
+function checkToken(cfg: Config, failures: FailureLimiter, req: FastifyRequest, reply: FastifyReply): void {
+  failures.check(req, reply);
   const want = cfg.api.metricsToken;
-  if (want === null) return;
+  if (want === null) return failures.fail(req.ip);
   const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
   const a = crypto.createHash('sha256').update(m?.[1] ?? '').digest();
   const b = crypto.createHash('sha256').update(want).digest();
-  if (!m || !crypto.timingSafeEqual(a, b)) throw new AgroError('unauthorized', 'GET /metrics needs Authorization: Bearer <AGRO_METRICS_TOKEN>');
+  if (!m || !crypto.timingSafeEqual(a, b)) {
+    failures.fail(req.ip);
+    throw new AgroError('unauthorized', 'GET /metrics needs Authorization: Bearer <AGRO_METRICS_TOKEN>');
+  }
 }
 
-export function metricsRoutes(o: { cfg: Config; pool: pg.Pool; metrics: ApiMetrics; history: HistoryWriter }): FastifyPluginAsync {
+export function metricsRoutes(o: { cfg: Config; pool: pg.Pool; metrics: ApiMetrics; history: HistoryWriter; failures: FailureLimiter }): FastifyPluginAsync {
   return async (app) => {
     const cadences = cadencesOf(o.cfg, app.log);
     app.get('/metrics', { schema: { hide: true }, config: { public: true } }, async (req, reply) => {
-      checkToken(o.cfg, req);
+      checkToken(o.cfg, o.failures, req, reply);
       const api: Family[] = [
         { name: 'agro_api_history_buffered_rows', type: 'gauge', help: 'Query history rows of this process not yet written (flushed every 200 ms)', samples: [{ labels: {}, value: o.history.buffered }] },
         { name: 'agro_api_history_dropped_rows_total', type: 'counter', help: 'Query history rows dropped because the buffer overflowed while the database was unreachable', samples: [{ labels: {}, value: o.history.dropped }] },

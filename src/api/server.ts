@@ -14,6 +14,8 @@ import { AgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { maskRequestUrl } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
+import { FailureLimiter } from '../platform/auth-failures.ts';
+import { holdThroughHandler, KeyConcurrency } from '../platform/in-flight.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
 import { historyRoutes } from '../platform/history.ts';
 import { HistoryWriter } from '../platform/history-writer.ts';
@@ -72,6 +74,12 @@ export function createApiPool(cfg: Config, url: string): pg.Pool {
   return pool;
 }
 
+/** AGRO_TRUST_PROXY as fastify takes it (a hop count as the function fastify would make of it). */
+function fastifyTrustProxy(t: Config['api']['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof t === 'number') return (_address, hop) => hop < t;
+  return typeof t === 'boolean' ? t : [...t];
+}
+
 /** An envelope written straight to a socket, for requests that never reach fastify; the connection is closed. */
 function rawFailure(socket: Socket, status: number, reason: string, code: string, message: string) {
   const id = newRequestId();
@@ -123,16 +131,26 @@ function sendFailure(err: unknown, req: FastifyRequest, reply: FastifyReply): Fa
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
-async function authenticate(pool: pg.Pool, keys: KeyCache, req: FastifyRequest): Promise<void> {
+/**
+ * The request's key, or 401. A failure counts against the client's address (../platform/auth-failures.ts);
+ * an address over its limit is refused before the key's database read unless the key is cached.
+ */
+async function authenticate(pool: pg.Pool, keys: KeyCache, failures: FailureLimiter, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const refuse = (message: string) => {
+    failures.fail(req.ip);
+    return new AgroError('unauthorized', message);
+  };
   const header = req.headers.authorization;
-  if (!header) throw new AgroError('unauthorized', 'send Authorization: Bearer <API key>');
+  if (!header) throw refuse('send Authorization: Bearer <API key>');
   // Node keeps the first of repeated Authorization headers; a proxy may keep the last: refused, not guessed.
-  if ((req.raw.headersDistinct.authorization?.length ?? 0) > 1) throw new AgroError('unauthorized', 'send one Authorization header');
+  if ((req.raw.headersDistinct.authorization?.length ?? 0) > 1) throw refuse('send one Authorization header');
   const m = BEARER.exec(header);
-  if (!m) throw new AgroError('unauthorized', 'the Authorization header must be "Bearer <API key>"');
-  if (!checkKeyFormat(m[1])) throw new AgroError('unauthorized', 'malformed API key');
-  const key = await keys.find(pool, m[1]);
-  if (!key) throw new AgroError('unauthorized', 'unknown or revoked API key');
+  if (!m) throw refuse('the Authorization header must be "Bearer <API key>"');
+  if (!checkKeyFormat(m[1])) throw refuse('malformed API key');
+  const cached = keys.cached(m[1]);
+  if (!cached) failures.check(req, reply);
+  const key = cached ?? (await keys.find(pool, m[1]));
+  if (!key) throw refuse('unknown or revoked API key');
   req.apiKey = key;
 }
 
@@ -144,7 +162,7 @@ export async function buildServer(o: {
   readPool?: pg.Pool;
   log: Logger;
   sandboxPool?: pg.Pool;
-  /** Skips rate limit, quota, history and idempotency: only bench/platform.ts sets it (its anchor). */
+  /** Skips rate limit, quota, history, idempotency and the per-key in-flight limit: only the benchmarks set it (bench/platform.ts's anchor, bench/api.ts's query layer). */
   benchBypassMetering?: boolean;
   /** Drain the webhook outbox while serving (`agro serve`); stopped when the server closes. */
   drainWebhooks?: boolean;
@@ -157,6 +175,7 @@ export async function buildServer(o: {
   const readPool = o.readPool ?? o.pool;
   const deps: ApiDeps = {
     cfg: o.cfg, pool: o.pool, readPool, replica: readPool !== o.pool, cursors: new Cursors(o.cfg.hmacKey),
+    failures: new FailureLimiter(o.cfg.api.authFailuresPerMinute, o.cfg.api.authFailureAddresses),
     dataPool: (req) => (req.apiKey?.env === 'test' ? sandbox : readPool),
   };
   const log = o.log.child({ component: 'api' }, { redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' } });
@@ -168,6 +187,8 @@ export async function buildServer(o: {
     bodyLimit: o.cfg.api.bodyLimitBytes,
     routerOptions: { maxParamLength: 8_192 },
     rewriteUrl: (req) => joinMaskedCnpj(req.url ?? '/'),
+    // Behind a trusted proxy: req.protocol and req.ip from X-Forwarded-Proto/-For (the panel's Secure cookie, the failure limiter).
+    trustProxy: fastifyTrustProxy(o.cfg.api.trustProxy),
     clientErrorHandler: clientError,
     // The whole request must arrive within the timeout (fastify's default is none: a slow body held
     // its connection forever); the connections are checked every second. Node enforces it only when
@@ -188,6 +209,9 @@ export async function buildServer(o: {
   // Every route's path and methods: another method on an existing path is 405 (setNotFoundHandler).
   const allowed = new AllowedMethods();
   app.addHook('onRoute', (route) => allowed.add(route));
+  // A key's requests in flight hold their share of the pool until their handler has settled (../platform/in-flight.ts).
+  const concurrency = new KeyConcurrency(o.cfg.api.keyMaxInFlight);
+  if (metering) app.addHook('onRoute', holdThroughHandler);
 
   // Checked keys are cached, invalidated by LISTEN/NOTIFY on any change to a key row.
   const { connectionString, host, port, user, password, database, ssl } = o.pool.options;
@@ -213,8 +237,10 @@ export async function buildServer(o: {
     const path = req.url.split('?')[0];
     const isPublic = req.routeOptions.config?.public === true || path === '/v1/docs' || path.startsWith('/v1/docs/');
     if (!isPublic && req.routeOptions.url !== undefined) {
-      await authenticate(o.pool, keys, req);
+      await authenticate(o.pool, keys, deps.failures, req, reply);
       if (metering) await admit(admitter, deps.cursors, req, reply, o.meteringClock?.());
+      // After admission: requests waiting for it hold no connection (one key's go through one at a time).
+      if (metering) concurrency.admit(req, reply);
     }
   });
 
@@ -292,7 +318,7 @@ export async function buildServer(o: {
     { prefix: '/v1' },
   );
   await app.register(panelRoutes(deps));
-  await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history }));
+  await app.register(metricsRoutes({ cfg: o.cfg, pool: o.pool, metrics, history, failures: deps.failures }));
   // CONNECT and an Expect other than 100-continue never reach fastify: without a listener node
   // drops the socket without a word, or answers a bare 417.
   // The socket is ours once 'connect' fires: without an error listener a client's reset would crash the process.

@@ -59,12 +59,23 @@ export class KeyCache {
     }
   }
 
-  /** The active key with this value, from the cache or the database. */
-  async find(pool: pg.Pool, key: string): Promise<ActiveKey | null> {
-    const hash = keySha256(key).toString('hex');
+  /** The active key with this value when the cache holds it, else null (never reads the database). */
+  cached(key: string): ActiveKey | null {
+    return this.#hit(keySha256(key).toString('hex'));
+  }
+
+  #hit(hash: string): ActiveKey | null {
     const hit = this.#live ? this.#entries.get(hash) : undefined;
     // A rotated key's grace period ends without any notification: checked on every hit.
     if (hit && Date.now() - hit.at < this.ttlMs && (hit.key.revoked_at === null || hit.key.revoked_at.getTime() > Date.now())) return hit.key;
+    return null;
+  }
+
+  /** The active key with this value, from the cache or the database. */
+  async find(pool: pg.Pool, key: string): Promise<ActiveKey | null> {
+    const hash = keySha256(key).toString('hex');
+    const hit = this.#hit(hash);
+    if (hit) return hit;
     const generation = this.#generation;
     const found = await findActiveKey(pool, key);
     if (found && this.#live && generation === this.#generation) this.#entries.set(hash, { key: found, at: Date.now() });

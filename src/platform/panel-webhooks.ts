@@ -18,7 +18,7 @@ export interface PanelKit {
   esc: (s: unknown) => string;
   page: (title: string, body: string) => string;
   send: (reply: FastifyReply, status: number, html: string) => FastifyReply;
-  sessionFrom: (req: FastifyRequest) => Promise<Session | null>;
+  sessionFrom: (req: FastifyRequest, reply: FastifyReply) => Promise<Session | null>;
   guard: (req: FastifyRequest, reply: FastifyReply) => Promise<Session | null>;
 }
 
@@ -91,7 +91,7 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
   const back = (reply: FastifyReply, to: string) => reply.code(303).header('location', to).send();
 
   app.get('/panel/webhooks', opts, async (req, reply) => {
-    const s = await kit.sessionFrom(req);
+    const s = await kit.sessionFrom(req, reply);
     if (!s) return back(reply, '/panel');
     return send(reply, 200, await overview(s, ''));
   });
@@ -109,7 +109,7 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
   });
 
   app.get('/panel/webhooks/:id', opts, async (req, reply) => {
-    const s = await kit.sessionFrom(req);
+    const s = await kit.sessionFrom(req, reply);
     if (!s) return back(reply, '/panel');
     const e = await ownEndpoint(req, reply, s);
     if (!e) return reply;

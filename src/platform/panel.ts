@@ -126,14 +126,20 @@ export function panelRoutes(deps: ApiDeps) {
     await app.register(formbody, { bodyLimit: 16_384 });
     const config = { public: true };
 
-    const sessionFrom = async (req: FastifyRequest): Promise<Session | null> => {
+    // A cookie or a sign-in that matches nothing counts against the address (auth-failures.ts);
+    // an address over its limit is refused before the database read.
+    const sessionFrom = async (req: FastifyRequest, reply: FastifyReply): Promise<Session | null> => {
       const t = req.cookies[COOKIE];
-      return t ? sessionOf(deps.pool, t) : null;
+      if (!t) return null;
+      deps.failures.check(req, reply);
+      const s = await sessionOf(deps.pool, t);
+      if (!s) deps.failures.fail(req.ip);
+      return s;
     };
     const csrfOk = (req: FastifyRequest, s: Session) => sameToken(formText(req, 'csrf'), s.csrf);
     /** A signed-in POST: the session and its CSRF token, or the answer already sent. */
     const guard = async (req: FastifyRequest, reply: FastifyReply): Promise<Session | null> => {
-      const s = await sessionFrom(req);
+      const s = await sessionFrom(req, reply);
       if (!s) {
         send(reply, 401, loginPage('Your session has ended: sign in again.'));
         return null;
@@ -162,14 +168,16 @@ export function panelRoutes(deps: ApiDeps) {
     };
 
     app.get('/panel', { config, schema: { hide: true } }, async (req, reply) => {
-      const s = await sessionFrom(req);
+      const s = await sessionFrom(req, reply);
       if (!s) return send(reply, 200, loginPage());
       return send(reply, 200, await dashboard(deps, s, req.query as Record<string, string>, ''));
     });
 
     app.post('/panel/login', { config, schema: { hide: true } }, async (req, reply) => {
+      deps.failures.check(req, reply);
       const key = formText(req, 'api_key');
       const found = checkKeyFormat(key) ? await findActiveKey(deps.pool, key) : null;
+      if (!found) deps.failures.fail(req.ip);
       if (!found) return send(reply, 401, loginPage('Unknown, revoked or malformed API key.'));
       const { token } = await createSession(deps.pool, found.id);
       reply.setCookie(COOKIE, token, { path: '/panel', httpOnly: true, sameSite: 'strict', secure: req.protocol === 'https', maxAge: SESSION_HOURS * 3600 });

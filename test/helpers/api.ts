@@ -98,11 +98,11 @@ export function expectEnvelope(r: Reply, status: number, code: string): { code: 
   return e;
 }
 
-/** A test database loaded with every fixture and the API on it, torn down after the file's tests. */
-export function fixtureApi(): { db: TestDb; api: Running } {
+/** A test database loaded with every fixture and the API on it (`env`: config over the process's), torn down after the file's tests. */
+export function fixtureApi(env: Record<string, string> = {}): { db: TestDb; api: Running } {
   const fx = {} as { db: TestDb; api: Running };
   beforeAll(async () => {
-    fx.db = await testDatabase();
+    fx.db = await testDatabase(env);
     await loadFixtures(fx.db);
     fx.api = await startApi(fx.db.cfg, fx.db.url, fx.db);
   }, 300_000);

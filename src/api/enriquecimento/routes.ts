@@ -57,6 +57,8 @@ export function enriquecimentoRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.post('/enriquecimento/territorial', {
       schema: Schema,
+      // municipios, rodovias, ti, uc and quilombo at once (below): the per-key in-flight limit counts 5.
+      config: { connections: 5 },
       preValidation: async (req) => {
         const body = req.body as Record<string, unknown> | null;
         if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new AgroError('invalid_request', 'body: must be a JSON object with a geometry');

@@ -136,7 +136,7 @@ export function completeOpenapi({ openapiObject }: { openapiObject: Partial<Open
       if (authenticated) {
         op.responses['401'] ??= error('unauthorized: the Authorization header is missing, malformed, or names an unknown or revoked key');
         if (op['x-billed']) op.responses['402'] ??= error('quota_exceeded: the monthly quota of the plan is used up (nothing was done)');
-        op.responses['429'] ??= error('rate_limited: over the per-minute limit of the plan');
+        op.responses['429'] ??= error('rate_limited: over the per-minute limit of the plan, the key\'s limit of requests in flight, or the failed authentications allowed an address');
         op.responses['503'] ??= error('upstream_unavailable: the data the query needs has no published snapshot, or the database is unreachable');
       }
       for (const [status, r] of Object.entries(op.responses)) {
