@@ -22,6 +22,7 @@ import { forEachBatch } from '../db/batches.ts';
 import { ident } from '../db/pool.ts';
 import { qualifiedSnapshotTable, REJECTED_PROPERTIES } from '../etl/names.ts';
 import { partnerListDiff } from '../etl/sql/qsa-changes.ts';
+import { keyActiveSql } from '../platform/keys.ts';
 import { formatCnpj } from '../privacy.ts';
 import { sqlText } from '../sql.ts';
 
@@ -40,7 +41,7 @@ export interface PublishedChange {
  * monitors on). A test key reads the sandbox only (contract §4): a change in live data is none of
  * its business, and its monitors would otherwise have fed it live data unbilled.
  */
-const ACTIVE_MONITORS = `(SELECT m.* FROM events.monitors m JOIN platform.api_keys k ON k.id = m.key_id WHERE k.env = 'live' AND (k.revoked_at IS NULL OR k.revoked_at > now()))`;
+const ACTIVE_MONITORS = `(SELECT m.* FROM events.monitors m JOIN platform.api_keys k ON k.id = m.key_id WHERE k.env = 'live' AND ${keyActiveSql('k')})`;
 
 const exists = async (c: pg.ClientBase, table: string) => (await c.query(`SELECT to_regclass($1) IS NOT NULL AS ok`, [table])).rows[0].ok as boolean;
 
