@@ -21,6 +21,7 @@ import type pg from 'pg';
 import { forEachBatch } from '../db/batches.ts';
 import { ident } from '../db/pool.ts';
 import { qualifiedSnapshotTable, REJECTED_PROPERTIES } from '../etl/names.ts';
+import { OVERLAYS, type Overlay } from '../etl/overlaps.ts';
 import { partnerListDiff } from '../etl/sql/qsa-changes.ts';
 import { keyActiveSql } from '../platform/keys.ts';
 import { formatCnpj } from '../privacy.ts';
@@ -99,15 +100,12 @@ async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next:
 /**
  * The embargo layers whose new embargoes are car.embargo.criado, each its own overlap `camada`.
  * The payload keeps the contract's fields (`numero_tad` holds the layer's key: IBAMA's NUM_TAD,
- * ICMBio's num_emb[/serie]) and adds `orgao`, so a receiver tells the agencies apart.
+ * ICMBio's num_emb[/serie]) and adds `orgao`, so a receiver tells the agencies apart. The
+ * overlap's `camada`, the layer's relation and key column are its pipeline's overlay declaration
+ * (OVERLAYS), read from there.
  */
 export interface EmbargoLayer {
   dataset: string;
-  /** Its rows in derived.car_overlaps (feicao_id = `key`). */
-  camada: string;
-  relation: string;
-  /** The layer's embargo number, its overlaps' feicao_id. */
-  key: string;
   orgao: 'IBAMA' | 'ICMBio';
   /**
    * Where the event id's text starts: IBAMA's is that of the ids already sent (kept, so they
@@ -115,14 +113,19 @@ export interface EmbargoLayer {
    * (`key_…`), so an ICMBio embargo never takes the id of an IBAMA term of the same number.
    */
   idPrefix: string;
-  /** What an overlap whose `ativo` is NULL counts as: ICMBio's layer says nothing of lifting (all NULL), so present is active. */
-  activeWhenUnknown: boolean;
 }
 
 export const EMBARGO_LAYERS: readonly EmbargoLayer[] = [
-  { dataset: 'ibama-embargos', camada: 'embargo', relation: 'ibama_embargos', key: 'numero_tad', orgao: 'IBAMA', idPrefix: 'car.embargo.criado:', activeWhenUnknown: false },
-  { dataset: 'icmbio-embargos', camada: 'embargo_icmbio', relation: 'icmbio_embargos', key: 'id_embargo', orgao: 'ICMBio', idPrefix: 'car.embargo.criado:embargo_icmbio:', activeWhenUnknown: true },
+  { dataset: 'ibama-embargos', orgao: 'IBAMA', idPrefix: 'car.embargo.criado:' },
+  { dataset: 'icmbio-embargos', orgao: 'ICMBio', idPrefix: 'car.embargo.criado:embargo_icmbio:' },
 ];
+
+/** The overlay an embargo layer's pipeline declares (src/etl/overlaps.ts). */
+function overlayOf(layer: EmbargoLayer): Overlay {
+  const o = OVERLAYS.find((x) => x.dataset === layer.dataset);
+  if (!o) throw new Error(`EMBARGO_LAYERS: ${layer.dataset} declares no overlay`);
+  return o;
+}
 
 interface EmbargoPair {
   carBefore: number;
@@ -137,9 +140,13 @@ async function newEmbargoes(c: pg.ClientBase, layer: EmbargoLayer, pairs: Embarg
   const have = new Set(done.rows.map((d) => `${d.car_snapshot_id}|${d.layer_snapshot_id}`));
   // A pair never computed cannot be compared: nothing is claimed about it.
   const usable = pairs.filter((q) => have.has(`${q.carBefore}|${q.layerBefore}`) && have.has(`${q.carAfter}|${q.layerAfter}`));
-  const terms = qualifiedSnapshotTable(layer.relation, layerAfter);
+  const overlay = overlayOf(layer);
+  const terms = qualifiedSnapshotTable(overlay.relation, layerAfter);
   if (usable.length === 0 || !(await exists(c, terms))) return 0;
-  const key = ident(layer.key);
+  const key = ident(overlay.idColumn);
+  // A layer that declares no active flag (ICMBio's says nothing of lifting: ativo NULL) counts
+  // each of its embargoes as active; one that does (IBAMA's) only those it flags.
+  const activeWhenUnknown = overlay.active === undefined;
   const r = await c.query(
     `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS p(cb, lb, ca, la)),
      n AS (
@@ -157,7 +164,7 @@ async function newEmbargoes(c: pg.ClientBase, layer: EmbargoLayer, pairs: Embarg
                          WHERE b.car_snapshot_id = n.cb AND b.layer_snapshot_id = n.lb AND b.camada = $6 AND coalesce(b.ativo, $8)
                            AND b.car = n.car AND b.feicao_id = n.numero_tad)) e`,
     [usable.map((q) => q.carBefore), usable.map((q) => q.layerBefore), usable.map((q) => q.carAfter), usable.map((q) => q.layerAfter), pub,
-      layer.camada, layer.idPrefix, layer.activeWhenUnknown, layer.orgao],
+      overlay.camada, layer.idPrefix, activeWhenUnknown, layer.orgao],
   );
   return r.rows[0].n;
 }
