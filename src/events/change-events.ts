@@ -69,19 +69,14 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
  * (situacao_anterior null). Both snapshots are of the same state (only its monitored CAR
  * numbers, which begin with its UF, are looked up), so another state's load never makes a
  * property look gone, and both routes (zips, WFS) build the same car_imovel.
- * A property whose rows were rejected (REJECTED_PROPERTIES) neither leaves nor enters.
+ * A property whose rows were rejected (REJECTED_PROPERTIES, with its status) is in its
+ * snapshot's registry as a loaded one is: neither gone nor entering, and what happens to it
+ * next (a new status, gone from the following snapshot) is announced.
  */
 async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next: number, pub: number): Promise<number> {
-  const before = qualifiedSnapshotTable('car_imovel', prev);
-  const after = qualifiedSnapshotTable('car_imovel', next);
-  if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
-  // A property whose rows a snapshot's load rejected is still in the registry: not gone from
-  // the new one, not entering from the old one (snapshots loaded before this table existed have none).
-  const rejected = async (id: number) => {
-    const t = qualifiedSnapshotTable(REJECTED_PROPERTIES, id);
-    return (await exists(c, t)) ? t : '(SELECT NULL::text AS car WHERE false)';
-  };
-  const [rejectedBefore, rejectedAfter] = [await rejected(prev), await rejected(next)];
+  const before = await registryOf(c, prev);
+  const after = await registryOf(c, next);
+  if (!before || !after) return 0;
   // Counted where the events are written: a row per event would come back to this process.
   const r = await c.query(
     `SELECT count(id)::int AS n FROM (SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2 || ':p' || $3, m.key_id,
@@ -89,12 +84,24 @@ async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next:
                                  'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
        FROM ${ACTIVE_MONITORS} m LEFT JOIN ${after} n ON n.car = m.record LEFT JOIN ${before} o ON o.car = m.record
       WHERE m.kind = 'car' AND left(m.record, 2) = $4 AND (n.car IS NOT NULL OR o.car IS NOT NULL)
-        AND CASE WHEN n.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedAfter} x WHERE x.car = m.record)
-                 WHEN o.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedBefore} x WHERE x.car = m.record)
-                 ELSE n.situacao IS DISTINCT FROM o.situacao END) e`,
+        AND (n.car IS NULL OR o.car IS NULL OR n.situacao IS DISTINCT FROM o.situacao)) e`,
     [prev, next, pub, uf],
   );
   return r.rows[0].n;
+}
+
+/**
+ * A SICAR snapshot's registry (car, situacao): its loaded properties and those whose rows its
+ * load rejected (snapshots loaded before that table existed have only the former); null when
+ * the snapshot's tables are gone.
+ */
+async function registryOf(c: pg.ClientBase, id: number): Promise<string | null> {
+  const loaded = qualifiedSnapshotTable('car_imovel', id);
+  if (!(await exists(c, loaded))) return null;
+  const rejected = qualifiedSnapshotTable(REJECTED_PROPERTIES, id);
+  return (await exists(c, rejected))
+    ? `(SELECT car, situacao FROM ${loaded} UNION ALL SELECT car, situacao FROM ${rejected})`
+    : `(SELECT car, situacao FROM ${loaded})`;
 }
 
 /**
