@@ -182,6 +182,14 @@ export async function revokeKey(db: Db, id: string): Promise<ApiKey> {
     [id],
   );
   if (!r.rows[0]) throw new AgroError('key_not_found', id);
+  // Its endpoints hear nothing more (src/events/delivery.ts): a delivery still pending ends here,
+  // failed, rather than stay unclaimed until the key's purge, passed over by every drain's claim
+  // and shown in the log with a next attempt that never comes.
+  await db.query(
+    `UPDATE events.deliveries SET status = 'failed', last_error = 'key revoked', lease_token = NULL, lease_until = NULL
+      WHERE status = 'pending' AND endpoint_id IN (SELECT e.id FROM events.endpoints e WHERE e.key_id = $1)`,
+    [id],
+  );
   return r.rows[0];
 }
 
