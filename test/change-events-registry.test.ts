@@ -168,6 +168,32 @@ describe('a property whose row the load rejects is not gone from the registry', 
     await published(run('sicar', await state('GO', { extra: [GO9] }), { uf: 'GO' }));
     expect((await situacaoEvents()).filter((e) => e.data.car === car('GO8'))).toEqual(before);
   });
+
+  test('a property rejected in one snapshot and gone from the next is announced as gone; one back only as rejected rows has entered', async () => {
+    // Rejected, the property is still in the registry: what happens to it next is a change like any other.
+    const outside: SicarPropertyRow = {
+      ...sicarRow('GO8'), id: 'GO8-outside',
+      geometry: { type: 'Polygon', coordinates: [[[-20, 0], [-19.99, 0], [-19.99, 0.01], [-20, 0.01], [-20, 0]]] },
+    };
+    const start = (await situacaoEvents()).length;
+    const rejected = await run('sicar', await state('GO', { without: ['GO8'], extra: [outside, GO9] }), { uf: 'GO', force: true });
+    expect(rejected.status).toBe('published');
+    expect((await situacaoEvents()).length).toBe(start);
+    const gone = await run('sicar', await state('GO', { without: ['GO8'], extra: [GO9] }), { uf: 'GO', force: true });
+    expect(gone.status).toBe('published');
+    const left = (await situacaoEvents()).slice(start);
+    expect(left.map((e) => e.key).sort()).toEqual([keys.k1, keys.k2].sort());
+    for (const e of left) expect(e.data).toEqual({ car: car('GO8'), situacao_anterior: was[car('GO8')], situacao: null, snapshot_anterior: rejected.snapshot_id, snapshot: gone.snapshot_id });
+    const back = await run('sicar', await state('GO', { without: ['GO8'], extra: [outside, GO9] }), { uf: 'GO', force: true });
+    expect(back.status).toBe('published');
+    const entered = (await situacaoEvents()).slice(start + left.length);
+    expect(entered.map((e) => e.key).sort()).toEqual([keys.k1, keys.k2].sort());
+    for (const e of entered) expect(e.data).toEqual({ car: car('GO8'), situacao_anterior: null, situacao: was[car('GO8')], snapshot_anterior: gone.snapshot_id, snapshot: back.snapshot_id });
+    // Its polygon repaired, the same status: nothing more.
+    const count = (await situacaoEvents()).length;
+    await published(run('sicar', await state('GO', { extra: [GO9] }), { uf: 'GO' }));
+    expect((await situacaoEvents()).length).toBe(count);
+  });
 });
 
 describe('an embargo term whose polygon moves onto a monitored property', () => {

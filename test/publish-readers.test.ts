@@ -157,3 +157,27 @@ describe('an open reader transaction during publish', () => {
     expect((await db.pool.query('SELECT to_regclass($1) AS r', [table])).rows[0].r).toBeNull();
   });
 });
+
+describe('a publish whose own work is long', () => {
+  test('waits for readers on the view rewrite alone: its work is done once, and only the wait counts against the budget', async () => {
+    // The work before the view rewrite (change events for millions of monitors, the row-drop
+    // gate) may take longer than the wait budget: one lock timeout must not end the publish,
+    // nor make it do that work again.
+    const older = await currentId();
+    expect((await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'DF', source: await source() })).status).toBe('published');
+    const WORK_MS = 3_000;
+    let works = 0;
+    const gate = async () => {
+      works++;
+      await new Promise((r) => setTimeout(r, WORK_MS));
+      return [];
+    };
+    const holder = await openReader();
+    // The reader ends about a second into the publish's wait for the view.
+    const released = new Promise<void>((r) => setTimeout(() => holder.end().then(r), WORK_MS + 1_000));
+    const pub = await publishSnapshot(db.pool, sicar, older, { gate, budget: { lockTimeoutMs: LOCK_TIMEOUT_MS, maxWaitMs: 2_500 } }).finally(() => released);
+    expect(pub.status).toBe('published');
+    expect(works).toBe(1);
+    expect(await currentId()).toBe(older);
+  });
+});

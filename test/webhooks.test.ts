@@ -230,6 +230,15 @@ describe('delivery with retries', () => {
       for (const { eventId } of [a, b]) expect(await replayEvent(db.pool, eventId, { now: new Date(clock) })).toBe(0);
       expect((await drainOnce(deps())).attempted).toBe(0);
       expect(rx.got.map((r) => r.headers['webhook-id'])).toEqual([b.eventId]);
+      // The retry under way is not left pending for the claim to pass over on every drain, nor a
+      // next attempt shown in the log (the event queued before was never fanned out to it).
+      const left = await db.pool.query(
+        `SELECT d.event_id, d.status, d.last_error FROM events.deliveries d JOIN events.endpoints e ON e.id = d.endpoint_id WHERE e.key_id = ANY ($1)`,
+        [[a.keyId, b.keyId]],
+      );
+      expect(left.rows).toEqual([{ event_id: b.eventId, status: 'failed', last_error: 'key revoked' }]);
+      const endpointOfB = (await db.pool.query(`SELECT id FROM events.endpoints WHERE key_id = $1`, [b.keyId])).rows[0].id;
+      expect((await deliveryLog(db.pool, endpointOfB)).map((l) => [l.delivery_status, l.next_attempt_at])).toEqual([['failed', null]]);
     } finally {
       await rx.close();
     }

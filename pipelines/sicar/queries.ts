@@ -157,14 +157,16 @@ export async function propertyFacts(client: pg.ClientBase, typed: Sql): Promise<
 
 /**
  * The properties of the state whose every row was rejected (verdicts other than ok, a bad CAR
- * number or another state's), into `rejected`: the change events tell them from properties gone
- * from the registry. Returns how many.
+ * number or another state's), into `rejected`, with the status their row gives (the one
+ * car_imovel would have kept, WINNER_ORDER): still in the registry, the change events compare
+ * them as the loaded properties, never taking them for gone. Returns how many.
  */
 export async function writeRejectedProperties(client: pg.ClientBase, a: { rejected: Sql; typed: Sql; car_imovel: Sql }): Promise<number> {
-  await client.query(`CREATE TABLE ${a.rejected} (car text PRIMARY KEY)`);
+  await client.query(`CREATE TABLE ${a.rejected} (car text PRIMARY KEY, situacao text)`);
   return (await client.query(
-    `INSERT INTO ${a.rejected} (car) SELECT DISTINCT t.car FROM ${a.typed} t
-      WHERE t.verdict NOT IN ('ok', 'bad_car_number', 'other_state') AND NOT EXISTS (SELECT 1 FROM ${a.car_imovel} c WHERE c.car = t.car)`,
+    `INSERT INTO ${a.rejected} (car, situacao) SELECT DISTINCT ON (car) t.car, t.situacao FROM ${a.typed} t
+      WHERE t.verdict NOT IN ('ok', 'bad_car_number', 'other_state') AND NOT EXISTS (SELECT 1 FROM ${a.car_imovel} c WHERE c.car = t.car)
+      ORDER BY ${WINNER_ORDER}`,
   )).rowCount ?? 0;
 }
 

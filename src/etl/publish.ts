@@ -51,38 +51,43 @@ async function lockOverlaps(client: pg.ClientBase, dataset: string) {
   if (involvesOverlaps(dataset)) await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['publish:overlaps']);
 }
 
-/**
- * The last step of a publish transaction: rewrites the views with a short lock timeout
- * (a waiting AccessExclusive request would queue every new reader behind it). Everything else the transaction does comes before, so readers are held
- * only for the view rewrite and the commit.
- */
-async function repointViews(client: pg.ClientBase, pipeline: Pipeline, budget: LockBudget) {
-  const ids = await catalog.currentSnapshotIds(client, pipeline.name);
-  await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(budget.lockTimeoutMs))}`);
-  for (const rel of pipeline.relations) await refreshCurrentView(client, rel, ids);
-}
-
 const isLockTimeout = (e: unknown) => (e as { code?: string }).code === '55P03';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Runs a publish transaction, retrying it with backoff while readers hold the views; gives up after `maxWaitMs`. */
-async function withPublishTransaction<T>(pool: pg.Pool, budget: LockBudget, what: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-  const deadline = Date.now() + budget.maxWaitMs;
+/**
+ * The last step of a publish transaction: rewrites the views with a short lock timeout
+ * (a waiting AccessExclusive request would queue every new reader behind it). Everything else the transaction does comes before, so readers are held
+ * only for the view rewrite and the commit. While readers hold a view, the rewrite alone is
+ * retried (back to a savepoint, which lets go of the views it took), with backoff, until
+ * `maxWaitMs` of waiting: the transaction's own work (change events for every monitor, the
+ * gate) is done once, and however long it took, it is not waiting for readers.
+ */
+async function repointViews(client: pg.ClientBase, pipeline: Pipeline, budget: LockBudget, what: string) {
+  const ids = await catalog.currentSnapshotIds(client, pipeline.name);
+  let waited = 0;
   let backoff = Math.max(10, budget.lockTimeoutMs / 2);
   for (let attempt = 1; ; attempt++) {
+    await client.query('SAVEPOINT repoint_views');
+    const t0 = Date.now();
     try {
-      return await withTransaction(pool, fn);
+      await client.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.round(budget.lockTimeoutMs))}`);
+      for (const rel of pipeline.relations) await refreshCurrentView(client, rel, ids);
+      await client.query('RELEASE SAVEPOINT repoint_views');
+      return;
     } catch (e) {
+      await client.query('ROLLBACK TO SAVEPOINT repoint_views');
       if (!isLockTimeout(e)) throw e;
+      waited += Date.now() - t0;
       // Jitter keeps two waiting publishers from retrying in step.
-      const pause = Math.min(backoff * (0.5 + Math.random()), Math.max(0, deadline - Date.now()));
-      if (Date.now() + pause + budget.lockTimeoutMs > deadline) {
+      const pause = Math.min(backoff * (0.5 + Math.random()), Math.max(0, budget.maxWaitMs - waited));
+      if (waited + pause + budget.lockTimeoutMs > budget.maxWaitMs) {
         throw new AgroError(
           'publish_lock_timeout',
           `${what}: readers held the serving views for ${budget.maxWaitMs} ms (${attempt} attempts of ${budget.lockTimeoutMs} ms)`,
         );
       }
       await sleep(pause);
+      waited += pause;
       backoff = Math.min(backoff * 2, 2_000);
     }
   }
@@ -143,7 +148,7 @@ export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapsho
     const publishable = snap && (catalog.GOOD_STATUSES.includes(snap.status) || (snap.status === 'blocked' && opts.force && unforceable(gateFailures(snap)).length === 0));
     if (publishable) await prepareOverlaps(pool, { dataset: pipeline.name, scope: snap.scope, snapshotId }, opts.log);
   }
-  return withPublishTransaction(pool, budget, `publishing snapshot ${snapshotId}`, async (client) => {
+  return withTransaction(pool, async (client) => {
     await lockDataset(client, pipeline.name);
     await lockOverlaps(client, pipeline.name);
     const snap = await catalog.getSnapshot(client, snapshotId);
@@ -183,7 +188,7 @@ export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapsho
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
     // Change events for monitored records, in this transaction: an event exists iff the publish does.
     await recordChangeEvents(client, { dataset: pipeline.name, scope: snap.scope, previousSnapshotId: cur?.snapshot_id ?? null, snapshotId, publicationId });
-    await repointViews(client, pipeline, budget);
+    await repointViews(client, pipeline, budget, `publishing snapshot ${snapshotId}`);
     return { status: 'published', published: true, forced };
   });
 }
@@ -225,7 +230,7 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
   const current = await catalog.currentSnapshot(pool, pipeline.name, scope);
   const target = current && (await rollbackTargetOf(pool, pipeline.name, scope, current.snapshot_id));
   if (target) await prepareOverlaps(pool, { dataset: pipeline.name, scope, snapshotId: target }, log);
-  return withPublishTransaction(pool, budget, `rolling back ${where}`, async (client) => {
+  return withTransaction(pool, async (client) => {
     await lockDataset(client, pipeline.name);
     await lockOverlaps(client, pipeline.name);
     const cur = await catalog.currentSnapshot(client, pipeline.name, scope);
@@ -239,7 +244,7 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
     // What monitors were told changed with the rolled-back snapshot changes back: the events of any publish.
     await recordChangeEvents(client, { dataset: pipeline.name, scope, previousSnapshotId: cur.snapshot_id, snapshotId: prev, publicationId });
-    await repointViews(client, pipeline, budget);
+    await repointViews(client, pipeline, budget, `rolling back ${where}`);
     return { from: cur.snapshot_id, to: prev };
   });
 }

@@ -436,7 +436,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
 
     // The row-drop rule compares with what is current when the snapshot becomes current,
     // inside the publish transaction: a rollback during the run must not let a big drop through.
-    // A transaction retried for its locks evaluates again, so the report is rebuilt, never mutated.
+    // The report is rebuilt, never mutated (a failed publish transaction leaves it as it was).
     const mainTable = qualifiedSnapshotTable(pipeline.mainRelation, sid);
     let final: QualityReport = report;
     const gateNow = async (client: pg.ClientBase, cur: catalog.SnapshotRow | null): Promise<GateFailure[]> => {

@@ -21,7 +21,9 @@ import type pg from 'pg';
 import { forEachBatch } from '../db/batches.ts';
 import { ident } from '../db/pool.ts';
 import { qualifiedSnapshotTable, REJECTED_PROPERTIES } from '../etl/names.ts';
+import { OVERLAYS, type Overlay } from '../etl/overlaps.ts';
 import { partnerListDiff } from '../etl/sql/qsa-changes.ts';
+import { keyActiveSql } from '../platform/keys.ts';
 import { formatCnpj } from '../privacy.ts';
 import { sqlText } from '../sql.ts';
 
@@ -40,7 +42,7 @@ export interface PublishedChange {
  * monitors on). A test key reads the sandbox only (contract §4): a change in live data is none of
  * its business, and its monitors would otherwise have fed it live data unbilled.
  */
-const ACTIVE_MONITORS = `(SELECT m.* FROM events.monitors m JOIN platform.api_keys k ON k.id = m.key_id WHERE k.env = 'live' AND (k.revoked_at IS NULL OR k.revoked_at > now()))`;
+const ACTIVE_MONITORS = `(SELECT m.* FROM events.monitors m JOIN platform.api_keys k ON k.id = m.key_id WHERE k.env = 'live' AND ${keyActiveSql('k')})`;
 
 const exists = async (c: pg.ClientBase, table: string) => (await c.query(`SELECT to_regclass($1) IS NOT NULL AS ok`, [table])).rows[0].ok as boolean;
 
@@ -67,19 +69,14 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
  * (situacao_anterior null). Both snapshots are of the same state (only its monitored CAR
  * numbers, which begin with its UF, are looked up), so another state's load never makes a
  * property look gone, and both routes (zips, WFS) build the same car_imovel.
- * A property whose rows were rejected (REJECTED_PROPERTIES) neither leaves nor enters.
+ * A property whose rows were rejected (REJECTED_PROPERTIES, with its status) is in its
+ * snapshot's registry as a loaded one is: neither gone nor entering, and what happens to it
+ * next (a new status, gone from the following snapshot) is announced.
  */
 async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next: number, pub: number): Promise<number> {
-  const before = qualifiedSnapshotTable('car_imovel', prev);
-  const after = qualifiedSnapshotTable('car_imovel', next);
-  if (!(await exists(c, before)) || !(await exists(c, after))) return 0;
-  // A property whose rows a snapshot's load rejected is still in the registry: not gone from
-  // the new one, not entering from the old one (snapshots loaded before this table existed have none).
-  const rejected = async (id: number) => {
-    const t = qualifiedSnapshotTable(REJECTED_PROPERTIES, id);
-    return (await exists(c, t)) ? t : '(SELECT NULL::text AS car WHERE false)';
-  };
-  const [rejectedBefore, rejectedAfter] = [await rejected(prev), await rejected(next)];
+  const before = await registryOf(c, prev);
+  const after = await registryOf(c, next);
+  if (!before || !after) return 0;
   // Counted where the events are written: a row per event would come back to this process.
   const r = await c.query(
     `SELECT count(id)::int AS n FROM (SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2 || ':p' || $3, m.key_id,
@@ -87,26 +84,35 @@ async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next:
                                  'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
        FROM ${ACTIVE_MONITORS} m LEFT JOIN ${after} n ON n.car = m.record LEFT JOIN ${before} o ON o.car = m.record
       WHERE m.kind = 'car' AND left(m.record, 2) = $4 AND (n.car IS NOT NULL OR o.car IS NOT NULL)
-        AND CASE WHEN n.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedAfter} x WHERE x.car = m.record)
-                 WHEN o.car IS NULL THEN NOT EXISTS (SELECT 1 FROM ${rejectedBefore} x WHERE x.car = m.record)
-                 ELSE n.situacao IS DISTINCT FROM o.situacao END) e`,
+        AND (n.car IS NULL OR o.car IS NULL OR n.situacao IS DISTINCT FROM o.situacao)) e`,
     [prev, next, pub, uf],
   );
   return r.rows[0].n;
 }
 
 /**
+ * A SICAR snapshot's registry (car, situacao): its loaded properties and those whose rows its
+ * load rejected (snapshots loaded before that table existed have only the former); null when
+ * the snapshot's tables are gone.
+ */
+async function registryOf(c: pg.ClientBase, id: number): Promise<string | null> {
+  const loaded = qualifiedSnapshotTable('car_imovel', id);
+  if (!(await exists(c, loaded))) return null;
+  const rejected = qualifiedSnapshotTable(REJECTED_PROPERTIES, id);
+  return (await exists(c, rejected))
+    ? `(SELECT car, situacao FROM ${loaded} UNION ALL SELECT car, situacao FROM ${rejected})`
+    : `(SELECT car, situacao FROM ${loaded})`;
+}
+
+/**
  * The embargo layers whose new embargoes are car.embargo.criado, each its own overlap `camada`.
  * The payload keeps the contract's fields (`numero_tad` holds the layer's key: IBAMA's NUM_TAD,
- * ICMBio's num_emb[/serie]) and adds `orgao`, so a receiver tells the agencies apart.
+ * ICMBio's num_emb[/serie]) and adds `orgao`, so a receiver tells the agencies apart. The
+ * overlap's `camada`, the layer's relation and key column are its pipeline's overlay declaration
+ * (OVERLAYS), read from there.
  */
 export interface EmbargoLayer {
   dataset: string;
-  /** Its rows in derived.car_overlaps (feicao_id = `key`). */
-  camada: string;
-  relation: string;
-  /** The layer's embargo number, its overlaps' feicao_id. */
-  key: string;
   orgao: 'IBAMA' | 'ICMBio';
   /**
    * Where the event id's text starts: IBAMA's is that of the ids already sent (kept, so they
@@ -114,14 +120,19 @@ export interface EmbargoLayer {
    * (`key_…`), so an ICMBio embargo never takes the id of an IBAMA term of the same number.
    */
   idPrefix: string;
-  /** What an overlap whose `ativo` is NULL counts as: ICMBio's layer says nothing of lifting (all NULL), so present is active. */
-  activeWhenUnknown: boolean;
 }
 
 export const EMBARGO_LAYERS: readonly EmbargoLayer[] = [
-  { dataset: 'ibama-embargos', camada: 'embargo', relation: 'ibama_embargos', key: 'numero_tad', orgao: 'IBAMA', idPrefix: 'car.embargo.criado:', activeWhenUnknown: false },
-  { dataset: 'icmbio-embargos', camada: 'embargo_icmbio', relation: 'icmbio_embargos', key: 'id_embargo', orgao: 'ICMBio', idPrefix: 'car.embargo.criado:embargo_icmbio:', activeWhenUnknown: true },
+  { dataset: 'ibama-embargos', orgao: 'IBAMA', idPrefix: 'car.embargo.criado:' },
+  { dataset: 'icmbio-embargos', orgao: 'ICMBio', idPrefix: 'car.embargo.criado:embargo_icmbio:' },
 ];
+
+/** The overlay an embargo layer's pipeline declares (src/etl/overlaps.ts). */
+function overlayOf(layer: EmbargoLayer): Overlay {
+  const o = OVERLAYS.find((x) => x.dataset === layer.dataset);
+  if (!o) throw new Error(`EMBARGO_LAYERS: ${layer.dataset} declares no overlay`);
+  return o;
+}
 
 interface EmbargoPair {
   carBefore: number;
@@ -136,9 +147,13 @@ async function newEmbargoes(c: pg.ClientBase, layer: EmbargoLayer, pairs: Embarg
   const have = new Set(done.rows.map((d) => `${d.car_snapshot_id}|${d.layer_snapshot_id}`));
   // A pair never computed cannot be compared: nothing is claimed about it.
   const usable = pairs.filter((q) => have.has(`${q.carBefore}|${q.layerBefore}`) && have.has(`${q.carAfter}|${q.layerAfter}`));
-  const terms = qualifiedSnapshotTable(layer.relation, layerAfter);
+  const overlay = overlayOf(layer);
+  const terms = qualifiedSnapshotTable(overlay.relation, layerAfter);
   if (usable.length === 0 || !(await exists(c, terms))) return 0;
-  const key = ident(layer.key);
+  const key = ident(overlay.idColumn);
+  // A layer that declares no active flag (ICMBio's says nothing of lifting: ativo NULL) counts
+  // each of its embargoes as active; one that does (IBAMA's) only those it flags.
+  const activeWhenUnknown = overlay.active === undefined;
   const r = await c.query(
     `WITH p AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS p(cb, lb, ca, la)),
      n AS (
@@ -156,7 +171,7 @@ async function newEmbargoes(c: pg.ClientBase, layer: EmbargoLayer, pairs: Embarg
                          WHERE b.car_snapshot_id = n.cb AND b.layer_snapshot_id = n.lb AND b.camada = $6 AND coalesce(b.ativo, $8)
                            AND b.car = n.car AND b.feicao_id = n.numero_tad)) e`,
     [usable.map((q) => q.carBefore), usable.map((q) => q.layerBefore), usable.map((q) => q.carAfter), usable.map((q) => q.layerAfter), pub,
-      layer.camada, layer.idPrefix, layer.activeWhenUnknown, layer.orgao],
+      overlay.camada, layer.idPrefix, activeWhenUnknown, layer.orgao],
   );
   return r.rows[0].n;
 }

@@ -12,6 +12,7 @@ import type pg from 'pg';
 import type { Config } from '../config.ts';
 import { AgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { keyActiveSql } from '../platform/keys.ts';
 import { TEST_EVENT } from './endpoints.ts';
 import { postWebhook, type AttemptResult } from './post.ts';
 import { signatureHeaders } from './signing.ts';
@@ -47,12 +48,12 @@ const SAME_METER = (endpointKey: string, eventKey: string) =>
   `(${endpointKey} = ${eventKey} OR ${endpointKey} IN (SELECT s.id FROM platform.api_keys k JOIN platform.api_keys s ON coalesce(s.meter_id, s.id) = coalesce(k.meter_id, k.id) WHERE k.id = ${eventKey}))`;
 
 /**
- * The endpoint's key may still be used (the database's clock, as the API's key check): a revoked key's subscriptions hear nothing more
+ * The endpoint's key may still be used (keyActiveSql, the API's key check): a revoked key's subscriptions hear nothing more
  * (no delivery of what it queued before, no retry, no replay); a rotated key's endpoints are
  * on its successor already.
  */
 const KEY_ACTIVE = (endpointKey: string) =>
-  `EXISTS (SELECT 1 FROM platform.api_keys ak WHERE ak.id = ${endpointKey} AND (ak.revoked_at IS NULL OR ak.revoked_at > now()))`;
+  `EXISTS (SELECT 1 FROM platform.api_keys ak WHERE ak.id = ${endpointKey} AND ${keyActiveSql('ak')})`;
 
 const FAN_OUT_SQL = `
 WITH ev AS (

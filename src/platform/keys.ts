@@ -132,7 +132,7 @@ export async function rotateKey(db: pg.Pool, id: string, graceHours: number): Pr
   const c = await db.connect();
   try {
     await c.query('BEGIN');
-    const cur = await c.query(`SELECT env, plan, name, coalesce(account_id, id) AS "accountId", coalesce(meter_id, id) AS "meterId" FROM platform.api_keys WHERE id = $1 AND (revoked_at IS NULL OR revoked_at > now()) AND replaced_by IS NULL FOR UPDATE`, [id]);
+    const cur = await c.query(`SELECT env, plan, name, coalesce(account_id, id) AS "accountId", coalesce(meter_id, id) AS "meterId" FROM platform.api_keys WHERE id = $1 AND ${keyActiveSql()} AND replaced_by IS NULL FOR UPDATE`, [id]);
     if (!cur.rows[0]) throw new AgroError('key_not_found', `${id} (unknown, revoked or already rotated)`);
     const key = await createKey(c, cur.rows[0]);
     const r = await c.query(
@@ -182,10 +182,28 @@ export async function revokeKey(db: Db, id: string): Promise<ApiKey> {
     [id],
   );
   if (!r.rows[0]) throw new AgroError('key_not_found', id);
+  // Its endpoints hear nothing more (src/events/delivery.ts): a delivery still pending ends here,
+  // failed, rather than stay unclaimed until the key's purge, passed over by every drain's claim
+  // and shown in the log with a next attempt that never comes.
+  await db.query(
+    `UPDATE events.deliveries SET status = 'failed', last_error = 'key revoked', lease_token = NULL, lease_until = NULL
+      WHERE status = 'pending' AND endpoint_id IN (SELECT e.id FROM events.endpoints e WHERE e.key_id = $1)`,
+    [id],
+  );
   return r.rows[0];
 }
 
-export const ACTIVE_KEY_SQL = `SELECT id, env, plan, revoked_at, coalesce(meter_id, id) AS meter FROM platform.api_keys WHERE key_sha256 = $1 AND (revoked_at IS NULL OR revoked_at > now())`;
+/**
+ * The SQL condition that a key (`k`, a row of platform.api_keys) may still be used: not revoked,
+ * or rotated and still in its grace period, by the database's clock. One rule for the API's key
+ * check, rotation, panel sessions, the change events' monitors and the webhook deliveries.
+ */
+export const keyActiveSql = (k?: string) => {
+  const revoked = k ? `${k}.revoked_at` : 'revoked_at';
+  return `(${revoked} IS NULL OR ${revoked} > now())`;
+};
+
+export const ACTIVE_KEY_SQL = `SELECT id, env, plan, revoked_at, coalesce(meter_id, id) AS meter FROM platform.api_keys WHERE key_sha256 = $1 AND ${keyActiveSql()}`;
 
 /** The active key with this value (not revoked, or rotated and still in its grace period), or null. */
 export async function findActiveKey(db: Db, key: string): Promise<ActiveKey | null> {

@@ -1,7 +1,7 @@
 // The account panel's statements: sessions, the account's keys, the month's usage per day.
 import crypto from 'node:crypto';
 import type pg from 'pg';
-import { KEY_ENVS, REVOKED_LISTED_DAYS, type ApiKey, type KeyEnv } from './keys.ts';
+import { KEY_ENVS, keyActiveSql, REVOKED_LISTED_DAYS, type ApiKey, type KeyEnv } from './keys.ts';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -42,7 +42,7 @@ export async function sessionOf(db: Db, t: string): Promise<Session | null> {
   const r = await db.query(
     `SELECT s.key_id, s.csrf, k.env, k.plan, k.name, coalesce(k.account_id, k.id) AS account
        FROM platform.panel_sessions s JOIN platform.api_keys k ON k.id = s.key_id
-      WHERE s.token_sha256 = $1 AND s.expires_at > now() AND (k.revoked_at IS NULL OR k.revoked_at > now())`,
+      WHERE s.token_sha256 = $1 AND s.expires_at > now() AND ${keyActiveSql('k')}`,
     [sha256(t)],
   );
   return r.rows[0] ?? null;

@@ -36,7 +36,7 @@ export const WEBHOOKS = {
   'car.situacao.alterada': event('car.situacao.alterada', Type.Object({
     car: Type.String(), situacao_anterior: Nullable(Type.String()), situacao: Nullable(Type.String()),
     snapshot_anterior: Type.Integer(), snapshot: Type.Integer(),
-  }), 'the status of a monitored property changed between two published SICAR snapshots'),
+  }), 'the status of a monitored property changed between two published SICAR snapshots of its state, or the property left the registry (situacao null) or entered it (situacao_anterior null)'),
   'car.embargo.criado': event('car.embargo.criado', Type.Object({
     car: Type.String(),
     embargo: Type.Object({
