@@ -162,7 +162,7 @@ export async function propertyFacts(client: pg.ClientBase, typed: Sql): Promise<
  * them as the loaded properties, never taking them for gone. Returns how many.
  */
 export async function writeRejectedProperties(client: pg.ClientBase, a: { rejected: Sql; typed: Sql; car_imovel: Sql }): Promise<number> {
-  await client.query(`CREATE TABLE ${a.rejected} (car text PRIMARY KEY, situacao text)`);
+  await client.query(`CREATE TABLE ${a.rejected} (car text PRIMARY KEY, situacao text) ${BUILD_TABLE}`);
   return (await client.query(
     `INSERT INTO ${a.rejected} (car, situacao) SELECT DISTINCT ON (car) t.car, t.situacao FROM ${a.typed} t
       WHERE t.verdict NOT IN ('ok', 'bad_car_number', 'other_state') AND NOT EXISTS (SELECT 1 FROM ${a.car_imovel} c WHERE c.car = t.car)
