@@ -150,6 +150,26 @@ describe('recomputed when either side publishes', () => {
   });
 });
 
+describe('two derives of the same pairs at once', () => {
+  // A manual `agro publish` or `agro rollback` computes its pairs before its transaction, outside
+  // any lock, as a run's derive does: two of them at once (or one beside a run) compute the same
+  // pairs. Their part tables must not be each other's.
+  test('both finish, and each pair is recorded once with its rows', async () => {
+    const go = Number((await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'sicar' AND scope = 'GO'`)).rows[0].snapshot_id);
+    const before = (await db.pool.query('SELECT layer_snapshot_id, rows FROM derived.overlap_pairs WHERE car_snapshot_id = $1 ORDER BY 1', [go])).rows;
+    const overlaps = async () => Number((await db.pool.query('SELECT count(*) AS n FROM derived.car_overlaps WHERE car_snapshot_id = $1', [go])).rows[0].n);
+    const rowsBefore = await overlaps();
+    await forgetOverlaps(db.pool, go);
+    const prospective = { dataset: 'sicar', scope: 'GO', snapshotId: go };
+    const done = await Promise.allSettled([ensureOverlaps(db.pool, db.log, prospective), ensureOverlaps(db.pool, db.log, prospective)]);
+    expect(done.map((d) => (d.status === 'rejected' ? String(d.reason) : 'ok'))).toEqual(['ok', 'ok']);
+    expect((await db.pool.query('SELECT layer_snapshot_id, rows FROM derived.overlap_pairs WHERE car_snapshot_id = $1 ORDER BY 1', [go])).rows).toEqual(before);
+    expect(await overlaps()).toBe(rowsBefore);
+    const parts = await db.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE 'ov\\_%'`);
+    expect(parts.rows[0].n).toBe(0);
+  }, 120_000);
+});
+
 describe('a derive that fails', () => {
   test('records no pair and leaves no part table behind', async () => {
     // a prospective indigenous-land snapshot whose table does not exist: every part fails

@@ -8,6 +8,7 @@
 // transaction fills any pair a concurrent publish made necessary, so the serving views
 // never show a current pair without its rows. How each kind of pair is computed, and
 // why, is in sql/queries/overlap_*.sql, src/etl/road-distance/ and bench/README.md (overlaps).
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { ident, withTransaction } from '../db/pool.ts';
 import type { Logger } from '../log.ts';
@@ -90,7 +91,19 @@ export const DERIVE_PARTS = 2;
  */
 const partsOf = (pair: Pair) => (pair.overlay.kind === 'distance' ? 1 : DERIVE_PARTS);
 
-const partTable = (pair: Pair, part: number, step = '') => `stage.${ident(`ov_${pair.carSnapshotId}_${pair.layerSnapshotId}_${part}${step && '_' + step}`)}`;
+/**
+ * A computation's part tables carry its own tag: a manual publish or rollback computes its pairs
+ * outside any lock, as a run's derive does, so two of them at once (or one beside a run) may
+ * compute the same pair; each builds its own tables, and finishPair records the pair once.
+ */
+export interface Tagged extends Pair {
+  tag: string;
+}
+
+const tagged = (pair: Pair): Tagged => ({ ...pair, tag: randomBytes(3).toString('hex') });
+
+const partTable = (pair: Tagged, part: number, step = '') =>
+  `stage.${ident(`ov_${pair.carSnapshotId}_${pair.layerSnapshotId}_${part}${step && '_' + step}_${pair.tag}`)}`;
 
 /**
  * The pieces of a line layer snapshot (roads), built once and registered with the snapshot
@@ -121,7 +134,7 @@ const share = (expr: string, part: number, parts: number) =>
  * connections; finishPair moves their rows into derived.car_overlaps in one transaction).
  * Area layers are split by feature; the road distance is one part.
  */
-async function computePart(client: pg.ClientBase, pair: Pair, part: number, parts: number, roads?: RoadSession): Promise<void> {
+async function computePart(client: pg.ClientBase, pair: Tagged, part: number, parts: number, roads?: RoadSession): Promise<void> {
   const out = partTable(pair, part);
   const car = qualifiedSnapshotTable('car_imovel', pair.carSnapshotId);
   const o = pair.overlay;
@@ -154,7 +167,7 @@ async function computePart(client: pg.ClientBase, pair: Pair, part: number, part
  * Inside a transaction: moves the parts' rows into derived.car_overlaps and records the
  * pair (unless a concurrent run recorded it first), then drops the parts.
  */
-async function finishPair(client: pg.ClientBase, pair: Pair, parts: number, durationMs: number): Promise<number> {
+async function finishPair(client: pg.ClientBase, pair: Tagged, parts: number, durationMs: number): Promise<number> {
   const tables = Array.from({ length: parts }, (_, k) => partTable(pair, k));
   await client.query('SELECT pg_advisory_xact_lock($1, $2)', [pair.carSnapshotId, pair.layerSnapshotId]);
   const done = await client.query('SELECT rows FROM derived.overlap_pairs WHERE car_snapshot_id = $1 AND layer_snapshot_id = $2', [pair.carSnapshotId, pair.layerSnapshotId]);
@@ -185,7 +198,8 @@ async function isDone(db: pg.ClientBase | pg.Pool, pair: Pair): Promise<boolean>
 }
 
 /** Computes one pair on a client that is already inside a transaction (one part, serially). */
-export async function computePair(client: pg.ClientBase, pair: Pair): Promise<number> {
+export async function computePair(client: pg.ClientBase, untagged: Pair): Promise<number> {
+  const pair = tagged(untagged);
   if (await isDone(client, pair)) return finishPair(client, pair, 1, 0);
   const t0 = Date.now();
   if (pair.overlay.kind === 'distance') await linePieces(client, pair.overlay, pair.layerSnapshotId);
@@ -207,18 +221,18 @@ const weight = (o: Overlay) => (o.kind === 'distance' ? 3 : o.filter ? 2 : 1);
  * recorded, with its rows, in one transaction once its parts are done (a checkpoint).
  */
 export async function ensureOverlaps(pool: pg.Pool, log: Logger | undefined, prospective?: Prospective): Promise<{ pairs: number; rows: number }> {
-  const pairs = await missingPairs(pool, prospective);
+  const pairs = (await missingPairs(pool, prospective)).map(tagged);
   if (pairs.length === 0) return { pairs: 0, rows: 0 };
   const parts = DERIVE_PARTS;
   // Line pieces (roads) come first; the distance parts wait for them.
   const prep = new Map<number, { overlay: Overlay; ready?: Promise<unknown> }>();
   for (const p of pairs) if (p.overlay.kind === 'distance') prep.set(p.layerSnapshotId, { overlay: p.overlay });
-  type Task = { prep: number } | { pair: Pair; part: number };
+  type Task = { prep: number } | { pair: Tagged; part: number };
   const queue: Task[] = [
     ...[...prep.keys()].map((id) => ({ prep: id })),
     ...[...pairs].sort((a, b) => weight(b.overlay) - weight(a.overlay)).flatMap((pair) => Array.from({ length: partsOf(pair) }, (_, part) => ({ pair, part }))),
   ];
-  const state = new Map<Pair, { left: number; ms: number; t0: number }>(pairs.map((p) => [p, { left: partsOf(p), ms: 0, t0: Date.now() }]));
+  const state = new Map<Tagged, { left: number; ms: number; t0: number }>(pairs.map((p) => [p, { left: partsOf(p), ms: 0, t0: Date.now() }]));
   let rows = 0;
   // One road distance at a time, its threads and each road layer's pieces serving every CAR
   // state of the run. While area pairs run beside it, the database's connection has a core
@@ -304,7 +318,7 @@ export async function fillMissingPairs(client: pg.ClientBase): Promise<number> {
 async function dropPartTables(db: pg.ClientBase | pg.Pool, snapshotId: number): Promise<void> {
   const r = await db.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'stage' AND tablename LIKE 'ov\\_%'`);
   for (const { tablename } of r.rows as { tablename: string }[]) {
-    const m = /^ov_(\d+)_(\d+)_\d+(?:_[a-z]+)?$/.exec(tablename);
+    const m = /^ov_(\d+)_(\d+)_\d+(?:_[a-z]+)?(?:_[0-9a-f]{6})?$/.exec(tablename); // partTable, tagged or (before tags) not
     if (m && (Number(m[1]) === snapshotId || Number(m[2]) === snapshotId)) await db.query(`DROP TABLE IF EXISTS stage.${ident(tablename)}`);
   }
 }

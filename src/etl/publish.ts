@@ -133,8 +133,9 @@ const gateRules = (snap: catalog.SnapshotRow) => gateFailures(snap).map((f) => `
  * it loads). A rollback to a snapshot never current beside today's others, a blocked one
  * published with --force, or pairs a migration forgot (0108) computed them inside the
  * transaction: one connection, the overlaps' publish lock held throughout (every other CAR or
- * layer publish waiting, hours at national scale), and all of it again when the view rewrite
- * timed out. The transaction's fillMissingPairs still fills what a concurrent publish adds.
+ * layer publish waiting, hours at national scale). The transaction's fillMissingPairs still
+ * fills what a concurrent publish adds (ensureOverlaps tags its part tables: two commands
+ * computing the same pair at once do not collide).
  */
 async function prepareOverlaps(pool: pg.Pool, prospective: Prospective, log?: Logger): Promise<void> {
   if (involvesOverlaps(prospective.dataset)) await ensureOverlaps(pool, log, prospective);
