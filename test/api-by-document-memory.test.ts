@@ -21,6 +21,7 @@ let reads: pg.Pool;
 let base: string;
 let key: string;
 let largest = 0;
+let linkCalls = 0;
 
 beforeAll(async () => {
   db = await testDatabase();
@@ -31,7 +32,13 @@ beforeAll(async () => {
     const more = Array.from({ length: MORE }, (_, i) => `PA-1500000-${i.toString(16).toUpperCase().padStart(32, '0')};529.982.247-25;José Antônio da Conceição;proprietario\r\n`);
     fs.writeFileSync(path.join(dir, 'titulares.csv'), extract + more.join(''));
   });
+  // Each call of the document's links function says so (a notice the read pool counts).
+  await db.pool.query(`ALTER FUNCTION serving.car_titulares_snapshot(bigint, bigint, bigint[], text) RENAME TO car_titulares_snapshot_counted`);
+  await db.pool.query(`CREATE FUNCTION serving.car_titulares_snapshot(a bigint, b bigint, c bigint[], d text)
+    RETURNS TABLE (car text, documento text, tipo_documento text, nome text, vinculo text, origem text, evidencia jsonb, snapshot_id bigint)
+    LANGUAGE plpgsql STABLE AS $$ BEGIN RAISE NOTICE 'car_titulares_snapshot called'; RETURN QUERY SELECT * FROM serving.car_titulares_snapshot_counted(a, b, c, d); END $$`);
   reads = createApiPool(db.cfg, db.url);
+  reads.on('connect', (c) => c.on('notice', (n) => { if (n.message === 'car_titulares_snapshot called') linkCalls++; }));
   const query = reads.query.bind(reads) as (...a: unknown[]) => Promise<pg.QueryResult>;
   reads.query = (async (...a: unknown[]) => {
     const r = await query(...a);
@@ -74,5 +81,19 @@ describe('by-document for a holder of thousands of properties', () => {
     expect(whole.body.results.map((x: { car: string }) => x.car)).toEqual(cars);
     expect(whole.body.results[0]).toMatchObject({ vinculo: 'proprietario', origem: 'declarado' });
     expect(largest).toBeLessThan(100);
+  }, 60_000);
+
+  test('a page computes the document\'s links once: its properties, their links and the holder\'s name in one statement', async () => {
+    linkCalls = 0;
+    const r = await get(`/v1/car/by-document/${JOSE}?limit=1`);
+    expect(r.status).toBe(200);
+    expect(r.body.titular).toBe('José Antônio da Conceição');
+    expect(r.body.results[0]).toMatchObject({ car: GO1, vinculo: 'proprietario', origem: 'declarado' });
+    expect(linkCalls).toBe(1);
+    // a state with no loaded snapshot: no page, the holder's name still
+    linkCalls = 0;
+    const pa = await get(`/v1/car/by-document/${JOSE}?uf=PA`);
+    expect(pa.body).toMatchObject({ titular: 'José Antônio da Conceição', results: [], count: 0 });
+    expect(linkCalls).toBe(1);
   }, 60_000);
 });

@@ -12,7 +12,7 @@ import { availableDates, pins, publishedContext, readIds, resolveContext, type R
 import { readKept } from '../kept.ts';
 import { joinRepeatedInclude, layerDatasets, layerValues, parseInclude } from './layers.ts';
 import { ByDocumentSchema, ByGeometrySchema, CarSchema } from './schemas.ts';
-import { carCurrent, carsByGeometry, carsInSnapshots, carsOfDocument, holderNameOf, linksOf, type CarRow } from './sql.ts';
+import { carCurrent, carsByGeometry, carsInSnapshots, documentPage, type CarRow, type LinkRow } from './sql.ts';
 
 const roundBbox = (b: number[]) => b.map((x) => round(x, 7) as number);
 const municipio = (r: { municipio: string | null; uf: string }) => (r.municipio ? `${r.municipio}/${r.uf}` : null);
@@ -109,21 +109,21 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const carSnaps = uf ? (ctx.sicar.has(uf) ? [ctx.sicar.get(uf)!.snapshot_id] : []) : allCarSnaps;
       const read = await readKept(pool, [...readIds(ctx, allCarSnaps, ['car-titulares', ...layerDatasets(include, true)]), ...(ctx.receita ? [ctx.receita.snapshot_id] : [])], async () => {
         const source = { titularesSnapshotId: titulares?.snapshot_id ?? null, ibamaSnapshotId: ctx.layers.get('ibama-embargos')?.snapshot_id ?? null, carSnapshotIds: allCarSnaps, hmac };
-        // The page in one statement, then the links of its properties only: never all of a document's links.
-        const rows = carSnaps.length
-          ? await carsOfDocument(pool, { ...source, snapshotIds: carSnaps, geometry: q.geometry, after: cursor?.k ?? null, limit: q.limit + 1, situacao: q.situacao ?? null })
-          : [];
-        const links = rows.length ? await linksOf(pool, { ...source, cars: rows.slice(0, q.limit).map((r) => r.car) }) : [];
-        const linkOf = new Map<string, (typeof links)[number]>();
-        for (const l of links) {
-          const seen = linkOf.get(l.car);
-          if (!seen || (seen.origem !== 'declarado' && l.origem === 'declarado')) linkOf.set(l.car, l); // a declared link wins
+        // The page, its properties' links and the holder's name in one statement: never all of a document's links.
+        // (no snapshot of the asked state: no page, the holder's name still)
+        const { rows, holder: named } = await documentPage(pool, { ...source, snapshotIds: carSnaps, geometry: q.geometry, after: cursor?.k ?? null, limit: q.limit + 1, situacao: q.situacao ?? null });
+        const linkOf = new Map<string, LinkRow>();
+        for (const r of rows.slice(0, q.limit)) {
+          for (const l of r.links ?? []) {
+            const seen = linkOf.get(l.car);
+            if (!seen || (seen.origem !== 'declarado' && l.origem === 'declarado')) linkOf.set(l.car, l); // a declared link wins
+          }
         }
         const extra = await layerValues(pool, ctx, rows.slice(0, q.limit), include, { withOverlapFields: true, notes });
         // A CNPJ's holder is Receita's legal name when the month has it: the registry of record,
         // where declared extracts and embargo terms carry abbreviations or old names.
         const receita = doc.tipo === 'cnpj' ? await razaoSocialOf(pool, ctx.receita ?? null, doc.documento) : null;
-        const holder = receita ? null : await holderNameOf(pool, source);
+        const holder = receita ? null : named;
         return { linkOf, rows, extra, receita, holder };
       });
       const { linkOf, rows, extra, receita, holder } = read;

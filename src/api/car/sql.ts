@@ -149,42 +149,41 @@ export interface LinkSource {
 
 const linkArgs = (o: LinkSource) => [o.titularesSnapshotId, o.ibamaSnapshotId, o.carSnapshotIds, o.hmac];
 
-/** Owner links of a document (by documento_hmac) in given snapshots, of the given properties only (a page's). */
-export async function linksOf(db: Db, o: LinkSource & { cars: string[] }): Promise<LinkRow[]> {
-  const r = await db.query(
-    `SELECT car, documento, tipo_documento, nome, vinculo, origem, evidencia
-       FROM serving.car_titulares_snapshot($1, $2, $3, $4) WHERE car = ANY ($5) ORDER BY car, origem, nome`,
-    [...linkArgs(o), o.cars],
-  );
-  return r.rows;
-}
-
-/** The holder's name among a document's links: the first declared one with a name, else the first named. */
-export async function holderNameOf(db: Db, o: LinkSource): Promise<string | null> {
-  const r = await db.query(
-    `SELECT nome FROM serving.car_titulares_snapshot($1, $2, $3, $4) WHERE nome IS NOT NULL
-      ORDER BY origem <> 'declarado', car, origem, nome LIMIT 1`,
-    linkArgs(o),
-  );
-  return r.rows[0]?.nome ?? null;
+/** A page of a document's properties, each with its owner links, and the holder's name. */
+export interface DocumentPage {
+  rows: (CarRow & { links: LinkRow[] })[];
+  /** Among all the document's links: the first declared one with a name, else the first named. */
+  holder: string | null;
 }
 
 /**
- * A page of the properties a document is linked to, keyset-paged by car: the linked CAR numbers
- * are gathered in the statement, never in this process (a holder such as a settlement agency
- * may have tens of thousands of them).
+ * A page of the properties a document is linked to, keyset-paged by car, with the links of the
+ * page's properties and the holder's name, in one statement: the document's links are computed
+ * once (serving.car_titulares_snapshot, materialised) and never all brought to this process (a
+ * holder such as a settlement agency may have tens of thousands of them). An empty page is one
+ * row holding only the holder's name.
  */
-export async function carsOfDocument(
+export async function documentPage(
   db: Db,
   o: LinkSource & { snapshotIds: number[]; geometry: boolean; after: string | null; limit: number; situacao: string | null },
-): Promise<CarRow[]> {
+): Promise<DocumentPage> {
   const r = await db.query(
-    `SELECT ${PROJECTION} FROM serving.car_imovel_snapshot($1,
-        (SELECT coalesce(array_agg(DISTINCT l.car), '{}') FROM serving.car_titulares_snapshot($6, $7, $8, $9) l WHERE $3::text IS NULL OR l.car > $3),
-        $3, $4, $5) c ORDER BY c.car`,
+    `WITH l AS MATERIALIZED (
+       SELECT car, documento, tipo_documento, nome, vinculo, origem, evidencia FROM serving.car_titulares_snapshot($6, $7, $8, $9)
+     ), page AS (
+       SELECT ${PROJECTION} FROM serving.car_imovel_snapshot($1,
+          (SELECT coalesce(array_agg(DISTINCT l.car), '{}') FROM l WHERE $3::text IS NULL OR l.car > $3), $3, $4, $5) c
+     )
+     SELECT h.holder, p.*,
+            (SELECT jsonb_agg(to_jsonb(x) ORDER BY x.origem, x.nome) FROM l x WHERE x.car = p.car) AS links
+       FROM (SELECT (SELECT nome FROM l WHERE nome IS NOT NULL ORDER BY origem <> 'declarado', car, origem, nome LIMIT 1) AS holder) h
+       LEFT JOIN page p ON true
+      ORDER BY p.car`,
     [o.snapshotIds, o.geometry, o.after, o.limit, o.situacao, ...linkArgs(o)],
   );
-  return r.rows;
+  const holder: string | null = r.rows[0]?.holder ?? null;
+  const rows = r.rows.filter((x) => x.car !== null).map(({ holder: _h, ...row }) => row as CarRow & { links: LinkRow[] });
+  return { rows, holder };
 }
 
 export interface GeometryHit {
