@@ -4,7 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { expect, test } from 'vitest';
 import { drainOnce } from '../src/events/delivery.ts';
 import { addEndpoint, listEndpoints } from '../src/events/endpoints.ts';
-import { addMonitor, listMonitors } from '../src/events/monitors.ts';
+import { addMonitor, eachMonitorBatch, type Monitor } from '../src/events/monitors.ts';
 import { createKey, purgeRevokedKeys, revokeKey, rotateKey } from '../src/platform/keys.ts';
 import { admitRequests, PLAN_LIMITS, queueQuotaThresholds, windowOf } from '../src/platform/limits.ts';
 import type { AddressInfo } from 'node:net';
@@ -12,6 +12,13 @@ import { buildServer, createApiPool } from '../src/api/server.ts';
 import { usageByDay } from '../src/platform/panel-sql.ts';
 import { call, expectEnvelope, fixtureApi } from './helpers/api.ts';
 import { receiver } from './helpers/receiver.ts';
+
+/** Every monitor of some keys (all keys when null), oldest first. */
+async function listMonitors(pool: Parameters<typeof eachMonitorBatch>[0], keyIds: string[] | null): Promise<Monitor[]> {
+  const all: Monitor[] = [];
+  await eachMonitorBatch(pool, keyIds, (rows) => void all.push(...rows));
+  return all;
+}
 
 const fx = fixtureApi();
 const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2';

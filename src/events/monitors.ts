@@ -59,12 +59,6 @@ export async function addMonitor(db: Db, given: string, kind: string, value: str
 
 const LIST_SQL = `SELECT id, key_id, kind, record, created_at FROM events.monitors WHERE $1::text[] IS NULL OR key_id = ANY ($1) ORDER BY created_at, id`;
 
-/** Monitors of some keys (all keys when null), oldest first. */
-export async function listMonitors(db: Db, keyIds: string[] | null): Promise<Monitor[]> {
-  const r = await db.query(LIST_SQL, [keyIds]);
-  return r.rows.map(row);
-}
-
 /** The `limit` newest monitors of some keys, newest first (the account panel's page). */
 export async function newestMonitors(db: Db, keyIds: string[], limit: number): Promise<Monitor[]> {
   const r = await db.query(
