@@ -17,10 +17,15 @@ export function isCalendarDate(v: string): boolean {
  */
 export const BRAZIL_TIMEZONE = 'America/Sao_Paulo';
 
-const brazilDays = new Intl.DateTimeFormat('en-CA', { timeZone: BRAZIL_TIMEZONE, year: 'numeric', month: '2-digit', day: '2-digit' });
+const brazilClock = new Intl.DateTimeFormat('en-CA', {
+  timeZone: BRAZIL_TIMEZONE, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
+});
+
+/** Brasília's wall time of an instant: YYYY-MM-DD HH:MM:SS. */
+export function brazilDateTime(d: Date): string {
+  const p = Object.fromEntries(brazilClock.formatToParts(d).map((x) => [x.type, x.value]));
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}`;
+}
 
 /** The Brazilian calendar day (YYYY-MM-DD) of an instant. */
-export function brazilDay(d: Date): string {
-  const p = Object.fromEntries(brazilDays.formatToParts(d).map((x) => [x.type, x.value]));
-  return `${p.year}-${p.month}-${p.day}`;
-}
+export const brazilDay = (d: Date): string => brazilDateTime(d).slice(0, 10);
