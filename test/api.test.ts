@@ -9,6 +9,7 @@ import { area as turfArea } from '@turf/turf';
 import { validate as validateOpenApi } from '@readme/openapi-parser';
 import pg from 'pg';
 import { findPipeline } from '../pipelines/registry.ts';
+import { brazilDay } from '../src/dates.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { revokeKey, createKey } from '../src/platform/keys.ts';
 import { call, expectEnvelope, loadFixtures, newKey, startApi, type Running } from './helpers/api.ts';
@@ -664,8 +665,8 @@ describe('snapshots: cursors across a publish, as_of', () => {
     expect(unpaired.sobreposicao_ucs).toBeNull();
     expect(unpaired.avisos.join('\n')).toMatch(/cnuc-ucs: overlaps of SICAR snapshot \d+ with cnuc-ucs snapshot \d+ .* were not computed/);
 
-    // as of today: the current snapshot, every field as the current answer
-    const today = new Date().toISOString().slice(0, 10);
+    // as of today (in Brazil, the day a run without a release date is as of): the current snapshot, every field as the current answer
+    const today = brazilDay(new Date());
     const now = (await get(`/v1/car/${GO1}?include=ucs,embargos,tis,quilombos,zarc`)).body;
     const asOfNow = (await get(`/v1/car/${GO1}?as_of=${today}&include=ucs,embargos,tis,quilombos,zarc`)).body;
     expect({ ...asOfNow, consultado_em: null }).toEqual({ ...now, consultado_em: null });

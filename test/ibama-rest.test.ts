@@ -71,10 +71,18 @@ describe('pieces', () => {
     expect(arcgisRequest('http://h/x/FeatureServer/0/', { ...o, maxRecordCount: null })).toEqual({ endpoint: 'http://h/x/FeatureServer/0', where: '1=1', orderBy: 'OBJECTID', outSR: 4674, pageSize: 1000, srsName: 'EPSG:4674' });
   });
 
-  test('epoch-ms dates become their UTC day (DAT_ULT_ALTERACAO its UTC time); other values stay as served', () => {
+  test('epoch-ms dates become their day in Brazil (DAT_ULT_ALTERACAO its Brasília time, as the CSV writes it); other values stay as served', () => {
     expect(restValue('data_embargo', Date.parse('2024-05-10T03:00:00Z'))).toBe('2024-05-10');
     expect(restValue('data_desembargo', '1739502000000')).toBe('2025-02-14');
-    expect(restValue('data_alteracao', Date.parse('2026-10-01T03:01:00Z'))).toBe('2026-10-01 03:01:00');
+    expect(restValue('data_alteracao', Date.parse('2026-10-01T03:01:00Z'))).toBe('2026-10-01 00:01:00');
+    // An instant of the evening in Brazil is already tomorrow in UTC: the report generated at
+    // 22:30 on 20 November is of the 20th (as the CSV's stamp says), not the 21st.
+    expect(restValue('ultima_atualizacao', Date.parse('2026-11-21T01:30:00Z'))).toBe('2026-11-20');
+    expect(restValue('data_embargo', Date.parse('2025-03-01T02:59:59Z'))).toBe('2025-02-28');
+    expect(restValue('data_alteracao', Date.parse('2026-10-02T01:30:00.500Z'))).toBe('2026-10-01 22:30:00');
+    // A date typed without a time that a layer stores as UTC midnight is that day, not 21:00 the day before.
+    expect(restValue('data_embargo', Date.parse('2024-05-10T00:00:00Z'))).toBe('2024-05-10');
+    expect(restValue('data_alteracao', Date.parse('2024-05-10T00:00:00Z'))).toBe('2024-05-10 00:00:00');
     expect(restValue('data_embargo', 'sem data')).toBe('sem data');
     // A date written as digits is not milliseconds since 1970 (it would be 1970-01-01): as served.
     expect(restValue('data_embargo', 20190821)).toBe(20190821);
@@ -132,7 +140,7 @@ describe('(a) a full load from --source <…/FeatureServer/0>', () => {
 
   test('dates: epoch ms as their day, an unreadable one NULL and counted', async () => {
     for (const t of REST_TERMS) expect(rows.get(t.idTad)!.de).toBe(t.dataEmbargo);
-    expect(rows.get(REST_TERMS[0].idTad)!.da).toBe('2026-10-01 03:01:00');
+    expect(rows.get(REST_TERMS[0].idTad)!.da).toBe('2026-10-01 00:01:00'); // 00:01 in Brasília, as the CSV writes it
     const q = (await snapshot(o.snapshot_id!)).quality;
     expect(q.facts.dates.unparseable).toMatchObject({ data_embargo: 1 });
     expect((await snapshot(o.snapshot_id!)).as_of).toBe(REST_RELEASE_DAY);

@@ -139,3 +139,30 @@ describe('empty geometries (etl.sicar_verdict)', () => {
     expect(await verdict(land!)).toBe('ok');
   });
 });
+
+describe('a timestamp that carries its offset is an instant: its day and time in Brazil', () => {
+  // SOURCES: WFS and ArcGIS-like stamps are ISO, some with a 'Z' or an offset. A property
+  // registered at 22:30 in Brasília on 10 June written in UTC ('2025-06-11T01:30:00Z') was
+  // dated the 11th (its first ten characters): a day after a release of the 10th, so nulled as
+  // implausible, and a day apart from the same record read from the shapefile (10/06/2025).
+  test('etl.parse_date, etl.parse_timestamp and the implausible rule', async () => {
+    const r = await one(
+      `SELECT etl.parse_date('2025-06-11T01:30:00Z')::text AS z, etl.parse_date('2025-06-11T01:30:00.250+00:00')::text AS plus,
+              etl.parse_date('2025-06-11 01:30:00+0000')::text AS compact, etl.parse_date('2025-06-10T22:30:00-03:00')::text AS local,
+              etl.parse_date('2025-06-10T23:30:00-05:00')::text AS acre, etl.parse_date('2025-03-01T02:00:00Z')::text AS month,
+              etl.parse_date('2025-01-01T02:59:59Z')::text AS year, etl.parse_date('2025-06-11T03:00:00Z')::text AS midnight,
+              etl.parse_date('2025-06-11T01:30:00')::text AS unzoned, etl.parse_date('2025-06-11')::text AS day,
+              etl.parse_date('2025-02-30T01:30:00Z') AS bad_day, etl.parse_date('2025-06-11T25:30:00Z')::text AS bad_time,
+              etl.parse_timestamp('2025-06-11T01:30:00Z')::text AS ts, etl.parse_timestamp('2025-06-11T01:30:00')::text AS ts_unzoned,
+              etl.parse_timestamp('2015-01-10T12:00:00Z')::text AS ts_summer,
+              etl.date_unkept_text('2025-06-11T01:30:00Z', '2025-06-10') AS unkept, etl.date_kind('2025-06-11T01:30:00Z') AS kind`,
+    );
+    expect(r).toEqual({
+      z: '2025-06-10', plus: '2025-06-10', compact: '2025-06-10', local: '2025-06-10', acre: '2025-06-11', month: '2025-02-28', year: '2024-12-31',
+      midnight: '2025-06-11', unzoned: '2025-06-11', day: '2025-06-11', bad_day: null, bad_time: '2025-06-11',
+      // Brasília's wall time, daylight saving of the years that had it included (10:00 BRST in January 2015)
+      ts: '2025-06-10 22:30:00', ts_unzoned: '2025-06-11 01:30:00', ts_summer: '2015-01-10 10:00:00',
+      unkept: null, kind: 'ok',
+    });
+  });
+});

@@ -1,9 +1,14 @@
 // The one folder picker: the official name (Unicode- and case-insensitive), then the newest
 // pattern match, then the only file of its kind when an official name is declared; a folder
 // without one fails naming what it holds. URLs: a file, a service request, a folder prefix.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, test } from 'vitest';
 import { AgroError } from '../src/errors.ts';
-import { pickSourceFile, resolveSource, type SourceLayout } from '../src/etl/source-files.ts';
+import type { FetchedFile } from '../src/etl/download.ts';
+import { fileDay, lastModifiedDay, pickSourceFile, resolveSource, type SourceLayout } from '../src/etl/source-files.ts';
 
 const quilombos: SourceLayout = { fileName: 'Áreas de Quilombolas.zip', pattern: /quilomb.*\.zip$/i, ext: /\.zip$/i, what: 'Áreas de Quilombolas.zip' };
 const mesh: SourceLayout = {
@@ -49,5 +54,37 @@ describe('resolveSource', () => {
 
   test('a missing local path is source_not_found', () => {
     expect(() => resolveSource('/nonexistent/folder', quilombos)).toThrow(/no such file or folder/);
+  });
+});
+
+// A file's day is the day it was published in Brazil (Brasília time, UTC−3): SICAR's own page
+// dates a release put up at 22:30 on 10 June "10/06/2025", while its Last-Modified reads
+// 01:30 GMT on the 11th. The UTC day made the snapshot as of the 11th, a day its publisher
+// never named (as_of=2025-06-10 found nothing), and let dates of the 11th pass as plausible.
+describe('the day of a source file', () => {
+  const fetched = (o: Partial<FetchedFile>): FetchedFile => ({ path: '/x', name: 'x.zip', sha256: '', size: 0, sourceUri: 'https://x.example/x.zip', fromCache: false, ...o });
+
+  test("Last-Modified: the Brazilian day, either side of Brasília's midnight (03:00 UTC)", () => {
+    expect(lastModifiedDay(fetched({ lastModified: 'Wed, 11 Jun 2025 01:30:00 GMT' }))).toBe('2025-06-10');
+    expect(lastModifiedDay(fetched({ lastModified: 'Wed, 11 Jun 2025 02:59:59 GMT' }))).toBe('2025-06-10');
+    expect(lastModifiedDay(fetched({ lastModified: 'Wed, 11 Jun 2025 03:00:00 GMT' }))).toBe('2025-06-11');
+    // across a month and a year
+    expect(lastModifiedDay(fetched({ lastModified: 'Sat, 01 Mar 2025 00:10:00 GMT' }))).toBe('2025-02-28');
+    expect(lastModifiedDay(fetched({ lastModified: 'Wed, 01 Jan 2025 02:00:00 GMT' }))).toBe('2024-12-31');
+    expect(lastModifiedDay(fetched({ lastModified: 'not a date' }))).toBeNull();
+  });
+
+  test("a manual drop's modification time: the Brazilian day too", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-day-'));
+    try {
+      const file = path.join(dir, 'tis_poligonais.zip');
+      fs.writeFileSync(file, 'x');
+      fs.utimesSync(file, new Date('2025-06-11T01:30:00Z'), new Date('2025-06-11T01:30:00Z'));
+      expect(fileDay(fetched({ sourceUri: pathToFileURL(file).href }))).toBe('2025-06-10');
+      fs.utimesSync(file, new Date('2025-06-11T12:00:00Z'), new Date('2025-06-11T12:00:00Z'));
+      expect(fileDay(fetched({ sourceUri: pathToFileURL(file).href }))).toBe('2025-06-11');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

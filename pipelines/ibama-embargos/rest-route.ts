@@ -7,6 +7,7 @@
 import path from 'node:path';
 import { readFile } from 'node:fs/promises';
 import type pg from 'pg';
+import { brazilDateTime } from '../../src/dates.ts';
 import type { FetchedFile } from '../../src/etl/download.ts';
 import type { RunContext } from '../../src/etl/pipeline.ts';
 import type { QualityFacts } from '../../src/etl/quality.ts';
@@ -77,17 +78,20 @@ function epochMs(v: unknown): Date | null {
 }
 
 /**
- * A REST property as staged: epoch-ms dates as their UTC day (DAT_ULT_ALTERACAO as its UTC
- * date and time: it decides between versions of a term). A value that is not a number stays
- * as served and is counted with the unreadable dates by the typed pass.
+ * A REST property as staged: epoch-ms dates as their day in Brazil, DAT_ULT_ALTERACAO as
+ * Brasília's date and time (it decides between versions of a term), as the CSV writes them: an
+ * evening in Brazil is already tomorrow in UTC (the report generated at 22:30 on the 20th is of
+ * the 20th). An instant at exactly UTC midnight is a date typed without a time, as some layers
+ * store one: that day. A value that is not a number stays as served and is counted with the
+ * unreadable dates by the typed pass.
  */
 export function restValue(column: string, v: unknown): unknown {
   const date = DATE_COLUMNS.has(column) ? 'day' : TIMESTAMP_COLUMNS.has(column) ? 'time' : null;
   if (!date) return v;
   const d = epochMs(v);
   if (!d) return v;
-  const iso = d.toISOString();
-  return date === 'day' ? iso.slice(0, 10) : `${iso.slice(0, 10)} ${iso.slice(11, 19)}`;
+  const stamp = d.getTime() % 86_400_000 === 0 ? `${d.toISOString().slice(0, 10)} 00:00:00` : brazilDateTime(d);
+  return date === 'day' ? stamp.slice(0, 10) : stamp;
 }
 
 export interface RestStaged extends WfsStageResult {

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
 import { KNOWN_UFS, type Config } from '../config.ts';
-import { isCalendarDate } from '../dates.ts';
+import { brazilDay, isCalendarDate } from '../dates.ts';
 import { AgroError, diskFullError, isAgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { connectOrFail, ident, isConnectionError } from '../db/pool.ts';
@@ -91,7 +91,7 @@ export function writeReportFiles(cfg: Config, r: QualityReport) {
  */
 export function checkAsOf(asOf: string): void {
   if (!isCalendarDate(asOf)) throw new AgroError('usage', `--as-of must be a calendar date (yyyy-mm-dd), got "${asOf}"`);
-  if (asOf > todayUtc()) throw new AgroError('usage', `--as-of ${asOf} is in the future (today is ${todayUtc()} UTC)`);
+  if (asOf > todayInBrazil()) throw new AgroError('usage', `--as-of ${asOf} is in the future (today is ${todayInBrazil()} in Brazil)`);
 }
 
 /** The UF of a per-state run, validated (usage error naming the known ones). */
@@ -162,8 +162,9 @@ export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
   return cleaned;
 }
 
-function todayUtc() {
-  return new Date().toISOString().slice(0, 10);
+/** Today in Brazil: a nightly firing at 22:00 in São Paulo is already tomorrow in UTC. */
+function todayInBrazil() {
+  return brazilDay(new Date());
 }
 
 async function changeAgainst(pool: pg.Pool | pg.ClientBase, pipeline: Pipeline, key: string | undefined, prev: catalog.SnapshotRow | null, newTable: string, rows: number): Promise<ChangeSummary> {
@@ -361,7 +362,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     if (options.asOf && release && options.asOf < release && !options.force && !files.some((f) => fileDay(f) === release)) {
       throw new AgroError('usage', `--as-of ${options.asOf} is before ${release}, the release date the source itself carries (its data did not exist yet; every later date in it would be loaded as NULL): give --as-of ${release} or later, or --force to load it as of ${options.asOf} anyway`);
     }
-    const asOf = options.asOf ?? release ?? todayUtc();
+    const asOf = options.asOf ?? release ?? todayInBrazil();
     outcome.as_of = asOf;
     const partsRead = readParts.length > 0 ? { parts: readParts } : {};
     const source = {

@@ -4,6 +4,7 @@
 // the raw store. One picker for every folder, local or listed.
 import fs from 'node:fs';
 import path from 'node:path';
+import { brazilDay } from '../dates.ts';
 import { AgroError } from '../errors.ts';
 import { fetchSource, isHttp, joinSource, localPath, type FetchedFile } from './download.ts';
 import type { RunContext } from './pipeline.ts';
@@ -111,8 +112,8 @@ export async function fetchOneFile(ctx: RunContext, uri: string, o: { expect: 'z
   return [file];
 }
 
-/** yyyy-mm-dd (UTC) of a date; null for none or an invalid one. */
-export const isoDay = (d: Date | null): string | null => (d && !Number.isNaN(d.getTime()) ? d.toISOString().slice(0, 10) : null);
+/** yyyy-mm-dd of a date in Brazil (its publisher's day, src/dates.ts); null for none or an invalid one. */
+export const isoDay = (d: Date | null): string | null => (d && !Number.isNaN(d.getTime()) ? brazilDay(d) : null);
 
 /** The day of a fetched file's Last-Modified, or null when it has none or it does not parse. */
 export const lastModifiedDay = (file: FetchedFile | undefined): string | null => isoDay(file?.lastModified ? new Date(file.lastModified) : null);
