@@ -1,0 +1,67 @@
+// Historical snapshots as a data engineer backfilling and a bank asking "what did the
+// registry say on date D" use them: backfills of past dates in any order, the same bytes on
+// another date, and what as_of=D then answers.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { buildSicarState, type SicarUf } from '../fixtures/sicar.ts';
+import { sicar } from '../pipelines/sicar/index.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { testDatabase, type TestDb } from './helpers/db.ts';
+
+let db: TestDb;
+let work: string;
+
+let variant = 0;
+/** A state's zips with distinct bytes each call (the zip entry time differs). */
+async function source(uf: SicarUf): Promise<string> {
+  const dir = path.join(work, `${uf}-${++variant}`);
+  await buildSicarState(uf, dir, { mtime: new Date(2024, 2, 1, 0, variant) });
+  return dir;
+}
+const backfill = (uf: string, dir: string, asOf: string) =>
+  runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf, source: dir, asOf, backfill: true });
+const currentId = async (uf: string) =>
+  (await db.pool.query(`SELECT snapshot_id FROM etl.current WHERE dataset = 'sicar' AND scope = $1`, [uf])).rows[0]?.snapshot_id ?? null;
+/** The snapshot an as_of=D read answers from (the API's rule, over serving.snapshots_legiveis). */
+const answeringOn = async (uf: string, d: string) =>
+  (await db.pool.query(
+    `SELECT snapshot_id, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots_legiveis
+      WHERE dataset = 'sicar' AND uf = $1 AND as_of <= $2 ORDER BY as_of DESC, snapshot_id DESC LIMIT 1`, [uf, d])).rows[0] ?? null;
+
+beforeAll(async () => {
+  db = await testDatabase();
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'history-backfill-'));
+});
+afterAll(async () => {
+  await db.drop();
+  fs.rmSync(work, { recursive: true, force: true });
+});
+
+describe('a backfill whose bytes are those of a snapshot of another date', () => {
+  test('the date gets a snapshot unless the one answering for it already has those bytes', async () => {
+    const jan = await source('DF');
+    const mar = await source('DF');
+    const a = await backfill('DF', jan, '2025-01-01');
+    const c = await backfill('DF', mar, '2025-03-01');
+    expect([a.status, c.status]).toEqual(['published', 'published']);
+
+    // February's file is March's: the registry said March's data on 2025-02-01 already.
+    const b = await backfill('DF', mar, '2025-02-01');
+    expect(b).toMatchObject({ status: 'loaded', as_of: '2025-02-01' });
+    expect(b.snapshot_id).not.toBe(c.snapshot_id);
+    expect(await answeringOn('DF', '2025-02-15')).toEqual({ snapshot_id: b.snapshot_id, as_of: '2025-02-01' });
+
+    // Run again, the date is unchanged (its own snapshot); so is a later date with the bytes
+    // of the snapshot answering for it.
+    expect(await backfill('DF', mar, '2025-02-01')).toMatchObject({ status: 'unchanged', snapshot_id: b.snapshot_id });
+    expect(await backfill('DF', jan, '2025-01-20')).toMatchObject({ status: 'unchanged', snapshot_id: a.snapshot_id });
+
+    // April's file is January's again, newer than the current one: it becomes current.
+    const d = await backfill('DF', jan, '2025-04-01');
+    expect(d).toMatchObject({ status: 'published', as_of: '2025-04-01' });
+    expect(await currentId('DF')).toBe(d.snapshot_id);
+    expect(await answeringOn('DF', '2025-04-15')).toEqual({ snapshot_id: d.snapshot_id, as_of: '2025-04-01' });
+  });
+});
