@@ -6,9 +6,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildSicarState, type SicarUf } from '../fixtures/sicar.ts';
+import { findPipeline } from '../pipelines/registry.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
+import { call, newKey, startApi } from './helpers/api.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+
+const FIXTURES = path.resolve(__dirname, '../fixtures');
+const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2'; // a conservation unit and a polygon embargo
 
 let db: TestDb;
 let work: string;
@@ -63,5 +68,40 @@ describe('a backfill whose bytes are those of a snapshot of another date', () =>
     expect(d).toMatchObject({ status: 'published', as_of: '2025-04-01' });
     expect(await currentId('DF')).toBe(d.snapshot_id);
     expect(await answeringOn('DF', '2025-04-15')).toEqual({ snapshot_id: d.snapshot_id, as_of: '2025-04-01' });
+  });
+});
+
+describe('as_of over backfilled CAR and layer snapshots', () => {
+  test("the overlaps of the date's CAR and layer snapshots are computed by the backfill, in either order", async () => {
+    const ibama = findPipeline('ibama-embargos')!;
+    const layer = (asOf?: string) =>
+      runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibama, { source: path.join(FIXTURES, 'ibama-embargos'), ...(asOf ? { asOf, backfill: true, force: true } : {}) });
+    expect((await layer()).status).toBe('published');
+    expect((await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: path.join(FIXTURES, 'sicar', 'GO') })).status).toBe('published');
+    // the layer first, then the state
+    expect((await layer('2025-01-01')).status).toBe('loaded');
+    const go = await backfill('GO', await source('GO'), '2025-02-01');
+    expect(go.status).toBe('loaded');
+    // the state first (no IBAMA snapshot that old yet), then the layer
+    const older = await backfill('GO', await source('GO'), '2024-06-01');
+    expect(older.status).toBe('loaded');
+    expect((await layer('2024-05-01')).status).toBe('loaded');
+
+    const api = await startApi(db.cfg, db.url, db);
+    try {
+      const key = await newKey(db);
+      const get = (p: string) => call(api.base, p, { key });
+      const now = (await get(`/v1/car/${GO1}?include=embargos`)).body;
+      expect(now.embargo_ibama).toBe(true);
+      for (const [d, snapshot] of [['2025-03-01', go.snapshot_id], ['2024-07-01', older.snapshot_id]] as const) {
+        const then = await get(`/v1/car/${GO1}?as_of=${d}&include=embargos`);
+        expect(then.status, then.text).toBe(200);
+        expect(then.body.snapshot_id).toBe(snapshot);
+        expect(then.body.avisos ?? []).not.toContainEqual(expect.stringMatching(/ibama-embargos/));
+        expect({ d, embargo_ibama: then.body.embargo_ibama, embargos: then.body.embargos }).toEqual({ d, embargo_ibama: true, embargos: now.embargos });
+      }
+    } finally {
+      await api.close();
+    }
   });
 });

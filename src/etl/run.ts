@@ -446,7 +446,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.forced = report.gate.forced;
 
     if (involvesOverlaps(pipeline.name)) {
-      await stage('derive', () => ensureOverlaps(pool, runLog, { dataset: pipeline.name, scope, snapshotId: sid }), (r) => r.rows, (r) => r);
+      await stage('derive', () => ensureOverlaps(pool, runLog, { dataset: pipeline.name, scope, snapshotId: sid }, { history: !!options.backfill }), (r) => r.rows, (r) => r);
     }
 
     // The row-drop rule compares with what is current when the snapshot becomes current,
