@@ -8,12 +8,15 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildSicarState, type SicarUf } from '../fixtures/sicar.ts';
 import { findPipeline } from '../pipelines/registry.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
+import * as catalog from '../src/etl/catalog.ts';
+import { applyRetention } from '../src/etl/publish.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { call, newKey, startApi } from './helpers/api.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const FIXTURES = path.resolve(__dirname, '../fixtures');
 const GO1 = 'GO-5208707-F96A1A0DCC5E5421B5B161F1029679F2'; // a conservation unit and a polygon embargo
+const MT1 = 'MT-5107925-5CB45324C71191225BEAAD888C3D51DB'; // a point embargo
 
 let db: TestDb;
 let work: string;
@@ -100,6 +103,52 @@ describe('as_of over backfilled CAR and layer snapshots', () => {
         expect(then.body.avisos ?? []).not.toContainEqual(expect.stringMatching(/ibama-embargos/));
         expect({ d, embargo_ibama: then.body.embargo_ibama, embargos: then.body.embargos }).toEqual({ d, embargo_ibama: true, embargos: now.embargos });
       }
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe('as_of on a date whose snapshot retention dropped', () => {
+  test('never answered from an older kept snapshot: the state is a 404 with the dates kept, a layer null with a note', async () => {
+    const ibama = findPipeline('ibama-embargos')!;
+    const mt: number[] = [];
+    for (const d of ['2025-01-01', '2025-02-01', '2025-03-01', '2025-04-01', '2025-05-01']) {
+      const o = await backfill('MT', await source('MT'), d);
+      expect(o.status).toBe('published');
+      mt.push(o.snapshot_id!);
+      if (mt.length === 1) await catalog.setKept(db.pool, o.snapshot_id!, true); // January kept (historical series)
+    }
+    // February went with retention (3 kept by date: May, April, March; January exempt)
+    expect((await catalog.getSnapshot(db.pool, mt[1]))!.status).toBe('dropped');
+    // IBAMA: January kept, mid-March backfilled, then dropped by retention
+    const [ibamaJan] = (await db.pool.query(`SELECT snapshot_id FROM etl.snapshots WHERE dataset = 'ibama-embargos' AND as_of = '2025-01-01' AND status <> 'dropped'`)).rows;
+    await catalog.setKept(db.pool, ibamaJan.snapshot_id, true);
+    // other bytes than January's (which answer on 2025-03-15): one more blank line at the end
+    const changed = path.join(work, 'ibama-changed');
+    fs.cpSync(path.join(FIXTURES, 'ibama-embargos'), changed, { recursive: true });
+    fs.appendFileSync(path.join(changed, 'termo_embargo.csv'), '\n');
+    const mar15 = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibama, { source: changed, asOf: '2025-03-15', backfill: true, force: true });
+    expect(mar15.status).toBe('loaded');
+    await applyRetention(db.pool, 'ibama-embargos', '', 1);
+    expect((await catalog.getSnapshot(db.pool, mar15.snapshot_id!))!.status).toBe('dropped');
+
+    const api = await startApi(db.cfg, db.url, db);
+    try {
+      const key = await newKey(db);
+      const get = (p: string) => call(api.base, p, { key });
+      const feb = await get(`/v1/car/${MT1}?as_of=2025-02-15`);
+      expect(feb.status, feb.text).toBe(404);
+      expect(feb.body.error.code).toBe('car_not_found');
+      expect(feb.body.error.message).toMatch(/2025-02-01.*dropped by retention/);
+      expect(feb.body.error.message).toContain('available as-of dates: 2025-01-01, 2025-03-01, 2025-04-01, 2025-05-01');
+      // January itself is still answered from January
+      expect((await get(`/v1/car/${MT1}?as_of=2025-01-20`)).body).toMatchObject({ snapshot_id: mt[0], as_of: '2025-01-01' });
+
+      const mar = await get(`/v1/car/${MT1}?as_of=2025-03-20&include=embargos`);
+      expect(mar.status, mar.text).toBe(200);
+      expect(mar.body).toMatchObject({ snapshot_id: mt[2], as_of: '2025-03-01', embargo_ibama: null, embargos: null });
+      expect(mar.body.avisos).toContainEqual(expect.stringMatching(/ibama-embargos: snapshot \d+ \(as of 2025-03-15\).*dropped by retention/));
     } finally {
       await api.close();
     }
