@@ -36,7 +36,7 @@ const currentId = async (uf: string) =>
 const answeringOn = async (uf: string, d: string) =>
   (await db.pool.query(
     `SELECT snapshot_id, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots_legiveis
-      WHERE dataset = 'sicar' AND uf = $1 AND as_of <= $2 ORDER BY as_of DESC, snapshot_id DESC LIMIT 1`, [uf, d])).rows[0] ?? null;
+      WHERE dataset = 'sicar' AND uf = $1 AND as_of <= $2 ORDER BY as_of DESC, is_current DESC, snapshot_id DESC LIMIT 1`, [uf, d])).rows[0] ?? null;
 
 beforeAll(async () => {
   db = await testDatabase();
@@ -71,6 +71,25 @@ describe('a backfill whose bytes are those of a snapshot of another date', () =>
     expect(d).toMatchObject({ status: 'published', as_of: '2025-04-01' });
     expect(await currentId('DF')).toBe(d.snapshot_id);
     expect(await answeringOn('DF', '2025-04-15')).toEqual({ snapshot_id: d.snapshot_id, as_of: '2025-04-01' });
+  });
+});
+
+describe('a date loaded again with other bytes', () => {
+  test("as_of of the current snapshot's date answers what is served: the current snapshot, not the later load kept beside it", async () => {
+    const served = await currentId('DF'); // as of 2025-04-01 (the first test)
+    const again = await backfill('DF', await source('DF'), '2025-04-01');
+    expect(again.status).toBe('loaded'); // not newer: kept, not current
+    const [{ car }] = (await db.pool.query(`SELECT car FROM serving.car_imovel WHERE uf = 'DF' ORDER BY car LIMIT 1`)).rows;
+    const api = await startApi(db.cfg, db.url, db);
+    try {
+      const key = await newKey(db);
+      const get = (p: string) => call(api.base, p, { key });
+      const today = new Date().toISOString().slice(0, 10);
+      expect((await get(`/v1/car/${car}`)).body.snapshot_id).toBe(served);
+      for (const d of ['2025-04-01', '2025-04-15', today]) expect({ d, id: (await get(`/v1/car/${car}?as_of=${d}`)).body.snapshot_id }).toEqual({ d, id: served });
+    } finally {
+      await api.close();
+    }
   });
 });
 

@@ -81,11 +81,8 @@ interface Dated {
   dataset: string;
   scope: string;
   as_of: string;
+  is_current: boolean;
 }
-
-/** What an as_of read of `date` answers from among one series (src/api/car/context.ts): the greatest as-of ≤ date, then the latest id. */
-const answeringOn = (series: Dated[], date: string) =>
-  series.filter((s) => s.as_of <= date).sort((a, b) => (a.as_of === b.as_of ? b.snapshot_id - a.snapshot_id : a.as_of < b.as_of ? 1 : -1))[0];
 
 /**
  * The pairs as_of reads need once `prospective` is kept (a backfill): over the dates it answers
@@ -96,8 +93,9 @@ const answeringOn = (series: Dated[], date: string) =>
 export async function historicalPairs(db: pg.ClientBase | pg.Pool, prospective: Prospective): Promise<Pair[]> {
   const datasets = [CAR_DATASET, ...OVERLAYS.map((o) => o.dataset)];
   const r = await db.query(
-    `SELECT snapshot_id, dataset, scope, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM etl.snapshots
-      WHERE dataset = ANY ($1) AND (status = ANY ($2) OR snapshot_id = $3)`,
+    `SELECT s.snapshot_id, s.dataset, s.scope, to_char(s.as_of, 'YYYY-MM-DD') AS as_of, c.snapshot_id IS NOT NULL AS is_current
+       FROM etl.snapshots s LEFT JOIN etl.current c ON c.snapshot_id = s.snapshot_id
+      WHERE s.dataset = ANY ($1) AND (s.status = ANY ($2) OR s.snapshot_id = $3)`,
     [datasets, catalog.GOOD_STATUSES, prospective.snapshotId],
   );
   const all = r.rows as Dated[];
@@ -105,14 +103,14 @@ export async function historicalPairs(db: pg.ClientBase | pg.Pool, prospective: 
   if (!self) return [];
   const seriesOf = (dataset: string, scope: string) => all.filter((s) => s.dataset === dataset && s.scope === scope);
   const own = seriesOf(self.dataset, self.scope);
-  // another snapshot of the same date loaded later answers instead: this one adds nothing
-  if (own.some((s) => s.as_of === self.as_of && s.snapshot_id > self.snapshot_id)) return [];
+  // another snapshot of the same date answers instead (the current one, or one loaded later): this one adds nothing
+  if (catalog.answeringOn(own, self.as_of) !== self) return [];
   const until = own.filter((s) => s.as_of > self.as_of).map((s) => s.as_of).sort()[0] ?? null;
   const within = (d: string) => d >= self.as_of && (until === null || d < until);
   /** Each snapshot of the other series read on a date `self` answers for. */
   const readBeside = (other: Dated[]) => {
     const dates = [self.as_of, ...other.map((s) => s.as_of).filter(within)];
-    return [...new Map(dates.flatMap((d) => answeringOn(other, d) ?? []).map((s) => [s.snapshot_id, s])).values()];
+    return [...new Map(dates.flatMap((d) => catalog.answeringOn(other, d) ?? []).map((s) => [s.snapshot_id, s])).values()];
   };
   const pairs: Pair[] = [];
   if (self.dataset === CAR_DATASET) {

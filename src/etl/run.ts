@@ -67,16 +67,6 @@ export function sourceChecksum(files: { name: string; sha256: string }[]): strin
   return files.length === 1 ? files[0].sha256 : crypto.createHash('sha256').update(lines.join('\n')).digest('hex');
 }
 
-/**
- * The snapshot an as_of=`date` read answers from (src/api/car/context.ts): the good one with
- * the greatest as-of ≤ date, the latest loaded of that date.
- */
-function answeringOn(snapshots: catalog.SnapshotRow[], date: string): catalog.SnapshotRow | undefined {
-  return snapshots
-    .filter((s) => catalog.GOOD_STATUSES.includes(s.status) && s.as_of <= date)
-    .sort((a, b) => (a.as_of === b.as_of ? b.snapshot_id - a.snapshot_id : a.as_of < b.as_of ? 1 : -1))[0];
-}
-
 /** The checksum of the files a snapshot recorded (etl.snapshots.source.files), its parts left out; null when it recorded none. */
 function recordedFilesChecksum(s: catalog.SnapshotRow): string | null {
   const recorded = (s.source as { files?: { name: string; sha256: string }[] }).files;
@@ -342,7 +332,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     // another date's snapshot holds (a later one, or an earlier one another date came between)
     // are still what the registry said on this date, which needs a snapshot of its own.
     const kept = options.backfill && options.asOf
-      ? [answeringOn(await catalog.snapshotsWithTables(pool, pipeline.name, scope), options.asOf)].filter((s) => s !== undefined)
+      ? [catalog.answeringOn((await catalog.snapshotsWithTables(pool, pipeline.name, scope)).filter((s) => catalog.GOOD_STATUSES.includes(s.status)), options.asOf)].filter((s) => s !== undefined)
       : current ? [current] : [];
     // A part that could not be read this run brings nothing new: then the files alone are
     // compared with the files a snapshot recorded (its own parts set aside).

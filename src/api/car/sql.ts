@@ -89,12 +89,12 @@ export interface SnapshotInfo {
 
 /**
  * The snapshots as_of reads choose among (serving.snapshots_as_of: readable ones, and those
- * retention dropped after they answered), newest as-of first, a readable one first within a date.
+ * retention dropped after they answered), newest as-of first; within a date a readable one, the current one (what is served), then the latest loaded (catalog.answeringOn).
  */
 export async function asOfSnapshots(db: Db, datasets: string[]): Promise<SnapshotInfo[]> {
   const r = await db.query(
     `SELECT snapshot_id, dataset, uf, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current, legivel
-       FROM serving.snapshots_as_of WHERE dataset = ANY ($1) ORDER BY as_of DESC, legivel DESC, snapshot_id DESC`,
+       FROM serving.snapshots_as_of WHERE dataset = ANY ($1) ORDER BY as_of DESC, legivel DESC, is_current DESC, snapshot_id DESC`,
     [datasets],
   );
   return r.rows;
