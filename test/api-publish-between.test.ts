@@ -39,14 +39,14 @@ beforeAll(async () => {
 });
 
 /** A new IBAMA snapshot through a real run: the fixture terms, those of `lifted` lifted on `liftedOn`. */
-async function loadIbama(liftedOn: string, hooks?: Deps['hooks']): Promise<number> {
+async function loadIbama(liftedOn: string, hooks?: Deps['hooks'], asOf?: string): Promise<number> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ibama-between-'));
   try {
     const terms = IBAMA_TERMS.map((t) => (lifted.has(t.row.NUM_TAD ?? '')
       ? { ...t, row: { ...t.row, SIT_DESEMBARGO: 'S', TIPO_DESEMBARGO: 'Total', DAT_DESEMBARGO: `${liftedOn} 00:00:00`, DES_DESEMBARGO: 'Desembargo' } }
       : t));
     fs.writeFileSync(path.join(dir, 'termo_embargo.csv'), ibamaCsv({ terms }));
-    const o = await runPipeline({ cfg: fx.db.cfg, pool: fx.db.pool, log: fx.db.log, hooks }, findPipeline('ibama-embargos')!, { source: dir });
+    const o = await runPipeline({ cfg: fx.db.cfg, pool: fx.db.pool, log: fx.db.log, hooks }, findPipeline('ibama-embargos')!, { source: dir, asOf });
     expect(o.status).toBe('published');
     return o.snapshot_id!;
   } finally {
@@ -125,8 +125,9 @@ test('GET /car/{numero}?include=embargos: embargo_ibama and embargos[] come from
  */
 let drops = 0;
 async function dropDuringAsOfRead(lockOf: (dropped: number) => string) {
-  // A snapshot that is kept but not current: published, then rolled back.
-  const droppable = await loadIbama(`2026-02-0${++drops}`); // each load's source differs
+  // A snapshot that is kept but not current: published, then rolled back. Dated after the
+  // current one (within one date an as_of read takes the current snapshot).
+  const droppable = await loadIbama(`2026-02-0${++drops}`, undefined, `2026-11-0${drops}`); // each load's source differs
   await rollback(fx.db.pool, findPipeline('ibama-embargos')!, (await q(`SELECT scope FROM etl.current WHERE dataset = 'ibama-embargos'`))[0].scope);
   expect(await ibamaId()).not.toBe(droppable);
   const [{ d }] = await q<{ d: string }>(`SELECT to_char(max(as_of), 'YYYY-MM-DD') AS d FROM etl.snapshots`);

@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ALNUM, buildReceitaMonth, ENTERING_PARTNER, LEAVING_PARTNER, SHARED_CPF_PARTNERS, SHARED_MASKED_CPF } from '../fixtures/receita-cnpj.ts';
 import { receitaCnpj } from '../pipelines/receita-cnpj/index.ts';
 import { cpfCheckDigits } from '../src/documents.ts';
+import * as catalog from '../src/etl/catalog.ts';
+import { applyRetention } from '../src/etl/publish.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import { call, expectEnvelope, loadFixtures, newKey, startApi, type Running } from './helpers/api.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
@@ -321,5 +323,32 @@ describe('GET /v1/car/by-document/{cnpj}: titular', () => {
     expect(r.body.snapshots['receita-cnpj']).toBe(next.snapshot_id);
     // a CNPJ Receita does not have keeps the declared name
     expect((await get('/v1/car/by-document/45723174000110')).body.titular).toBe('Agropecuária Boa Vista Ltda');
+  });
+});
+
+describe('as_of on a month retention dropped', () => {
+  test('a 404 naming the dropped month and the months kept, never the older kept month', async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'socio-history-'));
+    try {
+      // September backfilled and kept (a historical series); November loaded again (other bytes)
+      await buildReceitaMonth(root, '2026-09', 'base');
+      const sep = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, receitaCnpj, { source: path.join(root, '2026-09'), asOf: '2026-09-01', backfill: true, force: true });
+      expect(sep.status).toBe('loaded');
+      await catalog.setKept(db.pool, sep.snapshot_id!, true);
+      await buildReceitaMonth(root, '2026-11', 'next', { SOCIOCSV: [FOREIGN_PARTNER], EMPRECSV: [REPEATED_COMPANY] });
+      const again = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, receitaCnpj, { source: path.join(root, '2026-11') });
+      expect(again.status).toBe('published');
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+    // October goes: kept are the current month, the one rollback returns to and September
+    expect(await applyRetention(db.pool, 'receita-cnpj', '', 1)).toEqual([octoberId]);
+    for (const p of [`/v1/socio/cnpj/${ALNUM.cnpj}?as_of=2026-10-20`, `/v1/socio/cpf/${encodeURIComponent(SHARED_MASKED_CPF)}?as_of=2026-10-20`, '/v1/socio/search?q=agro&as_of=2026-10-20']) {
+      const e = expectEnvelope(await get(p), 404, 'not_found');
+      expect(e.message, p).toMatch(new RegExp(`month current on 2026-10-20 \\(snapshot ${octoberId}, as of 2026-10-01\\) was dropped by retention`));
+      expect(e.message, p).toContain('available as-of dates: 2026-11-01, 2026-09-01');
+    }
+    // September itself still answers
+    expect((await get(`/v1/socio/cnpj/${ALNUM.cnpj}?as_of=2026-09-15`)).body).toMatchObject({ as_of: '2026-09-01' });
   });
 });

@@ -221,6 +221,33 @@ describe('agro backfill --series with a date that fails', () => {
   });
 });
 
+describe('agro backfill --series with a date the quality gate blocks', () => {
+  test('the series stops there as at a failed date (exit 3, not_run); with --force it goes on', async () => {
+    const fresh = await testDatabase();
+    try {
+      const series = path.join(work, 'series-blocked');
+      zarcSource(path.join(series, '2024-01-01'), [ZARC_FILES[0]]);
+      zarcSource(path.join(series, '2024-06-01'), [ZARC_FILES[0], ZARC_FILES[1]]); // blocked (the gate's reason does not matter here)
+      zarcSource(path.join(series, '2025-01-01'), ZARC_FILES);
+      const run = (...args: string[]) => spawnSync(process.execPath, [AGRO, ...args], { env: { ...env(), DATABASE_URL: fresh.url, AGRO_DATA_DIR: fresh.dataDir }, encoding: 'utf8', timeout: 120_000 });
+      const r = run('backfill', 'zarc', '--series', series, '--json');
+      expect(r.status, r.stderr).toBe(3);
+      const o = JSON.parse(r.stdout);
+      // 2025-01-01 published after it would leave as_of=2024-06-xx answering 2024-01-01's data
+      expect(o.runs.map((x: { as_of: string; status: string }) => [x.as_of, x.status])).toEqual([['2024-01-01', 'published'], ['2024-06-01', 'blocked']]);
+      expect(o.not_run).toEqual([{ as_of: '2025-01-01', source: path.join(series, '2025-01-01') }]);
+      const t = run('backfill', 'zarc', '--series', series);
+      expect(t.status).toBe(3);
+      expect(t.stdout).toMatch(/not run: 2025-01-01 \(the series stops at a date the quality gate blocked: a later one would be published over the gap; check its report, then run the series again \(--force loads it anyway\)\)/);
+      const forced = run('backfill', 'zarc', '--series', series, '--force', '--json');
+      expect(forced.status, forced.stderr).toBe(0);
+      expect(JSON.parse(forced.stdout)).toMatchObject({ runs: [{ status: 'unchanged' }, { status: 'published', forced: true }, { status: 'published' }], not_run: [] });
+    } finally {
+      await fresh.drop();
+    }
+  });
+});
+
 describe('agro backfill --series-file and Ctrl-C', () => {
   test('the download under way finishes, the run ends interrupted, the later dates do not start; one JSON object, exit 1', async () => {
     const fresh = await testDatabase(); // nothing loaded: the first date is a new snapshot

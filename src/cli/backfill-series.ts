@@ -1,7 +1,7 @@
 // `agro backfill <pipeline> --series DIR | --series-file F`: loads historical sources in
 // date order, each as a kept snapshot (exempt from retention). The engine's backfill rule
-// decides what becomes current: only a snapshot newer than the current one. A failed date
-// stops the series (the dates not run are listed); a signal stops it as it stops `agro run`
+// decides what becomes current: only a snapshot newer than the current one. A failed or
+// blocked date stops the series (the dates not run are listed); a signal stops it as it stops `agro run`
 // (interrupt.ts). Run again, the dates loaded already end `unchanged`.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -69,7 +69,8 @@ export async function cmdBackfillSeries(env: Env): Promise<number> {
       const kept = !!snap && catalog.GOOD_STATUSES.includes(snap.status) && (await catalog.setKept(pool, snap.snapshot_id, true));
       outcomes.push({ ...o, kept });
       if (!env.json) out(describeRun(o) + (kept ? ' (kept)' : ''));
-      if (o.status === 'failed') break; // later dates would be published over a gap
+      // later dates would be published over a gap: as_of reads of this date would answer an earlier date's data
+      if (o.status === 'failed' || o.status === 'blocked') break;
     }
   }));
   // The dates after a failure (or a signal) are said, not left for the reader to work out.
@@ -77,9 +78,11 @@ export async function cmdBackfillSeries(env: Env): Promise<number> {
   if (env.json) print(env, { runs: outcomes, not_run: notRun }, () => '');
   else if (notRun.length) {
     const last = outcomes.at(-1);
-    const why = last?.status === 'failed' && last.error?.code !== 'interrupted'
-      ? 'the series stops at a failed date: a later one would be published over the gap; fix it and run the series again'
-      : 'stopped by a signal; run the series again to load them';
+    const why = last?.status === 'blocked'
+      ? 'the series stops at a date the quality gate blocked: a later one would be published over the gap; check its report, then run the series again (--force loads it anyway)'
+      : last?.status === 'failed' && last.error?.code !== 'interrupted'
+        ? 'the series stops at a failed date: a later one would be published over the gap; fix it and run the series again'
+        : 'stopped by a signal; run the series again to load them';
     out(`not run: ${notRun.map((e) => e.as_of).join(', ')} (${why})`);
   }
   return outcomes.some((o) => o.status === 'failed') ? 1 : outcomes.some((o) => o.status === 'blocked') ? 3 : 0;

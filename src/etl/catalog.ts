@@ -212,6 +212,17 @@ export async function markPublished(db: Db, snapshotId: number, forced: boolean)
   );
 }
 
+/**
+ * The snapshot an as_of read of `date` answers from among one series (the API's rule, in the
+ * ORDER BY of src/api/car/sql.ts asOfSnapshots): the greatest as-of ≤ date; within that date
+ * the current one (what is served), then the latest loaded.
+ */
+export function answeringOn<T extends { as_of: string; snapshot_id: number; is_current?: boolean }>(series: T[], date: string): T | undefined {
+  const rank = (a: T, b: T) =>
+    a.as_of !== b.as_of ? (a.as_of < b.as_of ? 1 : -1) : Number(!!b.is_current) - Number(!!a.is_current) || b.snapshot_id - a.snapshot_id;
+  return series.filter((s) => s.as_of <= date).sort(rank)[0];
+}
+
 /** `agro keep`: exempts a snapshot from retention (or gives it back to retention). */
 export async function setKept(db: Db, snapshotId: number, kept: boolean): Promise<boolean> {
   const r = await db.query('UPDATE etl.snapshots SET kept = $2 WHERE snapshot_id = $1', [snapshotId, kept]);

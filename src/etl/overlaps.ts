@@ -2,7 +2,8 @@
 // units, indigenous lands, quilombola areas), municipality shares and road distance.
 // Rows are kept per (CAR state snapshot, layer snapshot) pair in derived.car_overlaps.
 // Only missing pairs are computed: publishing CAR GO computes GO × each current layer;
-// publishing a layer computes it × each current state. Pairs are computed before the
+// publishing a layer computes it × each current state; a backfill also the pairs the as_of
+// reads of its dates need (historicalPairs). Pairs are computed before the
 // publish transaction on two connections (both cores: an area pair split in two, a road
 // pair on worker threads of this process beside the other connection's work); the publish
 // transaction fills any pair a concurrent publish made necessary, so the serving views
@@ -72,6 +73,61 @@ export async function missingPairs(db: pg.ClientBase | pg.Pool, prospective?: Pr
     if (layer === undefined) continue;
     for (const car of cars) pairs.push({ carSnapshotId: car, layerSnapshotId: layer, overlay });
   }
+  return withoutDone(db, pairs);
+}
+
+interface Dated {
+  snapshot_id: number;
+  dataset: string;
+  scope: string;
+  as_of: string;
+  is_current: boolean;
+}
+
+/**
+ * The pairs as_of reads need once `prospective` is kept (a backfill): over the dates it answers
+ * for in its own series (its as-of up to the next snapshot of its scope), with the snapshot each
+ * of those dates reads on the other side (every CAR state for a layer, every layer for a state).
+ * Those are the only pairs a new snapshot adds to the history; missing ones are returned.
+ */
+export async function historicalPairs(db: pg.ClientBase | pg.Pool, prospective: Prospective): Promise<Pair[]> {
+  const datasets = [CAR_DATASET, ...OVERLAYS.map((o) => o.dataset)];
+  const r = await db.query(
+    `SELECT s.snapshot_id, s.dataset, s.scope, to_char(s.as_of, 'YYYY-MM-DD') AS as_of, c.snapshot_id IS NOT NULL AS is_current
+       FROM etl.snapshots s LEFT JOIN etl.current c ON c.snapshot_id = s.snapshot_id
+      WHERE s.dataset = ANY ($1) AND (s.status = ANY ($2) OR s.snapshot_id = $3)`,
+    [datasets, catalog.GOOD_STATUSES, prospective.snapshotId],
+  );
+  const all = r.rows as Dated[];
+  const self = all.find((s) => s.snapshot_id === prospective.snapshotId);
+  if (!self) return [];
+  const seriesOf = (dataset: string, scope: string) => all.filter((s) => s.dataset === dataset && s.scope === scope);
+  const own = seriesOf(self.dataset, self.scope);
+  // another snapshot of the same date answers instead (the current one, or one loaded later): this one adds nothing
+  if (catalog.answeringOn(own, self.as_of) !== self) return [];
+  const until = own.filter((s) => s.as_of > self.as_of).map((s) => s.as_of).sort()[0] ?? null;
+  const within = (d: string) => d >= self.as_of && (until === null || d < until);
+  /** Each snapshot of the other series read on a date `self` answers for. */
+  const readBeside = (other: Dated[]) => {
+    const dates = [self.as_of, ...other.map((s) => s.as_of).filter(within)];
+    return [...new Map(dates.flatMap((d) => catalog.answeringOn(other, d) ?? []).map((s) => [s.snapshot_id, s])).values()];
+  };
+  const pairs: Pair[] = [];
+  if (self.dataset === CAR_DATASET) {
+    for (const overlay of OVERLAYS) {
+      for (const l of readBeside(seriesOf(overlay.dataset, ''))) pairs.push({ carSnapshotId: self.snapshot_id, layerSnapshotId: l.snapshot_id, overlay });
+    }
+  } else {
+    const overlay = OVERLAYS.find((o) => o.dataset === self.dataset)!;
+    for (const scope of new Set(all.filter((s) => s.dataset === CAR_DATASET).map((s) => s.scope))) {
+      for (const c of readBeside(seriesOf(CAR_DATASET, scope))) pairs.push({ carSnapshotId: c.snapshot_id, layerSnapshotId: self.snapshot_id, overlay });
+    }
+  }
+  return withoutDone(db, pairs);
+}
+
+/** The pairs not recorded in derived.overlap_pairs yet. */
+async function withoutDone(db: pg.ClientBase | pg.Pool, pairs: Pair[]): Promise<Pair[]> {
   if (pairs.length === 0) return [];
   const done = await db.query(
     'SELECT car_snapshot_id, layer_snapshot_id FROM derived.overlap_pairs WHERE car_snapshot_id = ANY($1) AND layer_snapshot_id = ANY($2)',
@@ -220,8 +276,11 @@ const weight = (o: Overlay) => (o.kind === 'distance' ? 3 : o.filter ? 2 : 1);
  * DERIVE_PARTS statements run on DERIVE_PARTS connections (both cores); a pair is
  * recorded, with its rows, in one transaction once its parts are done (a checkpoint).
  */
-export async function ensureOverlaps(pool: pg.Pool, log: Logger | undefined, prospective?: Prospective): Promise<{ pairs: number; rows: number }> {
-  const pairs = (await missingPairs(pool, prospective)).map(tagged);
+export async function ensureOverlaps(pool: pg.Pool, log: Logger | undefined, prospective?: Prospective, o: { history?: boolean } = {}): Promise<{ pairs: number; rows: number }> {
+  const needed = await missingPairs(pool, prospective);
+  // a backfill: also the pairs the as_of reads of the dates it answers for need
+  if (o.history && prospective) needed.push(...(await historicalPairs(pool, prospective)));
+  const pairs = [...new Map(needed.map((p) => [`${p.carSnapshotId}|${p.layerSnapshotId}`, p])).values()].map(tagged);
   if (pairs.length === 0) return { pairs: 0, rows: 0 };
   const parts = DERIVE_PARTS;
   // Line pieces (roads) come first; the distance parts wait for them.

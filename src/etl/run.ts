@@ -329,7 +329,12 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     const unread = parts.filter((p) => p.sha256 === null).map((p) => p.name);
     const sha = sourceChecksum([...files, ...readParts]);
     current = await catalog.currentSnapshot(pool, pipeline.name, scope);
-    const kept = options.backfill ? await catalog.snapshotsWithTables(pool, pipeline.name, scope) : current ? [current] : [];
+    // A backfill is compared with the snapshot an as_of read of its date answers from: bytes
+    // another date's snapshot holds (a later one, or an earlier one another date came between)
+    // are still what the registry said on this date, which needs a snapshot of its own.
+    const kept = options.backfill && options.asOf
+      ? [catalog.answeringOn((await catalog.snapshotsWithTables(pool, pipeline.name, scope)).filter((s) => catalog.GOOD_STATUSES.includes(s.status)), options.asOf)].filter((s) => s !== undefined)
+      : current ? [current] : [];
     // A part that could not be read this run brings nothing new: then the files alone are
     // compared with the files a snapshot recorded (its own parts set aside).
     const filesSha = unread.length ? sourceChecksum(files) : null;
@@ -432,7 +437,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     outcome.forced = report.gate.forced;
 
     if (involvesOverlaps(pipeline.name)) {
-      await stage('derive', () => ensureOverlaps(pool, runLog, { dataset: pipeline.name, scope, snapshotId: sid }), (r) => r.rows, (r) => r);
+      await stage('derive', () => ensureOverlaps(pool, runLog, { dataset: pipeline.name, scope, snapshotId: sid }, { history: !!options.backfill }), (r) => r.rows, (r) => r);
     }
 
     // The row-drop rule compares with what is current when the snapshot becomes current,

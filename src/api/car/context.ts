@@ -8,7 +8,7 @@
 // in `avisos` and the overlap fields are null.
 import type pg from 'pg';
 import { AgroError } from '../../errors.ts';
-import { overlapPairs, readableSnapshots, type SnapshotInfo } from './sql.ts';
+import { asOfSnapshots, overlapPairs, type SnapshotInfo } from './sql.ts';
 
 export const CAR_DATASET = 'sicar';
 const RECEITA_DATASET = 'receita-cnpj';
@@ -23,6 +23,13 @@ export interface ReadContext {
   layers: Map<LayerDataset, SnapshotInfo>;
   /** Every readable SICAR snapshot (for the "available dates" message). */
   allSicar: SnapshotInfo[];
+  /** Every readable snapshot of the datasets read (the dates a note offers). */
+  readable: SnapshotInfo[];
+  /**
+   * as_of: the snapshots of that date that retention dropped, by pin key (`sicar:UF`, a layer,
+   * `receita-cnpj`): their dataset is not read at all, never answered from an older kept one.
+   */
+  dropped: Map<string, SnapshotInfo>;
   /** The Receita CNPJ month of the read (asked for with `receita`): the published one, or the one current on `asOf`; never pinned. */
   receita?: SnapshotInfo | null;
 }
@@ -35,8 +42,8 @@ export function pins(ctx: ReadContext): Record<string, number> {
   return out;
 }
 
-function emptyContext(mode: ReadContext['mode'], asOf: string | null, allSicar: SnapshotInfo[]): ReadContext {
-  return { mode, asOf, sicar: new Map(), layers: new Map(), allSicar };
+function emptyContext(mode: ReadContext['mode'], asOf: string | null, readable: SnapshotInfo[]): ReadContext {
+  return { mode, asOf, sicar: new Map(), layers: new Map(), allSicar: readable.filter((s) => s.dataset === CAR_DATASET), readable, dropped: new Map() };
 }
 
 /** Adds a snapshot unless its dataset (SICAR: its state) has one already (the first wins). */
@@ -52,7 +59,7 @@ function take(ctx: ReadContext, s: SnapshotInfo): void {
  * shows two snapshots of a layer when a publish lands between its statements.
  */
 export function publishedContext(published: SnapshotInfo[]): ReadContext {
-  const ctx = emptyContext('current', null, published.filter((s) => s.dataset === CAR_DATASET));
+  const ctx = emptyContext('current', null, published);
   for (const s of published) take(ctx, s);
   return ctx;
 }
@@ -67,11 +74,13 @@ export function readIds(ctx: ReadContext, sicarIds: number[], datasets: LayerDat
  * them by id. `pinned` (from a cursor) wins over `asOf`.
  */
 export async function resolveContext(db: pg.Pool, o: { asOf?: string | null; pinned?: Record<string, number> | null; receita?: boolean }): Promise<ReadContext> {
-  const all = await readableSnapshots(db, [CAR_DATASET, ...LAYER_DATASETS, ...(o.receita ? [RECEITA_DATASET] : [])]);
-  const ctx = emptyContext('current', o.asOf ?? null, all.filter((s) => s.dataset === CAR_DATASET));
+  const answering = await asOfSnapshots(db, [CAR_DATASET, ...LAYER_DATASETS, ...(o.receita ? [RECEITA_DATASET] : [])]);
+  const all = answering.filter((s) => s.legivel);
+  const ctx = emptyContext('current', o.asOf ?? null, all);
   if (o.receita) {
-    const months = all.filter((s) => s.dataset === RECEITA_DATASET);
-    ctx.receita = (o.asOf ? months.find((s) => s.as_of <= o.asOf!) : months.find((s) => s.is_current)) ?? null;
+    const month = o.asOf ? answering.find((s) => s.dataset === RECEITA_DATASET && s.as_of <= o.asOf!) : all.find((s) => s.dataset === RECEITA_DATASET && s.is_current);
+    if (month && !month.legivel) ctx.dropped.set(RECEITA_DATASET, month);
+    ctx.receita = month?.legivel ? month : null;
   }
   if (o.pinned) {
     ctx.mode = 'pinned';
@@ -83,11 +92,30 @@ export async function resolveContext(db: pg.Pool, o: { asOf?: string | null; pin
     }
   } else if (o.asOf) {
     ctx.mode = 'as_of';
-    for (const s of all) if (s.as_of <= o.asOf) take(ctx, s); // newest as-of first
+    for (const s of answering) if (s.as_of <= o.asOf) take(ctx, s); // newest as-of first
+    // The snapshot of that date is gone: its dataset is not read (an older one is another date's data).
+    for (const [uf, s] of ctx.sicar) if (!s.legivel) (ctx.sicar.delete(uf), ctx.dropped.set(pinKey(s), s));
+    for (const [d, s] of ctx.layers) if (!s.legivel) (ctx.layers.delete(d), ctx.dropped.set(pinKey(s), s));
   } else {
     for (const s of all) if (s.is_current) take(ctx, s);
   }
   return ctx;
+}
+
+/** Dates a dataset (a SICAR state: `sicar:UF`) can be read at, oldest first. */
+export function keptDates(ctx: ReadContext, key: string): string[] {
+  return [...new Set(ctx.readable.filter((s) => pinKey(s) === key).map((s) => s.as_of))].sort();
+}
+
+/**
+ * Why an as_of read has no snapshot of a dataset (a layer, `sicar:UF`, `receita-cnpj`): the one
+ * of that date was dropped by retention (naming it and the dates kept), or none is that old.
+ */
+export function missingReason(ctx: ReadContext, key: string): string {
+  const gone = ctx.dropped.get(key);
+  if (!gone) return `no snapshot ${ctx.mode === 'as_of' ? `as of ${ctx.asOf} or earlier` : 'pinned'}`;
+  const dates = keptDates(ctx, key);
+  return `snapshot ${gone.snapshot_id} (as of ${gone.as_of}), the one for ${ctx.asOf}, was dropped by retention (kept as-of dates: ${dates.length ? dates.join(', ') : 'none'})`;
 }
 
 /** Dates a state can be read at (for 404 messages). */
@@ -109,7 +137,7 @@ export async function overlapLayer(
   const layer = ctx.layers.get(dataset) ?? null;
   if (!layer) {
     if (ctx.mode === 'current') throw new AgroError('upstream_unavailable', `no published ${dataset} snapshot`);
-    notes.push(`${dataset}: no snapshot ${ctx.mode === 'as_of' ? `as of ${ctx.asOf} or earlier` : 'pinned'}; its fields are null`);
+    notes.push(`${dataset}: ${missingReason(ctx, dataset)}; its fields are null`);
     return null;
   }
   if (ctx.mode === 'current' || carSnapshotIds.length === 0) return layer;

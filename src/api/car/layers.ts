@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { AgroError } from '../../errors.ts';
 import { round } from '../schemas.ts';
 import { zarcCultura } from '../zarc.ts';
-import { overlapLayer, type LayerDataset, type ReadContext } from './context.ts';
+import { missingReason, overlapLayer, type LayerDataset, type ReadContext } from './context.ts';
 import { overlapsOf, snapshotRows, type OverlapRow } from './sql.ts';
 
 export const INCLUDE_LAYERS = ['embargos', 'ucs', 'tis', 'quilombos', 'zarc', 'embargos_icmbio'] as const;
@@ -117,7 +117,7 @@ async function zarcValues(db: pg.Pool, ctx: ReadContext, props: PropertyRef[], n
   const layer = ctx.layers.get('zarc');
   if (!layer) {
     if (ctx.mode === 'current') throw new AgroError('upstream_unavailable', 'no published zarc snapshot');
-    notes.push(`zarc: no snapshot ${ctx.mode === 'as_of' ? `as of ${ctx.asOf} or earlier` : 'pinned'}; zarc is null`);
+    notes.push(`zarc: ${missingReason(ctx, 'zarc')}; zarc is null`);
     return new Map(props.map((p) => [p.car, null]));
   }
   const codes = [...new Set(props.map((p) => p.cod_municipio_ibge).filter((c): c is string => !!c))];

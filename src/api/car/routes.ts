@@ -8,7 +8,7 @@ import { Cursors } from '../cursor.ts';
 import { checkGeometry, checkGeometryInDb } from '../geometry.ts';
 import { razaoSocialOf } from '../socio/routes.ts';
 import { isoSeconds, round } from '../schemas.ts';
-import { availableDates, pins, publishedContext, readIds, resolveContext, type ReadContext } from './context.ts';
+import { availableDates, missingReason, pins, publishedContext, readIds, resolveContext, type ReadContext } from './context.ts';
 import { readKept } from '../kept.ts';
 import { joinRepeatedInclude, layerDatasets, layerValues, parseInclude } from './layers.ts';
 import { ByDocumentSchema, ByGeometrySchema, CarSchema } from './schemas.ts';
@@ -39,10 +39,12 @@ function stateOf(car: string): string {
 
 function noSnapshotAsOf(ctx: ReadContext, uf: string | null, asOf: string): never {
   const dates = availableDates(ctx, uf);
-  throw new AgroError(
-    'car_not_found',
-    `no SICAR${uf ? ' ' + uf : ''} snapshot as of ${asOf} or earlier is kept; available as-of dates: ${dates.length ? dates.join(', ') : 'none'}`,
-  );
+  // The state's snapshot of that date was dropped: an older kept one would be another date's data.
+  const gone = [...ctx.dropped.values()].filter((s) => s.dataset === 'sicar' && (uf === null || s.uf === uf));
+  const why = gone.length
+    ? `the SICAR ${gone.map((s) => `${s.uf} snapshot ${s.snapshot_id} (as of ${s.as_of})`).join(', ')} current on ${asOf} ${gone.length > 1 ? 'were' : 'was'} dropped by retention`
+    : `no SICAR${uf ? ' ' + uf : ''} snapshot as of ${asOf} or earlier is kept`;
+  throw new AgroError('car_not_found', `${why}; available as-of dates: ${dates.length ? dates.join(', ') : 'none'}`);
 }
 
 export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
@@ -103,8 +105,12 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
         throw new AgroError('upstream_unavailable', 'no published SICAR snapshot');
       }
       const notes: string[] = [];
+      for (const s of ctx.dropped.values()) {
+        if (s.dataset === 'sicar') notes.push(`sicar ${s.uf}: ${missingReason(ctx, `sicar:${s.uf}`)}; its properties are not listed`);
+        if (s.dataset === 'receita-cnpj') notes.push(`receita-cnpj: ${missingReason(ctx, 'receita-cnpj')}; the holder's name is not Receita's`);
+      }
       const titulares = ctx.layers.get('car-titulares') ?? null;
-      if (!titulares) notes.push('car-titulares: no owner extract is loaded for this read; only links inferred from IBAMA embargoes are shown');
+      if (!titulares) notes.push(`car-titulares: no owner extract is loaded for this read${ctx.dropped.has('car-titulares') ? ` (${missingReason(ctx, 'car-titulares')})` : ''}; only links inferred from IBAMA embargoes are shown`);
       const allCarSnaps = [...ctx.sicar.values()].map((s) => s.snapshot_id);
       const carSnaps = uf ? (ctx.sicar.has(uf) ? [ctx.sicar.get(uf)!.snapshot_id] : []) : allCarSnaps;
       const read = await readKept(pool, [...readIds(ctx, allCarSnaps, ['car-titulares', ...layerDatasets(include, true)]), ...(ctx.receita ? [ctx.receita.snapshot_id] : [])], async () => {

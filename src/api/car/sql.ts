@@ -83,13 +83,18 @@ export interface SnapshotInfo {
   uf: string | null;
   as_of: string;
   is_current: boolean;
+  /** Its tables are kept (false: retention dropped it after it answered the reads of its dates). */
+  legivel?: boolean;
 }
 
-/** Readable snapshots (tables kept) of some datasets, newest as-of first. */
-export async function readableSnapshots(db: Db, datasets: string[]): Promise<SnapshotInfo[]> {
+/**
+ * The snapshots as_of reads choose among (serving.snapshots_as_of: readable ones, and those
+ * retention dropped after they answered), newest as-of first; within a date a readable one, the current one (what is served), then the latest loaded (catalog.answeringOn).
+ */
+export async function asOfSnapshots(db: Db, datasets: string[]): Promise<SnapshotInfo[]> {
   const r = await db.query(
-    `SELECT snapshot_id, dataset, uf, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current
-       FROM serving.snapshots_legiveis WHERE dataset = ANY ($1) ORDER BY as_of DESC, snapshot_id DESC`,
+    `SELECT snapshot_id, dataset, uf, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current, legivel
+       FROM serving.snapshots_as_of WHERE dataset = ANY ($1) ORDER BY as_of DESC, legivel DESC, is_current DESC, snapshot_id DESC`,
     [datasets],
   );
   return r.rows;

@@ -14,16 +14,19 @@ import { buscaIn, cnpjSnapshots, companyAnswer, empresaIn, vinculosIn, type Cnpj
 import type pg from 'pg';
 
 /** The error of a read for which no month is kept: none published, or none as of `asOf` (naming what is kept). */
-function noMonth(all: CnpjSnapshot[], asOf: string | null): AgroError {
+function noMonth(all: CnpjSnapshot[], asOf: string | null, gone?: CnpjSnapshot): AgroError {
   if (!asOf) return new AgroError('upstream_unavailable', 'no published Receita CNPJ month');
-  return new AgroError('not_found', `no Receita CNPJ month as of ${asOf} or earlier is kept; available as-of dates: ${all.length ? all.map((s) => s.as_of).join(', ') : 'none'}`);
+  const kept = [...new Set(all.filter((s) => s.legivel).map((s) => s.as_of))];
+  // The month of that date was dropped: an older kept month would be another date's data.
+  const why = gone ? `the Receita CNPJ month current on ${asOf} (snapshot ${gone.snapshot_id}, as of ${gone.as_of}) was dropped by retention` : `no Receita CNPJ month as of ${asOf} or earlier is kept`;
+  return new AgroError('not_found', `${why}; available as-of dates: ${kept.length ? kept.join(', ') : 'none'}`);
 }
 
-/** The receita-cnpj snapshot of a read: the published month, or the kept month current on `asOf`. */
+/** The receita-cnpj snapshot of a read: the published month, or the month current on `asOf` while it is kept. */
 export async function cnpjSnapshotFor(db: pg.Pool, asOf: string | null): Promise<CnpjSnapshot> {
   const all = await cnpjSnapshots(db);
-  const hit = asOf ? all.find((s) => s.as_of <= asOf) : all.find((s) => s.is_current);
-  if (!hit) throw noMonth(all, asOf);
+  const hit = asOf ? all.find((s) => s.as_of <= asOf) : all.find((s) => s.is_current && s.legivel);
+  if (!hit || !hit.legivel) throw noMonth(all, asOf, hit);
   return hit;
 }
 
@@ -99,6 +102,7 @@ export function socioRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       // a month published meanwhile does not turn it into "not in that month").
       if (!answer) throw noMonth(await cnpjSnapshots(pool), asOf);
       const { snapshot: snap, empresa: e } = answer;
+      if (!snap.legivel) throw noMonth(await cnpjSnapshots(pool), asOf, snap);
       if (!e) {
         await assertKept(pool, [snap.snapshot_id]); // not there, or the month dropped under the read
         throw new AgroError('not_found', `CNPJ ${formatCnpj(cnpj)} is not in the Receita month ${snap.as_of.slice(0, 7)} (snapshot ${snap.snapshot_id})`);

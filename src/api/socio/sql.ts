@@ -9,8 +9,9 @@ export const CNPJ_DATASET = 'receita-cnpj';
 
 /** The statements, by route step (bench/api.ts runs the same texts through pgbench). */
 export const SOCIO_SQL = {
-  snapshots: `SELECT snapshot_id::int, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current
-             FROM serving.snapshots_legiveis WHERE dataset = $1 ORDER BY as_of DESC, snapshot_id DESC`,
+  // readable months and those retention dropped after they answered (an as_of read of their dates must not take an older one)
+  snapshots: `SELECT snapshot_id::int, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current, legivel
+             FROM serving.snapshots_as_of WHERE dataset = $1 ORDER BY as_of DESC, legivel DESC, is_current DESC, snapshot_id DESC`,
   empresa: `SELECT cnpj, cnpj_basico, identificador_matriz_filial, razao_social, nome_fantasia, situacao_cadastral,
                   to_char(data_inicio_atividade, 'YYYY-MM-DD') AS data_inicio_atividade, capital_social, natureza_juridica,
                   natureza_descricao, cnae_fiscal_principal, cnae_descricao, municipio, municipio_nome, codigo_municipio_ibge, uf, cep
@@ -18,10 +19,10 @@ export const SOCIO_SQL = {
   // /socio/cnpj in one round trip: the month read ($1 as_of, or the published one), the
   // establishment ($2) and its company's partner list as JSON (null row: no month; null cnpj: not in it).
   cnpj: `WITH m AS (
-             SELECT snapshot_id, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current FROM serving.snapshots_legiveis
+             SELECT snapshot_id, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current, legivel FROM serving.snapshots_as_of
               WHERE dataset = 'receita-cnpj' AND CASE WHEN $1::date IS NULL THEN is_current ELSE as_of <= $1::date END
-              ORDER BY as_of DESC, snapshot_id DESC LIMIT 1)
-           SELECT m.snapshot_id::int, m.as_of, m.is_current, e.cnpj, e.cnpj_basico, e.identificador_matriz_filial, e.razao_social, e.nome_fantasia,
+              ORDER BY as_of DESC, legivel DESC, is_current DESC, snapshot_id DESC LIMIT 1)
+           SELECT m.snapshot_id::int, m.as_of, m.is_current, m.legivel, e.cnpj, e.cnpj_basico, e.identificador_matriz_filial, e.razao_social, e.nome_fantasia,
                   e.situacao_cadastral, to_char(e.data_inicio_atividade, 'YYYY-MM-DD') AS data_inicio_atividade, e.capital_social,
                   e.natureza_juridica, e.natureza_descricao, e.cnae_fiscal_principal, e.cnae_descricao, e.municipio, e.municipio_nome,
                   e.codigo_municipio_ibge, e.uf, e.cep,
@@ -42,9 +43,11 @@ export interface CnpjSnapshot {
   snapshot_id: number;
   as_of: string;
   is_current: boolean;
+  /** Its tables are kept (false: retention dropped the month after it answered its dates). */
+  legivel: boolean;
 }
 
-/** Readable receita-cnpj snapshots (tables kept), newest month first. */
+/** receita-cnpj snapshots as_of reads choose among (readable, or dropped after answering), newest month first. */
 export async function cnpjSnapshots(db: Db): Promise<CnpjSnapshot[]> {
   const r = await db.query({
     name: 'api_cnpj_snapshots',
@@ -107,8 +110,8 @@ export async function companyAnswer(db: Db, asOf: string | null, cnpj: string): 
   const r = await db.query({ name: 'api_socio_cnpj', text: SOCIO_SQL.cnpj, values: [asOf, cnpj] });
   const row = r.rows[0];
   if (!row) return null;
-  const { snapshot_id, as_of, is_current, ...e } = row;
-  return { snapshot: { snapshot_id, as_of, is_current }, empresa: e.cnpj === null ? null : e };
+  const { snapshot_id, as_of, is_current, legivel, ...e } = row;
+  return { snapshot: { snapshot_id, as_of, is_current, legivel }, empresa: e.cnpj === null ? null : e };
 }
 
 export interface VinculoRow {
