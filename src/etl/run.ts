@@ -355,7 +355,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       if (refused) {
         outcome.rolled_back = { snapshot_id: refused.snapshot_id, rolled_back_at: refused.rolled_back_at.toISOString() };
         const take = refused.status === 'dropped' ? '--force loads and publishes it anyway, past the quality gate too' : `agro publish ${refused.snapshot_id} makes it current again`;
-        outcome.message += `, which was rolled back on ${refused.rolled_back_at.toISOString().slice(0, 10)}: not published again (${take})`;
+        outcome.message += `, which was rolled back on ${brazilDay(refused.rolled_back_at)}: not published again (${take})`;
       }
       await catalog.finishRun(pool, runId, { status: 'unchanged', snapshotId: outcome.snapshot_id, message: outcome.message });
       return outcome;
