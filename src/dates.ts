@@ -29,3 +29,6 @@ export function brazilDateTime(d: Date): string {
 
 /** The Brazilian calendar day (YYYY-MM-DD) of an instant. */
 export const brazilDay = (d: Date): string => brazilDateTime(d).slice(0, 10);
+
+/** Today in Brazil: a nightly firing at 22:00 in São Paulo is already tomorrow in UTC. */
+export const todayInBrazil = (): string => brazilDay(new Date());

@@ -3,7 +3,7 @@
 // validation, `cria_ano` is a dd-mm-yyyy date, and `uf` holds full upper-case state
 // names that become siglas through a 27-entry accent-insensitive map; an unknown name
 // fails the quality gate (SOURCES §5.7). Duplicate cd_cnuc: the copy read last is kept.
-import { brazilDay } from '../../src/dates.ts';
+import { todayInBrazil } from '../../src/dates.ts';
 import { AgroError } from '../../src/errors.ts';
 import { ckanResources, isPackageShow, type CkanResource } from '../../src/etl/ckan.ts';
 import type { FetchedFile } from '../../src/etl/download.ts';
@@ -112,7 +112,7 @@ async function fetchFromCkan(ctx: RunContext, src: string): Promise<FetchedFile[
  * month, up to today in Brazil (a unit created on the 15th is in that month's release; at 22:00
  * in Brasília the UTC day is already tomorrow). An --as-of the operator gives is the bound itself.
  */
-export function cnucDatesUntil(fileName: string, asOf: string, today = brazilDay(new Date())): string {
+export function cnucDatesUntil(fileName: string, asOf: string, today = todayInBrazil()): string {
   if (asOf !== cnucReleaseDate(fileName)) return asOf;
   const [y, m] = asOf.split('-').map(Number);
   const last = new Date(Date.UTC(y, m, 0)).toISOString().slice(0, 10);

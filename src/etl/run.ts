@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
 import { KNOWN_UFS, type Config } from '../config.ts';
-import { brazilDay, isCalendarDate } from '../dates.ts';
+import { brazilDay, isCalendarDate, todayInBrazil } from '../dates.ts';
 import { AgroError, diskFullError, isAgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { connectOrFail, ident, isConnectionError } from '../db/pool.ts';
@@ -162,10 +162,6 @@ export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
   return cleaned;
 }
 
-/** Today in Brazil: a nightly firing at 22:00 in São Paulo is already tomorrow in UTC. */
-function todayInBrazil() {
-  return brazilDay(new Date());
-}
 
 async function changeAgainst(pool: pg.Pool | pg.ClientBase, pipeline: Pipeline, key: string | undefined, prev: catalog.SnapshotRow | null, newTable: string, rows: number): Promise<ChangeSummary> {
   if (!prev) return { previous_snapshot_id: null, previous_rows: null, rows, delta_share: null, added: null, removed: null };

@@ -21,9 +21,7 @@ export interface ReadContext {
   /** SICAR snapshot per state. */
   sicar: Map<string, SnapshotInfo>;
   layers: Map<LayerDataset, SnapshotInfo>;
-  /** Every readable SICAR snapshot (for the "available dates" message). */
-  allSicar: SnapshotInfo[];
-  /** Every readable snapshot of the datasets read (the dates a note offers). */
+  /** Every readable snapshot of the datasets read (the dates a 404 or a note offers). */
   readable: SnapshotInfo[];
   /**
    * as_of: the snapshots of that date that retention dropped, by pin key (`sicar:UF`, a layer,
@@ -43,7 +41,7 @@ export function pins(ctx: ReadContext): Record<string, number> {
 }
 
 function emptyContext(mode: ReadContext['mode'], asOf: string | null, readable: SnapshotInfo[]): ReadContext {
-  return { mode, asOf, sicar: new Map(), layers: new Map(), allSicar: readable.filter((s) => s.dataset === CAR_DATASET), readable, dropped: new Map() };
+  return { mode, asOf, sicar: new Map(), layers: new Map(), readable, dropped: new Map() };
 }
 
 /** Adds a snapshot unless its dataset (SICAR: its state) has one already (the first wins). */
@@ -102,10 +100,11 @@ export async function resolveContext(db: pg.Pool, o: { asOf?: string | null; pin
   return ctx;
 }
 
+/** The as-of dates of the readable snapshots `keep` selects, oldest first. */
+const readableDates = (ctx: ReadContext, keep: (s: SnapshotInfo) => boolean): string[] => [...new Set(ctx.readable.filter(keep).map((s) => s.as_of))].sort();
+
 /** Dates a dataset (a SICAR state: `sicar:UF`) can be read at, oldest first. */
-export function keptDates(ctx: ReadContext, key: string): string[] {
-  return [...new Set(ctx.readable.filter((s) => pinKey(s) === key).map((s) => s.as_of))].sort();
-}
+const keptDates = (ctx: ReadContext, key: string): string[] => readableDates(ctx, (s) => pinKey(s) === key);
 
 /**
  * Why an as_of read has no snapshot of a dataset (a layer, `sicar:UF`, `receita-cnpj`): the one
@@ -120,7 +119,7 @@ export function missingReason(ctx: ReadContext, key: string): string {
 
 /** Dates a state can be read at (for 404 messages). */
 export function availableDates(ctx: ReadContext, uf: string | null): string[] {
-  return [...new Set(ctx.allSicar.filter((s) => uf === null || s.uf === uf).map((s) => s.as_of))].sort();
+  return readableDates(ctx, (s) => s.dataset === CAR_DATASET && (uf === null || s.uf === uf));
 }
 
 /**
