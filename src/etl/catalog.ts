@@ -213,9 +213,9 @@ export async function markPublished(db: Db, snapshotId: number, forced: boolean)
 }
 
 /**
- * The snapshot an as_of read of `date` answers from among one series (the API's rule, in the
- * ORDER BY of src/api/car/sql.ts asOfSnapshots): the greatest as-of ≤ date; within that date
- * the current one (what is served), then the latest loaded.
+ * The snapshot an as_of read of `date` answers from among one series (the API's rule in SQL:
+ * src/api/as-of-order.ts): the greatest as-of ≤ date; within that date the current one (what
+ * is served), then the latest loaded.
  */
 export function answeringOn<T extends { as_of: string; snapshot_id: number; is_current?: boolean }>(series: T[], date: string): T | undefined {
   const rank = (a: T, b: T) =>

@@ -1,5 +1,6 @@
 // Every statement of the car routes, one typed function each. They read only `serving`.
 import type pg from 'pg';
+import { AS_OF_ORDER } from '../as-of-order.ts';
 import type { Static } from 'typebox';
 import type { UcOverlap } from './schemas.ts';
 
@@ -89,12 +90,12 @@ export interface SnapshotInfo {
 
 /**
  * The snapshots as_of reads choose among (serving.snapshots_as_of: readable ones, and those
- * retention dropped after they answered), newest as-of first; within a date a readable one, the current one (what is served), then the latest loaded (catalog.answeringOn).
+ * retention dropped after they answered), in AS_OF_ORDER.
  */
 export async function asOfSnapshots(db: Db, datasets: string[]): Promise<SnapshotInfo[]> {
   const r = await db.query(
     `SELECT snapshot_id, dataset, uf, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current, legivel
-       FROM serving.snapshots_as_of WHERE dataset = ANY ($1) ORDER BY as_of DESC, legivel DESC, is_current DESC, snapshot_id DESC`,
+       FROM serving.snapshots_as_of WHERE dataset = ANY ($1) ORDER BY ${AS_OF_ORDER}`,
     [datasets],
   );
   return r.rows;

@@ -2,6 +2,7 @@
 // the snapshot functions of sql/0045_socio_reads.sql, for the published month and for the
 // months kept for `as_of` alike.
 import type pg from 'pg';
+import { AS_OF_ORDER } from '../as-of-order.ts';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -11,7 +12,7 @@ export const CNPJ_DATASET = 'receita-cnpj';
 export const SOCIO_SQL = {
   // readable months and those retention dropped after they answered (an as_of read of their dates must not take an older one)
   snapshots: `SELECT snapshot_id::int, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current, legivel
-             FROM serving.snapshots_as_of WHERE dataset = $1 ORDER BY as_of DESC, legivel DESC, is_current DESC, snapshot_id DESC`,
+             FROM serving.snapshots_as_of WHERE dataset = $1 ORDER BY ${AS_OF_ORDER}`,
   empresa: `SELECT cnpj, cnpj_basico, identificador_matriz_filial, razao_social, nome_fantasia, situacao_cadastral,
                   to_char(data_inicio_atividade, 'YYYY-MM-DD') AS data_inicio_atividade, capital_social, natureza_juridica,
                   natureza_descricao, cnae_fiscal_principal, cnae_descricao, municipio, municipio_nome, codigo_municipio_ibge, uf, cep
@@ -21,7 +22,7 @@ export const SOCIO_SQL = {
   cnpj: `WITH m AS (
              SELECT snapshot_id, to_char(as_of, 'YYYY-MM-DD') AS as_of, is_current, legivel FROM serving.snapshots_as_of
               WHERE dataset = 'receita-cnpj' AND CASE WHEN $1::date IS NULL THEN is_current ELSE as_of <= $1::date END
-              ORDER BY as_of DESC, legivel DESC, is_current DESC, snapshot_id DESC LIMIT 1)
+              ORDER BY ${AS_OF_ORDER} LIMIT 1)
            SELECT m.snapshot_id::int, m.as_of, m.is_current, m.legivel, e.cnpj, e.cnpj_basico, e.identificador_matriz_filial, e.razao_social, e.nome_fantasia,
                   e.situacao_cadastral, to_char(e.data_inicio_atividade, 'YYYY-MM-DD') AS data_inicio_atividade, e.capital_social,
                   e.natureza_juridica, e.natureza_descricao, e.cnae_fiscal_principal, e.cnae_descricao, e.municipio, e.municipio_nome,
