@@ -433,11 +433,12 @@ describe('private targets', () => {
 describe('agro webhooks and agro monitors', () => {
   const AGRO = path.resolve(__dirname, '../bin/agro.mjs');
   // asynchronous: the receivers live in this process and must answer while the command runs
-  const agro = (args: string[], env: Record<string, string> = {}) =>
+  const agro = (args: string[], env: Record<string, string> = {}, stdin?: string) =>
     new Promise<{ code: number | null; out: any; stderr: string }>((resolve) => {
       const child = spawn(process.execPath, [AGRO, ...args, '--json'], {
-        env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'warn', ...env }, stdio: ['pipe', 'pipe', 'pipe'],
       });
+      child.stdin.end(stdin ?? '');
       let out = '';
       let err = '';
       child.stdout.on('data', (d) => (out += d));
@@ -490,5 +491,27 @@ describe('agro webhooks and agro monitors', () => {
     } finally {
       await rx.close();
     }
+  });
+
+  test('the secret from --secret-file or stdin (out of ps); both at once, or an unreadable file, is a usage error', async () => {
+    const key = await liveKey();
+    const env = { AGRO_WEBHOOKS_ALLOW_PRIVATE: '1' };
+    const secret = `whsec_${Buffer.alloc(24, 7).toString('base64')}`;
+    const file = path.join(db.dataDir, 'hook-secret');
+    fs.writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+    const base = ['webhooks', 'add', '--key', key.id, '--url', 'http://127.0.0.1:9/a', '--events', 'quota.threshold'];
+    const fromFile = await agro([...base, '--secret-file', file], env);
+    expect(fromFile.code).toBe(0);
+    expect(fromFile.out.secret).toBe(secret);
+    const fromStdin = await agro([...base, '--secret-file', '-'], env, `${secret}\r\n`);
+    expect(fromStdin.out.secret).toBe(secret);
+    const stored = await db.pool.query('SELECT secret FROM events.endpoints WHERE id = ANY($1) ORDER BY id', [[fromFile.out.id, fromStdin.out.id]]);
+    expect(stored.rows.map((r) => r.secret)).toEqual([secret, secret]);
+    const both = await agro([...base, '--secret', secret, '--secret-file', file], env);
+    expect(both.code).toBe(2);
+    expect(both.out.error.message).toMatch(/not both/);
+    const missing = await agro([...base, '--secret-file', path.join(db.dataDir, 'nope')], env);
+    expect(missing.code).toBe(2);
+    expect(missing.out.error.message).toMatch(/--secret-file .*nope/);
   });
 });

@@ -1,10 +1,12 @@
 // `agro webhooks add|list|remove|deliver|replay` (contract §1, §5), and rotate, test, log, enable.
+import fs from 'node:fs';
 import { AgroError } from '../errors.ts';
 import { Drainer, drainUntilIdle, replayEvent, sendTestEvent } from '../events/delivery.ts';
 import { addEndpoint, deliveryLog, enableEndpoint, getEndpoint, listEndpoints, removeEndpoint, rotateSecret, type Endpoint } from '../events/endpoints.ts';
 import { openDb, print, withDb, type Env } from './context.ts';
 
 export const WEBHOOKS_USAGE = `  webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…]   subscribe an endpoint (secret shown once)
+                                    [--secret-file PATH|-]: the secret from a file or stdin, out of \`ps\`
   webhooks list [--key <key_id>] | webhooks remove <id> | webhooks log <id> [--limit N]
   webhooks deliver [--once]         drain the outbox (until SIGTERM; --once: what is due now)
   webhooks replay <event_id> [--endpoint <id>]   deliver an event again
@@ -16,6 +18,7 @@ export const WEBHOOKS_OPTIONS = {
   url: { type: 'string' },
   events: { type: 'string' },
   secret: { type: 'string' },
+  'secret-file': { type: 'string' },
   once: { type: 'boolean' },
   endpoint: { type: 'string' },
 } as const;
@@ -29,6 +32,24 @@ function idArg(env: Env, what: string): string {
   const id = env.args[2];
   if (!id) throw new AgroError('usage', what);
   return id;
+}
+
+/**
+ * The secret to subscribe with: `--secret` (visible to every user in `ps` and kept in shell
+ * history), or `--secret-file` (a file, or `-` for stdin; one trailing newline dropped).
+ */
+function secretArg(env: Env): string | undefined {
+  const inline = env.values.secret as string | undefined;
+  const file = env.values['secret-file'] as string | undefined;
+  if (inline !== undefined && file !== undefined) throw new AgroError('usage', 'give --secret or --secret-file, not both');
+  if (file === undefined) return inline;
+  let text: string;
+  try {
+    text = fs.readFileSync(file === '-' ? 0 : file, 'utf8');
+  } catch (e) {
+    throw new AgroError('usage', `--secret-file ${file}: ${(e as Error).message}`);
+  }
+  return text.replace(/\r?\n$/, '');
 }
 
 /** Drains until SIGTERM/SIGINT; the pass under way finishes first. */
@@ -53,7 +74,7 @@ export async function cmdWebhooks(env: Env): Promise<number> {
       const events = env.values.events as string | undefined;
       if (!key || !url || !events) throw new AgroError('usage', 'webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…]');
       const e = await withDb(env, (pool) =>
-        addEndpoint(pool, { keyId: key, url, events, secret: env.values.secret as string | undefined, allowPrivate: env.cfg.webhooks.allowPrivate }),
+        addEndpoint(pool, { keyId: key, url, events, secret: secretArg(env), allowPrivate: env.cfg.webhooks.allowPrivate }),
       );
       print(env, shown(e), () => `${line(e)}\nsecret: ${e.secret}\n(store the secret now: it is not shown again)`);
       return 0;
