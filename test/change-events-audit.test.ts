@@ -90,7 +90,7 @@ describe('change events across publish histories', () => {
     expect(goB.status).toBe('published');
     const e = await events('car.situacao.alterada', true);
     expect(e.map((x) => x.key).sort()).toEqual([keys.k1, keys.k2].sort());
-    for (const x of e) expect(x.data).toEqual({ car: car('GO1'), situacao_anterior: 'ativo', situacao: 'cancelado', snapshot_anterior: goA.snapshot_id, snapshot: goB.snapshot_id });
+    for (const x of e) expect(x.data).toEqual({ car: car('GO1'), situacao_anterior: 'ativo', situacao: 'cancelado', snapshot_anterior: goA.snapshot_id, snapshot: goB.snapshot_id, motivo: 'situacao' });
   });
 
   test("another state's publish: events for its own monitored properties only", async () => {
@@ -105,7 +105,7 @@ describe('change events across publish histories', () => {
     const sicar = findPipeline('sicar')!;
     expect(await rollback(db.pool, sicar, 'GO')).toEqual({ from: goB.snapshot_id, to: goA.snapshot_id });
     const back = (await events('car.situacao.alterada')).slice(start.length);
-    expect(back.map((x) => x.data)).toEqual([1, 2].map(() => ({ car: car('GO1'), situacao_anterior: 'cancelado', situacao: 'ativo', snapshot_anterior: goB.snapshot_id, snapshot: goA.snapshot_id })));
+    expect(back.map((x) => x.data)).toEqual([1, 2].map(() => ({ car: car('GO1'), situacao_anterior: 'cancelado', situacao: 'ativo', snapshot_anterior: goB.snapshot_id, snapshot: goA.snapshot_id, motivo: 'situacao' })));
     const [cur] = await q(`SELECT situacao FROM serving.car_imovel WHERE car = $1`, [car('GO1')]);
     expect(cur.situacao).toBe('ativo');
 
@@ -185,6 +185,18 @@ describe('change events across publish histories', () => {
     const added = (await events('car.situacao.alterada', true)).slice(start.length);
     expect(added.map((x) => [x.key, x.data.situacao_anterior, x.data.situacao, x.data.snapshot_anterior, x.data.snapshot]).sort()).toEqual(
       [keys.k1, keys.k2].sort().map((k) => [k, 'cancelado', 'suspenso', Number(cur.snapshot_id), old.snapshot_id]),
+    );
+  });
+
+  test('a status code none of the contract names: situacao null, motivo "situacao", never taken for a property gone', async () => {
+    const before = (await events('car.situacao.alterada')).length;
+    const o = await run('sicar', await stateWith('GO', { GO1: 'XX' as never }), { uf: 'GO', force: true });
+    expect(o.status, JSON.stringify(o.error ?? o.message)).toBe('published');
+    const [kept] = await q(`SELECT situacao, extra->>'situacao' AS raw FROM serving.car_imovel WHERE car = $1`, [car('GO1')]);
+    expect(kept).toEqual({ situacao: null, raw: 'XX' });
+    const added = (await events('car.situacao.alterada')).slice(before);
+    expect(added.map((x) => [x.key, x.data.car, x.data.situacao_anterior, x.data.situacao, x.data.motivo]).sort()).toEqual(
+      [keys.k1, keys.k2].sort().map((k) => [k, car('GO1'), 'suspenso', null, 'situacao']),
     );
   });
 });

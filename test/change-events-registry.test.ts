@@ -85,7 +85,7 @@ describe('monitored properties entering and leaving the registry', () => {
     goB = await published(run('sicar', await state('GO', { without: ['GO8'] }), { uf: 'GO' }));
     const e = await situacaoEvents();
     expect(e.map((x) => x.key).sort()).toEqual([keys.k1, keys.k2].sort());
-    for (const x of e) expect(x.data).toEqual({ car: car('GO8'), situacao_anterior: was[car('GO8')], situacao: null, snapshot_anterior: goA.snapshot_id, snapshot: goB.snapshot_id });
+    for (const x of e) expect(x.data).toEqual({ car: car('GO8'), situacao_anterior: was[car('GO8')], situacao: null, snapshot_anterior: goA.snapshot_id, snapshot: goB.snapshot_id, motivo: 'saiu_do_registro' });
   });
 
   test("another state's publish makes no property of GO look gone (nor any of its own, unchanged)", async () => {
@@ -98,11 +98,11 @@ describe('monitored properties entering and leaving the registry', () => {
     const before = await situacaoEvents();
     const goC = await published(run('sicar', await state('GO', { extra: [GO9] }), { uf: 'GO' }));
     const added = (await situacaoEvents()).slice(before.length);
-    const seen = added.map((x) => [x.key, x.data.car, x.data.situacao_anterior, x.data.situacao, x.data.snapshot_anterior, x.data.snapshot]);
+    const seen = added.map((x) => [x.key, x.data.car, x.data.situacao_anterior, x.data.situacao, x.data.snapshot_anterior, x.data.snapshot, x.data.motivo]);
     expect(seen.sort()).toEqual([
-      [keys.k1, car('GO8'), null, was[car('GO8')], goB.snapshot_id, goC.snapshot_id],
-      [keys.k1, GO9.attributes.cod_imovel, null, 'pendente', goB.snapshot_id, goC.snapshot_id],
-      [keys.k2, car('GO8'), null, was[car('GO8')], goB.snapshot_id, goC.snapshot_id],
+      [keys.k1, car('GO8'), null, was[car('GO8')], goB.snapshot_id, goC.snapshot_id, 'entrou_no_registro'],
+      [keys.k1, GO9.attributes.cod_imovel, null, 'pendente', goB.snapshot_id, goC.snapshot_id, 'entrou_no_registro'],
+      [keys.k2, car('GO8'), null, was[car('GO8')], goB.snapshot_id, goC.snapshot_id, 'entrou_no_registro'],
     ].sort());
   });
 
@@ -122,7 +122,7 @@ describe('monitored properties entering and leaving the registry', () => {
     wfs = await startWfsServer({ [layer]: { features: withGo9.filter((f) => f.properties.cod_imovel !== car('GO2')) } });
     const lacking = await published(run('sicar', wfs.endpoint, { uf: 'GO' }));
     const added = (await situacaoEvents()).slice(before.length);
-    expect(added.map((x) => x.data)).toEqual([{ car: car('GO2'), situacao_anterior: was[car('GO2')], situacao: null, snapshot_anterior: viaWfs.snapshot_id, snapshot: lacking.snapshot_id }]);
+    expect(added.map((x) => x.data)).toEqual([{ car: car('GO2'), situacao_anterior: was[car('GO2')], situacao: null, snapshot_anterior: viaWfs.snapshot_id, snapshot: lacking.snapshot_id, motivo: 'saiu_do_registro' }]);
   });
 
   test('the gone event reaches the subscribed endpoint with situacao null', async () => {
@@ -144,8 +144,8 @@ describe('monitored properties entering and leaving the registry', () => {
       const mine = (await situacaoEvents()).filter((e) => e.key === keys.k2);
       expect(got.map((g) => g.id).sort()).toEqual(mine.map((e) => e.id).sort());
       const gone = got.find((g) => g.body.data.situacao === null)!;
-      expect(gone.body.data).toEqual({ car: car('GO8'), situacao_anterior: was[car('GO8')], situacao: null, snapshot_anterior: goA.snapshot_id, snapshot: goB.snapshot_id });
-      expect(Object.keys(gone.body.data).sort()).toEqual(['car', 'situacao', 'situacao_anterior', 'snapshot', 'snapshot_anterior']);
+      expect(gone.body.data).toEqual({ car: car('GO8'), situacao_anterior: was[car('GO8')], situacao: null, snapshot_anterior: goA.snapshot_id, snapshot: goB.snapshot_id, motivo: 'saiu_do_registro' });
+      expect(Object.keys(gone.body.data).sort()).toEqual(['car', 'motivo', 'situacao', 'situacao_anterior', 'snapshot', 'snapshot_anterior']);
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
@@ -183,12 +183,12 @@ describe('a property whose row the load rejects is not gone from the registry', 
     expect(gone.status).toBe('published');
     const left = (await situacaoEvents()).slice(start);
     expect(left.map((e) => e.key).sort()).toEqual([keys.k1, keys.k2].sort());
-    for (const e of left) expect(e.data).toEqual({ car: car('GO8'), situacao_anterior: was[car('GO8')], situacao: null, snapshot_anterior: rejected.snapshot_id, snapshot: gone.snapshot_id });
+    for (const e of left) expect(e.data).toEqual({ car: car('GO8'), situacao_anterior: was[car('GO8')], situacao: null, snapshot_anterior: rejected.snapshot_id, snapshot: gone.snapshot_id, motivo: 'saiu_do_registro' });
     const back = await run('sicar', await state('GO', { without: ['GO8'], extra: [outside, GO9] }), { uf: 'GO', force: true });
     expect(back.status).toBe('published');
     const entered = (await situacaoEvents()).slice(start + left.length);
     expect(entered.map((e) => e.key).sort()).toEqual([keys.k1, keys.k2].sort());
-    for (const e of entered) expect(e.data).toEqual({ car: car('GO8'), situacao_anterior: null, situacao: was[car('GO8')], snapshot_anterior: gone.snapshot_id, snapshot: back.snapshot_id });
+    for (const e of entered) expect(e.data).toEqual({ car: car('GO8'), situacao_anterior: null, situacao: was[car('GO8')], snapshot_anterior: gone.snapshot_id, snapshot: back.snapshot_id, motivo: 'entrou_no_registro' });
     // Its polygon repaired, the same status: nothing more.
     const count = (await situacaoEvents()).length;
     await published(run('sicar', await state('GO', { extra: [GO9] }), { uf: 'GO' }));

@@ -146,7 +146,7 @@ describe('rollback and change events', () => {
     expect(after).toHaveLength(2);
     expect(after[1]).toEqual({
       car: go1.attributes.cod_imovel, situacao_anterior: changed.situacao, situacao: changed.situacao_anterior,
-      snapshot_anterior: b.snapshot_id, snapshot: a.snapshot_id,
+      snapshot_anterior: b.snapshot_id, snapshot: a.snapshot_id, motivo: 'situacao',
     });
   });
 });

@@ -66,7 +66,9 @@ export async function recordChangeEvents(c: pg.ClientBase, p: PublishedChange): 
 /**
  * Status changes of monitored properties between two snapshots of one state. A property the
  * new snapshot lacks left the registry (situacao null); one the old snapshot lacked entered it
- * (situacao_anterior null). Both snapshots are of the same state (only its monitored CAR
+ * (situacao_anterior null). `motivo` (additive to the contract's payload) says which of the
+ * three happened: a status code none of §2.5's is null in `situacao` too, and a receiver must
+ * not take a property whose code it cannot name for one that left the registry. Both snapshots are of the same state (only its monitored CAR
  * numbers, which begin with its UF, are looked up), so another state's load never makes a
  * property look gone, and both routes (zips, WFS) build the same car_imovel.
  * A property whose rows were rejected (REJECTED_PROPERTIES, with its status) is in its
@@ -81,7 +83,8 @@ async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next:
   const r = await c.query(
     `SELECT count(id)::int AS n FROM (SELECT events.enqueue('car.situacao.alterada', 'car.situacao.alterada:' || m.key_id || ':' || m.record || ':' || $1 || ':' || $2 || ':p' || $3, m.key_id,
               jsonb_build_object('car', m.record, 'situacao_anterior', o.situacao, 'situacao', n.situacao,
-                                 'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint)) AS id
+                                 'snapshot_anterior', $1::bigint, 'snapshot', $2::bigint,
+                                 'motivo', CASE WHEN n.car IS NULL THEN 'saiu_do_registro' WHEN o.car IS NULL THEN 'entrou_no_registro' ELSE 'situacao' END)) AS id
        FROM ${ACTIVE_MONITORS} m LEFT JOIN ${after} n ON n.car = m.record LEFT JOIN ${before} o ON o.car = m.record
       WHERE m.kind = 'car' AND left(m.record, 2) = $4 AND (n.car IS NOT NULL OR o.car IS NOT NULL)
         AND (n.car IS NULL OR o.car IS NULL OR n.situacao IS DISTINCT FROM o.situacao)) e`,

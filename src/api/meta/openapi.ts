@@ -36,7 +36,11 @@ export const WEBHOOKS = {
   'car.situacao.alterada': event('car.situacao.alterada', Type.Object({
     car: Type.String(), situacao_anterior: Nullable(Type.String()), situacao: Nullable(Type.String()),
     snapshot_anterior: Type.Integer(), snapshot: Type.Integer(),
-  }), 'the status of a monitored property changed between two published SICAR snapshots of its state, or the property left the registry (situacao null) or entered it (situacao_anterior null)'),
+    // Optional: events recorded before it was added may still be in their retries.
+    motivo: Type.Optional(Type.Union([Type.Literal('situacao'), Type.Literal('saiu_do_registro'), Type.Literal('entrou_no_registro')], {
+      description: 'situacao: the status changed (null when the new code is none the contract names); saiu_do_registro: the property left its state\'s registry; entrou_no_registro: it entered it',
+    })),
+  }), 'the status of a monitored property changed between two published SICAR snapshots of its state, or the property left the registry (situacao null, motivo saiu_do_registro) or entered it (situacao_anterior null, motivo entrou_no_registro)'),
   'car.embargo.criado': event('car.embargo.criado', Type.Object({
     car: Type.String(),
     embargo: Type.Object({
