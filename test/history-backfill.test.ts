@@ -9,7 +9,7 @@ import { buildSicarState, type SicarUf } from '../fixtures/sicar.ts';
 import { findPipeline } from '../pipelines/registry.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import * as catalog from '../src/etl/catalog.ts';
-import { applyRetention } from '../src/etl/publish.ts';
+import { applyRetention, publishSnapshot, rollback } from '../src/etl/publish.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { call, newKey, startApi } from './helpers/api.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
@@ -168,6 +168,39 @@ describe('as_of on a date whose snapshot retention dropped', () => {
       expect(mar.status, mar.text).toBe(200);
       expect(mar.body).toMatchObject({ snapshot_id: mt[2], as_of: '2025-03-01', embargo_ibama: null, embargos: null });
       expect(mar.body.avisos).toContainEqual(expect.stringMatching(/ibama-embargos: snapshot \d+ \(as of 2025-03-15\).*dropped by retention/));
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe('as_of after a rollback', () => {
+  test('a snapshot an operator rolled back answers no date (dropped or not) until it is published again', async () => {
+    const served = await currentId('DF'); // as of 2025-04-01 (the first tests)
+    const june = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'DF', source: await source('DF'), asOf: '2025-06-01' });
+    expect(june.status).toBe('published');
+    await rollback(db.pool, sicar, 'DF');
+    expect(await currentId('DF')).toBe(served);
+    const [{ car }] = (await db.pool.query(`SELECT car FROM serving.car_imovel WHERE uf = 'DF' ORDER BY car LIMIT 1`)).rows;
+    const api = await startApi(db.cfg, db.url, db);
+    try {
+      const key = await newKey(db);
+      const get = async (d: string) => {
+        const r = await call(api.base, `/v1/car/${car}?as_of=${d}`, { key });
+        return { d, status: r.status, id: r.body.snapshot_id };
+      };
+      const today = new Date().toISOString().slice(0, 10);
+      // what the operator took back is not what the registry said on its date: the date reads what is served
+      for (const d of ['2025-06-01', '2025-06-15', today]) expect(await get(d)).toEqual({ d, status: 200, id: served });
+      // published again, it answers again
+      expect((await publishSnapshot(db.pool, sicar, june.snapshot_id!)).status).toBe('published');
+      expect(await get('2025-06-15')).toEqual({ d: '2025-06-15', status: 200, id: june.snapshot_id });
+      await rollback(db.pool, sicar, 'DF');
+      expect(await get('2025-06-15')).toEqual({ d: '2025-06-15', status: 200, id: served });
+      // dropped by retention after the rollback: still no 404 for a date it no longer answers
+      await applyRetention(db.pool, 'sicar', 'DF', 1);
+      expect((await catalog.getSnapshot(db.pool, june.snapshot_id!))!.status).toBe('dropped');
+      expect(await get('2025-06-15')).toEqual({ d: '2025-06-15', status: 200, id: served });
     } finally {
       await api.close();
     }

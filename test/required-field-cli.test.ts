@@ -108,7 +108,7 @@ describe('retention and a blocked snapshot that cannot be forced', () => {
   const snap = (id: number, status: SnapshotRow['status'], failures: object[] = [], current = false): SnapshotRow => ({
     snapshot_id: id, dataset: 'sicar', uf: 'DF', scope: 'DF', as_of: `2026-01-${String(id).padStart(2, '0')}`, status, rows: 1, source_sha256: null, source: {},
     tables: status === 'blocked' && failures.length && (failures[0] as { forceable?: boolean }).forceable === false ? [] : [`snap.car_imovel__s${id}`],
-    quality: { gate: { passed: failures.length === 0, forced: false, failures } }, forced: false, kept: false, run_id: id, created_at: new Date(), published_at: null, is_current: current,
+    quality: { gate: { passed: failures.length === 0, forced: false, failures } }, forced: false, kept: false, run_id: id, created_at: new Date(), published_at: null, rolled_back_at: null, is_current: current,
   });
   const drop = { rule: 'row_drop', message: 'rows dropped 30 % against the current snapshot' };
   const missing = { rule: 'required_field_missing', message: 'DF_AREA_IMOVEL has no car', forceable: false };

@@ -13,6 +13,12 @@ export type RunStatus = 'running' | 'published' | 'loaded' | 'unchanged' | 'bloc
 export type SnapshotStatus = 'loading' | 'blocked' | 'published' | 'superseded' | 'rolled_back' | 'loaded' | 'failed' | 'dropped';
 /** Statuses of snapshots whose tables are complete and readable. */
 export const GOOD_STATUSES: readonly SnapshotStatus[] = ['published', 'superseded', 'rolled_back', 'loaded'];
+/**
+ * Those of them an as_of read may answer from: not one an operator rolled back (data taken
+ * back is not what the source said on its date) until it is published again. The SQL side is
+ * serving.snapshots_as_of (sql/0118), which also leaves out one dropped after its rollback.
+ */
+export const ANSWERING_STATUSES: readonly SnapshotStatus[] = ['published', 'superseded', 'loaded'];
 
 export interface SnapshotRow {
   snapshot_id: number;
@@ -31,6 +37,8 @@ export interface SnapshotRow {
   run_id: number | null;
   created_at: Date;
   published_at: Date | null;
+  /** When an operator rolled it back; null once published again. */
+  rolled_back_at: Date | null;
   is_current?: boolean;
 }
 
@@ -202,10 +210,15 @@ export async function setSnapshotStatus(db: Db, snapshotId: number, status: Snap
   await db.query('UPDATE etl.snapshots SET status = $2 WHERE snapshot_id = $1', [snapshotId, status]);
 }
 
+/** Marks the snapshot a rollback takes back (as_of reads stop answering from it). */
+export async function markRolledBack(db: Db, snapshotId: number): Promise<void> {
+  await db.query(`UPDATE etl.snapshots SET status = 'rolled_back', rolled_back_at = now() WHERE snapshot_id = $1`, [snapshotId]);
+}
+
 /** Marks a snapshot published; forced past a failed gate (agro publish --force of a blocked one), its report says so too. */
 export async function markPublished(db: Db, snapshotId: number, forced: boolean): Promise<void> {
   await db.query(
-    `UPDATE etl.snapshots SET status = 'published', published_at = now(), forced = forced OR $2,
+    `UPDATE etl.snapshots SET status = 'published', published_at = now(), rolled_back_at = NULL, forced = forced OR $2,
             quality = CASE WHEN $2 AND quality #>> '{gate,passed}' = 'false' THEN jsonb_set(quality, '{gate,forced}', 'true') ELSE quality END
       WHERE snapshot_id = $1`,
     [snapshotId, forced],
@@ -215,7 +228,7 @@ export async function markPublished(db: Db, snapshotId: number, forced: boolean)
 /**
  * The snapshot an as_of read of `date` answers from among one series (the API's rule in SQL:
  * src/api/as-of-order.ts): the greatest as-of ≤ date; within that date the current one (what
- * is served), then the latest loaded.
+ * is served), then the latest loaded. The series holds ANSWERING_STATUSES only.
  */
 export function answeringOn<T extends { as_of: string; snapshot_id: number; is_current?: boolean }>(series: T[], date: string): T | undefined {
   const rank = (a: T, b: T) =>

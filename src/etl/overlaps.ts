@@ -96,7 +96,7 @@ export async function historicalPairs(db: pg.ClientBase | pg.Pool, prospective: 
     `SELECT s.snapshot_id, s.dataset, s.scope, to_char(s.as_of, 'YYYY-MM-DD') AS as_of, c.snapshot_id IS NOT NULL AS is_current
        FROM etl.snapshots s LEFT JOIN etl.current c ON c.snapshot_id = s.snapshot_id
       WHERE s.dataset = ANY ($1) AND (s.status = ANY ($2) OR s.snapshot_id = $3)`,
-    [datasets, catalog.GOOD_STATUSES, prospective.snapshotId],
+    [datasets, catalog.ANSWERING_STATUSES, prospective.snapshotId],
   );
   const all = r.rows as Dated[];
   const self = all.find((s) => s.snapshot_id === prospective.snapshotId);

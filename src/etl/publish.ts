@@ -238,8 +238,8 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
     if (!cur) throw new AgroError('nothing_to_rollback', `${where} has no published snapshot`);
     const prev = await rollbackTargetOf(client, pipeline.name, scope, cur.snapshot_id);
     if (prev === null) throw new AgroError('nothing_to_rollback', `no snapshot of ${where} that was current before ${cur.snapshot_id} is kept`);
-    await catalog.setSnapshotStatus(client, cur.snapshot_id, 'rolled_back');
-    await client.query(`UPDATE etl.snapshots SET status = 'published', published_at = now() WHERE snapshot_id = $1`, [prev]);
+    await catalog.markRolledBack(client, cur.snapshot_id);
+    await client.query(`UPDATE etl.snapshots SET status = 'published', published_at = now(), rolled_back_at = NULL WHERE snapshot_id = $1`, [prev]);
     await catalog.setCurrent(client, pipeline.name, scope, prev);
     const publicationId = await catalog.recordPublication(client, { dataset: pipeline.name, scope, snapshotId: prev, action: 'rollback' });
     if (involvesOverlaps(pipeline.name)) await fillMissingPairs(client);
