@@ -497,4 +497,34 @@ describe('unhappy paths at the command line', () => {
     expect(JSON.parse(down.stdout).url).toBe('postgres://agro:***@127.0.0.1:1/nothing');
     expect(down.stdout + down.stderr).not.toContain('s3cr3t');
   }, 120_000);
+
+  test("a backfill's snapshot is kept out of retention (the next run's would drop a past date first); keep --release gives it back", async () => {
+    const dir = path.join(work, 'ibama-kept');
+    fs.mkdirSync(dir, { recursive: true });
+    let n = 0;
+    /** The fixture CSV with n blank lines more: other bytes each time. */
+    const csv = () => {
+      const f = path.join(dir, `termo_embargo_${++n}.csv`);
+      fs.writeFileSync(f, fs.readFileSync(path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv'), 'utf8') + '\n'.repeat(n));
+      return f;
+    };
+    const status = async (id: number) => (await db.pool.query(`SELECT status, kept FROM etl.snapshots WHERE snapshot_id = $1`, [id])).rows[0];
+    const one = (...args: string[]) => spawnSync(process.execPath, [AGRO, ...args], {
+      env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent', AGRO_RETENTION: '1' }, encoding: 'utf8', timeout: 120_000,
+    });
+    const json = (...args: string[]) => JSON.parse(one(...args, '--json').stdout);
+    expect(json('run', 'ibama-embargos', '--source', csv(), '--as-of', '2026-11-10')).toMatchObject({ status: 'published' });
+    const old = json('backfill', 'ibama-embargos', '--source', csv(), '--as-of', '2026-11-01');
+    expect(old).toMatchObject({ status: 'loaded', kept: true });
+    expect(await status(old.snapshot_id)).toEqual({ status: 'loaded', kept: true });
+    expect(json('run', 'ibama-embargos', '--source', csv(), '--as-of', '2026-11-12')).toMatchObject({ status: 'published' });
+    expect(await status(old.snapshot_id)).toEqual({ status: 'loaded', kept: true }); // retention 1: only kept ones besides the current
+
+    const text = one('backfill', 'ibama-embargos', '--source', csv(), '--as-of', '2026-11-02').stdout;
+    expect(text).toMatch(/^ibama-embargos: loaded snapshot (\d+)[^]*\n  kept out of retention \(`agro keep \1 --release` gives it back\)\n$/);
+
+    expect(json('keep', String(old.snapshot_id), '--release')).toEqual({ snapshot_id: old.snapshot_id, kept: false });
+    expect(json('run', 'ibama-embargos', '--source', csv(), '--as-of', '2026-11-13')).toMatchObject({ status: 'published' });
+    expect(await status(old.snapshot_id)).toEqual({ status: 'dropped', kept: false });
+  }, 120_000);
 });

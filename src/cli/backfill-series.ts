@@ -5,6 +5,7 @@
 // (interrupt.ts). Run again, the dates loaded already end `unchanged`.
 import fs from 'node:fs';
 import path from 'node:path';
+import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import * as catalog from '../etl/catalog.ts';
 import { isCalendarDate } from '../dates.ts';
@@ -16,6 +17,20 @@ export interface SeriesEntry {
   asOf: string;
   source: string;
 }
+
+/**
+ * A backfill's snapshot of its date (a new one, or an identical one loaded before) is kept out
+ * of retention, as `agro keep` does: history is what a backfill is for, and the next run's
+ * retention (3 snapshots by date) would drop a past date first. `agro keep <id> --release`
+ * gives it back. False when the run left no good snapshot (failed, blocked).
+ */
+export async function keepBackfilled(pool: pg.Pool, o: RunOutcome): Promise<boolean> {
+  const snap = o.snapshot_id ? await catalog.getSnapshot(pool, o.snapshot_id) : null;
+  return !!snap && catalog.GOOD_STATUSES.includes(snap.status) && (await catalog.setKept(pool, snap.snapshot_id, true));
+}
+
+/** What a kept backfill's lines end with. */
+export const keptLine = (snapshotId: number) => `\n  kept out of retention (\`agro keep ${snapshotId} --release\` gives it back)`;
 
 /** A folder of dated subfolders (YYYY-MM-DD/), in date order. Other entries are errors, not skipped. */
 export function seriesFromDir(dir: string): SeriesEntry[] {
@@ -64,11 +79,9 @@ export async function cmdBackfillSeries(env: Env): Promise<number> {
     for (const e of series) {
       if (signal.aborted) break;
       const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, pipeline, { source: e.source, uf, asOf: e.asOf, backfill: true, force: !!env.values.force });
-      // The snapshot of this date (a new one, or an identical one loaded before) is kept out of retention.
-      const snap = o.snapshot_id ? await catalog.getSnapshot(pool, o.snapshot_id) : null;
-      const kept = !!snap && catalog.GOOD_STATUSES.includes(snap.status) && (await catalog.setKept(pool, snap.snapshot_id, true));
+      const kept = await keepBackfilled(pool, o);
       outcomes.push({ ...o, kept });
-      if (!env.json) out(describeRun(o) + (kept ? ' (kept)' : ''));
+      if (!env.json) out(describeRun(o) + (kept ? keptLine(o.snapshot_id!) : ''));
       // later dates would be published over a gap: as_of reads of this date would answer an earlier date's data
       if (o.status === 'failed' || o.status === 'blocked') break;
     }

@@ -16,7 +16,7 @@ import { renderReportHtml } from '../etl/report-html.ts';
 import { checkAsOf, parseUf, reportPath, runPipeline, writeReportFiles, type RunOutcome } from '../etl/run.ts';
 import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
 import { setupTerminal } from '../progress.ts';
-import { cmdBackfillSeries } from './backfill-series.ts';
+import { cmdBackfillSeries, keepBackfilled, keptLine } from './backfill-series.ts';
 import { cmdDoctor } from './doctor.ts';
 import { holdNightly } from '../etl/night-lock.ts';
 import { stoppedBySignal } from './interrupt.ts';
@@ -46,7 +46,7 @@ const USAGE = `usage: agro <command> [options]
   snapshots [dataset] [--uf UF]
   rollback <dataset> [--uf UF]
   publish <snapshot_id> [--force]    (--force: a snapshot the quality gate blocked)
-  keep <snapshot_id>                exempt a snapshot from retention
+  keep <snapshot_id> [--release]     exempt a snapshot from retention (a backfill's is); --release: give it back
   report <run_id|snapshot_id> [--format json|html] [--out FILE]
   demo                              start the cluster, load every fixture, print what was published, serve the API
 ${API_USAGE}
@@ -73,6 +73,7 @@ const OPTIONS = {
   limit: { type: 'string' },
   series: { type: 'string' },
   'series-file': { type: 'string' },
+  release: { type: 'boolean' },
   check: { type: 'boolean' },
 } as const;
 
@@ -94,16 +95,17 @@ async function cmdRun(env: Env, backfill: boolean): Promise<number> {
   if (asOf !== undefined) checkAsOf(asOf);
   if (backfill && (!asOf || !env.values.source)) throw new AgroError('usage', 'backfill needs --as-of DATE and --source S');
   if (pipeline.scopedByUf) parseUf(pipeline.name, env.values.uf as string | undefined);
-  const outcome = await stoppedBySignal(env, (signal) => withDb(env, (pool) =>
-    runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, pipeline, {
+  const outcome = await stoppedBySignal(env, (signal) => withDb(env, async (pool) => {
+    const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, pipeline, {
       source: env.values.source as string | undefined,
       uf: env.values.uf as string | undefined,
       asOf,
       force: !!env.values.force,
       backfill,
-    }),
-  ));
-  print(env, outcome, () => describeRun(outcome));
+    });
+    return backfill ? { ...o, kept: await keepBackfilled(pool, o) } : o;
+  }));
+  print(env, outcome, () => describeRun(outcome) + ('kept' in outcome && outcome.kept ? keptLine(outcome.snapshot_id!) : ''));
   return runExit(outcome);
 }
 
@@ -261,14 +263,16 @@ async function cmdPublish(env: Env): Promise<number> {
 async function cmdKeep(env: Env): Promise<number> {
   const id = Number(env.args[1]);
   if (!Number.isInteger(id) || id <= 0) throw new AgroError('usage', 'keep needs a snapshot id');
+  const release = !!env.values.release;
   const ok = await withDb(env, async (pool) => {
     const snap = await catalog.getSnapshot(pool, id);
     if (!snap) throw new AgroError('snapshot_not_found', String(id));
+    if (release) return !(await catalog.setKept(pool, id, false));
     if (snap.status === 'blocked') throw new AgroError('quality_gate', `snapshot ${id} was blocked by the quality gate: publish it with --force first, or keep a good one`);
     if (!catalog.GOOD_STATUSES.includes(snap.status)) throw new AgroError('snapshot_not_found', `snapshot ${id} has no loaded tables (status ${snap.status})`);
     return catalog.setKept(pool, id, true);
   });
-  print(env, { snapshot_id: id, kept: ok }, () => `snapshot ${id} is exempt from retention`);
+  print(env, { snapshot_id: id, kept: ok }, () => (release ? `snapshot ${id} is back under retention (the next run's may drop it)` : `snapshot ${id} is exempt from retention`));
   return 0;
 }
 
