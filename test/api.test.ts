@@ -2,6 +2,7 @@
 // of every route against the reference and the contract (expectations computed directly from
 // the serving views), every error code, as_of, cursors across a publish, masking, OpenAPI.
 import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -12,6 +13,8 @@ import { findPipeline } from '../pipelines/registry.ts';
 import { brazilDay } from '../src/dates.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { revokeKey, createKey } from '../src/platform/keys.ts';
+import { HEALTH_REUSE_MS } from '../src/api/meta/routes.ts';
+import { buildServer, createApiPool } from '../src/api/server.ts';
 import { call, expectEnvelope, loadFixtures, newKey, startApi, type Running } from './helpers/api.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -84,6 +87,32 @@ describe('meta routes', () => {
       expect(d.as_of).toMatch(/^\d{4}-\d{2}-\d{2}$/);
     }
     expect(r.body.consultado_em).toMatch(TIMESTAMP);
+  });
+
+  test('a flood of health checks (no key, no per-key limit) costs the database one check a second', async () => {
+    // The server's own pool, counting the checks it is sent (a real pool: the count is what reached PostgreSQL).
+    const pool = createApiPool(db.cfg, db.url);
+    let pings = 0;
+    const query = pool.query.bind(pool) as (...a: unknown[]) => unknown;
+    pool.query = ((...a: unknown[]) => {
+      if (a[0] === 'SELECT 1') pings++;
+      return query(...a);
+    }) as typeof pool.query;
+    const app = await buildServer({ cfg: db.cfg, pool, log: db.log });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      const answers = await Promise.all(Array.from({ length: 40 }, () => call(base, '/v1/health')));
+      expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+      expect(new Set(answers.map((a) => a.body.database.latency_ms)).size).toBe(1);
+      expect(pings).toBe(1);
+      await new Promise((r) => setTimeout(r, HEALTH_REUSE_MS + 50));
+      expect((await call(base, '/v1/health')).status).toBe(200);
+      expect(pings).toBe(2); // a second later, checked again
+    } finally {
+      await app.close();
+      await pool.end();
+    }
   });
 
   test('sources lists each dataset and state with rows and the as-of dates kept', async () => {

@@ -4,6 +4,7 @@
 // and /v1/health reporting the standby's lag and the publishes it has not replayed yet. Replay
 // is paused on the standby to hold it behind a publish, then resumed.
 import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -19,6 +20,7 @@ import { runPipeline } from '../src/etl/run.ts';
 import { createLogger } from '../src/log.ts';
 import { createKey } from '../src/platform/keys.ts';
 import { call } from './helpers/api.ts';
+import { HEALTH_REUSE_MS } from '../src/api/meta/routes.ts';
 import { startReplicaPair, type ReplicaPair } from './helpers/replica.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -58,7 +60,11 @@ afterAll(async () => {
   await pair?.close();
 }, 120_000);
 
+let lastHealth = 0;
+/** A fresh /v1/health answer: one answer serves every request for HEALTH_REUSE_MS. */
 async function health() {
+  await new Promise((r) => setTimeout(r, Math.max(0, lastHealth + HEALTH_REUSE_MS + 10 - performance.now())));
+  lastHealth = performance.now();
   const r = await call(base, '/v1/health');
   expect(r.status, r.text).toBe(200);
   return r.body;
@@ -158,6 +164,7 @@ test('agro doctor checks DATABASE_READ_URL: a standby of the primary, the primar
 test('a standby that stops answering: /v1/health and data requests answer a 503 envelope, keys still work on the primary', async () => {
   const { key } = await createKey(primaryPool, { env: 'live', plan: 'enterprise', name: 'replica-down' });
   pair.stopStandby();
+  await new Promise((r) => setTimeout(r, HEALTH_REUSE_MS + 10)); // an earlier answer no longer serves
   const h = await call(base, '/v1/health');
   expect(h.status, h.text).toBe(503);
   expect(h.body.error).toMatchObject({ code: 'upstream_unavailable', message: 'the database is unreachable; retry later' });

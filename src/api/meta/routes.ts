@@ -94,13 +94,25 @@ async function replicaHealth(deps: ApiDeps, served: PublishedSnapshot[]) {
   };
 }
 
+/** How long one /v1/health answer serves every request. */
+export const HEALTH_REUSE_MS = 1000;
+
 export function metaRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
   // the data's metadata comes from where the data is read (a replica, if any)
   const pool = deps.readPool;
   return async (app) => {
     // Read once, like the rest of the config: the schedule file the scheduler runs.
     const cadences = cadencesOf(deps.cfg, app.log);
+    // Public (no key, so no per-key limit): one answer computed at most once a second and
+    // shared by every request meanwhile, so a flood of health checks costs the database nothing
+    // more than one check a second.
+    let last: { at: number; answer: ReturnType<typeof health> } | null = null;
     app.get('/health', { schema: HealthSchema, config: { public: true } }, async () => {
+      const now = performance.now();
+      if (!last || now - last.at >= HEALTH_REUSE_MS) last = { at: now, answer: health() };
+      return last.answer;
+    });
+    async function health() {
       const t0 = performance.now();
       await dbPing(deps.pool);
       const latency = Math.round((performance.now() - t0) * 10) / 10;
@@ -113,7 +125,7 @@ export function metaRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
         as_of_age_days: Math.floor((now - Date.parse(`${s.as_of}T00:00:00Z`)) / 864e5),
       }));
       return { status: 'ok' as const, database: { reachable: true, latency_ms: latency }, ...(replica ? { replica } : {}), datasets, consultado_em: isoSeconds() };
-    });
+    }
 
     // Metadata about the data, not a data endpoint (contract §4): never billed.
     app.get('/sources', { schema: SourcesSchema, config: { unbilled: true } }, async (req) => {
