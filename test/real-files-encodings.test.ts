@@ -162,6 +162,22 @@ describe('single-byte DBFs: every name byte-exact', () => {
     expect(q.facts.notes.join('\n')).toMatch(/LDID 0x02 \(CP850\) ignored: the bytes are valid UTF-8/);
   });
 
+  // The same claim made by a sidecar: a .cpg naming a DOS page over UTF-8 bytes published
+  // 'Concei├º├úo' with nothing counted (no U+FFFD, no 'Ã' pattern for the double-encoding
+  // check), and one naming a Windows page blocked a file whose every byte was right.
+  for (const f of [{ cpg: 'CP850' }, { cpg: 'OEM 437' }, { cpg: 'ISO-8859-1' }, { cpg: null, cst: 'windows-1252' }]) {
+    const side = f.cpg ? `.cpg "${f.cpg}"` : `.cst "${f.cst}"`;
+    test(`UTF-8 bytes under a ${side} are read as UTF-8, and the report says why`, async () => {
+      const want = await truth(PUNCTUATED);
+      const out = await incraRun(incraRows(PUNCTUATED), { encoding: 'utf8', ...f });
+      expect(out.status).toBe('published');
+      expect(await published()).toEqual(want);
+      const q = await report(out.snapshot_id!);
+      expect(q.facts.layers[0]).toMatchObject({ encoding: 'UTF-8', decided_by: 'bytes' });
+      expect(q.facts.notes.join('\n')).toMatch(new RegExp(`\\.${f.cpg ? 'cpg' : 'cst'} says (CP\\d+|ISO-8859-1) but the DBF's bytes are valid UTF-8`));
+    });
+  }
+
   test('a C1 control already in the text (U+0092 for ’ upstream) is counted and blocks; the last good snapshot stays', async () => {
     const before = await published();
     const out = await incraRun(incraRows('Olho d\u0092Água'), { encoding: 'utf8', cpg: 'UTF-8' });

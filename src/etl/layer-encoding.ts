@@ -1,6 +1,7 @@
 // The one rule that decides how a shapefile's DBF text is decoded, for every pipeline:
 //   1. the .cpg sidecar (ESRI's code page file) — one saying UTF-8 over bytes that cannot be
-//      UTF-8 is overruled by the bytes (rule 4's single-byte page),
+//      UTF-8 is overruled by the bytes (rule 4's single-byte page), one naming a single-byte
+//      page over bytes that are valid UTF-8 holding multibyte sequences too (UTF-8),
 //   2. the .cst sidecar (GeoServer's SHAPE-ZIP writes its charset there),
 //   3. the DBF's language driver id (LDID, header byte 29) when it makes a specific claim,
 //      unless the bytes are valid UTF-8 holding multibyte sequences (then UTF-8) or, for a
@@ -255,10 +256,20 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
   const ignored: string[] = [];
   let passedOver: 'cpg' | 'cst' | undefined;
   let seen: ReturnType<typeof utf8Sequences> | undefined;
+  let bytes: ReturnType<typeof scanDbfBytes> | undefined;
   for (const [rule, file] of [['cpg', parts.cpg], ['cst', parts.cst]] as const) {
     if (!file) continue;
     const text = fs.readFileSync(file, 'latin1');
     const name = codePageName(text);
+    if (name && name !== 'UTF-8' && (bytes ??= scanDbfBytes(parts.dbf)) === 'utf8') {
+      // A single-byte label over bytes that are valid UTF-8 with multibyte sequences is wrong,
+      // as an LDID's is (below): accented text in a single-byte page is almost never valid
+      // UTF-8. Honoured, a DOS label published 'Concei├º├úo' with nothing counted (no U+FFFD,
+      // no 'Ã' for the double-encoding check) and a Windows one blocked a file whose bytes were
+      // right. The bytes overrule it (UTF-8), said in the report.
+      ignored.push(`.${rule} says ${name} but the DBF's bytes are valid UTF-8: read as UTF-8`);
+      return { encoding: 'UTF-8', decidedBy: 'bytes', ignored: ignored.join('; '), passedOver: passedOver ?? rule };
+    }
     if (name === 'ISO-8859-1' && singleBytePage(parts.dbf) === 'CP1252') {
       // Bytes 0x80–0x9F under an ISO-8859-1 label are Windows-1252 punctuation (as the WHATWG standard reads the label).
       ignored.push(`.${rule} says ISO-8859-1 and the DBF holds bytes 0x80–0x9F: read as CP1252`);
@@ -284,7 +295,7 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
   }
   const ldid = dbfLdid(parts.dbf);
   const claimed = ldid === null ? undefined : LDID_CODEPAGES[ldid];
-  const bytes = scanDbfBytes(parts.dbf);
+  bytes ??= scanDbfBytes(parts.dbf);
   // Bytes that are valid UTF-8 with multibyte sequences are UTF-8 whatever the LDID says:
   // accented text in a DOS or Windows code page is almost never valid UTF-8, while writers
   // that keep a default LDID over UTF-8 text exist (read as CP850 it published 'Concei├º├úo').
