@@ -178,6 +178,18 @@ describe('single-byte DBFs: every name byte-exact', () => {
     });
   }
 
+  // And a DOS label over Windows text, as a DOS LDID already was: read as CP850 it published
+  // 'ConceiþÒo' and 'COORDENAÃ├O', nothing counted.
+  test('Windows-1252 bytes under a .cpg saying 850 are read as CP1252, and the report says why', async () => {
+    const want = await truth(PUNCTUATED);
+    const out = await incraRun(incraRows(PUNCTUATED, 'cp1252'), { encoding: 'latin1', cpg: '850' });
+    expect(out.status).toBe('published');
+    expect(await published()).toEqual(want);
+    const q = await report(out.snapshot_id!);
+    expect(q.facts.layers[0]).toMatchObject({ encoding: 'CP1252', decided_by: 'bytes' });
+    expect(q.facts.notes.join('\n')).toMatch(/\.cpg says CP850 but the bytes are Windows text/);
+  });
+
   test('a C1 control already in the text (U+0092 for ’ upstream) is counted and blocks; the last good snapshot stays', async () => {
     const before = await published();
     const out = await incraRun(incraRows('Olho d\u0092Água'), { encoding: 'utf8', cpg: 'UTF-8' });
