@@ -59,6 +59,17 @@ async function truth(name: string) {
   return published();
 }
 
+/** Loads `rows` in format `f`: published as the same rows in UTF-8, read as `layer` says, with `note` in the report. */
+async function readsAsTruth(name: string, rows: LayerRow[], f: LayerFormat, layer: { encoding: string; decided_by: string }, note: RegExp) {
+  const want = await truth(name);
+  const out = await incraRun(rows, f);
+  expect(out.status).toBe('published');
+  expect(await published()).toEqual(want);
+  const q = await report(out.snapshot_id!);
+  expect(q.facts.layers[0]).toMatchObject(layer);
+  expect(q.facts.notes.join('\n')).toMatch(note);
+}
+
 usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'encodings-test-');
 
 describe('single-byte DBFs: every name byte-exact', () => {
@@ -76,13 +87,8 @@ describe('single-byte DBFs: every name byte-exact', () => {
   });
 
   test('the same bytes under a .cpg saying ISO-8859-1: CP1252 too, and the report says why', async () => {
-    const want = await truth(PUNCTUATED);
-    const out = await incraRun(incraRows(PUNCTUATED, 'cp1252'), { encoding: 'latin1', cpg: 'ISO-8859-1' });
-    expect(out.status).toBe('published');
-    expect(await published()).toEqual(want);
-    const q = await report(out.snapshot_id!);
-    expect(q.facts.layers[0]).toMatchObject({ encoding: 'CP1252', decided_by: 'cpg' });
-    expect(q.facts.notes.join('\n')).toMatch(/says ISO-8859-1 and the DBF holds bytes 0x80–0x9F: read as CP1252/);
+    await readsAsTruth(PUNCTUATED, incraRows(PUNCTUATED, 'cp1252'), { encoding: 'latin1', cpg: 'ISO-8859-1' }, { encoding: 'CP1252', decided_by: 'cpg' },
+      /says ISO-8859-1 and the DBF holds bytes 0x80–0x9F: read as CP1252/);
   });
 
   test('plain ISO-8859-1 accents (no byte 0x80–0x9F) are still read and reported as ISO-8859-1', async () => {
@@ -160,6 +166,24 @@ describe('single-byte DBFs: every name byte-exact', () => {
     const q = await report(out.snapshot_id!);
     expect(q.facts.layers[0]).toMatchObject({ encoding: 'UTF-8', decided_by: 'bytes' });
     expect(q.facts.notes.join('\n')).toMatch(/LDID 0x02 \(CP850\) ignored: the bytes are valid UTF-8/);
+  });
+
+  // The same claim made by a sidecar: a .cpg naming a DOS page over UTF-8 bytes published
+  // 'Concei├º├úo' with nothing counted (no U+FFFD, no 'Ã' pattern for the double-encoding
+  // check), and one naming a Windows page blocked a file whose every byte was right.
+  for (const f of [{ cpg: 'CP850' }, { cpg: 'OEM 437' }, { cpg: 'ISO-8859-1' }, { cpg: null, cst: 'windows-1252' }]) {
+    const side = f.cpg ? `.cpg "${f.cpg}"` : `.cst "${f.cst}"`;
+    test(`UTF-8 bytes under a ${side} are read as UTF-8, and the report says why`, async () => {
+      await readsAsTruth(PUNCTUATED, incraRows(PUNCTUATED), { encoding: 'utf8', ...f }, { encoding: 'UTF-8', decided_by: 'bytes' },
+        new RegExp(`\\.${f.cpg ? 'cpg' : 'cst'} says (CP\\d+|ISO-8859-1) but the DBF's bytes are valid UTF-8`));
+    });
+  }
+
+  // And a DOS label over Windows text, as a DOS LDID already was: read as CP850 it published
+  // 'ConceiþÒo' and 'COORDENAÃ├O', nothing counted.
+  test('Windows-1252 bytes under a .cpg saying 850 are read as CP1252, and the report says why', async () => {
+    await readsAsTruth(PUNCTUATED, incraRows(PUNCTUATED, 'cp1252'), { encoding: 'latin1', cpg: '850' }, { encoding: 'CP1252', decided_by: 'bytes' },
+      /\.cpg says CP850 but the bytes are Windows text/);
   });
 
   test('a C1 control already in the text (U+0092 for ’ upstream) is counted and blocks; the last good snapshot stays', async () => {

@@ -124,6 +124,44 @@ describe('an open ring of a polygon with a hole', () => {
   }
 });
 
+/** Writes `text` right-aligned over field `name` of record `n` (0-based) of a .dbf. */
+function setDbfCell(dbfPath: string, n: number, name: string, text: string): void {
+  const dbf = fs.readFileSync(dbfPath);
+  let at = 1;
+  for (let p = 32; dbf[p] !== 0x0d; p += 32) {
+    const len = dbf[p + 16];
+    if (dbf.toString('latin1', p, p + 11).replace(/\0.*$/, '') === name) {
+      dbf.write(text.padStart(len, ' '), dbf.readUInt16LE(8) + n * dbf.readUInt16LE(10) + at, len, 'latin1');
+      return fs.writeFileSync(dbfPath, dbf);
+    }
+    at += len;
+  }
+  throw new Error(`no field ${name}`);
+}
+
+describe('numeric DBF cells that are not plain numbers', () => {
+  // Brazilian tools write a decimal comma (and thousands points) into N fields. GDAL read such a
+  // cell as far as it parses: FUNAI published 5000 ha for '5000,75', 1.234 ha for '1.234.567,5'
+  // and 0 for 'n/d', nothing counted; the streaming reader kept the text for the SQL conversions.
+  for (const [reader, f] of [
+    ['streaming reader', { encoding: 'utf8', cpg: 'UTF-8' }],
+    ['GDAL reader', { encoding: 'latin1', cpg: null, ldid: 0x02 }],
+  ] as [string, LayerFormat][]) {
+    test(`${reader}: '5000,75' and '1.234.567,5' are read as Brazilian numbers, 'n/d' kept in extra and counted`, async () => {
+      const got = await load(f, undefined, (dbf) => {
+        setDbfCell(dbf, 0, 'superficie', '5000,75');
+        setDbfCell(dbf, 1, 'superficie', '1.234.567,5');
+        setDbfCell(dbf, 2, 'superficie', 'n/d');
+      });
+      expect(got.out.status).toBe('published');
+      const rows = (await db.pool.query(`SELECT codigo, area_declarada_ha AS ha, extra->>'area_declarada_ha' AS raw FROM serving.funai_tis WHERE codigo IN ('90101', '90102', '90103') ORDER BY codigo`)).rows;
+      expect(rows).toEqual([{ codigo: '90101', ha: 5000.75, raw: null }, { codigo: '90102', ha: 1234567.5, raw: null }, { codigo: '90103', ha: null, raw: 'n/d' }]);
+      expect(got.q!.facts.notes.join('\n')).toMatch(/3 numeric\/date value\(s\) that were not numbers\/dates, kept as written/);
+      expect(got.q!.facts.fields.unparsed).toEqual({ area_declarada_ha: 1 });
+    });
+  }
+});
+
 test('a .dbf shorter than its .shp: the shapes without a record are counted and block the load; the last good snapshot stays', async () => {
   const f: LayerFormat = { encoding: 'utf8', cpg: 'UTF-8' };
   const good = await load(f);

@@ -183,3 +183,23 @@ test('bare digits that lost their leading zeros are completed when the check dig
   expect(q.facts.embargos.documentos.zeros_completados).toBe(4);
   expect(q.facts.notes.join('\n')).toMatch(/4 documents had lost their leading zeros/);
 });
+
+// A header in transition holding two spellings of one field, the legacy column first and empty
+// (IBAMA renamed NOME_PESSOA_EMBARGADA to NOME_EMBARGADO around 2024): the field took the first
+// column in file order, so every name was published NULL (counted only as empty) and the
+// current column went to `extra` as an 'unknown column nome_embargado'. The declaration's
+// first spelling the header holds wins (its current one), whatever the order of the columns.
+test('a header with the legacy spelling of a column before the current one reads the current one', async () => {
+  const terms = IBAMA_TERMS.map((t) => ({ ...t, row: { ...t.row, COD_SUBSTITUICAO: '' } }));
+  const file = path.join(tmp, 'termo_embargo.csv');
+  fs.writeFileSync(file, ibamaCsv({ terms, renameColumns: { COD_SUBSTITUICAO: 'NOME_PESSOA_EMBARGADA' } }), 'utf8');
+  expect(fs.readFileSync(file, 'utf8').split('\r\n')[0].indexOf('NOME_PESSOA_EMBARGADA')).toBeLessThan(fs.readFileSync(file, 'utf8').split('\r\n')[0].indexOf('NOME_EMBARGADO'));
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, ibamaEmbargos, { source: file });
+  expect(out.status).toBe('published');
+  const names = (await db.pool.query(`SELECT numero_tad, nome_embargado FROM "current".ibama_embargos`)).rows;
+  expect(names.length).toBeGreaterThan(100);
+  const want = new Map(terms.map((t) => [t.row.NUM_TAD, t.row.NOME_EMBARGADO]));
+  for (const r of names) expect(r.nome_embargado, r.numero_tad).toBe(want.get(r.numero_tad) || null);
+  const q: QualityReport = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+  expect(q.facts.fields.unknown).toEqual(['nome_pessoa_embargada']);
+});

@@ -12,15 +12,27 @@ export const normaliseHeader = (h: string) => h.replace(/^\uFEFF/, '').trim().to
 export const headerKey = (h: string) =>
   normaliseHeader(h).normalize('NFD').replace(/[\u0300-\u036f]/g, '').replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
 
-/** For each spec, the index of its column in `names` (normaliseHeader'd): an exact alias first, else an alias by headerKey on a column no spec took. */
+/**
+ * For each spec, the index of its column in `names` (normaliseHeader'd): an exact alias first,
+ * else an alias by headerKey on a column no spec took. Among several columns spelling one spec
+ * (a header in transition holding the legacy and the current spelling), the spec's first alias
+ * the header holds wins, not the first column: declarations list the current spelling first,
+ * and the legacy column left empty beside it published every value NULL.
+ */
 export function matchHeader(names: string[], specs: { aliases: string[] }[]): (number | null)[] {
-  const exact = specs.map((s) => names.findIndex((n) => s.aliases.includes(n)));
+  const first = (aliases: string[], at: (alias: string) => number) => {
+    for (const a of aliases) {
+      const i = at(a);
+      if (i >= 0) return i;
+    }
+    return -1;
+  };
+  const exact = specs.map((s) => first(s.aliases, (a) => names.indexOf(a)));
   const taken = new Set(exact.filter((i) => i >= 0));
   const keys = names.map(headerKey);
   return specs.map((s, k) => {
     if (exact[k] >= 0) return exact[k];
-    const wanted = s.aliases.map(headerKey);
-    const i = keys.findIndex((key, j) => !taken.has(j) && key !== '' && wanted.includes(key));
+    const i = first(s.aliases.map(headerKey), (w) => (w === '' ? -1 : keys.findIndex((key, j) => !taken.has(j) && key === w)));
     if (i < 0) return null;
     taken.add(i);
     return i;

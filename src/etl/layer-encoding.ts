@@ -1,6 +1,8 @@
 // The one rule that decides how a shapefile's DBF text is decoded, for every pipeline:
 //   1. the .cpg sidecar (ESRI's code page file) — one saying UTF-8 over bytes that cannot be
-//      UTF-8 is overruled by the bytes (rule 4's single-byte page),
+//      UTF-8 is overruled by the bytes (rule 4's single-byte page), one naming a single-byte
+//      page over bytes that are valid UTF-8 holding multibyte sequences too (UTF-8), and one
+//      naming a Western DOS page over clearly Windows letters (as an LDID is, rule 3),
 //   2. the .cst sidecar (GeoServer's SHAPE-ZIP writes its charset there),
 //   3. the DBF's language driver id (LDID, header byte 29) when it makes a specific claim,
 //      unless the bytes are valid UTF-8 holding multibyte sequences (then UTF-8) or, for a
@@ -236,6 +238,19 @@ function pageVotes(dbf: string): { dos: number; win: number; c1: boolean } | nul
 /** The DOS code pages of Western Europe, whose letters singleBytePage's vote tells from Windows-1252's. */
 const WESTERN_DOS = new Set(['CP437', 'CP850', 'CP860', 'CP861', 'CP863', 'CP865']);
 
+/**
+ * The Windows page a DBF's bytes are when a Western DOS page is claimed for them (an LDID or a
+ * sidecar) and they clearly are Windows letters (as many as it takes the other way round):
+ * writers that put a DOS claim over Windows text exist, and read as CP850 'Conceição' was
+ * published 'ConceiþÒo' (no U+FFFD, nothing counted). Null when the claim stands.
+ */
+function windowsOverDos(dbf: string, claimed: string): { encoding: 'CP1252' | 'ISO-8859-1'; why: string } | null {
+  if (!WESTERN_DOS.has(claimed)) return null;
+  const v = pageVotes(dbf);
+  if (!v || v.win < CP850_MIN_LETTERS || v.win < 2 * v.dos) return null;
+  return { encoding: v.c1 ? 'CP1252' : 'ISO-8859-1', why: `the bytes are Windows text (${v.win} letters only Windows-1252 reads, ${v.dos} only ${claimed})` };
+}
+
 /** The DBF's language driver id (byte 29), or null when the file is too short. */
 export function dbfLdid(dbf: string): number | null {
   const fd = fs.openSync(dbf, 'r');
@@ -255,10 +270,25 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
   const ignored: string[] = [];
   let passedOver: 'cpg' | 'cst' | undefined;
   let seen: ReturnType<typeof utf8Sequences> | undefined;
+  let bytes: ReturnType<typeof scanDbfBytes> | undefined;
   for (const [rule, file] of [['cpg', parts.cpg], ['cst', parts.cst]] as const) {
     if (!file) continue;
     const text = fs.readFileSync(file, 'latin1');
     const name = codePageName(text);
+    if (name && name !== 'UTF-8' && (bytes ??= scanDbfBytes(parts.dbf)) === 'utf8') {
+      // A single-byte label over bytes that are valid UTF-8 with multibyte sequences is wrong,
+      // as an LDID's is (below): accented text in a single-byte page is almost never valid
+      // UTF-8. Honoured, a DOS label published 'Concei├º├úo' with nothing counted (no U+FFFD,
+      // no 'Ã' for the double-encoding check) and a Windows one blocked a file whose bytes were
+      // right. The bytes overrule it (UTF-8), said in the report.
+      ignored.push(`.${rule} says ${name} but the DBF's bytes are valid UTF-8: read as UTF-8`);
+      return { encoding: 'UTF-8', decidedBy: 'bytes', ignored: ignored.join('; '), passedOver: passedOver ?? rule };
+    }
+    const win = name && bytes === 'latin1' ? windowsOverDos(parts.dbf, name) : null;
+    if (win) {
+      ignored.push(`.${rule} says ${name} but ${win.why}`);
+      return { encoding: win.encoding, decidedBy: 'bytes', ignored: ignored.join('; '), passedOver: passedOver ?? rule };
+    }
     if (name === 'ISO-8859-1' && singleBytePage(parts.dbf) === 'CP1252') {
       // Bytes 0x80–0x9F under an ISO-8859-1 label are Windows-1252 punctuation (as the WHATWG standard reads the label).
       ignored.push(`.${rule} says ISO-8859-1 and the DBF holds bytes 0x80–0x9F: read as CP1252`);
@@ -284,20 +314,17 @@ export function decideEncoding(parts: { cpg: string | null; cst: string | null; 
   }
   const ldid = dbfLdid(parts.dbf);
   const claimed = ldid === null ? undefined : LDID_CODEPAGES[ldid];
-  const bytes = scanDbfBytes(parts.dbf);
+  bytes ??= scanDbfBytes(parts.dbf);
   // Bytes that are valid UTF-8 with multibyte sequences are UTF-8 whatever the LDID says:
   // accented text in a DOS or Windows code page is almost never valid UTF-8, while writers
   // that keep a default LDID over UTF-8 text exist (read as CP850 it published 'Concei├º├úo').
   if (claimed && bytes === 'utf8') ignored.push(`LDID 0x${ldid!.toString(16).padStart(2, '0')} (${claimed}) ignored: the bytes are valid UTF-8`);
   const extra = { ...(ignored.length ? { ignored: ignored.join('; ') } : {}), ...(passedOver ? { passedOver } : {}) };
-  if (claimed && bytes === 'latin1' && WESTERN_DOS.has(claimed)) {
-    // Writers that put a DOS LDID over Windows text exist: read as CP850, 'Conceição' was
-    // published 'ConceiþÒo' (no U+FFFD, nothing counted). The bytes overrule the LDID only when
-    // they clearly are Windows letters (as many as it takes the other way round).
-    const v = pageVotes(parts.dbf);
-    if (v && v.win >= CP850_MIN_LETTERS && v.win >= 2 * v.dos) {
-      ignored.push(`LDID 0x${ldid!.toString(16).padStart(2, '0')} (${claimed}) ignored: the bytes are Windows text (${v.win} letters only Windows-1252 reads, ${v.dos} only ${claimed})`);
-      return { encoding: v.c1 ? 'CP1252' : 'ISO-8859-1', decidedBy: 'bytes', ignored: ignored.join('; '), ...(passedOver ? { passedOver } : {}) };
+  if (claimed && bytes === 'latin1') {
+    const win = windowsOverDos(parts.dbf, claimed);
+    if (win) {
+      ignored.push(`LDID 0x${ldid!.toString(16).padStart(2, '0')} (${claimed}) ignored: ${win.why}`);
+      return { encoding: win.encoding, decidedBy: 'bytes', ignored: ignored.join('; '), ...(passedOver ? { passedOver } : {}) };
     }
   }
   if (claimed && bytes !== 'utf8') return { encoding: claimed, decidedBy: 'ldid', ...extra };

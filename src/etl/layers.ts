@@ -151,12 +151,9 @@ export function readerNote(r: Pick<LayerStageResult, 'reader' | 'deleted' | 'unp
   const closed = r.ringsClosed ? `${r.ringsClosed} polygon ring(s) not closed in the .shp, closed on reading (then repaired like any invalid polygon)` : '';
   const orphans = r.shapesWithoutRecord ? `${r.shapesWithoutRecord} shape(s) after the .dbf's last record (no attributes: the .dbf is shorter than the .shp), not loaded` : '';
   const deleted = r.deleted ? `${r.deleted} deleted DBF record(s) skipped` : '';
-  if (r.reader === 'gdal') {
-    const extra = [deleted, closed, orphans].filter(Boolean);
-    return `read with GDAL, one feature at a time (text COPY)${extra.length ? `: ${extra.join('; ')}` : ''}`;
-  }
   const extra = [deleted, r.unparsed ? `${r.unparsed} numeric/date value(s) that were not numbers/dates, kept as written` : '', closed, orphans].filter(Boolean);
-  return `read with the streaming shapefile reader (binary COPY)${extra.length ? `: ${extra.join('; ')}` : ''}`;
+  const how = r.reader === 'gdal' ? 'read with GDAL, one feature at a time (text COPY)' : 'read with the streaming shapefile reader (binary COPY)';
+  return `${how}${extra.length ? `: ${extra.join('; ')}` : ''}`;
 }
 
 /** Report notes on how each layer's encoding was decided, when no sidecar declared it. */

@@ -25,7 +25,7 @@ export interface LayerStageResult extends StageResult {
   reader: ReadPath;
   /** DBF records flagged deleted, skipped and counted (both readers). */
   deleted: number;
-  /** Numeric/date DBF values that were not numbers/dates, kept as written (streaming reader). */
+  /** Numeric/date DBF values that were not numbers/dates, kept as written (both readers). */
   unparsed: number;
   /** Numeric cells of asterisks per layer and DBF field (streaming reader; null when GDAL read the layers). */
   overflowed: Record<string, Record<string, number>> | null;
@@ -56,7 +56,7 @@ export const readPathOf = (layers: VectorLayer[]): ReadPath =>
  */
 export async function stageLayers(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<LayerStageResult> {
   if (readPathOf(layers) === 'shp-stream') return { reader: 'shp-stream', ...(await stageShapefiles(client, table, layers, specs)) };
-  return { reader: 'gdal', unparsed: 0, overflowed: null, ...(await stageWithGdal(client, table, layers, specs)) };
+  return { reader: 'gdal', overflowed: null, ...(await stageWithGdal(client, table, layers, specs)) };
 }
 
 /** GDAL's feature loop (gdal-async, one native call per feature) into a text COPY. */
@@ -66,7 +66,7 @@ async function stageWithGdal(client: pg.ClientBase, table: string, layers: Vecto
   let seq = 0;
   let replacementChars = 0;
   let ringsClosed = 0;
-  const counts: ReadCounts = { deleted: 0, shapesWithoutRecord: 0 };
+  const counts: ReadCounts = { deleted: 0, shapesWithoutRecord: 0, unparsed: 0 };
   function* lines(): Generator<string> {
     for (let li = 0; li < layers.length; li++) {
       const layer = layers[li];

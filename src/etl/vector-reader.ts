@@ -214,13 +214,18 @@ export interface ReadCounts {
   deleted: number;
   /** Shapes after the .dbf's last record (GDAL reads as many features as the .dbf has records). */
   shapesWithoutRecord: number;
+  /** Numeric/date DBF cells that were not numbers/dates, kept as written (as the streaming reader counts them). */
+  unparsed: number;
 }
 
 /**
- * The cells of a .dbf read by record number (a shapefile feature's fid), as the streaming reader
- * decodes them (read/dbf.ts decodeField). gdal-async hands an N field's value out as a JS number:
- * an 18-digit code of an N(18,0) field (GDAL's Integer64) or a wider one (Real) loses its last
- * digits above 2^53. Such a value is read again from its cell, which keeps every digit.
+ * The N, F and D cells of a .dbf read by record number (a shapefile feature's fid), as the
+ * streaming reader decodes them (read/dbf.ts decodeField), so that both readers stage the same
+ * value. GDAL's own reading of them is lossy: a cell that is not a plain number is read as far
+ * as it parses ('5000,75' → 5000, '1.234.567,5' → 1.234, 'n/d' → 0: a Brazilian decimal comma
+ * published a wrong value, nothing counted), and an 18-digit code of an N(18,0) field loses its
+ * last digits above 2^53. Here such a cell is a number with every digit, or its text as written
+ * (counted; the SQL conversions read it, or keep it in `extra`).
  */
 class DbfCells {
   private readonly fd: number;
@@ -239,14 +244,26 @@ class DbfCells {
     }
   }
 
-  /** Field `i` of record `fid` (JSON-ready: a big whole number as its digits), or undefined when it cannot be read. */
-  cell(fid: number, i: number): string | number | null | undefined {
-    const f = this.header.fields[i];
-    if (!f || (f.type !== 'N' && f.type !== 'F')) return undefined;
+  /** Whether the .dbf has N, F or D fields (else GDAL's values stand and no record is read). */
+  get typed(): boolean {
+    return this.header.fields.some((f) => f.type === 'N' || f.type === 'F' || f.type === 'D');
+  }
+
+  /**
+   * The N, F and D cells of record `fid` by field index (JSON-ready: a big whole number as its
+   * digits, a date as yyyy-mm-dd, a cell that is neither as written, counted in `counts`), or
+   * null when the record cannot be read.
+   */
+  record(fid: number, counts?: ReadCounts): Map<number, string | number | null> | null {
     const at = this.header.headerLength + fid * this.header.recordLength;
-    if (fs.readSync(this.fd, this.rec, 0, this.rec.length, at) < this.rec.length) return undefined;
-    decodeField(this.rec, 0, f, this.value);
-    return this.value.json;
+    if (fs.readSync(this.fd, this.rec, 0, this.rec.length, at) < this.rec.length) return null;
+    const cells = new Map<number, string | number | null>();
+    this.header.fields.forEach((f, i) => {
+      if (f.type !== 'N' && f.type !== 'F' && f.type !== 'D') return;
+      if (decodeField(this.rec, 0, f, this.value) && counts) counts.unparsed++;
+      cells.set(i, this.value.json);
+    });
+    return cells;
   }
 
   close(): void {
@@ -257,25 +274,26 @@ class DbfCells {
 /** The .dbf's cells, or null when it cannot be parsed (GDAL's values then stand). */
 function dbfCells(dbf: string | null): DbfCells | null {
   if (!dbf) return null;
+  let cells: DbfCells;
   try {
-    return new DbfCells(dbf);
+    cells = new DbfCells(dbf);
   } catch {
     return null;
   }
+  if (cells.typed) return cells;
+  cells.close();
+  return null;
 }
 
 /**
- * A feature's attributes under the layer's (lower-cased, de-duplicated) field names. A number
- * beyond 2^53 (rounded by gdal-async) is taken from its DBF cell when the layer has one (`cells`).
+ * A feature's attributes under the layer's (lower-cased, de-duplicated) field names; its N, F
+ * and D cells from the DBF itself when the layer has one (`cells`: DbfCells says why).
  */
-function propsOf(f: gdal.Feature, names: string[], cells: DbfCells | null): Record<string, unknown> {
+function propsOf(f: gdal.Feature, names: string[], cells: DbfCells | null, counts?: ReadCounts): Record<string, unknown> {
   const values = f.fields.toArray();
+  const own = cells?.record(f.fid, counts) ?? null;
   const props: Record<string, unknown> = {};
-  for (let i = 0; i < names.length; i++) {
-    const v = values[i];
-    const exact = cells && typeof v === 'number' && Math.abs(v) >= 2 ** 53 ? cells.cell(f.fid, i) : undefined;
-    props[names[i]] = exact === undefined ? v : exact;
-  }
+  for (let i = 0; i < names.length; i++) props[names[i]] = own?.has(i) ? own.get(i) : values[i];
   return props;
 }
 
@@ -285,7 +303,7 @@ function propsOf(f: gdal.Feature, names: string[], cells: DbfCells | null): Reco
  * NULL geometry): they are read from the .dbf opened alone (a link in a folder of its own,
  * or GDAL would open the .shp beside it).
  */
-function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number): Generator<RawFeature> {
+function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number, counts?: ReadCounts): Generator<RawFeature> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-dbf-')); // the source's folder may be read-only
   try {
     const alone = path.join(dir, path.basename(dbf));
@@ -301,7 +319,7 @@ function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number): G
       const names = uniqueFieldNames(lyr.fields.map((f) => f.name.toLowerCase()));
       for (let f = lyr.features.first(); f; f = lyr.features.next()) {
         if (f.fid < shapes) continue;
-        yield { props: propsOf(f, names, cells), wkb: null, ringsClosed: 0 };
+        yield { props: propsOf(f, names, cells, counts), wkb: null, ringsClosed: 0 };
       }
     } finally {
       cells?.close();
@@ -330,7 +348,7 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
     cells = dbfCells(dbf);
     // first() rewinds the layer and returns feature 1; next() continues from there.
     for (let f = lyr.features.first(); f; f = lyr.features.next()) {
-      const props = propsOf(f, names, cells);
+      const props = propsOf(f, names, cells, counts);
       let g = f.getGeometry();
       if (g && shapefile && !g.isEmpty() && mayBeMisnested(g)) {
         const fid = f.fid;
@@ -342,7 +360,7 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
     }
     if (dbf && records !== null) {
       const shapes = lyr.features.count();
-      if (records > shapes) for (const f of recordsAfterShapes(layer, dbf, shapes)) read++, yield f;
+      if (records > shapes) for (const f of recordsAfterShapes(layer, dbf, shapes, counts)) read++, yield f;
       if (counts) {
         counts.shapesWithoutRecord += Math.max(0, shapes - records);
         counts.deleted += Math.max(0, records - read);
