@@ -10,10 +10,10 @@ WITH t AS MATERIALIZED (
   FROM {{classified}}
 ), kept AS MATERIALIZED (SELECT * FROM t WHERE verdict = 'ok'),
 -- Unknown statuses and flags, ranked: the {{named}} most frequent are named, the rest counted
--- (a broken file can make every term's value different).
-su AS (SELECT status_desconhecido AS s, count(*)::int AS n, row_number() OVER (ORDER BY count(*) DESC, status_desconhecido) AS rn
+-- (a broken file can make every term's value different); ties in byte order, as SICAR's lists.
+su AS (SELECT status_desconhecido AS s, count(*)::int AS n, row_number() OVER (ORDER BY count(*) DESC, status_desconhecido COLLATE "C") AS rn
          FROM kept WHERE status_desconhecido IS NOT NULL GROUP BY 1),
-fu AS (SELECT flag_desconhecido AS s, count(*)::int AS n, row_number() OVER (ORDER BY count(*) DESC, flag_desconhecido) AS rn
+fu AS (SELECT flag_desconhecido AS s, count(*)::int AS n, row_number() OVER (ORDER BY count(*) DESC, flag_desconhecido COLLATE "C") AS rn
          FROM kept WHERE flag_desconhecido IS NOT NULL GROUP BY 1)
 SELECT (SELECT count(*) FROM kept WHERE geom_origem = 'poligono')::int AS poligono,
        (SELECT count(*) FROM kept WHERE geom_origem = 'ponto')::int AS ponto,
