@@ -172,6 +172,14 @@ function num(v: string | undefined, fallback: number): number {
   return n;
 }
 
+/** The logger's levels (pino's, any case); another LOG_LEVEL is a configuration error, not a crash when the logger starts. */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+function logLevel(v: string | undefined): string {
+  const level = (v || 'info').trim().toLowerCase();
+  if (!LOG_LEVELS.includes(level)) throw new Error(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}: ${v}`);
+  return level;
+}
+
 /** AGRO_TRUST_PROXY: '' / 0 / false → false, true → true, a positive integer → hops, else a comma-separated list of addresses or CIDRs. */
 export function trustProxy(v: string | undefined): boolean | number | readonly string[] {
   const t = (v ?? '').trim();
@@ -194,7 +202,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     databaseReadUrl: env.DATABASE_READ_URL || null,
     embeddedPort: num(env.AGRO_DB_PORT, 54329),
     embeddedPortExplicit: !!env.AGRO_DB_PORT,
-    logLevel: env.LOG_LEVEL || 'info',
+    logLevel: logLevel(env.LOG_LEVEL),
     logFormat: env.LOG_FORMAT === 'json' ? 'json' : 'auto',
     scheduleFile: path.resolve(cwd, env.AGRO_SCHEDULE_FILE || 'agro.schedule.json'),
     scheduleFileExplicit: !!env.AGRO_SCHEDULE_FILE,

@@ -139,6 +139,12 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     const badConfig = agroEnv({ AGRO_RETENTION: 'three' }, 'snapshots', '--json');
     expect(badConfig.code).toBe(2);
     expect(oneObject(badConfig)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/configuration: not a number: three/) } });
+    // LOG_LEVEL (contract §1) is configuration too: a level the logger does not know is a usage
+    // error naming it, one JSON object, exit 2 (it was pino's stack trace, exit 1, nothing on stdout).
+    const badLevel = agroEnv({ LOG_LEVEL: 'verbose' }, 'snapshots', '--json');
+    expect(badLevel.code, badLevel.stderr).toBe(2);
+    expect(oneObject(badLevel)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/LOG_LEVEL must be one of .*info.*: verbose/) } });
+    expect(badLevel.stderr).not.toMatch(/\n\s+at /);
   }, 300_000);
 
   test('a source given as a bare argument is refused, not ignored (the run would have gone to the official source)', async () => {
