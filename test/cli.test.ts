@@ -147,6 +147,18 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(badLevel.stderr).not.toMatch(/\n\s+at /);
   }, 300_000);
 
+  test('--uf with a dataset that is not loaded per state is refused, not ignored', async () => {
+    const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
+    const dir = path.join(ROOT, 'fixtures/ibge-municipios');
+    // run/backfill loaded the whole country and printed "uf": null; rollback said "ibge-municipios GO
+    // has no published snapshot" (exit 1); snapshots listed nothing: each a usage error now.
+    expect(usage('run', 'ibge-municipios', '--source', dir, '--uf', 'GO', '--json')).toMatch(/--uf: ibge-municipios is not loaded per state/);
+    expect(usage('backfill', 'ibge-municipios', '--source', dir, '--as-of', '2024-06-01', '--uf', 'GO', '--json')).toMatch(/--uf/);
+    expect(usage('rollback', 'ibge-municipios', '--uf', 'GO', '--json')).toMatch(/--uf/);
+    expect(usage('snapshots', 'ibge-municipios', '--uf', 'GO', '--json')).toMatch(/--uf/);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
+  }, 300_000);
+
   test('a source given as a bare argument is refused, not ignored (the run would have gone to the official source)', async () => {
     const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
     const dir = path.join(ROOT, 'fixtures/ibge-municipios');
