@@ -147,6 +147,20 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(badLevel.stderr).not.toMatch(/\n\s+at /);
   }, 300_000);
 
+  test('AGRO_SICAR_UFS naming something that is not a state is a configuration error before anything runs', async () => {
+    // It surfaced only when the night reached SICAR: the layers had loaded, then the whole night ended
+    // in a usage error (no summary, later pipelines not started); `schedule --check` counted it a run.
+    const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
+    for (const args of [['nightly', '--json'], ['schedule', '--check', '--json']]) {
+      const r = agroEnv({ AGRO_SICAR_UFS: 'GO, mt,XX' }, ...args);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(oneObject(r)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/AGRO_SICAR_UFS: "XX" is not a Brazilian state/) } });
+    }
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
+    // Spaces and case are forgiven, as before.
+    expect(oneObject(agroEnv({ AGRO_SICAR_UFS: 'GO, mt' }, 'schedule', '--check', '--json')).jobs.find((j: { job: string }) => j.job === 'sicar-nightly').runs).toBe(2);
+  }, 300_000);
+
   test('--uf with a dataset that is not loaded per state is refused, not ignored', async () => {
     const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
     const dir = path.join(ROOT, 'fixtures/ibge-municipios');
