@@ -173,6 +173,18 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
   }, 300_000);
 
+  test('--source with a scheme other than file:// and http(s):// is a usage error, not a relative path', async () => {
+    // `--source ftp://host/x.zip` was read as the local path ./ftp:/host/x.zip: a failed run, exit 1,
+    // "source not found: <cwd>/ftp:/host/x.zip". Contract §1: a local path, a file:// or an http(s):// URL.
+    const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
+    expect(usage('run', 'ibge-municipios', '--source', 'ftp://example.org/BR_Municipios_2024.zip', '--json')).toMatch(/--source takes a path, a file:\/\/ or an http\(s\):\/\/ URL, not ftp:\/\//);
+    expect(usage('backfill', 'ibge-municipios', '--source', 's3://bucket/ibge/', '--as-of', '2024-06-01', '--json')).toMatch(/not s3:\/\//);
+    const list = path.join(work, 'series-ftp.txt');
+    fs.writeFileSync(list, `2024-06-01 ${path.join(ROOT, 'fixtures/ibge-municipios')}\n2024-07-01 ftp://example.org/ibge/\n`);
+    expect(usage('backfill', 'ibge-municipios', '--series-file', list, '--json')).toMatch(/line 2: .*not ftp:\/\//);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
+  }, 300_000);
+
   test('a source given as a bare argument is refused, not ignored (the run would have gone to the official source)', async () => {
     const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
     const dir = path.join(ROOT, 'fixtures/ibge-municipios');
