@@ -172,6 +172,22 @@ function num(v: string | undefined, fallback: number): number {
   return n;
 }
 
+/** AGRO_SICAR_UFS: states, any case, comma-separated; a typo fails at start, not when the night reaches SICAR. */
+function sicarUfs(v: string | undefined): string[] {
+  const ufs = (v || ALL_UFS).split(',').map((u) => u.trim().toUpperCase()).filter(Boolean);
+  const bad = ufs.find((u) => !KNOWN_UFS.includes(u));
+  if (bad !== undefined) throw new Error(`AGRO_SICAR_UFS: "${bad}" is not a Brazilian state (known: ${ALL_UFS})`);
+  return ufs;
+}
+
+/** The logger's levels (pino's, any case); another LOG_LEVEL is a configuration error, not a crash when the logger starts. */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+function logLevel(v: string | undefined): string {
+  const level = (v || 'info').trim().toLowerCase();
+  if (!LOG_LEVELS.includes(level)) throw new Error(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}: ${v}`);
+  return level;
+}
+
 /** AGRO_TRUST_PROXY: '' / 0 / false → false, true → true, a positive integer → hops, else a comma-separated list of addresses or CIDRs. */
 export function trustProxy(v: string | undefined): boolean | number | readonly string[] {
   const t = (v ?? '').trim();
@@ -194,7 +210,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     databaseReadUrl: env.DATABASE_READ_URL || null,
     embeddedPort: num(env.AGRO_DB_PORT, 54329),
     embeddedPortExplicit: !!env.AGRO_DB_PORT,
-    logLevel: env.LOG_LEVEL || 'info',
+    logLevel: logLevel(env.LOG_LEVEL),
     logFormat: env.LOG_FORMAT === 'json' ? 'json' : 'auto',
     scheduleFile: path.resolve(cwd, env.AGRO_SCHEDULE_FILE || 'agro.schedule.json'),
     scheduleFileExplicit: !!env.AGRO_SCHEDULE_FILE,
@@ -211,7 +227,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     userAgent: env.AGRO_USER_AGENT || 'agro-data/0.1 (+https://github.com/agro-data; data engineering loader)',
     hmacKey: env.AGRO_HMAC_KEY || DEV_HMAC_KEY,
     hmacKeySource: env.AGRO_HMAC_KEY ? 'env' : 'development',
-    sicarUfs: Object.freeze((env.AGRO_SICAR_UFS || ALL_UFS).split(',').map((u) => u.trim().toUpperCase()).filter(Boolean)),
+    sicarUfs: Object.freeze(sicarUfs(env.AGRO_SICAR_UFS)),
     sources: Object.freeze(sources),
     zip: Object.freeze({
       maxBytes: num(env.AGRO_MAX_UNZIPPED_BYTES, DEFAULT_ZIP_LIMITS.maxBytes),

@@ -133,4 +133,39 @@ describe('agro demo and agro serve', () => {
     expect(log).toContain('***.982.247-**');
     for (const secret of ['52998224725', '529.982.247-25', '52998224724', k, k.slice(8, 40)]) expect(log).not.toContain(secret);
   }, 120_000);
+
+  test('serve at a terminal: readable log lines, as every other command (JSON when stderr is not a terminal, or with LOG_FORMAT=json)', async () => {
+    // It wrote JSON lines at a terminal too: its logger ignored the terminal (README: "At a terminal … log lines are readable").
+    const served = async (extra: Record<string, string>) => {
+      const child = spawn('script', ['-qfec', `${process.execPath} ${BIN} serve --port 0`, '/dev/null'], { cwd: ROOT, env: env(extra), stdio: ['ignore', 'pipe', 'pipe'] });
+      let screen = '';
+      child.stderr!.on('data', (d) => (screen += d));
+      const base = await new Promise<string>((resolve, reject) => {
+        child.stdout!.on('data', (d) => {
+          screen += d;
+          const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(screen);
+          if (m) resolve(m[1]);
+        });
+        child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${screen.slice(-2000)}`)));
+      });
+      expect((await fetch(`${base}/v1/car/by-document/52998224725`)).status).toBe(401);
+      // SIGTERM to agro itself (script's child), which flushes its log and exits; script then ends with it.
+      const agroPid = Number(spawnSync('pgrep', ['-P', String(child.pid)], { encoding: 'utf8' }).stdout.trim());
+      expect(agroPid).toBeGreaterThan(0);
+      const exited = new Promise<number | null>((resolve) => {
+        child.removeAllListeners('exit');
+        child.on('exit', (code) => resolve(code));
+      });
+      process.kill(agroPid, 'SIGTERM');
+      expect(await exited).toBe(0);
+      return screen;
+    };
+    const tty = await served({});
+    expect(tty).toMatch(/ request {2}.*method=GET url=\/v1\/car\/by-document\/\*\*\*\.982\.247-\*\* status=401/);
+    expect(tty).not.toMatch(/\{"level":/);
+    expect(tty).not.toContain('52998224725');
+    const json = await served({ LOG_FORMAT: 'json' });
+    expect(json).toMatch(/\{"level":30,.*"msg":"request"/);
+    expect(json).not.toContain('52998224725');
+  }, 120_000);
 });

@@ -139,6 +139,50 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     const badConfig = agroEnv({ AGRO_RETENTION: 'three' }, 'snapshots', '--json');
     expect(badConfig.code).toBe(2);
     expect(oneObject(badConfig)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/configuration: not a number: three/) } });
+    // LOG_LEVEL (contract §1) is configuration too: a level the logger does not know is a usage
+    // error naming it, one JSON object, exit 2 (it was pino's stack trace, exit 1, nothing on stdout).
+    const badLevel = agroEnv({ LOG_LEVEL: 'verbose' }, 'snapshots', '--json');
+    expect(badLevel.code, badLevel.stderr).toBe(2);
+    expect(oneObject(badLevel)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/LOG_LEVEL must be one of .*info.*: verbose/) } });
+    expect(badLevel.stderr).not.toMatch(/\n\s+at /);
+  }, 300_000);
+
+  test('AGRO_SICAR_UFS naming something that is not a state is a configuration error before anything runs', async () => {
+    // It surfaced only when the night reached SICAR: the layers had loaded, then the whole night ended
+    // in a usage error (no summary, later pipelines not started); `schedule --check` counted it a run.
+    const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
+    for (const args of [['nightly', '--json'], ['schedule', '--check', '--json']]) {
+      const r = agroEnv({ AGRO_SICAR_UFS: 'GO, mt,XX' }, ...args);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(oneObject(r)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/AGRO_SICAR_UFS: "XX" is not a Brazilian state/) } });
+    }
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
+    // Spaces and case are forgiven, as before.
+    expect(oneObject(agroEnv({ AGRO_SICAR_UFS: 'GO, mt' }, 'schedule', '--check', '--json')).jobs.find((j: { job: string }) => j.job === 'sicar-nightly').runs).toBe(2);
+  }, 300_000);
+
+  test('--uf with a dataset that is not loaded per state is refused, not ignored', async () => {
+    const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
+    const dir = path.join(ROOT, 'fixtures/ibge-municipios');
+    // run/backfill loaded the whole country and printed "uf": null; rollback said "ibge-municipios GO
+    // has no published snapshot" (exit 1); snapshots listed nothing: each a usage error now.
+    expect(usage('run', 'ibge-municipios', '--source', dir, '--uf', 'GO', '--json')).toMatch(/--uf: ibge-municipios is not loaded per state/);
+    expect(usage('backfill', 'ibge-municipios', '--source', dir, '--as-of', '2024-06-01', '--uf', 'GO', '--json')).toMatch(/--uf/);
+    expect(usage('rollback', 'ibge-municipios', '--uf', 'GO', '--json')).toMatch(/--uf/);
+    expect(usage('snapshots', 'ibge-municipios', '--uf', 'GO', '--json')).toMatch(/--uf/);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
+  }, 300_000);
+
+  test('--source with a scheme other than file:// and http(s):// is a usage error, not a relative path', async () => {
+    // `--source ftp://host/x.zip` was read as the local path ./ftp:/host/x.zip: a failed run, exit 1,
+    // "source not found: <cwd>/ftp:/host/x.zip". Contract §1: a local path, a file:// or an http(s):// URL.
+    const before = (await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n;
+    expect(usage('run', 'ibge-municipios', '--source', 'ftp://example.org/BR_Municipios_2024.zip', '--json')).toMatch(/--source takes a path, a file:\/\/ or an http\(s\):\/\/ URL, not ftp:\/\//);
+    expect(usage('backfill', 'ibge-municipios', '--source', 's3://bucket/ibge/', '--as-of', '2024-06-01', '--json')).toMatch(/not s3:\/\//);
+    const list = path.join(work, 'series-ftp.txt');
+    fs.writeFileSync(list, `2024-06-01 ${path.join(ROOT, 'fixtures/ibge-municipios')}\n2024-07-01 ftp://example.org/ibge/\n`);
+    expect(usage('backfill', 'ibge-municipios', '--series-file', list, '--json')).toMatch(/line 2: .*not ftp:\/\//);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
   }, 300_000);
 
   test('a source given as a bare argument is refused, not ignored (the run would have gone to the official source)', async () => {

@@ -5,6 +5,7 @@ import { databaseUrl } from '../db/cluster.ts';
 import { AgroError } from '../errors.ts';
 import { print, withDb, type Env } from './context.ts';
 import { createLogger } from '../log.ts';
+import { activeTerminal } from '../progress.ts';
 import { createKey, KEY_ENVS, listKeys, PLANS, revokeKey, rotateKey, type KeyEnv, type Plan } from '../platform/keys.ts';
 
 export const API_USAGE = `  serve [--port 8080] [--host 127.0.0.1]   the HTTP API
@@ -33,7 +34,9 @@ function portOf(ctx: Env): number {
 export async function startApi(cfg: Config, o: { port: number; host: string }) {
   // Loaded on demand: fastify, swagger and turf would slow every other command's start.
   const { buildServer, createApiPool } = await import('../api/server.ts');
-  const log = createLogger(cfg.logLevel, 'json', { buffered: true });
+  // At a terminal (the command installed one: stderr a TTY, LOG_FORMAT not json) readable lines, as
+  // every command's; otherwise JSON lines, buffered (a write per request costs throughput).
+  const log = activeTerminal() ? createLogger(cfg.logLevel, 'pretty') : createLogger(cfg.logLevel, 'json', { buffered: true });
   const pool = createApiPool(cfg, databaseUrl(cfg));
   // DATABASE_READ_URL: the data is read from that replica; the primary keeps the rest.
   const readPool = cfg.databaseReadUrl ? createApiPool(cfg, cfg.databaseReadUrl) : undefined;

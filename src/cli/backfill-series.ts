@@ -8,6 +8,7 @@ import path from 'node:path';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import * as catalog from '../etl/catalog.ts';
+import { checkSourceScheme } from '../etl/download.ts';
 import { isCalendarDate } from '../dates.ts';
 import { checkAsOf, parseUf, runPipeline, type RunOutcome } from '../etl/run.ts';
 import { describeRun, out, pipelineArg, print, withDb, type Env } from './context.ts';
@@ -56,7 +57,7 @@ export function seriesFromFile(file: string): SeriesEntry[] {
     if (!line || line.startsWith('#')) return;
     const m = /^(\S+)\s+(.+)$/.exec(line);
     if (!m || !isCalendarDate(m[1])) throw new AgroError('usage', `--series-file ${file} line ${i + 1}: expected "YYYY-MM-DD SOURCE", got "${line}"`);
-    const src = m[2].trim();
+    const src = checkSourceScheme(m[2].trim(), `--series-file ${file} line ${i + 1}: SOURCE`);
     list.push({ asOf: m[1], source: /^[a-z][a-z0-9+.-]*:/i.test(src) || path.isAbsolute(src) ? src : path.resolve(path.dirname(file), src) });
   });
   if (!list.length) throw new AgroError('usage', `--series-file ${file}: no entries`);

@@ -109,6 +109,10 @@ export function pipelineArg(env: Env, i = 1) {
   // A bare word after the pipeline is not ignored: `run ibge-municipios ./dir` would load the official source.
   const extra = env.args[i + 1];
   if (extra !== undefined) throw new AgroError('usage', `unexpected argument "${extra}" after ${name}: options are named (--source S, --uf UF, --as-of DATE)`);
+  // Nor is --uf on a dataset loaded whole: a run loaded the whole country, a rollback looked for a state's snapshot.
+  if (env.values.uf !== undefined && !p.scopedByUf) {
+    throw new AgroError('usage', `--uf: ${name} is not loaded per state (only ${PIPELINES.filter((x) => x.scopedByUf).map((x) => x.name).join(', ')} is)`);
+  }
   return p;
 }
 

@@ -8,6 +8,7 @@ import { AgroError, diskFullError, isAgroError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { EmbeddedCluster, databaseUrl } from '../db/cluster.ts';
 import { createPool, isConnectionError } from '../db/pool.ts';
+import { checkSourceScheme } from '../etl/download.ts';
 import * as catalog from '../etl/catalog.ts';
 import { publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
 import type { QualityReport } from '../etl/quality.ts';
@@ -94,6 +95,7 @@ async function cmdRun(env: Env, backfill: boolean): Promise<number> {
   const asOf = env.values['as-of'] as string | undefined;
   if (asOf !== undefined) checkAsOf(asOf);
   if (backfill && (!asOf || !env.values.source)) throw new AgroError('usage', 'backfill needs --as-of DATE and --source S');
+  if (env.values.source !== undefined) checkSourceScheme(env.values.source as string, '--source');
   if (pipeline.scopedByUf) parseUf(pipeline.name, env.values.uf as string | undefined);
   const outcome = await stoppedBySignal(env, (signal) => withDb(env, async (pool) => {
     const o = await runPipeline({ cfg: env.cfg, pool, log: env.log, signal }, pipeline, {

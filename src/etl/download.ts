@@ -117,6 +117,13 @@ async function hashInto(hash: Hash, file: string): Promise<void> {
 /** An http(s) URL (anything else is a local path or a file:// URL). */
 export const isHttp = (uri: string): boolean => /^https?:\/\//i.test(uri);
 
+/** A source as given (contract §1: a path, a file:// or an http(s):// URL); another scheme is refused, not read as a relative path. */
+export function checkSourceScheme(uri: string, what: string): string {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uri)?.[1];
+  if (scheme && !/^(https?|file)$/i.test(scheme)) throw new AgroError('usage', `${what} takes a path, a file:// or an http(s):// URL, not ${scheme}://`);
+  return uri;
+}
+
 export function joinSource(base: string, name: string): string {
   if (isHttp(base) || base.startsWith('file:')) return `${base.replace(/\/+$/, '')}/${encodeURIComponent(name)}`;
   return path.join(base, name);
