@@ -1,7 +1,8 @@
 // INCRA quilombola areas, national, from `Áreas de Quilombolas.zip` (a URL with the
 // encoded name, a URL prefix, or a folder holding the manually dropped zip: the download
 // is often unavailable, SOURCES §6.1). Dates mix dd/mm/yyyy and yyyy-mm-dd in one column:
-// both parse, anything else is NULL, counted, and kept as text in `extra`. `cd_uf` is a
+// both parse, also followed by a time of day (an export's '15/03/2018 00:00:00': the day as
+// written, sql/0119), anything else is NULL, counted, and kept as text in `extra`. `cd_uf` is a
 // sigla. Duplicate cd_quilomb: the copy read last is kept.
 //
 // Keys: cd_quilomb when it holds a code. In the real layer it is '**********' in most rows
@@ -18,7 +19,7 @@ import { createFallbackKeys, fallbackKeyCounts, unknownUfs } from './queries.ts'
 /** The official file name (with a non-ASCII 'Á'; URLs carry it percent-encoded). */
 export const INCRA_FILE_NAME = 'Áreas de Quilombolas.zip';
 
-/** Dates come as dd/mm/yyyy or yyyy-mm-dd in the same column. */
+/** Dates come as dd/mm/yyyy or yyyy-mm-dd in the same column, maybe with a time (sql/0119). */
 const date = (name: string, from: string[]): ColumnDef => ({ name, type: 'date', from, convert: 'date_dmy_iso', counted: true });
 
 /** snap.incra_quilombos: columns in template order with their shapefile names (SOURCES §6.4). */

@@ -4,8 +4,9 @@
 // count an overflow would vanish silently; the loaders report it (facts.fields.overflowed).
 // One streaming pass over the records (flat memory), reading only the N/F fields' first byte
 // that is not a space.
-import { createReadStream, existsSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
+import { layerPart } from './layer-parts.ts';
 
 interface NumericField {
   name: string;
@@ -61,8 +62,8 @@ export async function countDbfOverflows(dbf: string): Promise<Record<string, num
   return counts;
 }
 
-/** The same for the DBF beside a .shp (.dbf or .DBF); {} when there is none. */
+/** The same for the DBF beside a .shp (extension in any case: layer-parts.ts); {} when there is none. */
 export async function countShapefileOverflows(shp: string): Promise<Record<string, number>> {
-  const dbf = ['.dbf', '.DBF'].map((e) => shp.slice(0, -4) + e).find((p) => existsSync(p));
+  const dbf = layerPart(shp, '.dbf');
   return dbf ? countDbfOverflows(dbf) : {};
 }

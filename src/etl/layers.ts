@@ -14,12 +14,13 @@ import path from 'node:path';
 import { AgroError } from '../errors.ts';
 import { extractMembers, readHead, zipBudget, type ZipBudget, type ZipLimits } from './archive.ts';
 import { readingStored } from './download.ts';
+import { layerPart, PART_EXTS } from './layer-parts.ts';
 import { canStream, canStreamHeader, fileSources, shxInFileOrder } from './read/shp-stream.ts';
 import type { LayerStageResult } from './stage-vector.ts';
 import { findShapefiles, openLayer, type VectorLayer } from './vector-reader.ts';
 
 /** Sidecars a shapefile layer is read with; anything else in an archive is never inflated. */
-const LAYER_PART = /\.(shp|shx|dbf|prj|cpg|cst)$/i;
+const isLayerPart = (name: string) => (PART_EXTS as readonly string[]).includes(path.extname(name).toLowerCase());
 const SHP = /\.shp$/i;
 
 export interface ZipLayerOptions {
@@ -56,7 +57,7 @@ async function shapefilesInZip(zipPath: string, workDir: string, o: ZipLayerOpti
   const left = new Map<string, LeftShp>();
   const visit = async (zip: string, into: string, depth: number) => {
     const nested = depth < maxDepth;
-    const only = (name: string) => LAYER_PART.test(name) || (nested && /\.zip$/i.test(name));
+    const only = (name: string) => isLayerPart(name) || (nested && /\.zip$/i.test(name));
     // A damaged stored zip must not be answered from the store again (download.ts).
     const got = await readingStored(zipPath, () => extractMembers(zip, into, { limits: o.limits, budget, only, leave: (n) => SHP.test(n) }));
     files.push(...got.written);
@@ -110,9 +111,6 @@ export function openForStreaming(shp: string, srid: number): VectorLayer {
   return { ...layer, reader: canStream(shp, layer.encoding) && shxInFileOrder(shp) ? 'shp-stream' : 'gdal' };
 }
 
-/** Extensions of the parts GDAL opens a layer with, as vector-reader.ts looks for them (either case). */
-const OPENED_WITH = ['.shx', '.dbf', '.prj', '.cpg', '.cst'].flatMap((e) => [e, e.toUpperCase()]);
-
 /**
  * GDAL's view of a layer whose .shp is still in its zip (name, fields, feature count, CRS,
  * encoding rule): GDAL opens a stand-in .shp, the .shx's 100-byte header (the two files
@@ -122,19 +120,17 @@ const OPENED_WITH = ['.shx', '.dbf', '.prj', '.cpg', '.cst'].flatMap((e) => [e, 
  * its .shp had been extracted, and nothing is inflated. Returns the .shx header too.
  */
 async function openLeftInZip(shp: string, srid: number): Promise<{ layer: VectorLayer; shx: Buffer }> {
-  const base = shp.slice(0, -4);
   const dir = await mkdtemp(path.join(path.dirname(shp), '.open-'));
   try {
-    const standIn = path.join(dir, path.basename(shp));
+    // every part under its lower-case extension, as GDAL finds it (layer-parts.ts)
+    const base = path.join(dir, path.basename(shp, path.extname(shp)));
+    const standIn = `${base}.shp`;
     let shx: Buffer | null = null;
-    for (const ext of OPENED_WITH) {
-      const part = base + ext;
-      const to = path.join(dir, path.basename(part));
-      const linked = await link(part, to).then(() => true, (e: NodeJS.ErrnoException) => {
-        if (e.code === 'ENOENT') return false;
-        return copyFile(part, to).then(() => true);
-      });
-      if (linked && ext.toLowerCase() === '.shx' && !shx) shx = await readHead(part, 100);
+    for (const ext of PART_EXTS) {
+      const part = ext === '.shp' ? null : layerPart(shp, ext);
+      if (!part) continue;
+      await link(part, base + ext).catch(() => copyFile(part, base + ext));
+      if (ext === '.shx') shx = await readHead(part, 100);
     }
     const head = Buffer.from(shx ?? Buffer.alloc(0));
     if (head.length >= 28) head.writeInt32BE(50, 24); // file length in 16-bit words: the header alone

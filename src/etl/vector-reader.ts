@@ -12,6 +12,7 @@ import { AgroError } from '../errors.ts';
 import type { ZipBudget } from './archive.ts';
 import { identifySrid, readPrj } from './layer-crs.ts';
 import { decideEncoding, type EncodingRule } from './layer-encoding.ts';
+import { gdalOpenable, layerPart } from './layer-parts.ts';
 import { decodeField, FieldValue, parseDbfHeader, uniqueFieldNames, type DbfHeader } from './read/dbf.ts';
 
 export interface LayerField {
@@ -81,17 +82,12 @@ function closeOpenRings(g: gdal.Geometry): number {
   return open;
 }
 
-const sibling = (shp: string, ext: string) => {
-  const base = shp.slice(0, -4);
-  return [ext, ext.toUpperCase()].map((e) => base + e).find((p) => fs.existsSync(p)) ?? null;
-};
-
 /** Every .shp among `files` (all parts of a split layer), with its sidecars checked. */
 export function findShapefiles(files: string[]): string[] {
   const shps = files.filter((f) => f.toLowerCase().endsWith('.shp')).sort();
   for (const shp of shps) {
-    for (const ext of ['.shx', '.dbf']) {
-      if (!sibling(shp, ext)) throw new AgroError('missing_layer_part', `${path.basename(shp)} has no ${ext} file`, { file: path.basename(shp), part: ext });
+    for (const ext of ['.shx', '.dbf'] as const) {
+      if (!layerPart(shp, ext)) throw new AgroError('missing_layer_part', `${path.basename(shp)} has no ${ext} file`, { file: path.basename(shp), part: ext });
     }
   }
   return shps;
@@ -138,16 +134,18 @@ function mayBeMisnested(g: gdal.Geometry): boolean {
 const declaresCrs = (prj: string | null): prj is string => prj !== null && fs.readFileSync(prj, 'latin1').trim() !== '';
 
 export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
-  const prjFile = sibling(shp, '.prj');
+  const prjFile = layerPart(shp, '.prj');
   const prj = declaresCrs(prjFile) ? prjFile : null;
-  const dbf = sibling(shp, '.dbf');
+  const dbf = layerPart(shp, '.dbf');
   if (!dbf) throw new AgroError('missing_layer_part', `${path.basename(shp)} has no .dbf file`, { file: path.basename(shp), part: '.dbf' });
-  const decision = decideEncoding({ cpg: sibling(shp, '.cpg'), cst: sibling(shp, '.cst'), dbf });
+  const decision = decideEncoding({ cpg: layerPart(shp, '.cpg'), cst: layerPart(shp, '.cst'), dbf });
   return withEncoding(decision.encoding, () => {
+    const opened = gdalOpenable(shp);
     let ds: gdal.Dataset;
     try {
-      ds = gdal.open(shp);
+      ds = gdal.open(opened.shp);
     } catch (e) {
+      opened.release();
       throw new AgroError('malformed_source', `${path.basename(shp)}: ${(e as Error).message}`);
     }
     try {
@@ -169,6 +167,7 @@ export function openLayer(shp: string, defaults: LayerDefaults): VectorLayer {
       };
     } finally {
       ds.close();
+      opened.release();
     }
   });
 }
@@ -306,7 +305,7 @@ function propsOf(f: gdal.Feature, names: string[], cells: DbfCells | null, count
 function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number, counts?: ReadCounts): Generator<RawFeature> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-dbf-')); // the source's folder may be read-only
   try {
-    const alone = path.join(dir, path.basename(dbf));
+    const alone = path.join(dir, path.basename(dbf, path.extname(dbf)) + '.dbf'); // as GDAL finds it (layer-parts.ts)
     try {
       fs.linkSync(dbf, alone);
     } catch {
@@ -335,7 +334,14 @@ function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number, co
  * `counts` (when given) are added to once the loop has run to its end.
  */
 export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generator<RawFeature> {
-  const ds = withEncoding(layer.encoding, () => gdal.open(layer.file));
+  const opened = /\.shp$/i.test(layer.file) ? gdalOpenable(layer.file) : { shp: layer.file, release: () => {} };
+  let ds: gdal.Dataset;
+  try {
+    ds = withEncoding(layer.encoding, () => gdal.open(opened.shp));
+  } catch (e) {
+    opened.release();
+    throw e;
+  }
   let read = 0;
   let cells: DbfCells | null = null;
   try {
@@ -343,7 +349,7 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
     const names = uniqueFieldNames(lyr.fields.map((f) => f.name.toLowerCase()));
     // Only the shapefile driver organises rings into polygons (mayBeMisnested).
     const shapefile = /\.shp$/i.test(layer.file);
-    const dbf = shapefile ? sibling(layer.file, '.dbf') : null;
+    const dbf = shapefile ? layerPart(layer.file, '.dbf') : null;
     const records = dbf ? dbfRecordCount(dbf) : null;
     cells = dbfCells(dbf);
     // first() rewinds the layer and returns feature 1; next() continues from there.
@@ -369,5 +375,6 @@ export function* readFeatures(layer: VectorLayer, counts?: ReadCounts): Generato
   } finally {
     cells?.close();
     ds.close();
+    opened.release();
   }
 }

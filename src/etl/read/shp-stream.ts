@@ -10,7 +10,7 @@
 // Differences, all on values the GDAL reader damaged: integers beyond 2^53 keep every
 // digit; a numeric or date field that is not one is kept as written and counted in
 // `unparsed` (GDAL read it as 0 / NULL); a deleted DBF record is skipped and counted.
-import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import path from 'node:path';
 import { finished } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
@@ -20,6 +20,7 @@ import { ident } from '../../db/pool.ts';
 import { progress } from '../../progress.ts';
 import { writeOrWait } from '../copy.ts';
 import { distrustIfDamaged } from '../download.ts';
+import { layerPart } from '../layer-parts.ts';
 import type { VectorLayer } from '../vector-reader.ts';
 import { BinaryCopyWriter } from './binary-copy.ts';
 import { byteReader, type ByteReader, type ByteSource } from './chunk-reader.ts';
@@ -91,8 +92,7 @@ export function canStreamHeader(head: Buffer, encoding: string): boolean {
  * reads such a layer (through the .shx). True when there is no .shx to say otherwise.
  */
 export function shxInFileOrder(shp: string): boolean {
-  const base = shp.slice(0, -4);
-  const shx = [base + '.shx', base + '.SHX'].find((f) => existsSync(f));
+  const shx = layerPart(shp, '.shx');
   if (!shx) return true;
   const b = readFileSync(shx);
   let next = 50; // in 16-bit words: the first record follows the 100-byte header
@@ -103,10 +103,9 @@ export function shxInFileOrder(shp: string): boolean {
   return true;
 }
 
-/** The .shp and its .dbf (either case, as findShapefiles accepts) as files. */
+/** The .shp and its .dbf (extension in any case: layer-parts.ts) as files. */
 export function fileSources(shp: string): LayerSources {
-  const base = shp.slice(0, -4);
-  const dbf = [base + '.dbf', base + '.DBF'].find((f) => existsSync(f)) ?? base + '.dbf';
+  const dbf = layerPart(shp, '.dbf') ?? shp.slice(0, -4) + '.dbf';
   return { name: path.basename(shp), shp: { file: shp }, dbf: { file: dbf } };
 }
 

@@ -7,6 +7,7 @@ import path from 'node:path';
 import yauzl, { type Entry, type ZipFile } from 'yauzl';
 import { AgroError } from '../../errors.ts';
 import { DEFAULT_ZIP_LIMITS, memberBytes, zipBudget, type ZipBudget } from '../archive.ts';
+import { partAmong } from '../layer-parts.ts';
 import type { LayerSources } from './shp-stream.ts';
 
 export class ZipEntries {
@@ -55,8 +56,7 @@ export class ZipEntries {
 
   /** A layer's .shp and .dbf streams; `shp` is the .shp's entry name (sub-folders included). */
   layerSources(shp: string): LayerSources {
-    const base = shp.slice(0, -4).toLowerCase();
-    const dbf = this.names().find((n) => n.toLowerCase() === `${base}.dbf`);
+    const dbf = partAmong(this.names(), shp, '.dbf');
     if (!dbf) throw new AgroError('missing_layer_part', `${path.basename(shp)} has no .dbf file`, { file: path.basename(shp), part: '.dbf' });
     return { name: path.basename(shp), shp: this.stream(shp), dbf: this.stream(dbf) };
   }
