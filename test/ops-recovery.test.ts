@@ -78,6 +78,11 @@ describe('SIGKILL during derive', () => {
     const next = await runPipeline(deps, findPipeline('sicar')!, { uf: 'MT', source: big });
     expect(next.status).toBe('published');
     expect((await db.pool.query(`SELECT status FROM etl.runs WHERE run_id = $1`, [dead[0]])).rows[0].status).toBe('killed');
+    // Its snapshot (loaded up to derive: its tables exist) is failed and its tables are gone.
+    const orphan = (await db.pool.query(`SELECT status, tables FROM etl.snapshots WHERE run_id = $1`, [dead[0]])).rows;
+    expect(orphan.map((s) => s.status)).toEqual(['failed']);
+    expect(orphan[0].tables.length, 'the dead snapshot had tables').toBeGreaterThan(0);
+    for (const t of orphan[0].tables) expect((await db.pool.query(`SELECT to_regclass($1) AS r`, [t])).rows[0].r, t).toBeNull();
     // Nothing of the dead run's process still runs, and no part table appears later.
     const lingering = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`;
     expect((await db.pool.query(lingering, [`agro ${child.pid}@%`])).rows[0].n).toBe(0);
