@@ -450,8 +450,10 @@ test('the URL kept in the log and the history masks every CPF form, and leaves d
   const kept = (u: string) => maskRequestUrl(u, 2048);
   expect(kept('/v1/x?lat=-15.793889012&lon=-47.882778123')).toBe('/v1/x?lat=-15.793889012&lon=-47.882778123');
   expect(kept('/v1/x?bbox=-47.123456789,-15.123456789')).toBe('/v1/x?bbox=-47.123456789,-15.123456789');
-  for (const q of ['agro 5299.8224-725', 'agro 52998224725', 'agro%2052998224725', '529982247.25', 'fulano-52998224725', 'agro 529 982 247 25']) {
+  // (the last: no-break spaces between the groups, as a copy from a PDF or a web page has them)
+  for (const q of ['agro 5299.8224-725', 'agro 52998224725', 'agro%2052998224725', '529982247.25', 'fulano-52998224725', 'agro 529 982 247 25', 'agro%C2%A0529%C2%A0982%C2%A0247%C2%A025']) {
     expect(kept(`/v1/socio/search?q=${q}`), q).toMatch(/\*\*\*\.982\.247-\*\*/);
+    expect(kept(`/v1/socio/search?q=${q}`), q).not.toMatch(/529\D{0,3}982\D{0,3}247\D{0,3}25/);
   }
   // A path segment is masked when the document routes would read it as a CPF, however grouped.
   expect(kept('/v1/car/by-document/529.982.247.25')).toBe('/v1/car/by-document/***.982.247-**');

@@ -255,9 +255,19 @@ describe('GET /metrics', () => {
     )).rows[0];
     expect(value(p, 'agro_etl_stage_duration_seconds_count', { pipeline: 'sicar', stage: 'download' })).toBe(stages.n);
     expect(value(p, 'agro_etl_stage_duration_seconds_sum', { pipeline: 'sicar', stage: 'download' })).toBeCloseTo(stages.s, 6);
-    expect(value(p, 'agro_etl_last_run_stage_duration_seconds', { pipeline: 'sicar', scope: 'GO', stage: 'publish', status: 'done' })).toBeGreaterThanOrEqual(0);
-    expect(value(p, 'agro_snapshot_age_seconds', { dataset: 'sicar', scope: 'GO' })).toBeGreaterThanOrEqual(0);
-    expect(value(p, 'agro_snapshot_age_seconds', { dataset: 'funai-tis', scope: 'BR' })).toBeGreaterThanOrEqual(0);
+    // The latest finished run's stage, in seconds; the snapshot's age from its published_at (a few seconds of slack).
+    const lastPublish = (await fx.db.pool.query(
+      `SELECT s.duration_ms::float8 / 1000 AS s FROM etl.runs r JOIN etl.run_stages s USING (run_id)
+        WHERE r.pipeline = 'sicar' AND r.scope = 'GO' AND r.finished_at IS NOT NULL AND s.stage = 'publish' ORDER BY r.run_id DESC LIMIT 1`,
+    )).rows[0].s;
+    expect(value(p, 'agro_etl_last_run_stage_duration_seconds', { pipeline: 'sicar', scope: 'GO', stage: 'publish', status: 'done' })).toBeCloseTo(lastPublish, 6);
+    const age = async (dataset: string, uf: string | null) => (await fx.db.pool.query(
+      `SELECT extract(epoch FROM now() - published_at)::float8 AS s FROM serving.snapshots WHERE dataset = $1 AND uf IS NOT DISTINCT FROM $2 AND status = 'current'`, [dataset, uf],
+    )).rows[0].s as number;
+    for (const [dataset, uf] of [['sicar', 'GO'], ['funai-tis', null]] as const) {
+      const got = value(p, 'agro_snapshot_age_seconds', { dataset, scope: uf ?? 'BR' })!;
+      expect(Math.abs(got - (await age(dataset, uf))), `${dataset} age ${got}`).toBeLessThan(5);
+    }
     expect(value(p, 'agro_source_expected_cadence_seconds', { dataset: 'sicar' })).toBe(86_400);
     // One freshness state set per scheduled source: exactly one of the three is 1.
     const fresh = p.families.get('agro_source_freshness')!.samples.filter((s) => s.labels.dataset === 'sicar' && s.labels.scope === 'GO');

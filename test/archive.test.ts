@@ -170,25 +170,40 @@ describe('bounds on what a zip inflates to', () => {
     expect((await validateZip(zip, { ...limits, maxRatio: 2000 })).entries).toContain('bomb.bin');
   });
 
-  it('counts the bytes while inflating: a member that declares less than it holds is refused, and nothing stays on disk', async () => {
-    const zip = await buildZip([{ name: 'a.shp', data: 'shape bytes' }, { name: 'dump.bin', data: Buffer.alloc(2 * MIB) }]);
+  /** The zip with `member`'s declared uncompressed size set to `size`: local header (offset 22) and central directory (offset 24). */
+  function declareSize(zip: Buffer, member: string, size: number): Buffer {
     const lied = Buffer.from(zip);
-    // Declared uncompressed size of dump.bin: local header (offset 22) and central directory (offset 24).
     let patched = 0;
     for (const [sig, at] of [[0x04034b50, 22], [0x02014b50, 24]] as const) {
-      for (let i = lied.indexOf(Buffer.from('dump.bin')); i > 0; i = lied.indexOf(Buffer.from('dump.bin'), i + 1)) {
+      for (let i = lied.indexOf(Buffer.from(member)); i > 0; i = lied.indexOf(Buffer.from(member), i + 1)) {
         const start = sig === 0x04034b50 ? i - 30 : i - 46;
         if (start >= 0 && lied.readUInt32LE(start) === sig) {
-          lied.writeUInt32LE(1000, start + at);
+          lied.writeUInt32LE(size, start + at);
           patched++;
         }
       }
     }
     expect(patched).toBe(2);
-    const file = await put('lied.zip', lied);
+    return lied;
+  }
+
+  it('counts the bytes while inflating: a member that declares less than it holds is refused, and nothing stays on disk', async () => {
+    const zip = await buildZip([{ name: 'a.shp', data: 'shape bytes' }, { name: 'dump.bin', data: Buffer.alloc(2 * MIB) }]);
+    const file = await put('lied.zip', declareSize(zip, 'dump.bin', 1000));
     await expect(validateZip(file, small)).rejects.toMatchObject({ code: 'corrupt_archive', message: expect.stringMatching(/dump\.bin|too many bytes/) });
     const dest = path.join(tmp, 'out');
     await expect(extractZip(file, dest, { limits: small })).rejects.toMatchObject({ code: 'corrupt_archive' });
+    expect(await readdir(dest)).toEqual([]);
+  });
+
+  it('a deflated member that inflates to fewer bytes than it declares is refused (a short member is no whole file), nothing stays on disk', async () => {
+    const data = Buffer.from(TEXT);
+    const zip = await buildZip([{ name: 'a.shp', data: 'shape bytes' }, { name: 'short.dbf', data }]);
+    const file = await put('short.zip', declareSize(zip, 'short.dbf', data.length + 1000));
+    const err = { code: 'corrupt_archive', message: expect.stringContaining(`short.zip: short.dbf: ${data.length} bytes inflated, ${data.length + 1000} declared`) };
+    await expect(validateZip(file, small)).rejects.toMatchObject(err);
+    const dest = path.join(tmp, 'out');
+    await expect(extractZip(file, dest, { limits: small })).rejects.toMatchObject(err);
     expect(await readdir(dest)).toEqual([]);
   });
 });

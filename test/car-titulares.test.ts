@@ -12,8 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BAD_CPF, buildCarTitularesFixture, CAR_TITULARES_FIXTURE_DIR, DOCS, formatCnpj, formatCpf, rowById, TITULARES_ROWS, titularesCsv, type TitularRow,
 } from '../fixtures/car-titulares.ts';
+import * as fx from '../fixtures/ibama-embargos.ts';
 import { buildSicarState, SICAR_FIXTURES, type SicarUf } from '../fixtures/sicar.ts';
 import { carTitulares } from '../pipelines/car-titulares/index.ts';
+import { ibamaEmbargos as ibama } from '../pipelines/ibama-embargos/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { documentHmac, resolveHmacKey } from '../src/documents.ts';
 import type { Logger } from '../src/log.ts';
@@ -288,18 +290,10 @@ describe('car-titulares: the operator extract', () => {
 });
 
 // ---------------------------------------------------------------------------------
-// Inferred links need the IBAMA pipeline and its fixture (another engineer's files). The
-// guard only skips when those files are absent; when they exist the tests run and fail
-// loudly on any wrong behaviour.
+// Inferred links: the IBAMA pipeline loads its committed fixture, then the variants below.
 
-const IBAMA_PIPELINE = path.join(ROOT_DIR, 'pipelines', 'ibama-embargos', 'index.ts');
-const IBAMA_FIXTURE = path.join(ROOT_DIR, 'fixtures', 'ibama-embargos.ts');
-const IBAMA_AVAILABLE = fs.existsSync(IBAMA_PIPELINE) && fs.existsSync(IBAMA_FIXTURE) && fs.existsSync(path.join(ROOT_DIR, 'fixtures', 'ibama-embargos', 'termo_embargo.csv'));
-
-describe.runIf(IBAMA_AVAILABLE)('car-titulares: links inferred from IBAMA embargoes', () => {
+describe('car-titulares: links inferred from IBAMA embargoes', () => {
   let db: TestDb;
-  let ibama: Pipeline;
-  let fx: typeof import('../fixtures/ibama-embargos.ts');
   const carSnap: Partial<Record<SicarUf, number>> = {};
   let ibamaFirst: RunOutcome;
   let ibamaVariant: RunOutcome;
@@ -333,8 +327,6 @@ describe.runIf(IBAMA_AVAILABLE)('car-titulares: links inferred from IBAMA embarg
   beforeAll(async () => {
     db = await testDatabase();
     hmacKey = resolveHmacKey(db.cfg).key;
-    ibama = (await import(IBAMA_PIPELINE)).ibamaEmbargos as Pipeline;
-    fx = await import(IBAMA_FIXTURE);
     for (const uf of ['GO', 'MT'] as const) {
       const dir = tmpDir(`titulares-sicar-${uf}-`);
       dirs.push(dir);

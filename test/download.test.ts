@@ -289,6 +289,13 @@ describe('fetchSource over http', () => {
     expect(got!.sha256).toBe(sha(zip));
   });
 
+  it('retries 408 and 429 (a server that is busy or asks to slow down) as it does 5xx', async () => {
+    const s = await serve((req, res, hit) => (hit.n === 0 ? res.writeHead(429, { 'retry-after': '0' }).end() : hit.n === 1 ? res.writeHead(408).end() : sendFile(req, res, hit, zip, '"v1"')));
+    const got = await fetchSource(`${s.base}/base.zip`, opts());
+    expect(s.hits.map((h) => h.status)).toEqual([429, 408, 200]);
+    expect(got!.sha256).toBe(sha(zip));
+  });
+
   it('gives up with download_failed after the retry budget', async () => {
     const s = await serve((_req, res) => res.writeHead(503).end());
     const logged: string[] = [];
@@ -311,6 +318,13 @@ describe('fetchSource over http', () => {
     expect(got!.path).toBe(path.join(dest, 'base.zip'));
     expect(got!.sha256).toBe(sha(zip));
   });
+
+  it('a redirect loop gives up after 5 redirects with download_failed, leaving nothing', async () => {
+    const s = await serve((req, res) => void res.writeHead(302, { location: req.url === '/a' ? '/b' : '/a' }).end());
+    await expect(fetchSource(`${s.base}/a`, opts({ name: 'base.zip' }))).rejects.toMatchObject({ code: 'download_failed', message: expect.stringContaining('/a: more than 5 redirects') });
+    expect(s.hits.map((h) => h.url)).toEqual(['/a', '/b', '/a', '/b', '/a', '/b']);
+    expect(await listDest()).toEqual([]);
+  }, 10_000);
 
   it('sends credentials to the server they were given for, never to another origin a redirect names', async () => {
     const other = await serve((req, res, hit) => sendFile(req, res, hit, zip, '"v1"'));

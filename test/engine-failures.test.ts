@@ -273,6 +273,7 @@ describe('a killed run', () => {
     expect(failedStages.rows.map((r) => r.error)).toContainEqual(expect.stringMatching(/killed/));
     expect((await db.pool.query(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'stage'`)).rows[0].n).toBe(0);
     const orphan = await db.pool.query(`SELECT status, tables FROM etl.snapshots WHERE run_id = $1`, [deadRun]);
+    expect(orphan.rowCount, 'the dead run registered its snapshot before reading').toBe(1);
     for (const s of orphan.rows) {
       expect(s.status).toBe('failed');
       for (const t of s.tables) expect((await db.pool.query(`SELECT to_regclass($1) AS r`, [t])).rows[0].r).toBeNull();

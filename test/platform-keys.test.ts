@@ -62,6 +62,13 @@ describe('keys', () => {
     await eventually(async () => expectEnvelope(await hit(old.key), 401, 'unauthorized'));
   });
 
+  test('a grace that is no number of hours >= 0 is refused before anything changes: the key stays active, with no successor', async () => {
+    const k = await createKey(db.pool, { env: 'live', plan: 'starter' });
+    for (const g of [-1, NaN]) await expect(rotateKey(db.pool, k.id, g), String(g)).rejects.toMatchObject({ code: 'usage', message: expect.stringContaining(`the grace period is a number of hours ≥ 0, got ${g}`) });
+    expect((await db.pool.query(`SELECT revoked_at, replaced_by FROM platform.api_keys WHERE id = $1`, [k.id])).rows).toEqual([{ revoked_at: null, replaced_by: null }]);
+    expect((await hit(k.key)).status).toBe(200);
+  });
+
   test('revoked keys stay listed, with their history, for 30 days; then the purge removes both', async () => {
     const recent = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'recent' });
     const ancient = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'ancient' });

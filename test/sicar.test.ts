@@ -11,6 +11,7 @@ import { sicar } from '../pipelines/sicar/index.ts';
 import { runPipeline, type RunOutcome } from '../src/etl/run.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { expectGolden } from './helpers/golden.ts';
 
 let db: TestDb;
 let work: string;
@@ -159,12 +160,7 @@ describe('GO: split layer, latin1 without .cpg, repair, duplicates, neighbour st
          FROM serving.car_imovel WHERE uf = 'GO'`,
     );
     const actual = JSON.stringify(r.rows[0].fc, null, 1) + '\n';
-    const golden = path.join(__dirname, 'golden', 'sicar-GO.geojson');
-    if (process.env.UPDATE_GOLDEN || !fs.existsSync(golden)) {
-      fs.mkdirSync(path.dirname(golden), { recursive: true });
-      fs.writeFileSync(golden, actual);
-    }
-    expect(actual).toBe(fs.readFileSync(golden, 'utf8'));
+    expectGolden(path.join(__dirname, 'golden', 'sicar-GO.geojson'), actual);
   });
 });
 

@@ -396,7 +396,24 @@ describe('private targets', () => {
     for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1', '224.0.0.1']) {
       expect(isNonPublicAddress(ip), ip).toBe(true);
     }
+    // every other reserved range the list names: IETF protocol assignments, documentation,
+    // benchmarking, reserved, NAT64 (64:ff9b::7f00:1 is 127.0.0.1 through a NAT64 gateway), discard-only, multicast
+    for (const ip of ['192.0.0.8', '192.0.2.1', '198.18.0.1', '198.19.255.254', '198.51.100.7', '203.0.113.9', '240.0.0.1', '2001:db8::1', '64:ff9b::7f00:1', '100::1', 'ff02::1']) {
+      expect(isNonPublicAddress(ip), ip).toBe(true);
+    }
     for (const ip of ['8.8.8.8', '1.1.1.1', '172.32.0.1', '200.152.38.1', '2001:4860:4860::8888', '::ffff:8.8.8.8']) expect(isNonPublicAddress(ip), ip).toBe(false);
+  });
+
+  test('a URL with credentials, or of another scheme, is refused at subscription even where private targets are allowed', async () => {
+    const key = await liveKey();
+    const refused = (url: string, why: RegExp) => expect(addEndpoint(db.pool, { keyId: key.id, url, events: '*', allowPrivate: true })).rejects.toSatisfy(
+      (e) => isAgroError(e, 'webhook_target_refused') && why.test((e as Error).message),
+    );
+    await refused('http://user:pw@127.0.0.1:9/hook', /credentials in the URL are not accepted/);
+    await refused('http://user@127.0.0.1:9/hook', /credentials in the URL are not accepted/);
+    await refused('ftp://127.0.0.1/hook', /ftp: URLs are not delivered to/);
+    await refused('not a url', /not a URL: not a url/);
+    expect((await db.pool.query(`SELECT count(*)::int AS n FROM events.endpoints WHERE key_id = $1`, [key.id])).rows[0].n).toBe(0);
   });
 
   test('a webhook to 127.0.0.1 is refused without AGRO_WEBHOOKS_ALLOW_PRIVATE, at subscription and at delivery', async () => {

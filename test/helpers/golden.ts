@@ -45,12 +45,16 @@ export async function snapshotGeoJson(db: pg.Pool, table: string, key: string): 
 /** Quality facts with numbers rounded and snapshot table names without their id (it depends on what ran before). */
 export const factsJson = (facts: object): string => JSON.stringify(stable(facts), null, 1).replace(/__s\d+\\"/g, '__s<id>\\"') + '\n';
 
-/** Compares `actual` with the golden file, or writes it under UPDATE_GOLDEN=1 (or when it does not exist yet). */
+/**
+ * Compares `actual` with the golden file, or writes it under UPDATE_GOLDEN=1. A missing file
+ * fails: writing it then would pass whatever the code gives (a renamed case, an uncommitted file).
+ */
 export function expectGolden(file: string, actual: string): void {
-  if (process.env.UPDATE_GOLDEN || !fs.existsSync(file)) {
+  if (process.env.UPDATE_GOLDEN) {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, actual);
   }
+  expect(fs.existsSync(file), `${file} is missing: create it with UPDATE_GOLDEN=1 and review it`).toBe(true);
   expect(actual).toBe(fs.readFileSync(file, 'utf8'));
 }
 
