@@ -4,24 +4,18 @@ import type { Config } from '../config.ts';
 import { databaseUrl } from '../db/cluster.ts';
 import { AgroError } from '../errors.ts';
 import { print, withDb, type Env } from './context.ts';
+import type { Syntax } from './syntax.ts';
 import { createLogger } from '../log.ts';
 import { activeTerminal } from '../progress.ts';
 import { createKey, KEY_ENVS, listKeys, PLANS, revokeKey, rotateKey, type KeyEnv, type Plan } from '../platform/keys.ts';
 
-export const API_USAGE = `  serve [--port 8080] [--host 127.0.0.1]   the HTTP API
-  keys create --env test|live --plan PLAN [--name N]   a new API key, shown once
-  keys list | keys revoke <id>
-  keys rotate <id> [--grace-hours 24]  a successor key; the old one works for the grace period`;
-
-export const API_OPTIONS = {
-  port: { type: 'string' },
-  host: { type: 'string' },
-  env: { type: 'string' },
-  plan: { type: 'string' },
-  name: { type: 'string' },
-  'grace-hours': { type: 'string' },
-} as const;
-
+export const API_COMMANDS: Syntax[] = [
+  { form: 'serve [--port 8080] [--host 127.0.0.1]', does: 'the HTTP API' },
+  { form: 'keys create --env test|live --plan PLAN [--name N]', does: 'a new API key, shown once' },
+  { form: 'keys list' },
+  { form: 'keys revoke <id>', args: ['<id>'] },
+  { form: 'keys rotate <id> [--grace-hours 24]', args: ['<id>'], does: 'a successor key; the old one works for the grace period' },
+];
 
 function portOf(ctx: Env): number {
   const raw = ctx.values.port as string | undefined;

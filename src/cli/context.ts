@@ -106,9 +106,6 @@ export function pipelineArg(env: Env, i = 1) {
   if (!name) throw new AgroError('usage', 'missing <pipeline>');
   const p = findPipeline(name);
   if (!p) throw new AgroError('usage', `unknown pipeline "${name}" (known: ${PIPELINES.map((x) => x.name).join(', ')})`);
-  // A bare word after the pipeline is not ignored: `run ibge-municipios ./dir` would load the official source.
-  const extra = env.args[i + 1];
-  if (extra !== undefined) throw new AgroError('usage', `unexpected argument "${extra}" after ${name}: options are named (--source S, --uf UF, --as-of DATE)`);
   // Nor is --uf on a dataset loaded whole: a run loaded the whole country, a rollback looked for a state's snapshot.
   if (env.values.uf !== undefined && !p.scopedByUf) {
     throw new AgroError('usage', `--uf: ${name} is not loaded per state (only ${PIPELINES.filter((x) => x.scopedByUf).map((x) => x.name).join(', ')} is)`);

@@ -27,56 +27,46 @@ import { namedSql, ROOT_DIR } from '../sql.ts';
 import { describeRun, out, outVerbatim, pipelineArg, print, withDb, type Env } from './context.ts';
 import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
-import { API_OPTIONS, API_USAGE, cmdKeys, cmdServe, serveDemo } from './api-commands.ts';
-import { cmdSandbox, runSandboxLoad, SANDBOX_USAGE } from './sandbox-command.ts';
-import { cmdPlatform, PLATFORM_USAGE } from './platform-command.ts';
-import { cmdMonitors, MONITORS_USAGE } from './monitors-command.ts';
-import { cmdWebhooks, WEBHOOKS_OPTIONS, WEBHOOKS_USAGE } from './webhooks-command.ts';
+import { API_COMMANDS, cmdKeys, cmdServe, serveDemo } from './api-commands.ts';
+import { cmdSandbox, runSandboxLoad, SANDBOX_COMMANDS } from './sandbox-command.ts';
+import { cmdPlatform, PLATFORM_COMMANDS } from './platform-command.ts';
+import { cmdMonitors, MONITORS_COMMANDS } from './monitors-command.ts';
+import { cmdWebhooks, WEBHOOKS_COMMANDS } from './webhooks-command.ts';
+import { checkSyntax, grammar, usageLines, type Syntax } from './syntax.ts';
+
+// What each command takes is its line here (syntax.ts): an argument or option it does not name is refused.
+const PIPELINE = ['<pipeline>'];
+const SNAPSHOT = ['<snapshot_id>'];
+const COMMANDS: Syntax[] = [
+  { form: 'db start|stop|status|url', does: 'the embedded PostGIS cluster under .data/' },
+  { form: 'migrate', does: 'apply sql/ migrations' },
+  { form: 'run <pipeline> [--source S] [--uf UF] [--as-of DATE] [--force]', args: PIPELINE },
+  { form: 'backfill <pipeline> --as-of DATE --source S [--uf UF] [--force]', args: PIPELINE },
+  { form: 'backfill <pipeline> --series DIR | --series-file F [--uf UF] [--force]', args: PIPELINE, does: '(DIR/YYYY-MM-DD/ or lines "DATE SOURCE"; each kept)' },
+  { form: 'schedule [--check]', does: 'run the jobs of agro.schedule.json (AGRO_SCHEDULE_FILE) until SIGTERM' },
+  { form: 'runs [pipeline] [--limit N]', args: ['[pipeline]'], does: 'recent runs: status, duration, rows, error' },
+  { form: 'doctor', does: 'check the installation (PostgreSQL, PostGIS, GDAL, disk, migrations), dead runs and the schedule' },
+  { form: 'nightly [--sources official|fixtures] [--force]', does: '(--force: publish past the quality gate)' },
+  { form: 'snapshots [dataset] [--uf UF]', args: ['[dataset]'] },
+  { form: 'rollback <dataset> [--uf UF]', args: ['<dataset>'] },
+  { form: 'publish <snapshot_id> [--force]', args: SNAPSHOT, does: '(--force: a snapshot the quality gate blocked)' },
+  { form: 'keep <snapshot_id> [--release]', args: SNAPSHOT, does: "exempt a snapshot from retention (a backfill's is); --release: give it back" },
+  { form: 'report <run_id|snapshot_id> [--format json|html] [--out FILE]', args: ['<run_id|snapshot_id>'] },
+  { form: 'demo [--port 8080] [--host 127.0.0.1]', does: 'start the cluster, load every fixture, print what was published, serve the API' },
+  ...API_COMMANDS,
+  ...SANDBOX_COMMANDS,
+  ...PLATFORM_COMMANDS,
+  ...MONITORS_COMMANDS,
+  ...WEBHOOKS_COMMANDS,
+];
+const GRAMMAR = grammar(COMMANDS);
 
 const USAGE = `usage: agro <command> [options]
 
-  db start|stop|status|url          the embedded PostGIS cluster under .data/
-  migrate                           apply sql/ migrations
-  run <pipeline> [--source S] [--uf UF] [--as-of DATE] [--force]
-  backfill <pipeline> --as-of DATE --source S [--uf UF]
-  backfill <pipeline> --series DIR | --series-file F [--uf UF]   (DIR/YYYY-MM-DD/ or lines "DATE SOURCE"; each kept)
-  schedule [--check]                run the jobs of agro.schedule.json (AGRO_SCHEDULE_FILE) until SIGTERM
-  runs [pipeline] [--limit N]       recent runs: status, duration, rows, error
-  doctor                            check the installation (PostgreSQL, PostGIS, GDAL, disk, migrations), dead runs and the schedule
-  nightly [--sources official|fixtures]
-  snapshots [dataset] [--uf UF]
-  rollback <dataset> [--uf UF]
-  publish <snapshot_id> [--force]    (--force: a snapshot the quality gate blocked)
-  keep <snapshot_id> [--release]     exempt a snapshot from retention (a backfill's is); --release: give it back
-  report <run_id|snapshot_id> [--format json|html] [--out FILE]
-  demo                              start the cluster, load every fixture, print what was published, serve the API
-${API_USAGE}
-${SANDBOX_USAGE}
-${PLATFORM_USAGE}
-${MONITORS_USAGE}
-${WEBHOOKS_USAGE}
+${usageLines(COMMANDS)}
 
 pipelines: ${PIPELINES.map((p) => p.name).join(', ')}
-every command accepts --json (one JSON object on stdout)`;
-
-const OPTIONS = {
-  json: { type: 'boolean' },
-  source: { type: 'string' },
-  sources: { type: 'string' },
-  uf: { type: 'string' },
-  'as-of': { type: 'string' },
-  force: { type: 'boolean' },
-  format: { type: 'string' },
-  out: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-  ...API_OPTIONS,
-  ...WEBHOOKS_OPTIONS,
-  limit: { type: 'string' },
-  series: { type: 'string' },
-  'series-file': { type: 'string' },
-  release: { type: 'boolean' },
-  check: { type: 'boolean' },
-} as const;
+every command accepts --json (one JSON object on stdout) and --help; any other argument or option its line does not name is a usage error`;
 
 const lockBudget = (cfg: Config): LockBudget => ({ lockTimeoutMs: cfg.publishLockTimeoutMs, maxWaitMs: cfg.publishMaxWaitMs });
 
@@ -389,7 +379,7 @@ export async function main(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: argv, options: GRAMMAR.options, allowPositionals: true, strict: true });
   } catch (e) {
     return fail(json, new AgroError('usage', (e as Error).message));
   }
@@ -399,7 +389,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     return fail(json, new AgroError('usage', `configuration: ${(e as Error).message}`));
   }
-  const env: Env = { cfg, log: createLogger(cfg.logLevel, setupTerminal(cfg.logFormat)), json, values: parsed.values, args: parsed.positionals };
+  const env: Env = { cfg, log: createLogger(cfg.logLevel, setupTerminal(cfg.logFormat)), json, values: parsed.values as Env['values'], args: parsed.positionals };  // no option is `multiple`
   const cmd = env.args[0];
   if (parsed.values.help) {
     if (json) print(env, { usage: USAGE }, () => USAGE);
@@ -421,6 +411,7 @@ export async function main(argv: string[]): Promise<number> {
   process.on('uncaughtException', onUncaught);
   process.on('unhandledRejection', onUncaught);
   try {
+    checkSyntax(GRAMMAR, env.args, parsed.values);
     switch (cmd) {
       case 'db': return await cmdDb(env);
       case 'migrate': {

@@ -3,9 +3,13 @@
 import { AgroError } from '../errors.ts';
 import { addMonitor, eachMonitorBatch, removeMonitor, type Monitor } from '../events/monitors.ts';
 import { print, printList, withDb, type Env } from './context.ts';
+import type { Syntax } from './syntax.ts';
 
-export const MONITORS_USAGE = `  monitors add --key <key_id> (car <numero> | cnpj <cnpj>)   watch a record for change events
-  monitors list [--key <key_id>] | monitors remove <id>`;
+export const MONITORS_COMMANDS: Syntax[] = [
+  { form: 'monitors add --key <key_id> (car <numero> | cnpj <cnpj>)', args: ['car|cnpj', '<numero|cnpj>'], does: 'watch a record for change events' },
+  { form: 'monitors list [--key <key_id>]' },
+  { form: 'monitors remove <id>', args: ['<id>'] },
+];
 
 const iso = (d: Date) => d.toISOString();
 

@@ -3,8 +3,11 @@
 import { AgroError } from '../errors.ts';
 import { purgePlatform } from '../platform/purge.ts';
 import { print, withDb, type Env } from './context.ts';
+import type { Syntax } from './syntax.ts';
 
-export const PLATFORM_USAGE = `  platform purge                    drop history past its retention, keys revoked 30+ days ago, expired idempotency answers, old webhook deliveries`;
+export const PLATFORM_COMMANDS: Syntax[] = [
+  { form: 'platform purge', does: 'drop history past its retention, keys revoked 30+ days ago, expired idempotency answers, old webhook deliveries' },
+];
 
 export async function cmdPlatform(ctx: Env): Promise<number> {
   if (ctx.args[1] !== 'purge') throw new AgroError('usage', 'platform purge');

@@ -3,8 +3,9 @@ import { databaseUrl } from '../db/cluster.ts';
 import { AgroError } from '../errors.ts';
 import { loadSandbox, type SandboxRun } from '../platform/sandbox.ts';
 import { print, withDb, type Env } from './context.ts';
+import type { Syntax } from './syntax.ts';
 
-export const SANDBOX_USAGE = `  sandbox load                      the sandbox data set of ck_test_ keys, from the bundled fixtures`;
+export const SANDBOX_COMMANDS: Syntax[] = [{ form: 'sandbox load', does: 'the sandbox data set of ck_test_ keys, from the bundled fixtures' }];
 
 /** Loads the sandbox (the live database is opened first: it starts the embedded cluster if needed). */
 export async function runSandboxLoad(ctx: Env, runs: SandboxRun[]): Promise<{ url: string; published: number }> {

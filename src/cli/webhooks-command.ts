@@ -4,24 +4,20 @@ import { AgroError } from '../errors.ts';
 import { Drainer, drainUntilIdle, replayEvent, sendTestEvent } from '../events/delivery.ts';
 import { addEndpoint, deliveryLog, enableEndpoint, getEndpoint, listEndpoints, removeEndpoint, rotateSecret, type Endpoint } from '../events/endpoints.ts';
 import { openDb, print, withDb, type Env } from './context.ts';
+import type { Syntax } from './syntax.ts';
 
-export const WEBHOOKS_USAGE = `  webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…]   subscribe an endpoint (secret shown once)
-                                    [--secret-file PATH|-]: the secret from a file or stdin, out of \`ps\`
-  webhooks list [--key <key_id>] | webhooks remove <id> | webhooks log <id> [--limit N]
-  webhooks deliver [--once]         drain the outbox (until SIGTERM; --once: what is due now)
-  webhooks replay <event_id> [--endpoint <id>]   deliver an event again
-  webhooks rotate <id>              a new secret; the old one also signs for 24 h
-  webhooks test <id> | webhooks enable <id>      send a webhook.test event | re-enable after a 410`;
-
-export const WEBHOOKS_OPTIONS = {
-  key: { type: 'string' },
-  url: { type: 'string' },
-  events: { type: 'string' },
-  secret: { type: 'string' },
-  'secret-file': { type: 'string' },
-  once: { type: 'boolean' },
-  endpoint: { type: 'string' },
-} as const;
+const ID = ['<id>'];
+export const WEBHOOKS_COMMANDS: Syntax[] = [
+  { form: 'webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…] [--secret-file PATH|-]', does: 'subscribe an endpoint (secret shown once); --secret-file: the secret from a file or stdin (-), out of `ps`' },
+  { form: 'webhooks list [--key <key_id>]' },
+  { form: 'webhooks remove <id>', args: ID },
+  { form: 'webhooks log <id> [--limit N]', args: ID, does: 'its delivery attempts' },
+  { form: 'webhooks deliver [--once]', does: 'drain the outbox (until SIGTERM; --once: what is due now)' },
+  { form: 'webhooks replay <event_id> [--endpoint <id>]', args: ['<event_id>'], does: 'deliver an event again' },
+  { form: 'webhooks rotate <id>', args: ID, does: 'a new secret; the old one also signs for 24 h' },
+  { form: 'webhooks test <id>', args: ID, does: 'send a webhook.test event' },
+  { form: 'webhooks enable <id>', args: ID, does: 're-enable after a 410' },
+];
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 const shown = (e: Endpoint) => ({ ...e, created_at: iso(e.created_at), disabled_at: iso(e.disabled_at), previous_secret_until: iso(e.previous_secret_until) });
