@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
+import { checkSyntax, grammar, optionsOf } from '../src/cli/syntax.ts';
 
 const AGRO = path.resolve(__dirname, '../bin/agro.mjs');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-strict-'));
@@ -95,6 +96,18 @@ test('the table covers every line of agro --help', async () => {
   expect(forms.length).toBeGreaterThan(30);
   expect(forms.filter((f) => !COMMANDS.some(([words]) => words === f))).toEqual([]);
 }, 60_000);
+
+test('the usage line is the declaration: a bracketed option alone is a switch, one followed by a word takes it', () => {
+  expect([...optionsOf('backfill <pipeline> --series DIR | --series-file F [--uf UF] [--force]')]).toEqual([['series', 'string'], ['series-file', 'string'], ['uf', 'string'], ['force', 'boolean']]);
+  // parseArgs reads the line before it knows the command: one name cannot be both.
+  expect(() => grammar([{ form: 'a [--force]' }, { form: 'b [--force F]' }])).toThrow(/--force/);
+  const g = grammar([{ form: 'x start|stop [--force]' }, { form: 'y <id>', args: ['<id>'] }]);
+  expect(() => checkSyntax(g, ['x', 'stop'], { force: true, json: true })).not.toThrow();
+  expect(() => checkSyntax(g, ['x', 'stop', 'now'], {})).toThrow(/unexpected argument "now": agro x stop takes no argument \(usage: agro x start\|stop \[--force\]\)/);
+  expect(() => checkSyntax(g, ['y', '1'], { force: true })).toThrow(/--force: not an option of agro y/);
+  expect(() => checkSyntax(g, ['z'], {})).toThrow(/unknown command "z"/);
+  expect(() => checkSyntax(g, ['x', 'frob', 'extra'], {})).not.toThrow(); // the command lists its subcommands
+});
 
 /** The one JSON object a usage error prints, with exit 2. */
 function usageError(args: string[], r: Result): string {
