@@ -226,3 +226,43 @@ test('SICAR: every reason of the report has its examples, the older copy of a CA
   expect(kept).toEqual([{ d: '2023-08-15' }]);
   expect(q.facts.locations!.rejected).toHaveLength(2);
 });
+
+test('the report says whether its snapshot is served and what to do: current, blocked (agro publish <id> --force), a backfill kept beside the current one', async () => {
+  const base = path.join(tmp, 'publication');
+  const build = async (name: string, opts: Parameters<typeof buildSicarState>[2]) => {
+    const dir = path.join(base, name, 'MT');
+    await buildSicarState('MT', dir, opts);
+    return dir;
+  };
+  const run = async (source: string, o: { asOf?: string; backfill?: boolean } = {}) => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'MT', source, ...o });
+  const first = await run(await build('full', {}));
+  expect(first.status).toBe('published');
+  const blocked = await run(await build('half', { dropEveryOther: true }));
+  expect(blocked.status).toBe('blocked');
+  const older = await run(await build('older', { filter: (_, i) => i > 0 }), { asOf: '2024-01-01', backfill: true });
+  expect(older.status).toBe('loaded');
+
+  type WithPublication = QualityReport & { publication: { status: string; current_snapshot_id: number | null; says: string } };
+  const json = (arg: string): WithPublication => JSON.parse(agroReport(arg, '--json').stdout);
+  const html = (arg: string) => agroReport(arg, '--format', 'html').stdout.match(/<p id="publication"[^>]*>(.*?)<\/p>/s)?.[1].replace(/<[^>]+>/g, '') ?? '';
+
+  const b = json(`r${blocked.run_id}`);
+  expect(b.publication).toMatchObject({ status: 'blocked', current_snapshot_id: first.snapshot_id });
+  // What to do: the command that publishes it anyway, and that the served snapshot is untouched.
+  expect(b.publication.says).toContain(`agro publish ${blocked.snapshot_id} --force`);
+  expect(b.publication.says).toContain(`snapshot ${first.snapshot_id} is`);
+  expect(html(`r${blocked.run_id}`)).toContain(`agro publish ${blocked.snapshot_id} --force`);
+  // The page the run wrote (the path it printed) says what to do too.
+  expect(fs.readFileSync(blocked.report!.replace(/\.json$/, '.html'), 'utf8')).toContain(`agro publish ${blocked.snapshot_id} --force`);
+
+  // A backfill: its gate passed, yet it is not served; the current snapshot it was compared with is newer.
+  const o = json(`r${older.run_id}`);
+  expect(o.gate.passed).toBe(true);
+  expect(o.publication).toMatchObject({ status: 'loaded', current_snapshot_id: first.snapshot_id });
+  expect(o.publication.says).toMatch(/not current/);
+  expect(html(`s${older.snapshot_id}`)).toMatch(new RegExp(`not current.*snapshot ${first.snapshot_id}`));
+
+  expect(json(`s${first.snapshot_id}`).publication).toMatchObject({ status: 'current', current_snapshot_id: first.snapshot_id });
+  expect(html(`s${first.snapshot_id}`)).toMatch(/current/);
+
+});

@@ -4,6 +4,7 @@
 // geometries over Brazil, the trend of row counts across snapshots, then every fact.
 import type { QualityReport } from './quality.ts';
 import type { ReportExtras } from './report-data.ts';
+import { blockedSays } from './report-status.ts';
 import type { RowExample } from './verdict-examples.ts';
 
 // Pipelines may add their own sections to the facts (facts.zarc, facts.snv, …); the page shows them too.
@@ -110,6 +111,8 @@ export function renderReportHtml(r: QualityReport, extras?: ReportExtras): strin
   const f = r.facts;
   const verdict = r.gate.passed ? 'passed' : r.gate.forced ? 'failed, published with --force' : 'blocked';
   const examples = f.examples ?? {};
+  // The page a run writes knows only its gate: blocked, it says what to do against the snapshot current then.
+  const standing = r.publication?.says ?? (!r.gate.passed && !r.gate.forced ? blockedSays(r, r.change.previous_snapshot_id) : null);
   return `<!doctype html><html lang="pt-BR"><head><meta charset="utf-8"><title>Quality report ${esc(r.dataset)} ${esc(r.uf ?? '')} #${r.snapshot_id}</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right}.bad{color:#b00}.ok{color:#070}
 table.examples{font-size:12px}.scroll{overflow-x:auto}details{margin:.5em 0 1em}svg#map{background:#eef4f8;border:1px solid #ccc}.outline{fill:#fff;stroke:#889;stroke-width:.05}.outline.coarse{stroke-width:.12}
@@ -117,6 +120,7 @@ circle.rejected{fill:#c00;fill-opacity:.75}circle.repaired{fill:#e90;fill-opacit
 rect.bar{fill:#89a}rect.bar.this{fill:#357}tr.this{font-weight:bold}</style></head><body>
 <h1>${esc(r.dataset)}${r.uf ? ' ' + esc(r.uf) : ''}: snapshot ${r.snapshot_id} (as of ${esc(r.as_of)})</h1>
 <p>Run ${r.run_id}, generated ${esc(r.generated_at)}. Gate: <strong class="${r.gate.passed ? 'ok' : 'bad'}">${esc(verdict)}</strong></p>
+${standing ? `<p id="publication" class="${r.publication?.status === 'current' ? 'ok' : 'bad'}">${esc(standing)}</p>` : ''}
 ${r.gate.failures.length ? `<ul class="bad">${r.gate.failures.map((x) => `<li>${esc(x.rule)}: ${esc(x.message)}</li>`).join('')}</ul>` : ''}
 ${gateRules(r)}
 <h2>Counts</h2><table id="counts">${(['read', 'loaded', 'rejected', 'dropped'] as const).map((k) => [k, r.counts[k]] as const).map(([k, v]) => `<tr><th>${esc(k)}</th><td class="n" data-count="${esc(k)}">${int(v)}</td></tr>`).join('')}</table>
