@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
 import { buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
+import { brazilDateTime } from '../src/dates.ts';
 import { carTitulares } from '../pipelines/car-titulares/index.ts';
 import { ibamaEmbargos } from '../pipelines/ibama-embargos/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
@@ -265,4 +266,18 @@ test('the report says whether its snapshot is served and what to do: current, bl
   expect(json(`s${first.snapshot_id}`).publication).toMatchObject({ status: 'current', current_snapshot_id: first.snapshot_id });
   expect(html(`s${first.snapshot_id}`)).toMatch(/current/);
 
+});
+
+test('the page gives the time of the run in Brasília time, as its dates are (the JSON keeps the instant)', async () => {
+  const dir = path.join(tmp, 'titulares-clock');
+  fs.mkdirSync(dir, { recursive: true });
+  fs.copyFileSync(path.join(ROOT, 'fixtures/car-titulares/titulares.csv'), path.join(dir, 'titulares.csv'));
+  fs.appendFileSync(path.join(dir, 'titulares.csv'), '\n'); // bytes of their own: not the earlier tests' snapshot
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: dir, force: true });
+  expect(out.snapshot_id).toBeTruthy();
+  const q: QualityReport = JSON.parse(agroReport(`s${out.snapshot_id}`, '--json').stdout);
+  expect(q.generated_at).toMatch(/Z$/);
+  const page = agroReport(`s${out.snapshot_id}`, '--format', 'html').stdout;
+  expect(page).toContain(`generated ${brazilDateTime(new Date(q.generated_at))} (Brasília time)`);
+  expect(page).not.toContain(q.generated_at);
 });

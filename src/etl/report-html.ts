@@ -3,6 +3,7 @@
 // state or municipality when the tables are kept), a map of rejected and repaired
 // geometries over Brazil, the trend of row counts across snapshots, then every fact.
 import type { QualityReport } from './quality.ts';
+import { brazilDateTime } from '../dates.ts';
 import type { ReportExtras } from './report-data.ts';
 import { blockedSays } from './report-status.ts';
 import type { RowExample } from './verdict-examples.ts';
@@ -113,13 +114,14 @@ export function renderReportHtml(r: QualityReport, extras?: ReportExtras): strin
   const examples = f.examples ?? {};
   // The page a run writes knows only its gate: blocked, it says what to do against the snapshot current then.
   const standing = r.publication?.says ?? (!r.gate.passed && !r.gate.forced ? blockedSays(r, r.change.previous_snapshot_id) : null);
+  const when = new Date(r.generated_at);
   return `<!doctype html><html lang="pt-BR"><head><meta charset="utf-8"><title>Quality report ${esc(r.dataset)} ${esc(r.uf ?? '')} #${r.snapshot_id}</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right}.bad{color:#b00}.ok{color:#070}
 table.examples{font-size:12px}.scroll{overflow-x:auto}details{margin:.5em 0 1em}svg#map{background:#eef4f8;border:1px solid #ccc}.outline{fill:#fff;stroke:#889;stroke-width:.05}.outline.coarse{stroke-width:.12}
 circle.rejected{fill:#c00;fill-opacity:.75}circle.repaired{fill:#e90;fill-opacity:.75}.key{display:inline-block;width:.8em;height:.8em;border-radius:50%}.key.rejected{background:#c00}.key.repaired{background:#e90}
 rect.bar{fill:#89a}rect.bar.this{fill:#357}tr.this{font-weight:bold}</style></head><body>
 <h1>${esc(r.dataset)}${r.uf ? ' ' + esc(r.uf) : ''}: snapshot ${r.snapshot_id} (as of ${esc(r.as_of)})</h1>
-<p>Run ${r.run_id}, generated ${esc(r.generated_at)}. Gate: <strong class="${r.gate.passed ? 'ok' : 'bad'}">${esc(verdict)}</strong></p>
+<p>Run ${r.run_id}, generated ${esc(Number.isNaN(when.getTime()) ? r.generated_at : `${brazilDateTime(when)} (Brasília time)`)}. Gate: <strong class="${r.gate.passed ? 'ok' : 'bad'}">${esc(verdict)}</strong></p>
 ${standing ? `<p id="publication" class="${r.publication?.status === 'current' ? 'ok' : 'bad'}">${esc(standing)}</p>` : ''}
 ${r.gate.failures.length ? `<ul class="bad">${r.gate.failures.map((x) => `<li>${esc(x.rule)}: ${esc(x.message)}</li>`).join('')}</ul>` : ''}
 ${gateRules(r)}
