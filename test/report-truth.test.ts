@@ -281,3 +281,24 @@ test('the page gives the time of the run in Brasília time, as its dates are (th
   expect(page).toContain(`generated ${brazilDateTime(new Date(q.generated_at))} (Brasília time)`);
   expect(page).not.toContain(q.generated_at);
 });
+
+test("SICAR's theme rows dropped (older layout, not linked) are told apart on the page from the counts' rows: each group's reasons add up to its total", async () => {
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: path.join(ROOT, 'fixtures/sicar-municipal/GO'), force: true });
+  expect(out.error).toBeUndefined();
+  const q = await qualityOf(out.snapshot_id!);
+  // The counts are AREA_IMOVEL's; the APPS polygons linked to no property carry their prefix.
+  expect(q.facts.dropped).toEqual({ other_state: 1, duplicate_car: 1, 'apps:not_linked_ambiguous': 1, 'apps:not_linked_no_property': 1 });
+  expect(q.counts.dropped).toBe(2);
+  const page = agroReport(`s${out.snapshot_id}`, '--format', 'html').stdout;
+  const table = page.match(/<table id="dropped">(.*?)<\/table>/s)![1];
+  const rows = [...table.matchAll(/<tr([^>]*)>(.*?)<\/tr>/gs)].map((m) => [m[1].trim(), ...[...m[2].matchAll(/<t[dh][^>]*>(.*?)<\/t[dh]>/g)].map((c) => c[1])]);
+  expect(rows).toEqual([
+    ['', 'reason', 'rows'],
+    ['', 'other_state', '1'],
+    ['', 'duplicate_car', '1'],
+    ['class="total"', 'total (the counts above)', '2'],
+    ['class="input"', 'apps:not_linked_ambiguous', '1'],
+    ['class="input"', 'apps:not_linked_no_property', '1'],
+    ['class="total"', 'total of apps (another input, not in the counts above)', '2'],
+  ]);
+});

@@ -46,10 +46,25 @@ ${list.map((e) => `<tr><td>${esc(e.source ?? '')}</td><td>${e.row ?? ''}</td>${k
 </tbody></table></div></details>`;
 }
 
+/** The input a reason belongs to: '' for the main one (the counts'), else its prefix ('apps' of 'apps:not_linked_ambiguous'). */
+const inputOf = (reason: string) => /^([a-z0-9_]+):/.exec(reason)?.[1] ?? '';
+
 function reasons(title: string, id: string, counts: Record<string, number>, examples: Record<string, RowExample[]>): string {
   const entries = Object.entries(counts).sort((a, b) => b[1] - a[1]);
   if (!entries.length) return '';
-  return `<h2>${esc(title)}</h2><table id="${id}"><tr><th>reason</th><th>rows</th></tr>${entries.map(([k, n]) => `<tr><td>${esc(k)}</td><td class="n">${int(n)}</td></tr>`).join('')}</table>
+  const row = ([k, n]: [string, number], cls = '') => `<tr${cls ? ` class="${cls}"` : ''}><td>${esc(k)}</td><td class="n">${int(n)}</td></tr>`;
+  // Further inputs' reasons (SICAR's themes) are not in the counts: each group is totalled apart, so that the first total is the counts'.
+  const inputs = [...new Set(entries.map(([k]) => inputOf(k)))].filter(Boolean).sort();
+  const total = (of: [string, number][], label: string) => row([label, of.reduce((a, [, n]) => a + n, 0)], 'total');
+  const main = entries.filter(([k]) => !inputOf(k));
+  const body = !inputs.length ? entries.map((e) => row(e)).join('') : [
+    main.map((e) => row(e)).join('') + total(main, 'total (the counts above)'),
+    ...inputs.map((p) => {
+      const of = entries.filter(([k]) => inputOf(k) === p);
+      return of.map((e) => row(e, 'input')).join('') + total(of, `total of ${p} (another input, not in the counts above)`);
+    }),
+  ].join('');
+  return `<h2>${esc(title)}</h2><table id="${id}"><tr><th>reason</th><th>rows</th></tr>${body}</table>
 ${entries.filter(([k]) => examples[k]?.length).map(([k]) => examplesTable(k, examples[k])).join('\n')}`;
 }
 
@@ -119,7 +134,7 @@ export function renderReportHtml(r: QualityReport, extras?: ReportExtras): strin
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right}.bad{color:#b00}.ok{color:#070}
 table.examples{font-size:12px}.scroll{overflow-x:auto}details{margin:.5em 0 1em}svg#map{background:#eef4f8;border:1px solid #ccc}.outline{fill:#fff;stroke:#889;stroke-width:.05}.outline.coarse{stroke-width:.12}
 circle.rejected{fill:#c00;fill-opacity:.75}circle.repaired{fill:#e90;fill-opacity:.75}.key{display:inline-block;width:.8em;height:.8em;border-radius:50%}.key.rejected{background:#c00}.key.repaired{background:#e90}
-rect.bar{fill:#89a}rect.bar.this{fill:#357}tr.this{font-weight:bold}</style></head><body>
+tr.total td{font-weight:bold}tr.input td:first-child{padding-left:1.5em}rect.bar{fill:#89a}rect.bar.this{fill:#357}tr.this{font-weight:bold}</style></head><body>
 <h1>${esc(r.dataset)}${r.uf ? ' ' + esc(r.uf) : ''}: snapshot ${r.snapshot_id} (as of ${esc(r.as_of)})</h1>
 <p>Run ${r.run_id}, generated ${esc(Number.isNaN(when.getTime()) ? r.generated_at : `${brazilDateTime(when)} (Brasília time)`)}. Gate: <strong class="${r.gate.passed ? 'ok' : 'bad'}">${esc(verdict)}</strong></p>
 ${standing ? `<p id="publication" class="${r.publication?.status === 'current' ? 'ok' : 'bad'}">${esc(standing)}</p>` : ''}
