@@ -130,8 +130,9 @@ export function renderReportHtml(r: QualityReport, extras?: ReportExtras): strin
   // The page a run writes knows only its gate: blocked, it says what to do against the snapshot current then.
   const standing = r.publication?.says ?? (!r.gate.passed && !r.gate.forced ? blockedSays(r, r.change.previous_snapshot_id) : null);
   const when = new Date(r.generated_at);
+  // Source text can be one word of thousands of letters (an unknown status): notes and fact cells wrap it; the examples scroll.
   return `<!doctype html><html lang="pt-BR"><head><meta charset="utf-8"><title>Quality report ${esc(r.dataset)} ${esc(r.uf ?? '')} #${r.snapshot_id}</title>
-<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right}.bad{color:#b00}.ok{color:#070}
+<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right}li,td{overflow-wrap:anywhere}table.examples td{overflow-wrap:normal}.bad{color:#b00}.ok{color:#070}
 table.examples{font-size:12px}.scroll{overflow-x:auto}details{margin:.5em 0 1em}svg#map{background:#eef4f8;border:1px solid #ccc}.outline{fill:#fff;stroke:#889;stroke-width:.05}.outline.coarse{stroke-width:.12}
 circle.rejected{fill:#c00;fill-opacity:.75}circle.repaired{fill:#e90;fill-opacity:.75}.key{display:inline-block;width:.8em;height:.8em;border-radius:50%}.key.rejected{background:#c00}.key.repaired{background:#e90}
 tr.total td{font-weight:bold}tr.input td:first-child{padding-left:1.5em}rect.bar{fill:#89a}rect.bar.this{fill:#357}tr.this{font-weight:bold}</style></head><body>
