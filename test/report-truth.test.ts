@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
-import { buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
+import { AREA_IMOVEL_FIELDS, buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
 import { brazilDateTime } from '../src/dates.ts';
 import { carTitulares } from '../pipelines/car-titulares/index.ts';
 import { ibamaEmbargos } from '../pipelines/ibama-embargos/index.ts';
@@ -301,4 +301,26 @@ test("SICAR's theme rows dropped (older layout, not linked) are told apart on th
     ['class="input"', 'apps:not_linked_no_property', '1'],
     ['class="total"', 'total of apps (another input, not in the counts above)', '2'],
   ]);
+});
+
+test('a CPF in a numeric column of a new export (kept in extra, a JSON number) is masked in the report examples, JSON and HTML', async () => {
+  const dir = path.join(tmp, 'sicar-cpf-number', 'DF');
+  fs.mkdirSync(dir, { recursive: true });
+  const fx = SICAR_FIXTURES.DF;
+  // A column SICAR does not publish: a responsible person's CPF as a DBF number. The last row is written in GO (dropped: other_state, an example).
+  const fields = [...AREA_IMOVEL_FIELDS, { name: 'cpf_resp', type: 'N' as const, length: 11 }];
+  const rows: LayerRow[] = fx.areaImovel.map((r, i) => ({
+    geometry: r.geometry,
+    attributes: { ...r.attributes, cpf_resp: 52998224725, ...(i === fx.areaImovel.length - 1 && { cod_estado: 'GO', cod_imovel: SICAR_FIXTURES.GO.areaImovel[0].attributes.cod_imovel }) },
+  }));
+  await buildLayerZip(path.join(dir, 'DF_AREA_IMOVEL.zip'), 'DF_AREA_IMOVEL', fields, rows, { encoding: 'utf8', cpg: 'UTF-8' });
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'DF', source: dir, force: true });
+  expect(out.error).toBeUndefined();
+  const q = await qualityOf(out.snapshot_id!);
+  expect(q.facts.dropped).toMatchObject({ other_state: 1 });
+  expect(q.facts.examples!.other_state[0].values.extra).toMatchObject({ cpf_resp: expect.anything() });
+  for (const text of [JSON.stringify(q), agroReport(`s${out.snapshot_id}`, '--json').stdout, agroReport(`s${out.snapshot_id}`, '--format', 'html').stdout, fs.readFileSync(out.report!.replace(/\.json$/, '.html'), 'utf8')]) {
+    expect(text).not.toContain('52998224725');
+    expect(text).toContain('***.982.247-**');
+  }
 });
