@@ -14,7 +14,7 @@ export interface Publication {
   says: string;
 }
 
-const servedInstead = (id: number | null) => (id ? `snapshot ${id} is current, untouched` : 'no snapshot of it is current');
+const servedInstead = (id: number | null) => (id ? `snapshot ${id} is current, untouched` : 'none of this dataset is current yet');
 
 /** What to do about a snapshot the gate blocked: `currentId` is the snapshot served instead. */
 export function blockedSays(r: QualityReport, currentId: number | null): string {
