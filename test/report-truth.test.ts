@@ -264,6 +264,10 @@ test('the report says whether its snapshot is served and what to do: current, bl
   expect(o.publication).toMatchObject({ status: 'loaded', current_snapshot_id: first.snapshot_id });
   expect(o.publication.says).toMatch(/not current/);
   expect(html(`s${older.snapshot_id}`)).toMatch(new RegExp(`not current.*snapshot ${first.snapshot_id}`));
+  // What it was compared with is dated after it: said so, with that date (it read 'the previous snapshot').
+  const page = agroReport(`s${older.snapshot_id}`, '--format', 'html').stdout;
+  expect(page).toContain('<h2>Change against the snapshot current at load time (dated after this one)</h2>');
+  expect(page).toContain(`<tr><th>previous snapshot</th><td>${first.snapshot_id} (as of ${first.as_of})</td></tr>`);
 
   expect(json(`s${first.snapshot_id}`).publication).toMatchObject({ status: 'current', current_snapshot_id: first.snapshot_id });
   expect(html(`s${first.snapshot_id}`)).toMatch(/current/);

@@ -70,8 +70,11 @@ ${entries.filter(([k]) => examples[k]?.length).map(([k]) => examplesTable(k, exa
 
 function change(r: QualityReport, x: ReportExtras | undefined): string {
   const c = r.change;
-  const overall = table('Change against the previous snapshot', [
-    ['previous snapshot', c.previous_snapshot_id ?? 'none (first load)'],
+  // The snapshot compared with is the one current at load time: for a backfill, a later date.
+  const prevAsOf = x?.trend.find((p) => p.snapshot_id === c.previous_snapshot_id)?.as_of;
+  const later = !!prevAsOf && prevAsOf > r.as_of;
+  const overall = table(later ? 'Change against the snapshot current at load time (dated after this one)' : 'Change against the previous snapshot', [
+    ['previous snapshot', c.previous_snapshot_id === null ? 'none (first load)' : `${c.previous_snapshot_id}${prevAsOf ? ` (as of ${prevAsOf})` : ''}`],
     ['rows', `${int(c.previous_rows)} → ${int(c.rows)}${c.delta_share !== null ? ` (${c.delta_share >= 0 ? '+' : ''}${(c.delta_share * 100).toFixed(1)} %)` : ''}`],
     ['keys added', int(c.added)],
     ['keys removed', int(c.removed)],
