@@ -53,6 +53,18 @@ export function maskCpfsDeep<T>(value: T, depth = 0): T {
   return out as T;
 }
 
+/**
+ * Source values (a report's example rows): as maskCpfsDeep, and a whole number that is a CPF's
+ * digits too. A column the pipeline does not know is kept as read, and a DBF number field holding
+ * CPFs comes back from jsonb as a JSON number (52998224725), which a text mask never sees.
+ */
+export function maskCpfsInSourceValues<T>(value: T, depth = 0): T {
+  if (typeof value === 'number') return (Number.isSafeInteger(value) && maskCpfsInText(String(value)) !== String(value) ? maskCpfsInText(String(value)) : value) as T;
+  if (depth > 32 || value === null || typeof value !== 'object' || value instanceof Date) return maskCpfsDeep(value);
+  if (Array.isArray(value)) return value.map((v) => maskCpfsInSourceValues(v, depth + 1)) as T;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [maskCpfsInText(k), maskCpfsInSourceValues(v, depth + 1)])) as T;
+}
+
 // What normalizeDocument strips (src/documents.ts): a value that is 11 digits without them is
 // a CPF to the API, however it is grouped ('5299.8224-725').
 const DOCUMENT_PUNCTUATION = /[ \t\n\r\f\v\u00a0./-]/g;

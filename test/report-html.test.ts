@@ -160,4 +160,24 @@ describe('HTML report of hostile source text', () => {
     expect(rules.find((r) => r[0] === 'rejected_share')).toEqual(['rejected_share', `${((o.rows_rejected / o.rows_read) * 100).toFixed(2)} %`, '≤ 1.00 %', 'passed']);
     await page.close();
   });
+  test('a very long value without spaces (an unknown status of 3,000 letters) wraps inside the page: nothing is wider than the window, the note is whole', async () => {
+    const dir = path.join(work, 'long');
+    fs.mkdirSync(dir);
+    const lines = fs.readFileSync(path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv'), 'utf8').split('\n');
+    const header = lines[0].replace(/^\uFEFF/, '').split(';');
+    const i = lines.findIndex((l, n) => n > 0 && l.split(';')[header.indexOf('SIT_CANCELADO')] === 'N' && l.split(';').length === header.length);
+    const cells = lines[i].split(';');
+    const status = 'EMBARGO_' + 'X'.repeat(3000);
+    cells[header.indexOf('DES_STATUS_FORMULARIO')] = status;
+    lines[i] = cells.join(';');
+    fs.writeFileSync(path.join(dir, 'termo_embargo.csv'), lines.join('\n'));
+    const o = await load('ibama-embargos', path.join(dir, 'termo_embargo.csv'));
+    const { page } = await openReport(o.snapshot_id!);
+    await page.setViewport({ width: 1200, height: 900 });
+    const notes = await page.$$eval('li', (lis) => lis.map((li) => li.textContent ?? ''));
+    expect(notes.some((n) => n.includes(status))).toBe(true);
+    // The page scrolls down, not sideways: the value wraps where it stands.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1200);
+    await page.close();
+  });
 });

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
-import { buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
+import { AREA_IMOVEL_FIELDS, buildSicarState, SICAR_FIXTURES, THEME_FIELDS, type SicarPropertyRow } from '../fixtures/sicar.ts';
+import { brazilDateTime } from '../src/dates.ts';
 import { carTitulares } from '../pipelines/car-titulares/index.ts';
 import { ibamaEmbargos } from '../pipelines/ibama-embargos/index.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
@@ -108,9 +109,11 @@ test('ZARC: risk cells and codes kept raw are counted on the rows loaded, not on
     expect(q.facts.examples?.[reason]?.length, reason).toBe(Math.min(n, 10));
   }
   // Record 7 (its "25" not loaded) lost to the copy appended after it.
-  const firstFile = fs.readFileSync(path.join(dir, 'dados-abertos-tabua-de-risco-safra-2016-2017.csv'), 'utf8').split(/\r?\n/).slice(1).filter((l) => l.trim()).length;
-  expect(q.facts.examples!.conflicting_duplicate.map((e) => e.row)).toContain(firstFile + 7);
-  expect(q.facts.examples!.conflicting_duplicate.find((e) => e.row === firstFile + 7)!.values).toMatchObject({ geocodigo: rec7[col('geocodigo')], dec30: null });
+  // Named by its file and its record there (src_seq runs on across the seasons' files: record 7 of the second file was row 'firstFile + 7' of no file).
+  const inFile = (e: { source: string | null; row: number | null }) => e.source === path.basename(file) && e.row === 7;
+  expect(q.facts.examples!.conflicting_duplicate.filter(inFile)).toHaveLength(1);
+  expect(q.facts.examples!.conflicting_duplicate.find(inFile)!.values).toMatchObject({ geocodigo: rec7[col('geocodigo')], dec30: null });
+  for (const e of Object.values(q.facts.examples!).flat()) expect(e.source).toMatch(/^dados-abertos-tabua-de-risco-safra-.*\.csv$/);
 });
 
 /** `agro report <arg> [--format html]`: its exit code, stdout and stderr. */
@@ -225,4 +228,105 @@ test('SICAR: every reason of the report has its examples, the older copy of a CA
   const kept = (await db.pool.query(`SELECT data_atualizacao::text AS d FROM snap."car_imovel__s${out.snapshot_id}" WHERE car = $1`, [older.attributes.cod_imovel])).rows;
   expect(kept).toEqual([{ d: '2023-08-15' }]);
   expect(q.facts.locations!.rejected).toHaveLength(2);
+});
+
+test('the report says whether its snapshot is served and what to do: current, blocked (agro publish <id> --force), a backfill kept beside the current one', async () => {
+  const base = path.join(tmp, 'publication');
+  const build = async (name: string, opts: Parameters<typeof buildSicarState>[2]) => {
+    const dir = path.join(base, name, 'MT');
+    await buildSicarState('MT', dir, opts);
+    return dir;
+  };
+  const run = async (source: string, o: { asOf?: string; backfill?: boolean } = {}) => runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'MT', source, ...o });
+  const first = await run(await build('full', {}));
+  expect(first.status).toBe('published');
+  const blocked = await run(await build('half', { dropEveryOther: true }));
+  expect(blocked.status).toBe('blocked');
+  const older = await run(await build('older', { filter: (_, i) => i > 0 }), { asOf: '2024-01-01', backfill: true });
+  expect(older.status).toBe('loaded');
+
+  type WithPublication = QualityReport & { publication: { status: string; current_snapshot_id: number | null; says: string } };
+  const json = (arg: string): WithPublication => JSON.parse(agroReport(arg, '--json').stdout);
+  const html = (arg: string) => agroReport(arg, '--format', 'html').stdout.match(/<p id="publication"[^>]*>(.*?)<\/p>/s)?.[1].replace(/<[^>]+>/g, '') ?? '';
+
+  const b = json(`r${blocked.run_id}`);
+  expect(b.publication).toMatchObject({ status: 'blocked', current_snapshot_id: first.snapshot_id });
+  // What to do: the command that publishes it anyway, and that the served snapshot is untouched.
+  expect(b.publication.says).toContain(`agro publish ${blocked.snapshot_id} --force`);
+  expect(b.publication.says).toContain(`snapshot ${first.snapshot_id} is`);
+  expect(html(`r${blocked.run_id}`)).toContain(`agro publish ${blocked.snapshot_id} --force`);
+  // The page the run wrote (the path it printed) says what to do too.
+  expect(fs.readFileSync(blocked.report!.replace(/\.json$/, '.html'), 'utf8')).toContain(`agro publish ${blocked.snapshot_id} --force`);
+
+  // A backfill: its gate passed, yet it is not served; the current snapshot it was compared with is newer.
+  const o = json(`r${older.run_id}`);
+  expect(o.gate.passed).toBe(true);
+  expect(o.publication).toMatchObject({ status: 'loaded', current_snapshot_id: first.snapshot_id });
+  expect(o.publication.says).toMatch(/not current/);
+  expect(html(`s${older.snapshot_id}`)).toMatch(new RegExp(`not current.*snapshot ${first.snapshot_id}`));
+  // What it was compared with is dated after it: said so, with that date (it read 'the previous snapshot').
+  const page = agroReport(`s${older.snapshot_id}`, '--format', 'html').stdout;
+  expect(page).toContain('<h2>Change against the snapshot current at load time (dated after this one)</h2>');
+  expect(page).toContain(`<tr><th>previous snapshot</th><td>${first.snapshot_id} (as of ${first.as_of})</td></tr>`);
+
+  expect(json(`s${first.snapshot_id}`).publication).toMatchObject({ status: 'current', current_snapshot_id: first.snapshot_id });
+  expect(html(`s${first.snapshot_id}`)).toMatch(/current/);
+
+});
+
+test('the page gives the time of the run in Brasília time, as its dates are (the JSON keeps the instant)', async () => {
+  const dir = path.join(tmp, 'titulares-clock');
+  fs.mkdirSync(dir, { recursive: true });
+  fs.copyFileSync(path.join(ROOT, 'fixtures/car-titulares/titulares.csv'), path.join(dir, 'titulares.csv'));
+  fs.appendFileSync(path.join(dir, 'titulares.csv'), '\n'); // bytes of their own: not the earlier tests' snapshot
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, carTitulares, { source: dir, force: true });
+  expect(out.snapshot_id).toBeTruthy();
+  const q: QualityReport = JSON.parse(agroReport(`s${out.snapshot_id}`, '--json').stdout);
+  expect(q.generated_at).toMatch(/Z$/);
+  const page = agroReport(`s${out.snapshot_id}`, '--format', 'html').stdout;
+  expect(page).toContain(`generated ${brazilDateTime(new Date(q.generated_at))} (Brasília time)`);
+  expect(page).not.toContain(q.generated_at);
+});
+
+test("SICAR's theme rows dropped (older layout, not linked) are told apart on the page from the counts' rows: each group's reasons add up to its total", async () => {
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'GO', source: path.join(ROOT, 'fixtures/sicar-municipal/GO'), force: true });
+  expect(out.error).toBeUndefined();
+  const q = await qualityOf(out.snapshot_id!);
+  // The counts are AREA_IMOVEL's; the APPS polygons linked to no property carry their prefix.
+  expect(q.facts.dropped).toEqual({ other_state: 1, duplicate_car: 1, 'apps:not_linked_ambiguous': 1, 'apps:not_linked_no_property': 1 });
+  expect(q.counts.dropped).toBe(2);
+  const page = agroReport(`s${out.snapshot_id}`, '--format', 'html').stdout;
+  const table = page.match(/<table id="dropped">(.*?)<\/table>/s)![1];
+  const rows = [...table.matchAll(/<tr([^>]*)>(.*?)<\/tr>/gs)].map((m) => [m[1].trim(), ...[...m[2].matchAll(/<t[dh][^>]*>(.*?)<\/t[dh]>/g)].map((c) => c[1])]);
+  expect(rows).toEqual([
+    ['', 'reason', 'rows'],
+    ['', 'other_state', '1'],
+    ['', 'duplicate_car', '1'],
+    ['class="total"', 'total (the counts above)', '2'],
+    ['class="input"', 'apps:not_linked_ambiguous', '1'],
+    ['class="input"', 'apps:not_linked_no_property', '1'],
+    ['class="total"', 'total of apps (another input, not in the counts above)', '2'],
+  ]);
+});
+
+test('a CPF in a numeric column of a new export (kept in extra, a JSON number) is masked in the report examples, JSON and HTML', async () => {
+  const dir = path.join(tmp, 'sicar-cpf-number', 'DF');
+  fs.mkdirSync(dir, { recursive: true });
+  const fx = SICAR_FIXTURES.DF;
+  // A column SICAR does not publish: a responsible person's CPF as a DBF number. The last row is written in GO (dropped: other_state, an example).
+  const fields = [...AREA_IMOVEL_FIELDS, { name: 'cpf_resp', type: 'N' as const, length: 11 }];
+  const rows: LayerRow[] = fx.areaImovel.map((r, i) => ({
+    geometry: r.geometry,
+    attributes: { ...r.attributes, cpf_resp: 52998224725, ...(i === fx.areaImovel.length - 1 && { cod_estado: 'GO', cod_imovel: SICAR_FIXTURES.GO.areaImovel[0].attributes.cod_imovel }) },
+  }));
+  await buildLayerZip(path.join(dir, 'DF_AREA_IMOVEL.zip'), 'DF_AREA_IMOVEL', fields, rows, { encoding: 'utf8', cpg: 'UTF-8' });
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { uf: 'DF', source: dir, force: true });
+  expect(out.error).toBeUndefined();
+  const q = await qualityOf(out.snapshot_id!);
+  expect(q.facts.dropped).toMatchObject({ other_state: 1 });
+  expect(q.facts.examples!.other_state[0].values.extra).toMatchObject({ cpf_resp: expect.anything() });
+  for (const text of [JSON.stringify(q), agroReport(`s${out.snapshot_id}`, '--json').stdout, agroReport(`s${out.snapshot_id}`, '--format', 'html').stdout, fs.readFileSync(out.report!.replace(/\.json$/, '.html'), 'utf8')]) {
+    expect(text).not.toContain('52998224725');
+    expect(text).toContain('***.982.247-**');
+  }
 });

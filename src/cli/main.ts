@@ -14,8 +14,9 @@ import { publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
 import type { QualityReport } from '../etl/quality.ts';
 import { reportExtras } from '../etl/report-data.ts';
 import { renderReportHtml } from '../etl/report-html.ts';
+import { publicationOf } from '../etl/report-status.ts';
 import { checkAsOf, parseUf, reportPath, runPipeline, writeReportFiles, type RunOutcome } from '../etl/run.ts';
-import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
+import { maskCpfsDeep, maskCpfsInSourceValues, maskCpfsInText } from '../privacy.ts';
 import { setupTerminal } from '../progress.ts';
 import { cmdBackfillSeries, keepBackfilled, keptLine } from './backfill-series.ts';
 import { cmdDoctor } from './doctor.ts';
@@ -288,6 +289,10 @@ async function cmdReport(env: Env): Promise<number> {
       const note = `run ${run.run_id} loaded nothing (${run.message ?? `source identical to snapshot ${snap.snapshot_id}`}): this is the report of snapshot ${snap.snapshot_id}${q.run_id ? ` (run ${q.run_id})` : ''}`;
       q = { ...q, facts: { ...q.facts, notes: [note, ...q.facts.notes] } };
     }
+    // Served or not, and what to do: the catalogue's word now, not the run's.
+    q = { ...q, publication: publicationOf(q, snap, await catalog.currentSnapshot(pool, snap.dataset, snap.scope)) };
+    // Example rows stored before their numbers were masked too (verdict-examples.ts).
+    if (q.facts.examples) q = { ...q, facts: { ...q.facts, examples: maskCpfsInSourceValues(q.facts.examples) } };
     const relation = findPipeline(snap.dataset)?.mainRelation;
     return { report: q, extras: format === 'html' && relation ? await reportExtras(pool, relation, q) : undefined };
   });

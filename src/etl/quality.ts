@@ -3,6 +3,7 @@ import type { QualityThresholds } from '../config.ts';
 import type { AgroError } from '../errors.ts';
 import type { MissingWhere } from './read/staging.ts';
 import type { RepairResult } from './repair.ts';
+import type { Publication } from './report-status.ts';
 import type { TextColumnFinding } from './text-checks.ts';
 import type { VectorLayer } from './vector-reader.ts';
 import type { RowExample, VerdictExamples } from './verdict-examples.ts';
@@ -129,6 +130,8 @@ export interface QualityReport {
   change: ChangeSummary;
   /** `rules`: every rule measured (reports written before it have only `failures`). */
   gate: { passed: boolean; forced: boolean; failures: GateFailure[]; rules?: GateRule[] };
+  /** Whether the snapshot is served and what to do (report-status.ts): added by agro report from the catalogue. */
+  publication?: Publication;
 }
 
 export function emptyFacts(): QualityFacts {

@@ -3,7 +3,9 @@
 // state or municipality when the tables are kept), a map of rejected and repaired
 // geometries over Brazil, the trend of row counts across snapshots, then every fact.
 import type { QualityReport } from './quality.ts';
+import { brazilDateTime } from '../dates.ts';
 import type { ReportExtras } from './report-data.ts';
+import { blockedSays } from './report-status.ts';
 import type { RowExample } from './verdict-examples.ts';
 
 // Pipelines may add their own sections to the facts (facts.zarc, facts.snv, …); the page shows them too.
@@ -44,17 +46,35 @@ ${list.map((e) => `<tr><td>${esc(e.source ?? '')}</td><td>${e.row ?? ''}</td>${k
 </tbody></table></div></details>`;
 }
 
+/** The input a reason belongs to: '' for the main one (the counts'), else its prefix ('apps' of 'apps:not_linked_ambiguous'). */
+const inputOf = (reason: string) => /^([a-z0-9_]+):/.exec(reason)?.[1] ?? '';
+
 function reasons(title: string, id: string, counts: Record<string, number>, examples: Record<string, RowExample[]>): string {
   const entries = Object.entries(counts).sort((a, b) => b[1] - a[1]);
   if (!entries.length) return '';
-  return `<h2>${esc(title)}</h2><table id="${id}"><tr><th>reason</th><th>rows</th></tr>${entries.map(([k, n]) => `<tr><td>${esc(k)}</td><td class="n">${int(n)}</td></tr>`).join('')}</table>
+  const row = ([k, n]: [string, number], cls = '') => `<tr${cls ? ` class="${cls}"` : ''}><td>${esc(k)}</td><td class="n">${int(n)}</td></tr>`;
+  // Further inputs' reasons (SICAR's themes) are not in the counts: each group is totalled apart, so that the first total is the counts'.
+  const inputs = [...new Set(entries.map(([k]) => inputOf(k)))].filter(Boolean).sort();
+  const total = (of: [string, number][], label: string) => row([label, of.reduce((a, [, n]) => a + n, 0)], 'total');
+  const main = entries.filter(([k]) => !inputOf(k));
+  const body = !inputs.length ? entries.map((e) => row(e)).join('') : [
+    main.map((e) => row(e)).join('') + total(main, 'total (the counts above)'),
+    ...inputs.map((p) => {
+      const of = entries.filter(([k]) => inputOf(k) === p);
+      return of.map((e) => row(e, 'input')).join('') + total(of, `total of ${p} (another input, not in the counts above)`);
+    }),
+  ].join('');
+  return `<h2>${esc(title)}</h2><table id="${id}"><tr><th>reason</th><th>rows</th></tr>${body}</table>
 ${entries.filter(([k]) => examples[k]?.length).map(([k]) => examplesTable(k, examples[k])).join('\n')}`;
 }
 
 function change(r: QualityReport, x: ReportExtras | undefined): string {
   const c = r.change;
-  const overall = table('Change against the previous snapshot', [
-    ['previous snapshot', c.previous_snapshot_id ?? 'none (first load)'],
+  // The snapshot compared with is the one current at load time: for a backfill, a later date.
+  const prevAsOf = x?.trend.find((p) => p.snapshot_id === c.previous_snapshot_id)?.as_of;
+  const later = !!prevAsOf && prevAsOf > r.as_of;
+  const overall = table(later ? 'Change against the snapshot current at load time (dated after this one)' : 'Change against the previous snapshot', [
+    ['previous snapshot', c.previous_snapshot_id === null ? 'none (first load)' : `${c.previous_snapshot_id}${prevAsOf ? ` (as of ${prevAsOf})` : ''}`],
     ['rows', `${int(c.previous_rows)} → ${int(c.rows)}${c.delta_share !== null ? ` (${c.delta_share >= 0 ? '+' : ''}${(c.delta_share * 100).toFixed(1)} %)` : ''}`],
     ['keys added', int(c.added)],
     ['keys removed', int(c.removed)],
@@ -110,13 +130,18 @@ export function renderReportHtml(r: QualityReport, extras?: ReportExtras): strin
   const f = r.facts;
   const verdict = r.gate.passed ? 'passed' : r.gate.forced ? 'failed, published with --force' : 'blocked';
   const examples = f.examples ?? {};
+  // The page a run writes knows only its gate: blocked, it says what to do against the snapshot current then.
+  const standing = r.publication?.says ?? (!r.gate.passed && !r.gate.forced ? blockedSays(r, r.change.previous_snapshot_id) : null);
+  const when = new Date(r.generated_at);
+  // Source text can be one word of thousands of letters (an unknown status): notes and fact cells wrap it; the examples scroll.
   return `<!doctype html><html lang="pt-BR"><head><meta charset="utf-8"><title>Quality report ${esc(r.dataset)} ${esc(r.uf ?? '')} #${r.snapshot_id}</title>
-<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right}.bad{color:#b00}.ok{color:#070}
+<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin-bottom:1em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f4f4f4}td.n{text-align:right}li,td{overflow-wrap:anywhere}table.examples td{overflow-wrap:normal}.bad{color:#b00}.ok{color:#070}
 table.examples{font-size:12px}.scroll{overflow-x:auto}details{margin:.5em 0 1em}svg#map{background:#eef4f8;border:1px solid #ccc}.outline{fill:#fff;stroke:#889;stroke-width:.05}.outline.coarse{stroke-width:.12}
 circle.rejected{fill:#c00;fill-opacity:.75}circle.repaired{fill:#e90;fill-opacity:.75}.key{display:inline-block;width:.8em;height:.8em;border-radius:50%}.key.rejected{background:#c00}.key.repaired{background:#e90}
-rect.bar{fill:#89a}rect.bar.this{fill:#357}tr.this{font-weight:bold}</style></head><body>
+tr.total td{font-weight:bold}tr.input td:first-child{padding-left:1.5em}rect.bar{fill:#89a}rect.bar.this{fill:#357}tr.this{font-weight:bold}</style></head><body>
 <h1>${esc(r.dataset)}${r.uf ? ' ' + esc(r.uf) : ''}: snapshot ${r.snapshot_id} (as of ${esc(r.as_of)})</h1>
-<p>Run ${r.run_id}, generated ${esc(r.generated_at)}. Gate: <strong class="${r.gate.passed ? 'ok' : 'bad'}">${esc(verdict)}</strong></p>
+<p>Run ${r.run_id}, generated ${esc(Number.isNaN(when.getTime()) ? r.generated_at : `${brazilDateTime(when)} (Brasília time)`)}. Gate: <strong class="${r.gate.passed ? 'ok' : 'bad'}">${esc(verdict)}</strong></p>
+${standing ? `<p id="publication" class="${r.publication?.status === 'current' ? 'ok' : 'bad'}">${esc(standing)}</p>` : ''}
 ${r.gate.failures.length ? `<ul class="bad">${r.gate.failures.map((x) => `<li>${esc(x.rule)}: ${esc(x.message)}</li>`).join('')}</ul>` : ''}
 ${gateRules(r)}
 <h2>Counts</h2><table id="counts">${(['read', 'loaded', 'rejected', 'dropped'] as const).map((k) => [k, r.counts[k]] as const).map(([k, v]) => `<tr><th>${esc(k)}</th><td class="n" data-count="${esc(k)}">${int(v)}</td></tr>`).join('')}</table>

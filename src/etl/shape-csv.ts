@@ -208,6 +208,24 @@ export function addCsvFacts(facts: QualityFacts, csv: CsvStaged): void {
   if (joined.length) facts.notes.push(`rows joined into one record by a quote that does not close, each line counted as a rejected row: ${joined.join(', ')}`);
 }
 
+/**
+ * Example rows of a text source name their file and their record in it (header excluded, rows of
+ * a wrong field count not counted): src_seq runs on across files (ZARC's seasons), so row 97 of
+ * no file was the 12th record of the second. `own`: the reasons of this input (not another's).
+ */
+export function placeCsvExamples(facts: QualityFacts, csv: CsvStaged, own: (reason: string) => boolean): void {
+  for (const [reason, list] of Object.entries(facts.examples ?? {})) {
+    if (!own(reason)) continue;
+    for (const e of list) {
+      if (e.source !== null || e.row === null) continue;
+      const f = [...csv.files].reverse().find((x) => x.firstSeq <= e.row!);
+      if (!f) continue;
+      e.source = f.name;
+      e.row = e.row - f.firstSeq + 1;
+    }
+  }
+}
+
 /** The files a text read staged, in read order (for a pipeline's own facts). */
 export function csvFiles(staged: ContentStaged | undefined): CsvStagedFile[] {
   if (!staged?.csv) throw new Error('the source was not read as delimited text');

@@ -23,7 +23,7 @@ import type { LoadResult, RunContext, SnapshotTarget } from './pipeline.ts';
 import { addVerdicts, emptyFacts, sum, type QualityFacts } from './quality.ts';
 import type { Relation } from './relation.ts';
 import { repairInPlace, repairInvalidPolygons, type RepairResult } from './repair.ts';
-import { stageByContent, type ContentStaged, type CsvRead } from './shape-csv.ts';
+import { placeCsvExamples, stageByContent, type ContentStaged, type CsvRead } from './shape-csv.ts';
 import { commonFacts, inputPrefix, readDetail, singleReadDetail, timeline } from './shape-facts.ts';
 import { stageLayers } from './stage-vector.ts';
 import { stepTimer, type StepTimer } from './steps.ts';
@@ -279,6 +279,7 @@ export async function runPlan(ctx: RunContext, plan: Plan, files: FetchedFile[],
     // read = loaded + rejected + dropped holds over the rows `read` counts.
     const others = done.slice(1).map((d) => inputPrefix(d.name));
     const mainOnly = (o: Record<string, number>) => sumKeys(o, (k) => !others.some((p) => k.startsWith(p)));
+    if (main.staged.csv) placeCsvExamples(facts, main.staged.csv, (k) => !others.some((p) => k.startsWith(p)));
     inputRejectedShare(facts, done.slice(1), ctx.cfg.quality.maxRejectedShare);
     return {
       rowsRead: main.staged.rows + (main.staged.csv?.badRows ?? 0),

@@ -4,7 +4,7 @@
 // locations of repaired and rejected geometries for the report's map. Generic: it reads
 // the tables' columns from the catalogue and uses what is there.
 import type pg from 'pg';
-import { maskCpfsDeep } from '../privacy.ts';
+import { maskCpfsInSourceValues } from '../privacy.ts';
 
 export interface RowExample {
   /** The layer or file the row came from, when staging recorded it. */
@@ -73,7 +73,7 @@ export async function verdictExamples(
   );
   const examples: Record<string, RowExample[]> = {};
   for (const row of r.rows) {
-    const ex: RowExample = { source: row.src_layer, row: row.src_seq === null ? null : Number(row.src_seq), values: maskCpfsDeep(row.vals ?? {}) };
+    const ex: RowExample = { source: row.src_layer, row: row.src_seq === null ? null : Number(row.src_seq), values: maskCpfsInSourceValues(row.vals ?? {}) };
     if (row.lon !== null && Number.isFinite(row.lon)) Object.assign(ex, { lon: round(row.lon), lat: round(row.lat) });
     (examples[row.verdict] ??= []).push(ex);
   }
