@@ -1,4 +1,5 @@
 // Personal data rules (contract §3): CPFs are masked in output and never logged in clear.
+import { isValidCpf } from './documents.ts';
 
 const onlyDigits = (s: string) => s.replace(/\D/g, '');
 
@@ -54,12 +55,27 @@ export function maskCpfsDeep<T>(value: T, depth = 0): T {
 }
 
 /**
+ * A whole number that is a CPF's digits, masked: 11 of them as the text mask reads them, or 9 or
+ * 10 whose check digits hold once the leading zeros a number cannot keep are put back (an N(11)
+ * cell '01234567890' is the number 1234567890: about one CPF in ten starts with 0).
+ */
+function maskCpfNumber(n: number): string | number {
+  if (!Number.isSafeInteger(n) || n <= 0) return n;
+  const t = String(n);
+  const masked = maskCpfsInText(t);
+  if (masked !== t) return masked;
+  const padded = t.padStart(11, '0');
+  return t.length >= 9 && t.length < 11 && isValidCpf(padded) ? maskCpfsInText(padded) : n;
+}
+
+/**
  * Source values (a report's example rows): as maskCpfsDeep, and a whole number that is a CPF's
- * digits too. A column the pipeline does not know is kept as read, and a DBF number field holding
- * CPFs comes back from jsonb as a JSON number (52998224725), which a text mask never sees.
+ * digits too (maskCpfNumber). A column the pipeline does not know is kept as read, and a DBF
+ * number field holding CPFs comes back from jsonb as a JSON number (52998224725), which a text
+ * mask never sees.
  */
 export function maskCpfsInSourceValues<T>(value: T, depth = 0): T {
-  if (typeof value === 'number') return (Number.isSafeInteger(value) && maskCpfsInText(String(value)) !== String(value) ? maskCpfsInText(String(value)) : value) as T;
+  if (typeof value === 'number') return maskCpfNumber(value) as T;
   if (depth > 32 || value === null || typeof value !== 'object' || value instanceof Date) return maskCpfsDeep(value);
   if (Array.isArray(value)) return value.map((v) => maskCpfsInSourceValues(v, depth + 1)) as T;
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [maskCpfsInText(k), maskCpfsInSourceValues(v, depth + 1)])) as T;
