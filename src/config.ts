@@ -172,11 +172,15 @@ function num(v: string | undefined, fallback: number): number {
   return n;
 }
 
-/** AGRO_SICAR_UFS: states, any case, comma-separated; a typo fails at start, not when the night reaches SICAR. */
+/**
+ * AGRO_SICAR_UFS: states, any case, comma-separated, each once; a typo fails at start, not when
+ * the night reaches SICAR. A value naming no state (',', spaces) is one too: it planned no run.
+ */
 function sicarUfs(v: string | undefined): string[] {
-  const ufs = (v || ALL_UFS).split(',').map((u) => u.trim().toUpperCase()).filter(Boolean);
+  const ufs = [...new Set((v || ALL_UFS).split(',').map((u) => u.trim().toUpperCase()).filter(Boolean))];
   const bad = ufs.find((u) => !KNOWN_UFS.includes(u));
   if (bad !== undefined) throw new Error(`AGRO_SICAR_UFS: "${bad}" is not a Brazilian state (known: ${ALL_UFS})`);
+  if (!ufs.length) throw new Error(`AGRO_SICAR_UFS names no state: ${JSON.stringify(v)} (unset: all of them)`);
   return ufs;
 }
 

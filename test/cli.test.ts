@@ -159,6 +159,14 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
     // Spaces and case are forgiven, as before.
     expect(oneObject(agroEnv({ AGRO_SICAR_UFS: 'GO, mt' }, 'schedule', '--check', '--json')).jobs.find((j: { job: string }) => j.job === 'sicar-nightly').runs).toBe(2);
+    // A value that names no state (a stray comma, spaces) is a typo too: it planned no SICAR run at
+    // all, the night silently loading no state; a state named twice is loaded once.
+    for (const v of [',', ' ', ' , ']) {
+      const r = agroEnv({ AGRO_SICAR_UFS: v }, 'schedule', '--check', '--json');
+      expect(r.code, `${JSON.stringify(v)}: ${r.stdout}`).toBe(2);
+      expect(oneObject(r)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/AGRO_SICAR_UFS names no state/) } });
+    }
+    expect(oneObject(agroEnv({ AGRO_SICAR_UFS: 'GO,go' }, 'schedule', '--check', '--json')).jobs.find((j: { job: string }) => j.job === 'sicar-nightly').runs).toBe(1);
   }, 300_000);
 
   test('--uf with a dataset that is not loaded per state is refused, not ignored', async () => {
