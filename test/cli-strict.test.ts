@@ -109,6 +109,12 @@ test('the usage line is the declaration: a bracketed option alone is a switch, o
   expect(() => checkSyntax(g, ['x', 'frob', 'extra'], {})).not.toThrow(); // the command lists its subcommands
 });
 
+test('a command missing what its line requires says its usage line as declared', async () => {
+  // webhooks add repeated its line by hand and it had drifted: the message left out --secret-file.
+  const args = ['webhooks', 'add', '--key', 'key_x'];
+  expect(usageError(args, await agro(args))).toBe('usage error: webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…] [--secret-file PATH|-]');
+}, 60_000);
+
 /** The one JSON object a usage error prints, with exit 2. */
 function usageError(args: string[], r: Result): string {
   const what = `${args.join(' ')} → exit ${r.code}: ${r.stdout.slice(0, 300)} ${r.stderr.slice(-300)}`;

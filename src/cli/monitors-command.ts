@@ -5,8 +5,9 @@ import { addMonitor, eachMonitorBatch, removeMonitor, type Monitor } from '../ev
 import { print, printList, withDb, type Env } from './context.ts';
 import type { Syntax } from './syntax.ts';
 
+const ADD_FORM = 'monitors add --key <key_id> (car <numero> | cnpj <cnpj>)';
 export const MONITORS_COMMANDS: Syntax[] = [
-  { form: 'monitors add --key <key_id> (car <numero> | cnpj <cnpj>)', args: ['car|cnpj', '<numero|cnpj>'], does: 'watch a record for change events' },
+  { form: ADD_FORM, args: ['car|cnpj', '<numero|cnpj>'], does: 'watch a record for change events' },
   { form: 'monitors list [--key <key_id>]' },
   { form: 'monitors remove <id>', args: ['<id>'] },
 ];
@@ -18,7 +19,7 @@ export async function cmdMonitors(env: Env): Promise<number> {
   const key = env.values.key as string | undefined;
   if (sub === 'add') {
     const [kind, value] = [env.args[2], env.args[3]];
-    if (!key || !kind || !value) throw new AgroError('usage', 'monitors add --key <key_id> (car <numero> | cnpj <cnpj>)');
+    if (!key || !kind || !value) throw new AgroError('usage', ADD_FORM);
     const m = await withDb(env, (pool) => addMonitor(pool, key, kind, value));
     print(env, { ...m, created_at: iso(m.created_at) }, () => `${m.created ? 'monitor' : 'already monitored:'} ${m.id}  ${m.kind} ${m.record}  (key ${m.key_id})`);
     return 0;

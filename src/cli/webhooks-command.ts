@@ -7,8 +7,9 @@ import { openDb, print, withDb, type Env } from './context.ts';
 import type { Syntax } from './syntax.ts';
 
 const ID = ['<id>'];
+const ADD_FORM = 'webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…] [--secret-file PATH|-]';
 export const WEBHOOKS_COMMANDS: Syntax[] = [
-  { form: 'webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…] [--secret-file PATH|-]', does: 'subscribe an endpoint (secret shown once); --secret-file: the secret from a file or stdin (-), out of `ps`' },
+  { form: ADD_FORM, does: 'subscribe an endpoint (secret shown once); --secret-file: the secret from a file or stdin (-), out of `ps`' },
   { form: 'webhooks list [--key <key_id>]' },
   { form: 'webhooks remove <id>', args: ID },
   { form: 'webhooks log <id> [--limit N]', args: ID, does: 'its delivery attempts' },
@@ -68,7 +69,7 @@ export async function cmdWebhooks(env: Env): Promise<number> {
     case 'add': {
       const url = env.values.url as string | undefined;
       const events = env.values.events as string | undefined;
-      if (!key || !url || !events) throw new AgroError('usage', 'webhooks add --key <key_id> --url URL --events a,b [--secret whsec_…]');
+      if (!key || !url || !events) throw new AgroError('usage', ADD_FORM);
       const e = await withDb(env, (pool) =>
         addEndpoint(pool, { keyId: key, url, events, secret: secretArg(env), allowPrivate: env.cfg.webhooks.allowPrivate }),
       );
