@@ -201,11 +201,24 @@ export function trustProxy(v: string | undefined): boolean | number | readonly s
   return Object.freeze(t.split(',').map((a) => a.trim()).filter(Boolean));
 }
 
+/**
+ * Why a source location is none contract §1 takes (a path, a file:// or an http(s):// URL), or
+ * null: another scheme (ftp://host/x.zip) is refused wherever a source is given (--source, a
+ * --series-file line, a schedule job, AGRO_SOURCE_<PIPELINE>), not read as the relative path ./ftp:/host/x.zip.
+ */
+export function sourceSchemeProblem(uri: string): string | null {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uri)?.[1];
+  return scheme && !/^(https?|file)$/i.test(scheme) ? `takes a path, a file:// or an http(s):// URL, not ${scheme}://` : null;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
   const sources: Record<string, string> = { ...OFFICIAL_SOURCES };
   for (const [k, v] of Object.entries(env)) {
     const m = /^AGRO_SOURCE_(.+)$/.exec(k);
-    if (m && v) sources[m[1].toLowerCase().replace(/_/g, '-')] = v;
+    if (!m || !v) continue;
+    const problem = sourceSchemeProblem(v);
+    if (problem) throw new Error(`${k} ${problem}`);
+    sources[m[1].toLowerCase().replace(/_/g, '-')] = v;
   }
   return Object.freeze({
     dataDir: path.resolve(cwd, env.AGRO_DATA_DIR || '.data'),

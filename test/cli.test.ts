@@ -190,6 +190,10 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     const list = path.join(work, 'series-ftp.txt');
     fs.writeFileSync(list, `2024-06-01 ${path.join(ROOT, 'fixtures/ibge-municipios')}\n2024-07-01 ftp://example.org/ibge/\n`);
     expect(usage('backfill', 'ibge-municipios', '--series-file', list, '--json')).toMatch(/line 2: .*not ftp:\/\//);
+    // The configured source too (AGRO_SOURCE_<PIPELINE>): a configuration error before anything runs.
+    const configured = agroEnv({ AGRO_SOURCE_IBGE_MUNICIPIOS: 'ftp://example.org/ibge/' }, 'run', 'ibge-municipios', '--json');
+    expect(configured.code, configured.stderr).toBe(2);
+    expect(oneObject(configured)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/AGRO_SOURCE_IBGE_MUNICIPIOS takes a path, a file:\/\/ or an http\(s\):\/\/ URL, not ftp:\/\//) } });
     expect((await db.pool.query(`SELECT count(*)::int AS n FROM etl.runs`)).rows[0].n).toBe(before);
   }, 300_000);
 

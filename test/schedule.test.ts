@@ -62,6 +62,11 @@ describe('schedule config', () => {
     expect(configError({ jobs: {} })).toMatch(/empty/);
     expect(configError({ retries: -1, jobs: { a: { cron: '0 2 * * *', pipelines: ['zarc'] } } })).toMatch(/retries/);
     expect(configError({ jobs: { a: { cron: '0 2 * * *', pipelines: ['zarc'], sources: { sicar: 'x' } } } })).toMatch(/does not run/);
+    // A source is a path, a file:// or an http(s):// URL, as --source (contract §1): ftp://host/x.zip was
+    // read as the relative path ./ftp:/host/x.zip, every night a failed run; `schedule --check` passed it.
+    expect(configError({ jobs: { a: { cron: '0 2 * * *', pipelines: ['zarc'], sources: { zarc: 'ftp://example.org/zarc/' } } } })).toMatch(/job "a".*source of zarc takes a path, a file:\/\/ or an http\(s\):\/\/ URL, not ftp:\/\//);
+    // States as AGRO_SICAR_UFS: a list naming none planned no run of the job's per-state pipelines.
+    expect(configError({ jobs: { a: { cron: '0 2 * * *', pipelines: ['sicar'], ufs: [] } } })).toMatch(/job "a".*"ufs" names no state/);
     expect(configError({ jobs: { a: { cron: '0 2 * * *', pipelines: ['zarc'] } } })).toBeNull();
   });
 

@@ -15,6 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 import { AgroError, isAgroError } from '../errors.ts';
+import { sourceSchemeProblem } from '../config.ts';
 import { progress } from '../progress.ts';
 import { checkZipDirectory, firstContentByte, readHead, type ZipLimits } from './archive.ts';
 import { noAnswerCode, watchHost, type HostWatch } from './unreachable-hosts.ts';
@@ -117,10 +118,10 @@ async function hashInto(hash: Hash, file: string): Promise<void> {
 /** An http(s) URL (anything else is a local path or a file:// URL). */
 export const isHttp = (uri: string): boolean => /^https?:\/\//i.test(uri);
 
-/** A source as given (contract §1: a path, a file:// or an http(s):// URL); another scheme is refused, not read as a relative path. */
+/** A source as given (contract §1: a path, a file:// or an http(s):// URL); another scheme is a usage error (sourceSchemeProblem). */
 export function checkSourceScheme(uri: string, what: string): string {
-  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uri)?.[1];
-  if (scheme && !/^(https?|file)$/i.test(scheme)) throw new AgroError('usage', `${what} takes a path, a file:// or an http(s):// URL, not ${scheme}://`);
+  const problem = sourceSchemeProblem(uri);
+  if (problem) throw new AgroError('usage', `${what} ${problem}`);
   return uri;
 }
 

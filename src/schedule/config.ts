@@ -3,7 +3,7 @@
 // SICAR per state nightly, embargoes daily, reference layers weekly, CNPJ monthly.
 import fs from 'node:fs';
 import cron from 'node-cron';
-import { KNOWN_UFS } from '../config.ts';
+import { KNOWN_UFS, sourceSchemeProblem } from '../config.ts';
 import { AgroError } from '../errors.ts';
 
 export interface JobConfig {
@@ -98,6 +98,8 @@ export function parseSchedule(raw: unknown, knownPipelines: readonly string[], o
       if (!Array.isArray(job.ufs)) bad(where, '"ufs" must be a list of states');
       ufs = job.ufs.map((u) => String(u).trim().toUpperCase());
       for (const u of ufs) if (!KNOWN_UFS.includes(u)) bad(where, `"${u}" is not a Brazilian state`);
+      // As AGRO_SICAR_UFS: an empty list planned no run of the job's per-state pipelines.
+      if (!ufs.length) bad(where, '"ufs" names no state (leave it out for the configured states)');
     }
     const sources: Record<string, string> = {};
     if (job.sources !== undefined) {
@@ -105,6 +107,8 @@ export function parseSchedule(raw: unknown, knownPipelines: readonly string[], o
       for (const [p, s] of Object.entries(job.sources as Record<string, unknown>)) {
         if (!(job.pipelines as string[]).includes(p)) bad(where, `"sources" names "${p}", which the job does not run`);
         if (typeof s !== 'string' || !s) bad(where, `source of ${p} must be a non-empty string`);
+        const problem = sourceSchemeProblem(s);
+        if (problem) bad(where, `source of ${p} ${problem}`);
         sources[p] = s;
       }
     }
