@@ -269,6 +269,16 @@ test('the report says whether its snapshot is served and what to do: current, bl
   expect(page).toContain('<h2>Change against the snapshot current at load time (dated after this one)</h2>');
   expect(page).toContain(`<tr><th>previous snapshot</th><td>${first.snapshot_id} (as of ${first.as_of})</td></tr>`);
 
+  expect(o.publication.says).toContain('as_of reads of 2024-01-01 answer from it');
+  // A backfill dated as the current snapshot is: as_of reads of that date answer from the current
+  // one (the API's order: within a date, the current snapshot first), not from it, as it said.
+  const sameDay = await run(await build('same-day', { mtime: new Date(2024, 5, 1) }), { asOf: first.as_of!, backfill: true }); // other bytes, the same rows
+  expect(sameDay.status).toBe('loaded');
+  const sd = json(`r${sameDay.run_id}`);
+  expect(sd.publication).toMatchObject({ status: 'loaded', current_snapshot_id: first.snapshot_id });
+  expect(sd.publication.says).not.toContain('answer from it');
+  expect(sd.publication.says).toContain(`as_of reads of ${first.as_of} answer from snapshot ${first.snapshot_id}`);
+
   expect(json(`s${first.snapshot_id}`).publication).toMatchObject({ status: 'current', current_snapshot_id: first.snapshot_id });
   expect(html(`s${first.snapshot_id}`)).toMatch(/current/);
 

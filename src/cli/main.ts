@@ -290,7 +290,8 @@ async function cmdReport(env: Env): Promise<number> {
       q = { ...q, facts: { ...q.facts, notes: [note, ...q.facts.notes] } };
     }
     // Served or not, and what to do: the catalogue's word now, not the run's.
-    q = { ...q, publication: publicationOf(q, snap, await catalog.currentSnapshot(pool, snap.dataset, snap.scope)) };
+    const answering = (await catalog.answeringSnapshot(pool, snap.dataset, snap.scope, snap.as_of))?.snapshot_id ?? null;
+    q = { ...q, publication: publicationOf(q, snap, await catalog.currentSnapshot(pool, snap.dataset, snap.scope), answering) };
     // Example rows stored before their numbers were masked too (verdict-examples.ts).
     if (q.facts.examples) q = { ...q, facts: { ...q.facts, examples: maskCpfsInSourceValues(q.facts.examples) } };
     const relation = findPipeline(snap.dataset)?.mainRelation;

@@ -236,6 +236,11 @@ export function answeringOn<T extends { as_of: string; snapshot_id: number; is_c
   return series.filter((s) => s.as_of <= date).sort(rank)[0];
 }
 
+/** The snapshot of a dataset (and state) with tables an as_of read of `date` answers from, or undefined. */
+export async function answeringSnapshot(db: Db, dataset: string, scope: string, date: string): Promise<SnapshotRow | undefined> {
+  return answeringOn((await snapshotsWithTables(db, dataset, scope)).filter((s) => ANSWERING_STATUSES.includes(s.status)), date);
+}
+
 /** `agro keep`: exempts a snapshot from retention (or gives it back to retention). */
 export async function setKept(db: Db, snapshotId: number, kept: boolean): Promise<boolean> {
   const r = await db.query('UPDATE etl.snapshots SET kept = $2 WHERE snapshot_id = $1', [snapshotId, kept]);

@@ -26,15 +26,19 @@ export function blockedSays(r: QualityReport, currentId: number | null): string 
   return `Not served (${servedInstead(currentId)}): the quality gate blocked it (${rules}). Check the failed rules and the rows below: if the source is right, agro publish ${r.snapshot_id} --force publishes it as it is; otherwise fix the source and run again.`;
 }
 
-/** The snapshot's standing in the catalogue now, in the report's words. */
-export function publicationOf(r: QualityReport, snap: SnapshotRow, current: SnapshotRow | null): Publication {
+/**
+ * The snapshot's standing in the catalogue now, in the report's words. `answering`: the snapshot
+ * as_of reads of its date answer from (catalog.answeringOn): within a date the current one comes
+ * first, so a snapshot loaded beside a current one of the same date answers nothing.
+ */
+export function publicationOf(r: QualityReport, snap: SnapshotRow, current: SnapshotRow | null, answering: number | null): Publication {
   const cur = current?.snapshot_id ?? null;
   const id = snap.snapshot_id;
   const other = cur && cur !== id ? ` (snapshot ${cur}, as of ${current!.as_of}, is)` : '';
   if (cur === id) return { status: 'current', current_snapshot_id: cur, says: `Served: snapshot ${id} is current${snap.forced ? ', published past the quality gate with --force' : ''}.` };
   const says: Record<SnapshotStatus, string> = {
     blocked: blockedSays(r, cur),
-    loaded: `Loaded, not current${other}: as_of reads of ${snap.as_of} answer from it; agro publish ${id} makes it current.`,
+    loaded: `Loaded, not current${other}: as_of reads of ${snap.as_of} answer from ${answering === id ? 'it' : answering ? `snapshot ${answering}` : 'none'}; agro publish ${id} makes it current.`,
     published: `Published, not current${other}.`,
     superseded: `No longer current: published, then replaced${other}.`,
     rolled_back: `Rolled back by an operator${other}: agro publish ${id} makes it current again.`,

@@ -329,7 +329,7 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     // another date's snapshot holds (a later one, or an earlier one another date came between)
     // are still what the registry said on this date, which needs a snapshot of its own.
     const kept = options.backfill && options.asOf
-      ? [catalog.answeringOn((await catalog.snapshotsWithTables(pool, pipeline.name, scope)).filter((s) => catalog.ANSWERING_STATUSES.includes(s.status)), options.asOf)].filter((s) => s !== undefined)
+      ? [await catalog.answeringSnapshot(pool, pipeline.name, scope, options.asOf)].filter((s) => s !== undefined)
       : current ? [current] : [];
     // A part that could not be read this run brings nothing new: then the files alone are
     // compared with the files a snapshot recorded (its own parts set aside).
