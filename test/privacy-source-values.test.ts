@@ -1,6 +1,7 @@
 // maskCpfsInSourceValues (src/privacy.ts): a report's example rows keep columns the pipeline does
 // not know as read, and a DBF number field holding CPFs comes back from jsonb as a JSON number.
 import { describe, expect, it } from 'vitest';
+import { maskExampleValues } from '../src/etl/verdict-examples.ts';
 import { maskCpfsInSourceValues } from '../src/privacy.ts';
 
 describe('maskCpfsInSourceValues', () => {
@@ -17,5 +18,10 @@ describe('maskCpfsInSourceValues', () => {
   it('leaves other numbers alone: shorter ones that are no CPF, amounts, fractions', () => {
     const values = { area: 1234567891, codigo: 5300108, ha: 5000.75, n: 0 };
     expect(maskCpfsInSourceValues(values)).toEqual(values);
+  });
+
+  it("a stored report's examples: their values masked, not their row numbers (a 9-digit row passing the check digits is a row)", () => {
+    const examples = { other_state: [{ source: 'x.dbf', row: 123456797, values: { cpf_resp: 123456797 }, lon: -47.9, lat: -15.8 }] };
+    expect(maskExampleValues(examples)).toEqual({ other_state: [{ source: 'x.dbf', row: 123456797, values: { cpf_resp: '***.234.567-**' }, lon: -47.9, lat: -15.8 }] });
   });
 });

@@ -16,7 +16,8 @@ import { reportExtras } from '../etl/report-data.ts';
 import { renderReportHtml } from '../etl/report-html.ts';
 import { publicationOf } from '../etl/report-status.ts';
 import { checkAsOf, parseUf, reportPath, runPipeline, writeReportFiles, type RunOutcome } from '../etl/run.ts';
-import { maskCpfsDeep, maskCpfsInSourceValues, maskCpfsInText } from '../privacy.ts';
+import { maskCpfsDeep, maskCpfsInText } from '../privacy.ts';
+import { maskExampleValues } from '../etl/verdict-examples.ts';
 import { setupTerminal } from '../progress.ts';
 import { cmdBackfillSeries, keepBackfilled, keptLine } from './backfill-series.ts';
 import { cmdDoctor } from './doctor.ts';
@@ -293,7 +294,7 @@ async function cmdReport(env: Env): Promise<number> {
     const answering = (await catalog.answeringSnapshot(pool, snap.dataset, snap.scope, snap.as_of))?.snapshot_id ?? null;
     q = { ...q, publication: publicationOf(q, snap, await catalog.currentSnapshot(pool, snap.dataset, snap.scope), answering) };
     // Example rows stored before their numbers were masked too (verdict-examples.ts).
-    if (q.facts.examples) q = { ...q, facts: { ...q.facts, examples: maskCpfsInSourceValues(q.facts.examples) } };
+    if (q.facts.examples) q = { ...q, facts: { ...q.facts, examples: maskExampleValues(q.facts.examples) } };
     const relation = findPipeline(snap.dataset)?.mainRelation;
     return { report: q, extras: format === 'html' && relation ? await reportExtras(pool, relation, q) : undefined };
   });

@@ -17,6 +17,13 @@ export interface RowExample {
   lat?: number;
 }
 
+/**
+ * The CPF mask of example rows' source values (maskCpfsInSourceValues: a whole number of a
+ * CPF's digits too), for reports stored before it; the row numbers and coordinates are ours.
+ */
+export const maskExampleValues = (examples: Record<string, RowExample[]>): Record<string, RowExample[]> =>
+  Object.fromEntries(Object.entries(examples).map(([reason, list]) => [reason, list.map((e) => ({ ...e, values: maskCpfsInSourceValues(e.values) }))]));
+
 export interface VerdictExamples {
   examples: Record<string, RowExample[]>;
   /** Centres of repaired (kept) and rejected geometries, at most `MAX_POINTS` each. */
