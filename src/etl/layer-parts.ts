@@ -63,13 +63,19 @@ export function gdalOpenable(shp: string): { shp: string; release: () => void } 
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-parts-')); // the source's folder may be read-only
   }
   const base = path.join(dir, path.basename(stem));
-  for (const part of parts) {
-    const to = base + path.extname(part).toLowerCase();
-    try {
-      fs.linkSync(part, to);
-    } catch {
-      fs.copyFileSync(part, to);
+  const release = () => fs.rmSync(dir, { recursive: true, force: true });
+  try {
+    for (const part of parts) {
+      const to = base + path.extname(part).toLowerCase();
+      try {
+        fs.linkSync(part, to);
+      } catch {
+        fs.copyFileSync(part, to);
+      }
     }
+  } catch (e) {
+    release(); // a copy that failed (a full disk) leaves no folder behind
+    throw e;
   }
-  return { shp: `${base}.shp`, release: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  return { shp: `${base}.shp`, release };
 }
