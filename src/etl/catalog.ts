@@ -281,14 +281,15 @@ export async function publications(db: Db, dataset: string, scope: string): Prom
 /**
  * Snapshots an operator rolled back whose bytes no snapshot made current since carries (by
  * publication history, so a rolled-back snapshot retention dropped still counts): a run does
- * not publish those bytes again (src/etl/run.ts). Newest rollback first.
+ * not publish those bytes again (src/etl/run.ts). Newest rollback first; `rolled_back_at` is
+ * the snapshot's own (sql/0118), set by that rollback or a later one.
  */
 export async function rolledBackSnapshots(db: Db, dataset: string, scope: string): Promise<(SnapshotRow & { rolled_back_at: Date })[]> {
   const r = await db.query(
     `WITH p AS (
        SELECT publication_id, snapshot_id, action, at, lag(snapshot_id) OVER (ORDER BY publication_id) AS before
          FROM etl.publications WHERE dataset = $1 AND scope = $2)
-     SELECT ${SNAPSHOT_COLUMNS}, p.at AS rolled_back_at
+     SELECT ${SNAPSHOT_COLUMNS}
        FROM p JOIN etl.snapshots s ON s.snapshot_id = p.before LEFT JOIN etl.current c ON c.snapshot_id = s.snapshot_id
       WHERE p.action = 'rollback'
         AND NOT EXISTS (SELECT 1 FROM p later JOIN etl.snapshots ls ON ls.snapshot_id = later.snapshot_id
