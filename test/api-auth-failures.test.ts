@@ -44,6 +44,17 @@ async function withKeysLocked<T>(fn: () => Promise<T>): Promise<T> {
 const within = <T>(p: Promise<T>, ms = 3_000): Promise<T> =>
   Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms (waiting on the database?)`)), ms))]);
 
+/** The panel's refusal: the sign-in page (a browser is there), with the same status, message and Retry-After. */
+function expectRefusedPage(r: Awaited<ReturnType<typeof call>>) {
+  expect(r.status).toBe(429);
+  expect(r.headers.get('content-type')).toBe('text/html; charset=utf-8');
+  expect(r.text).toMatch(/failed authentications/);
+  expect(r.text).toContain('name="api_key"');
+  const retry = Number(r.headers.get('retry-after'));
+  expect(retry).toBeGreaterThanOrEqual(1);
+  expect(retry).toBeLessThanOrEqual(60);
+}
+
 function expectRefused(r: Awaited<ReturnType<typeof call>>) {
   const e = expectEnvelope(r, 429, 'rate_limited');
   expect(e.message).toMatch(/failed authentications/);
@@ -81,9 +92,8 @@ describe('panel and /metrics (each on its own server: one address, one count)', 
     expect((await fetch(`${other.base}/panel`, { headers: { cookie: 'agro_panel=nosuchsession' } })).status).toBe(200); // the sign-in page: the 5th failure
     await withKeysLocked(async () => {
       const r = await within(login(generateKey('live')));
-      const text = await r.text();
-      expectRefused({ status: r.status, headers: r.headers, body: JSON.parse(text), text });
-      expectRefused(await within(call(other.base, '/panel', { headers: { cookie: 'agro_panel=nosuchsession' } })));
+      expectRefusedPage({ status: r.status, headers: r.headers, body: null, text: await r.text() });
+      expectRefusedPage(await within(call(other.base, '/panel', { headers: { cookie: 'agro_panel=nosuchsession' } })));
     });
   });
 

@@ -7,6 +7,7 @@ import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiDeps } from '../api/deps.ts';
+import { toFailure } from '../api/errors.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import { formText, sameToken } from './panel-form.ts';
 import { isCalendarDate } from '../dates.ts';
@@ -88,8 +89,10 @@ async function dashboard(deps: ApiDeps, s: Session, q: Record<string, string | u
   const keyRow = (k: ApiKey) => {
     const active = k.revoked_at === null || k.revoked_at.getTime() > Date.now();
     const state = k.revoked_at === null ? 'active' : active ? `works until ${iso(k.revoked_at)}` : `revoked ${iso(k.revoked_at)}`;
+    // A key already rotated (in its grace period) has a successor: only it can be rotated.
+    const rotate = k.replaced_by ? '' : `<form class="inline" method="post" action="/panel/keys/${esc(k.id)}/rotate">${csrf}<button>Rotate</button></form>`;
     const actions = active && manageableEnvs(s).includes(k.env)
-      ? `<form class="inline" method="post" action="/panel/keys/${esc(k.id)}/rotate">${csrf}<button>Rotate</button></form>
+      ? `${rotate}
          <form class="inline" method="post" action="/panel/keys/${esc(k.id)}/revoke">${csrf}<button>Revoke</button></form>`
       : '';
     return `<tr data-key="${esc(k.id)}"><td><code>${esc(k.prefix)}…${esc(k.last4)}</code>${k.id === s.key_id ? ' (this session)' : ''}</td><td>${esc(k.name)}</td><td>${esc(k.env)}</td>
@@ -125,6 +128,19 @@ export function panelRoutes(deps: ApiDeps) {
     await app.register(cookie);
     await app.register(formbody, { bodyLimit: 16_384 });
     const config = { public: true };
+
+    // A failure on a panel route (a form posted twice, sign-ins over the failure limit, a body
+    // the form parser refuses) is a page with the API's status and message, not its JSON
+    // envelope: the user is in a browser. Unexpected ones are logged as the API logs them.
+    app.setErrorHandler(async (err, req, reply) => {
+      const f = toFailure(err);
+      if (f.unexpected) req.log[f.status >= 500 ? 'error' : 'warn']({ err }, 'request failed');
+      reply.header('x-request-id', req.id).headers(f.headers);
+      const body = `<p role="alert">${esc(f.message)}</p><p class="muted">Request ${esc(req.id)}</p>`;
+      // A panel 429 is the failed-authentication limit (auth-failures.ts): the sign-in form, to retry later.
+      if (f.status === 429) return send(reply, 429, loginPage(f.message));
+      return send(reply, f.status, page('Account panel — error', `<h1>Account panel</h1>${body}<p><a href="/panel">Back to the panel</a></p>`));
+    });
 
     // A cookie or a sign-in that matches nothing counts against the address (auth-failures.ts);
     // an address over its limit is refused before the database read.

@@ -99,11 +99,16 @@ export function expectEnvelope(r: Reply, status: number, code: string): { code: 
 }
 
 /** A test database loaded with every fixture and the API on it (`env`: config over the process's), torn down after the file's tests. */
-export function fixtureApi(env: Record<string, string> = {}): { db: TestDb; api: Running } {
+export const fixtureApi = (env: Record<string, string> = {}) => apiOnTestDatabase(env, true);
+
+/** The same without data sets (the platform: keys, panel, history). */
+export const emptyApi = (env: Record<string, string> = {}) => apiOnTestDatabase(env, false);
+
+function apiOnTestDatabase(env: Record<string, string>, fixtures: boolean): { db: TestDb; api: Running } {
   const fx = {} as { db: TestDb; api: Running };
   beforeAll(async () => {
     fx.db = await testDatabase(env);
-    await loadFixtures(fx.db);
+    if (fixtures) await loadFixtures(fx.db);
     fx.api = await startApi(fx.db.cfg, fx.db.url, fx.db);
   }, 300_000);
   afterAll(async () => {

