@@ -67,3 +67,37 @@ describe('panel errors are pages', () => {
     await expectPage(await fetch(`${fx.api.base}/panel/keys`, { method: 'POST', headers: { cookie }, body: fd }), 415);
   });
 });
+
+describe('panel forms sent back with an error', () => {
+  test('the monitor form masks a CPF typed into it and keeps the kind and number typed', async () => {
+    const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter' });
+    const { post } = await signIn(fx.api.base, owner.key);
+    const html = await expectPage(await post('/panel/monitors', { kind: 'cnpj', record: '529.982.247-25' }), 422);
+    expect(html).not.toContain('529.982.247-25');
+    expect(html).toContain('not a valid CNPJ: ***.982.247-**');
+    expect(html).not.toContain('usage error'); // the catalogue's prefix is for the CLI
+    expect(html).toContain('<input name="record" size="50" required value="***.982.247-**">');
+    expect(html).toContain('<option value="cnpj" selected>');
+    const car = await expectPage(await post('/panel/monitors', { kind: 'car', record: 'MT-123' }), 422);
+    expect(car).toContain('value="MT-123"');
+  });
+
+  test('the subscription form keeps the URL and the events chosen, and says which events to choose in the panel’s words', async () => {
+    const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter' });
+    const { post } = await signIn(fx.api.base, owner.key);
+    const bad = await expectPage(await post('/panel/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['car.embargo.criado', 'quota.threshold'] }), 422);
+    expect(bad).toContain('value="http://127.0.0.1:9/hook"');
+    expect(bad).toContain('value="car.embargo.criado" checked');
+    expect(bad).toContain('value="quota.threshold" checked');
+    expect(bad).not.toContain('value="car.situacao.alterada" checked');
+    const none = await expectPage(await post('/panel/webhooks', { url: 'https://8.8.8.8/hook' }), 422);
+    expect(none).toContain('choose at least one event');
+    expect(none).not.toContain('--events');
+    expect(none).toContain('value="https://8.8.8.8/hook"');
+    // A fresh form has every event checked and no URL.
+    const fresh = await (await post('/panel/webhooks', { url: 'https://8.8.8.8/ok', events: 'car.embargo.criado' })).text();
+    expect(fresh).toContain('id="new-secret"');
+    expect(fresh).toContain('value="car.situacao.alterada" checked');
+    expect(fresh).toContain('<input name="url" type="url" size="50" required>');
+  });
+});

@@ -3,7 +3,9 @@
 // and the monitored records (add, remove). Plain forms with the session's CSRF token, no script.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiDeps } from '../api/deps.ts';
+import { toFailure } from '../api/errors.ts';
 import { isAgroError } from '../errors.ts';
+import { maskCpfsInText } from '../privacy.ts';
 import { replayEvent, sendTestEvent } from '../events/delivery.ts';
 import { addEndpoint, deliveryLog, EVENT_TYPES, getEndpoint, listEndpoints, removeEndpoint, rotateSecret, type Endpoint } from '../events/endpoints.ts';
 import { addMonitor, countMonitors, newestMonitors, removeMonitor, type Monitor } from '../events/monitors.ts';
@@ -36,11 +38,19 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
   const csrfField = (s: Session) => `<input type="hidden" name="csrf" value="${esc(s.csrf)}">`;
   const notFound = (reply: FastifyReply, what: string) =>
     send(reply, 404, page('Not found', `<h1>Not found</h1><p>No such ${esc(what)} in this account. <a href="/panel/webhooks">Back</a></p>`));
-  const alert = (m: string) => `<p role="alert">${esc(m)}</p>`;
+  /** A refused form's reason: the detail without the catalogue's prefix, CPFs masked (as the API words it). */
+  const alert = (err: unknown) => `<p role="alert">${esc(toFailure(err).message)}</p>`;
   const secretFlash = (note: string, secret: string) =>
     `<div class="new" role="status"><p>${esc(note)} The signing secret is shown only now: store it.</p><p><code id="new-secret">${esc(secret)}</code></p></div>`;
 
-  const overview = async (s: Session, flash: string) => {
+  /**
+   * The page; `typed` is a refused form's fields, sent back so that nothing typed is lost (CPFs
+   * masked like everything the panel shows; the URL's password too).
+   */
+  const overview = async (s: Session, flash: string, typed: Partial<{ url: string; events: string[]; kind: string; record: string }> = {}) => {
+    const value = (v: string | undefined) => (v ? ` value="${esc(maskCpfsInText(v))}"` : '');
+    const checked = (t: string) => (!typed.events || typed.events.includes(t) ? ' checked' : '');
+    const kindOption = (k: string, label: string) => `<option value="${k}"${typed.kind === k ? ' selected' : ''}>${label}</option>`;
     const ids = await accountKeyIds(deps, s);
     const [endpoints, monitors, monitored] = await Promise.all([listEndpoints(deps.pool, ids), newestMonitors(deps.pool, ids, PANEL_MONITORS), countMonitors(deps.pool, ids)]);
     const csrf = csrfField(s);
@@ -57,16 +67,16 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
 <p class="muted">Each delivery is a POST signed with the endpoint's secret (<code>X-Service-Signature</code> and the Standard Webhooks headers); only a 2xx answer counts, others are retried for about 3 days, and <code>410 Gone</code> disables the endpoint.</p>
 <table id="endpoints"><thead><tr><th>URL</th><th>Events</th><th>Key</th><th>State</th><th></th></tr></thead><tbody>${endpoints.map(endpointRow).join('\n')}</tbody></table>
 ${endpoints.length === 0 ? '<p class="muted">No subscriptions yet.</p>' : ''}
-<form method="post" action="/panel/webhooks">${csrf}<label>URL <input name="url" type="url" size="50" required></label>
-<fieldset><legend>Events</legend>${EVENT_TYPES.map((t) => `<label><input type="checkbox" name="events" value="${esc(t)}" checked> ${esc(t)}</label>`).join(' ')}</fieldset>
+<form method="post" action="/panel/webhooks">${csrf}<label>URL <input name="url" type="url" size="50" required${value(typed.url)}></label>
+<fieldset><legend>Events</legend>${EVENT_TYPES.map((t) => `<label><input type="checkbox" name="events" value="${esc(t)}"${checked(t)}> ${esc(t)}</label>`).join(' ')}</fieldset>
 <button type="submit">Subscribe</button></form>
 <h2>Monitored records</h2>
 <p class="muted">Change events (<code>car.situacao.alterada</code>, <code>car.embargo.criado</code>, <code>socio.qsa.alterado</code>) are sent for these records when a new snapshot is published.</p>
 <table id="monitors"><thead><tr><th>Kind</th><th>Record</th><th>Key</th><th></th></tr></thead><tbody>${monitors.map(monitorRow).join('\n')}</tbody></table>
 ${monitors.length === 0 ? '<p class="muted">No monitored records yet.</p>' : ''}
 ${monitored > monitors.length ? `<p class="muted" id="monitors-shown">The ${monitors.length} newest of ${monitored} monitored records; <code>agro monitors list --key &lt;key_id&gt;</code> lists them all.</p>` : ''}
-<form method="post" action="/panel/monitors">${csrf}<label>Kind <select name="kind"><option value="car">CAR</option><option value="cnpj">CNPJ</option></select></label>
-<label>Number <input name="record" size="50" required></label> <button type="submit">Monitor</button></form>`);
+<form method="post" action="/panel/monitors">${csrf}<label>Kind <select name="kind">${kindOption('car', 'CAR')}${kindOption('cnpj', 'CNPJ')}</select></label>
+<label>Number <input name="record" size="50" required${value(typed.record)}></label> <button type="submit">Monitor</button></form>`);
   };
 
   const endpointPage = async (s: Session, e: Endpoint, flash: string) => {
@@ -99,12 +109,15 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
   app.post('/panel/webhooks', opts, async (req, reply) => {
     const s = await kit.guard(req, reply);
     if (!s) return reply;
+    const typed = { url: formText(req, 'url'), events: formList(req, 'events') };
+    // No box ticked: said in the form's words (addEndpoint's message names the CLI's --events).
+    if (typed.events.length === 0) return send(reply, 422, await overview(s, `<p role="alert">choose at least one event</p>`, typed));
     try {
-      const e = await addEndpoint(deps.pool, { keyId: s.key_id, url: formText(req, 'url'), events: formList(req, 'events'), allowPrivate: deps.cfg.webhooks.allowPrivate });
+      const e = await addEndpoint(deps.pool, { keyId: s.key_id, url: typed.url, events: typed.events, allowPrivate: deps.cfg.webhooks.allowPrivate });
       return send(reply, 201, await overview(s, secretFlash(`Subscribed ${e.url}.`, e.secret)));
     } catch (err) {
       if (!isAgroError(err)) throw err;
-      return send(reply, 422, await overview(s, alert(err.message)));
+      return send(reply, 422, await overview(s, alert(err), typed));
     }
   });
 
@@ -146,7 +159,7 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
       await replayEvent(deps.pool, formText(req, 'event_id'), { endpointId: e.id, keyIds: await accountKeyIds(deps, s) });
     } catch (err) {
       if (!isAgroError(err)) throw err;
-      return send(reply, 404, await endpointPage(s, e, alert(err.message)));
+      return send(reply, 404, await endpointPage(s, e, alert(err)));
     }
     return back(reply, `/panel/webhooks/${encodeURIComponent(e.id)}`);
   });
@@ -154,12 +167,13 @@ ${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No deli
   app.post('/panel/monitors', opts, async (req, reply) => {
     const s = await kit.guard(req, reply);
     if (!s) return reply;
+    const typed = { kind: formText(req, 'kind'), record: formText(req, 'record') };
     try {
-      const m = await addMonitor(deps.pool, s.key_id, formText(req, 'kind'), formText(req, 'record'));
+      const m = await addMonitor(deps.pool, s.key_id, typed.kind, typed.record);
       return send(reply, 201, await overview(s, `<p role="status">${m.created ? 'Monitoring' : 'Already monitored:'} ${esc(m.kind)} <code>${esc(m.record)}</code>.</p>`));
     } catch (err) {
       if (!isAgroError(err)) throw err;
-      return send(reply, 422, await overview(s, alert(err.message)));
+      return send(reply, 422, await overview(s, alert(err), typed));
     }
   });
 
