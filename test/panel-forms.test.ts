@@ -2,11 +2,22 @@
 // a page (never the API's JSON envelope), a form sent back with an error keeps what was typed
 // (CPFs masked), and every page fits a 375 px wide phone with long values in it. Real server on
 // loopback, real HTTP, Debian's headless Chromium.
-import { describe, expect, test } from 'vitest';
+import type { Browser } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { addEndpoint } from '../src/events/endpoints.ts';
+import { addMonitor } from '../src/events/monitors.ts';
 import { createKey } from '../src/platform/keys.ts';
-import { emptyApi, startApi } from './helpers/api.ts';
+import { call, emptyApi, startApi } from './helpers/api.ts';
+import { launchChromium } from './helpers/chromium.ts';
 
 const fx = emptyApi();
+let chromium: { browser: Browser; close: () => Promise<void> };
+
+beforeAll(async () => {
+  chromium = await launchChromium();
+}, 120_000);
+
+afterAll(async () => chromium?.close());
 
 /** Signs in with a key: the session cookie and the CSRF token of its forms. */
 async function signIn(base: string, key: string): Promise<{ cookie: string; csrf: string; post: (path: string, fields: Record<string, string | string[]>) => Promise<Response> }> {
@@ -99,5 +110,28 @@ describe('panel forms sent back with an error', () => {
     expect(fresh).toContain('id="new-secret"');
     expect(fresh).toContain('value="car.situacao.alterada" checked');
     expect(fresh).toContain('<input name="url" type="url" size="50" required>');
+  });
+});
+
+describe('panel at 375 px', () => {
+  test('the dashboard, the webhooks page and a delivery log fit a phone, long values included', async () => {
+    const owner = await createKey(fx.db.pool, { env: 'live', plan: 'growth', name: 'n'.repeat(100) });
+    await createKey(fx.db.pool, { env: 'test', plan: 'growth', name: 'ci', accountId: owner.id });
+    const hook = await addEndpoint(fx.db.pool, { keyId: owner.id, url: `https://8.8.8.8/${'h'.repeat(400)}`, events: '*', allowPrivate: false });
+    await addMonitor(fx.db.pool, owner.id, 'car', 'MT-5107925-0123456789ABCDEF0123456789ABCDEF');
+    for (let i = 0; i < 3; i++) await call(fx.api.base, `/v1/car/history?limit=5&q=${'q'.repeat(200)}`, { key: owner.key });
+    const page = await chromium.browser.newPage();
+    await page.setJavaScriptEnabled(false);
+    await page.setViewport({ width: 375, height: 800 });
+    await page.goto(`${fx.api.base}/panel`);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
+    await page.type('input[name=api_key]', owner.key);
+    await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
+    for (const path of ['/panel', '/panel/webhooks', `/panel/webhooks/${hook.id}`]) {
+      await page.goto(`${fx.api.base}${path}`);
+      expect(await page.$eval('h1', (e) => e.textContent)).not.toBe('Account panel — sign in');
+      expect(await page.evaluate(() => document.documentElement.scrollWidth), path).toBeLessThanOrEqual(375);
+    }
+    await page.close();
   });
 });

@@ -54,7 +54,7 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
     const ids = await accountKeyIds(deps, s);
     const [endpoints, monitors, monitored] = await Promise.all([listEndpoints(deps.pool, ids), newestMonitors(deps.pool, ids, PANEL_MONITORS), countMonitors(deps.pool, ids)]);
     const csrf = csrfField(s);
-    const endpointRow = (e: Endpoint) => `<tr data-endpoint="${esc(e.id)}"><td><a href="/panel/webhooks/${esc(e.id)}">${esc(e.url)}</a></td>
+    const endpointRow = (e: Endpoint) => `<tr data-endpoint="${esc(e.id)}"><td><a href="/panel/webhooks/${esc(e.id)}" title="${esc(e.url)}">${esc(e.url)}</a></td>
       <td>${e.events.map((t) => `<code>${esc(t)}</code>`).join(' ')}</td><td>${esc(e.key_id)}</td>
       <td class="state">${e.disabled_at ? `disabled ${esc(iso(e.disabled_at))}: ${esc(e.disabled_reason)}` : 'active'}${e.previous_secret_until ? ` (old secret signs until ${esc(iso(e.previous_secret_until))})` : ''}</td>
       <td><form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/test">${csrf}<button>Send test event</button></form>
@@ -65,14 +65,14 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
     return page('Webhooks and monitors', `<h1>Webhooks and monitors</h1><p><a href="/panel">← Account panel</a></p>${flash}
 <h2>Subscriptions</h2>
 <p class="muted">Each delivery is a POST signed with the endpoint's secret (<code>X-Service-Signature</code> and the Standard Webhooks headers); only a 2xx answer counts, others are retried for about 3 days, and <code>410 Gone</code> disables the endpoint.</p>
-<table id="endpoints"><thead><tr><th>URL</th><th>Events</th><th>Key</th><th>State</th><th></th></tr></thead><tbody>${endpoints.map(endpointRow).join('\n')}</tbody></table>
+<div class="wide"><table id="endpoints"><thead><tr><th>URL</th><th>Events</th><th>Key</th><th>State</th><th></th></tr></thead><tbody>${endpoints.map(endpointRow).join('\n')}</tbody></table></div>
 ${endpoints.length === 0 ? '<p class="muted">No subscriptions yet.</p>' : ''}
 <form method="post" action="/panel/webhooks">${csrf}<label>URL <input name="url" type="url" size="50" required${value(typed.url)}></label>
 <fieldset><legend>Events</legend>${EVENT_TYPES.map((t) => `<label><input type="checkbox" name="events" value="${esc(t)}"${checked(t)}> ${esc(t)}</label>`).join(' ')}</fieldset>
 <button type="submit">Subscribe</button></form>
 <h2>Monitored records</h2>
 <p class="muted">Change events (<code>car.situacao.alterada</code>, <code>car.embargo.criado</code>, <code>socio.qsa.alterado</code>) are sent for these records when a new snapshot is published.</p>
-<table id="monitors"><thead><tr><th>Kind</th><th>Record</th><th>Key</th><th></th></tr></thead><tbody>${monitors.map(monitorRow).join('\n')}</tbody></table>
+<div class="wide"><table id="monitors"><thead><tr><th>Kind</th><th>Record</th><th>Key</th><th></th></tr></thead><tbody>${monitors.map(monitorRow).join('\n')}</tbody></table></div>
 ${monitors.length === 0 ? '<p class="muted">No monitored records yet.</p>' : ''}
 ${monitored > monitors.length ? `<p class="muted" id="monitors-shown">The ${monitors.length} newest of ${monitored} monitored records; <code>agro monitors list --key &lt;key_id&gt;</code> lists them all.</p>` : ''}
 <form method="post" action="/panel/monitors">${csrf}<label>Kind <select name="kind">${kindOption('car', 'CAR')}${kindOption('cnpj', 'CNPJ')}</select></label>
@@ -88,8 +88,8 @@ ${monitored > monitors.length ? `<p class="muted" id="monitors-shown">The ${moni
     return page(`Deliveries to ${e.url}`, `<h1>Deliveries</h1><p><a href="/panel/webhooks">← Webhooks and monitors</a></p>${flash}
 <p><code>${esc(e.url)}</code> — ${e.disabled_at ? `disabled ${esc(iso(e.disabled_at))}: ${esc(e.disabled_reason)}` : 'active'}</p>
 <form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/test">${csrf}<button>Send test event</button></form>
-<table id="deliveries"><thead><tr><th>When (UTC)</th><th>Event</th><th>Type</th><th>Attempt</th><th>Status</th><th>Result</th><th>Delivery</th><th></th></tr></thead><tbody>
-${rows.join('\n')}</tbody></table>${log.length === 0 ? '<p class="muted">No delivery attempts yet (events are sent within seconds).</p>' : ''}`);
+<div class="wide"><table id="deliveries"><thead><tr><th>When (UTC)</th><th>Event</th><th>Type</th><th>Attempt</th><th>Status</th><th>Result</th><th>Delivery</th><th></th></tr></thead><tbody>
+${rows.join('\n')}</tbody></table></div>${log.length === 0 ? '<p class="muted">No delivery attempts yet (events are sent within seconds).</p>' : ''}`);
   };
 
   /** The session and the endpoint, when it belongs to the account; otherwise the answer is sent. */

@@ -23,10 +23,16 @@ const COOKIE = 'agro_panel';
 const esc = (s: unknown) =>
   String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
+// A phone (375 px) too: a long value (a webhook URL, a new key) breaks where it must (in a
+// table a URL is cut short, whole on its own page), the usage chart scales to the width, and a
+// table wider than the screen scrolls in its own box (.wide).
 const STYLE = `body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:60rem;padding:0 1rem;color:#1d2b1f}
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #ccd5cc}table{border-collapse:collapse;width:100%}
 td,th{padding:.3rem .5rem;border-bottom:1px solid #e3e8e3;text-align:left;font-size:.9rem}code{background:#eef3ee;padding:.1rem .3rem}
-.new{background:#fff6d6;border:1px solid #e0c45c;padding:.75rem}.muted{color:#66756a}form.inline{display:inline}button{cursor:pointer}`;
+.new{background:#fff6d6;border:1px solid #e0c45c;padding:.75rem}.muted{color:#66756a}form.inline{display:inline}button{cursor:pointer}
+body{overflow-wrap:break-word}button{white-space:nowrap}input,select{max-width:100%;box-sizing:border-box}svg{max-width:100%;height:auto}
+.wide{overflow-x:auto}td code{white-space:nowrap}
+td a{display:inline-block;max-width:16rem;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom}`;
 
 function page(title: string, body: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
@@ -110,11 +116,11 @@ ${usageChart(usage.days, daysInMonth)}
 <h2>History</h2>
 <form method="get" action="/panel"><label>From <input type="date" name="from" value="${esc(from)}"></label>
 <label>To <input type="date" name="to" value="${esc(to)}"></label> <button>Filter</button></form>
-<table id="history"><thead><tr><th>When (UTC)</th><th>Method</th><th>Path</th><th>Status</th><th>Billable</th><th>Legal basis</th></tr></thead><tbody>
+<div class="wide"><table id="history"><thead><tr><th>When (UTC)</th><th>Method</th><th>Path</th><th>Status</th><th>Billable</th><th>Legal basis</th></tr></thead><tbody>
 ${history.map((h) => `<tr><td>${esc(iso(h.created_at))}</td><td>${esc(h.method)}</td><td><code>${esc(maskCpfsInText(h.path))}</code></td><td>${h.status}</td><td>${h.billable ? 'yes' : 'no'}</td><td>${esc(h.lgpd_base)}</td></tr>`).join('\n')}
-</tbody></table>${history.length === 0 ? '<p class="muted">No requests in this period.</p>' : ''}
+</tbody></table></div>${history.length === 0 ? '<p class="muted">No requests in this period.</p>' : ''}
 <h2>Keys</h2>
-<table id="keys"><thead><tr><th>Key</th><th>Name</th><th>Env</th><th>State</th><th></th></tr></thead><tbody>${keys.map(keyRow).join('\n')}</tbody></table>
+<div class="wide"><table id="keys"><thead><tr><th>Key</th><th>Name</th><th>Env</th><th>State</th><th></th></tr></thead><tbody>${keys.map(keyRow).join('\n')}</tbody></table></div>
 <form method="post" action="/panel/keys">${csrf}<label>Name <input name="name" maxlength="100"></label>
 <label>Env <select name="env">${manageableEnvs(s).map((e) => `<option${e === s.env ? ' selected' : ''}>${e}</option>`).join('')}</select></label>
 <button type="submit">Create key</button></form>`);
