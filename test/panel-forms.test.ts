@@ -55,6 +55,18 @@ describe('panel errors are pages', () => {
     expect(again).toContain('href="/panel"');
   });
 
+  test('revoking the session’s own key says the session has ended and drops its cookie', async () => {
+    const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'self' });
+    const { cookie, post } = await signIn(fx.api.base, owner.key);
+    const r = await post(`/panel/keys/${owner.id}/revoke`, {});
+    expect(r.headers.get('set-cookie')).toMatch(/^agro_panel=;.*Expires=Thu, 01 Jan 1970/);
+    const text = await expectPage(r, 200);
+    expect(text).toContain(`Key ${owner.id} revoked: this session, signed in with it, has ended.`);
+    expect(text).toContain('name="api_key"');
+    expect((await fx.db.pool.query(`SELECT count(*)::int AS n FROM platform.panel_sessions WHERE key_id = $1`, [owner.id])).rows[0].n).toBe(0);
+    expect(await (await fetch(`${fx.api.base}/panel`, { headers: { cookie } })).text()).toContain('name="api_key"');
+  });
+
   test('sign-ins over the failure limit are refused with a page and Retry-After, not JSON', async () => {
     const limited = await startApi({ ...fx.db.cfg, api: { ...fx.db.cfg.api, authFailuresPerMinute: 2 } }, fx.db.url, fx.db);
     try {

@@ -231,6 +231,13 @@ export function panelRoutes(deps: ApiDeps) {
       const id = await managedKey(req, reply, s);
       if (!id) return reply;
       await revokeKey(deps.pool, id);
+      // The session's own key: the session ends with it; said, and its cookie dropped (a dead
+      // cookie would count as a failed authentication on every later page).
+      if (id === s.key_id) {
+        await endSession(deps.pool, req.cookies[COOKIE]!);
+        reply.clearCookie(COOKIE, { path: '/panel' });
+        return send(reply, 200, loginPage(`Key ${id} revoked: this session, signed in with it, has ended.`));
+      }
       return reply.code(303).header('location', '/panel').send();
     });
 
