@@ -189,14 +189,20 @@ describe('as_of after a rollback', () => {
         const r = await call(api.base, `/v1/car/${car}?as_of=${d}`, { key });
         return { d, status: r.status, id: r.body.snapshot_id };
       };
+      // /v1/sources lists the as-of dates as_of reads answer from: not the rolled-back one's
+      const listed = async () => ((await call(api.base, '/v1/sources', { key })).body.sources as { dataset: string; uf: string | null; as_of_disponiveis: string[] }[])
+        .find((x) => x.dataset === 'sicar' && x.uf === 'DF')!.as_of_disponiveis;
       const today = new Date().toISOString().slice(0, 10);
       // what the operator took back is not what the registry said on its date: the date reads what is served
       for (const d of ['2025-06-01', '2025-06-15', today]) expect(await get(d)).toEqual({ d, status: 200, id: served });
+      expect(await listed()).not.toContain('2025-06-01');
       // published again, it answers again
       expect((await publishSnapshot(db.pool, sicar, june.snapshot_id!)).status).toBe('published');
       expect(await get('2025-06-15')).toEqual({ d: '2025-06-15', status: 200, id: june.snapshot_id });
+      expect(await listed()).toContain('2025-06-01');
       await rollback(db.pool, sicar, 'DF');
       expect(await get('2025-06-15')).toEqual({ d: '2025-06-15', status: 200, id: served });
+      expect(await listed()).not.toContain('2025-06-01');
       // dropped by retention after the rollback: still no 404 for a date it no longer answers
       await applyRetention(db.pool, 'sicar', 'DF', 1);
       expect((await catalog.getSnapshot(db.pool, june.snapshot_id!))!.status).toBe('dropped');

@@ -7,6 +7,7 @@ import { print, withDb, type Env } from './context.ts';
 import type { Syntax } from './syntax.ts';
 import { createLogger } from '../log.ts';
 import { activeTerminal } from '../progress.ts';
+import { migrateSandbox } from '../platform/sandbox.ts';
 import { createKey, KEY_ENVS, listKeys, PLANS, revokeKey, rotateKey, type KeyEnv, type Plan } from '../platform/keys.ts';
 
 export const API_COMMANDS: Syntax[] = [
@@ -72,6 +73,7 @@ async function serveUntilSignal(stop: () => Promise<void>): Promise<number> {
 
 export async function cmdServe(ctx: Env): Promise<number> {
   await withDb(ctx, async () => {}); // start the embedded cluster if needed, migrate
+  await migrateSandbox(ctx.cfg, databaseUrl(ctx.cfg)); // test keys read it: the same schema
   const host = (ctx.values.host as string | undefined) ?? ctx.cfg.host;
   const api = await startApi(ctx.cfg, { port: portOf(ctx), host });
   print(ctx, { url: api.url, openapi: `${api.url}/v1/openapi.json`, docs: `${api.url}/v1/docs` }, () => `agro API listening on ${api.url} (docs: ${api.url}/v1/docs) — Ctrl-C to stop`);

@@ -31,6 +31,7 @@ import { PIPELINES, findPipeline } from '../../pipelines/registry.ts';
 import { defaultSicarRoute } from '../../pipelines/sicar/wfs-route.ts';
 import { API_COMMANDS, cmdKeys, cmdServe, serveDemo } from './api-commands.ts';
 import { cmdSandbox, runSandboxLoad, SANDBOX_COMMANDS } from './sandbox-command.ts';
+import { migrateSandbox } from '../platform/sandbox.ts';
 import { cmdPlatform, PLATFORM_COMMANDS } from './platform-command.ts';
 import { cmdMonitors, MONITORS_COMMANDS } from './monitors-command.ts';
 import { cmdWebhooks, WEBHOOKS_COMMANDS } from './webhooks-command.ts';
@@ -425,7 +426,10 @@ export async function main(argv: string[]): Promise<number> {
       case 'migrate': {
         await withDb(env, async () => {});
         const applied = env.applied ?? [];
-        print(env, { ok: true, applied }, () => (applied.length ? `applied ${applied.join(', ')}` : 'already up to date'));
+        // the sandbox of test keys follows the live database's schema
+        const sandbox = await migrateSandbox(env.cfg, databaseUrl(env.cfg));
+        print(env, { ok: true, applied, ...(sandbox && { sandbox_applied: sandbox }) }, () =>
+          (applied.length ? `applied ${applied.join(', ')}` : 'already up to date') + (sandbox?.length ? `\nsandbox: applied ${sandbox.join(', ')}` : ''));
         return 0;
       }
       case 'run': return await cmdRun(env, false);

@@ -87,24 +87,26 @@ async function situacaoChanges(c: pg.ClientBase, uf: string, prev: number, next:
                                  'motivo', CASE WHEN n.car IS NULL THEN 'saiu_do_registro' WHEN o.car IS NULL THEN 'entrou_no_registro' ELSE 'situacao' END)) AS id
        FROM ${ACTIVE_MONITORS} m LEFT JOIN ${after} n ON n.car = m.record LEFT JOIN ${before} o ON o.car = m.record
       WHERE m.kind = 'car' AND left(m.record, 2) = $4 AND (n.car IS NOT NULL OR o.car IS NOT NULL)
-        AND (n.car IS NULL OR o.car IS NULL OR n.situacao IS DISTINCT FROM o.situacao)) e`,
+        AND (n.car IS NULL OR o.car IS NULL OR (n.known AND o.known AND n.situacao IS DISTINCT FROM o.situacao))) e`,
     [prev, next, pub, uf],
   );
   return r.rows[0].n;
 }
 
 /**
- * A SICAR snapshot's registry (car, situacao): its loaded properties and those whose rows its
- * load rejected (snapshots loaded before that table existed have only the former); null when
- * the snapshot's tables are gone.
+ * A SICAR snapshot's registry (car, situacao, known): its loaded properties and those whose rows
+ * its load rejected (snapshots loaded before that table existed have only the former); null when
+ * the snapshot's tables are gone. A rejected-properties table written before it kept the status
+ * (car only: releases b026559 to f271bff, still current after an upgrade in place) gives those
+ * properties an unknown status (known false): in the registry, but no status change is claimed.
  */
 async function registryOf(c: pg.ClientBase, id: number): Promise<string | null> {
   const loaded = qualifiedSnapshotTable('car_imovel', id);
   if (!(await exists(c, loaded))) return null;
   const rejected = qualifiedSnapshotTable(REJECTED_PROPERTIES, id);
-  return (await exists(c, rejected))
-    ? `(SELECT car, situacao FROM ${loaded} UNION ALL SELECT car, situacao FROM ${rejected})`
-    : `(SELECT car, situacao FROM ${loaded})`;
+  if (!(await exists(c, rejected))) return `(SELECT car, situacao, true AS known FROM ${loaded})`;
+  const withStatus = (await c.query(`SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'situacao' AND NOT attisdropped`, [rejected])).rowCount;
+  return `(SELECT car, situacao, true AS known FROM ${loaded} UNION ALL SELECT car, ${withStatus ? 'situacao, true' : 'NULL::text, false'} FROM ${rejected})`;
 }
 
 /**

@@ -38,6 +38,24 @@ async function ensureDatabase(liveUrl: string, url: string): Promise<void> {
   }
 }
 
+/**
+ * Migrates the sandbox database when there is one (only `agro sandbox load` creates it): an
+ * upgrade in place migrated the live database alone, and every test-key read of a newer view
+ * (as_of, by-document, /v1/sources) failed on the sandbox's older schema until it was loaded
+ * again. Returns the migrations applied, or null when there is no sandbox database.
+ */
+export async function migrateSandbox(cfg: Config, liveUrl: string): Promise<string[] | null> {
+  const pool = createPool(sandboxUrl(cfg, liveUrl), 1);
+  try {
+    return (await migrate(pool)).applied;
+  } catch (e) {
+    if ((e as { code?: string }).code === '3D000') return null; // no such database
+    throw e;
+  } finally {
+    await pool.end();
+  }
+}
+
 export interface SandboxRun {
   pipeline: string;
   source: string;

@@ -41,10 +41,10 @@ export async function publishedSnapshots(db: Db): Promise<PublishedSnapshot[]> {
   return r.rows;
 }
 
-/** Distinct as-of dates kept per dataset and state (readable snapshots), oldest first. */
+/** Distinct as-of dates as_of reads answer from, per dataset and state (readable snapshots, none rolled back), oldest first. */
 export async function readableHistory(db: Db): Promise<{ dataset: string; uf: string | null; as_of: string }[]> {
   const r = await db.query(
-    `SELECT DISTINCT dataset, uf, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots_legiveis ORDER BY dataset, uf, as_of`,
+    `SELECT DISTINCT dataset, uf, to_char(as_of, 'YYYY-MM-DD') AS as_of FROM serving.snapshots_as_of WHERE legivel ORDER BY dataset, uf, as_of`,
   );
   return r.rows;
 }
