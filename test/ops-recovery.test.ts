@@ -505,6 +505,22 @@ describe('unhappy paths at the command line', () => {
     expect(down.stdout + down.stderr).not.toContain('s3cr3t');
   }, 120_000);
 
+  test('--reload loads bytes a snapshot already holds (after an upgrade whose rules read them better); without it they are unchanged', async () => {
+    const csv = path.join(work, 'ibama-reload.csv');
+    fs.copyFileSync(path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv'), csv);
+    const first = agro('run', 'ibama-embargos', '--source', csv, '--json');
+    expect(first.out).toMatchObject({ status: 'published' });
+    expect(agro('run', 'ibama-embargos', '--source', csv, '--json').out).toMatchObject({ status: 'unchanged', snapshot_id: first.out.snapshot_id });
+    const again = agro('run', 'ibama-embargos', '--source', csv, '--reload', '--json');
+    expect(again.code).toBe(0);
+    expect(again.out).toMatchObject({ status: 'published', rows_loaded: first.out.rows_loaded });
+    expect(again.out.snapshot_id).toBeGreaterThan(first.out.snapshot_id);
+    const [cur] = (await db.pool.query(`SELECT snapshot_id::int AS id, source_sha256 FROM etl.snapshots s JOIN etl.current USING (snapshot_id) WHERE s.dataset = 'ibama-embargos'`)).rows;
+    expect(cur.id).toBe(again.out.snapshot_id);
+    const [old] = (await db.pool.query(`SELECT source_sha256 FROM etl.snapshots WHERE snapshot_id = $1`, [first.out.snapshot_id])).rows;
+    expect(cur.source_sha256).toBe(old.source_sha256);
+  }, 120_000);
+
   test("a backfill's snapshot is kept out of retention (the next run's would drop a past date first); keep --release gives it back", async () => {
     const dir = path.join(work, 'ibama-kept');
     fs.mkdirSync(dir, { recursive: true });

@@ -43,7 +43,7 @@ const SNAPSHOT = ['<snapshot_id>'];
 const COMMANDS: Syntax[] = [
   { form: 'db start|stop|status|url', does: 'the embedded PostGIS cluster under .data/' },
   { form: 'migrate', does: 'apply sql/ migrations' },
-  { form: 'run <pipeline> [--source S] [--uf UF] [--as-of DATE] [--force]', args: PIPELINE },
+  { form: 'run <pipeline> [--source S] [--uf UF] [--as-of DATE] [--force] [--reload]', args: PIPELINE, does: '--reload: load bytes a snapshot already holds again (after an upgrade)' },
   { form: 'backfill <pipeline> --as-of DATE --source S [--uf UF] [--force]', args: PIPELINE },
   { form: 'backfill <pipeline> --series DIR | --series-file F [--uf UF] [--force]', args: PIPELINE, does: '(DIR/YYYY-MM-DD/ or lines "DATE SOURCE"; each kept)' },
   { form: 'schedule [--check]', does: 'run the jobs of agro.schedule.json (AGRO_SCHEDULE_FILE) until SIGTERM' },
@@ -97,6 +97,7 @@ async function cmdRun(env: Env, backfill: boolean): Promise<number> {
       asOf,
       force: !!env.values.force,
       backfill,
+      reload: !!env.values.reload,
     });
     return backfill ? { ...o, kept: await keepBackfilled(pool, o) } : o;
   }));

@@ -15,6 +15,12 @@ export interface RunOptions {
   force?: boolean;
   /** backfill: publish only when newer than the current snapshot. */
   backfill?: boolean;
+  /**
+   * Load the source even when its bytes are a snapshot's (`unchanged` otherwise): after an
+   * upgrade whose migrations read a source better (a date layout, an encoding rule), the
+   * snapshot of bytes that did not change keeps what the older release made of them.
+   */
+  reload?: boolean;
 }
 
 export interface StageRunner {

@@ -335,11 +335,11 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
     // compared with the files a snapshot recorded (its own parts set aside).
     const filesSha = unread.length ? sourceChecksum(files) : null;
     const identical = (s: catalog.SnapshotRow) => s.source_sha256 === sha || (filesSha !== null && recordedFilesChecksum(s) === filesSha);
-    const same = kept.find((s) => s.status !== 'blocked' && identical(s));
+    const same = options.reload ? undefined : kept.find((s) => s.status !== 'blocked' && identical(s));
     // Bytes an operator rolled back are what the last publication took back: a nightly that
     // downloads them again would undo the rollback. Loaded again only when asked (--force,
     // a backfill) or published by hand (`agro publish <id>`).
-    const refused = same || options.force || options.backfill ? undefined : (await catalog.rolledBackSnapshots(pool, pipeline.name, scope)).find(identical);
+    const refused = same || options.force || options.backfill || options.reload ? undefined : (await catalog.rolledBackSnapshots(pool, pipeline.name, scope)).find(identical);
     if (same || refused) {
       const s = (same ?? refused)!;
       outcome.status = 'unchanged';
