@@ -137,7 +137,9 @@ describe('agro demo and agro serve', () => {
   test('serve at a terminal: readable log lines, as every other command (JSON when stderr is not a terminal, or with LOG_FORMAT=json)', async () => {
     // It wrote JSON lines at a terminal too: its logger ignored the terminal (README: "At a terminal … log lines are readable").
     const served = async (extra: Record<string, string>) => {
-      const child = spawn('script', ['-qfec', `${process.execPath} ${BIN} serve --port 0`, '/dev/null'], { cwd: ROOT, env: env(extra), stdio: ['ignore', 'pipe', 'pipe'] });
+      // exec: script runs the command through $SHELL -c, and dash (the /bin/sh of a CI machine, whose
+      // SHELL may be unset) forks for it where bash execs; the SIGTERM below must reach agro, not a shell.
+      const child = spawn('script', ['-qfec', `exec ${process.execPath} ${BIN} serve --port 0`, '/dev/null'], { cwd: ROOT, env: env({ SHELL: '/bin/sh', ...extra }), stdio: ['ignore', 'pipe', 'pipe'] });
       let screen = '';
       child.stderr!.on('data', (d) => (screen += d));
       const base = await new Promise<string>((resolve, reject) => {
