@@ -91,6 +91,33 @@ describe('panel errors are pages', () => {
   });
 });
 
+describe('a create-key form posted again', () => {
+  test('a reload of the 201 page (the same form body again) creates nothing and names the key the form made; a fresh form creates another', async () => {
+    const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'reload' });
+    const { cookie, csrf } = await signIn(fx.api.base, owner.key);
+    const keysOf = async () => (await fx.db.pool.query(`SELECT id FROM platform.api_keys WHERE account_id = $1 ORDER BY created_at, id`, [owner.id])).rows.map((r) => r.id as string);
+    const formOf = async (html: string) => {
+      const token = /name="form_token" value="([^"]+)"/.exec(html)?.[1] ?? '';
+      return new URLSearchParams({ csrf, form_token: token, name: 'ci', env: 'test' }).toString();
+    };
+    const send = (body: string) => fetch(`${fx.api.base}/panel/keys`, { method: 'POST', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' }, body, redirect: 'manual' });
+    const body = await formOf(await (await fetch(`${fx.api.base}/panel`, { headers: { cookie } })).text());
+    const first = await expectPage(await send(body), 201);
+    expect(first).toContain('id="new-key"');
+    const made = await keysOf();
+    expect(made).toHaveLength(1);
+    const again = await expectPage(await send(body), 409);
+    expect(again).toContain(`already created key <code>${made[0]}</code>`);
+    expect(again).not.toContain('id="new-key"');
+    expect(again).not.toContain('ck_test_');
+    expect(await keysOf()).toEqual(made);
+    // The 201 page's own form is a fresh one: it creates another key.
+    const next = await expectPage(await send(await formOf(first)), 201);
+    expect(next).toContain('id="new-key"');
+    expect(await keysOf()).toHaveLength(2);
+  });
+});
+
 describe('panel forms sent back with an error', () => {
   test('the monitor form masks a CPF typed into it and keeps the kind and number typed', async () => {
     const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter' });

@@ -80,18 +80,33 @@ export interface CreatedKey {
 
 type Db = pg.Pool | pg.ClientBase;
 
+type NewKey = { env: KeyEnv; plan: Plan; name?: string | null; accountId?: string | null; meterId?: string | null };
+
 /** Creates a key and returns it in clear, the only time it is ever shown. */
-export async function createKey(db: Db, o: { env: KeyEnv; plan: Plan; name?: string | null; accountId?: string | null; meterId?: string | null }): Promise<CreatedKey> {
+export async function createKey(db: Db, o: NewKey): Promise<CreatedKey> {
+  return (await insertKey(db, o, null))!;
+}
+
+/**
+ * Creates a key for a panel form's one-time token (sql/0123), or null when a key was already
+ * made with it: the unique token decides, in one statement, whichever process the form reaches.
+ */
+export async function createKeyOnce(db: Db, o: NewKey, formToken: string): Promise<CreatedKey | null> {
+  return insertKey(db, o, formToken);
+}
+
+async function insertKey(db: Db, o: NewKey, formToken: string | null): Promise<CreatedKey | null> {
   if (!KEY_ENVS.includes(o.env)) throw new AgroError('usage', `--env is test or live, got "${o.env}"`);
   if (!PLANS.includes(o.plan)) throw new AgroError('usage', `--plan is one of ${PLANS.join(', ')}, got "${o.plan}"`);
   const key = generateKey(o.env);
   const id = `key_${randomBase62(16)}`;
   const name = o.name ?? null;
-  await db.query(
-    `INSERT INTO platform.api_keys (id, name, env, plan, key_sha256, prefix, last4, account_id, meter_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-    [id, name, o.env, o.plan, keySha256(key), `ck_${o.env}_${key.slice(8, 12)}`, key.slice(-4), o.accountId ?? null, o.meterId ?? null],
+  const r = await db.query(
+    `INSERT INTO platform.api_keys (id, name, env, plan, key_sha256, prefix, last4, account_id, meter_id, form_token) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+     ON CONFLICT (form_token) DO NOTHING`,
+    [id, name, o.env, o.plan, keySha256(key), `ck_${o.env}_${key.slice(8, 12)}`, key.slice(-4), o.accountId ?? null, o.meterId ?? null, formToken],
   );
-  return { id, key, env: o.env, plan: o.plan, name };
+  return r.rowCount ? { id, key, env: o.env, plan: o.plan, name } : null;
 }
 
 /** How long a revoked key stays listed (with its history) for audit. */

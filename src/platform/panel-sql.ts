@@ -52,6 +52,15 @@ export async function endSession(db: Db, t: string): Promise<void> {
   await db.query(`DELETE FROM platform.panel_sessions WHERE token_sha256 = $1 OR expires_at < now()`, [sha256(t)]);
 }
 
+/** The key of the account a panel form token made (createKeyOnce), if any. */
+export async function keyOfFormToken(db: Db, account: string, formToken: string): Promise<string | null> {
+  const r = await db.query(`SELECT id FROM platform.api_keys WHERE form_token = $1 AND coalesce(account_id, id) = $2`, [formToken, account]);
+  return r.rows[0]?.id ?? null;
+}
+
+/** A new one-time token for a panel form (createKeyOnce): random, stored only once used. */
+export const formToken = token;
+
 /** The account's keys, revoked ones for 30 days. */
 export async function accountKeys(db: Db, account: string): Promise<ApiKey[]> {
   const r = await db.query(

@@ -13,9 +13,9 @@ import { formText, sameToken } from './panel-form.ts';
 import { isCalendarDate } from '../dates.ts';
 import { historyPage } from './history.ts';
 import { flushHistory } from './history-writer.ts';
-import { checkKeyFormat, createKey, findActiveKey, KEY_ENVS, revokeKey, rotateKey, type ApiKey, type KeyEnv, type Plan } from './keys.ts';
+import { checkKeyFormat, createKeyOnce, createKey, findActiveKey, KEY_ENVS, revokeKey, rotateKey, type ApiKey, type KeyEnv, type Plan } from './keys.ts';
 import { PLAN_LIMITS, windowOf } from './limits.ts';
-import { accountKeys, createSession, endSession, manageableEnvs, SESSION_HOURS, sessionOf, usageByDay, type Session } from './panel-sql.ts';
+import { accountKeys, createSession, endSession, formToken, keyOfFormToken, manageableEnvs, SESSION_HOURS, sessionOf, usageByDay, type Session } from './panel-sql.ts';
 import { webhookPanelRoutes } from './panel-webhooks.ts';
 
 const COOKIE = 'agro_panel';
@@ -121,7 +121,7 @@ ${history.map((h) => `<tr><td>${esc(iso(h.created_at))}</td><td>${esc(h.method)}
 </tbody></table></div>${history.length === 0 ? '<p class="muted">No requests in this period.</p>' : ''}
 <h2>Keys</h2>
 <div class="wide"><table id="keys"><thead><tr><th>Key</th><th>Name</th><th>Env</th><th>State</th><th></th></tr></thead><tbody>${keys.map(keyRow).join('\n')}</tbody></table></div>
-<form method="post" action="/panel/keys">${csrf}<label>Name <input name="name" maxlength="100"></label>
+<form method="post" action="/panel/keys">${csrf}<input type="hidden" name="form_token" value="${formToken()}"><label>Name <input name="name" maxlength="100"></label>
 <label>Env <select name="env">${manageableEnvs(s).map((e) => `<option${e === s.env ? ' selected' : ''}>${e}</option>`).join('')}</select></label>
 <button type="submit">Create key</button></form>`);
 }
@@ -158,6 +158,8 @@ export function panelRoutes(deps: ApiDeps) {
       if (!s) deps.failures.fail(req.ip);
       return s;
     };
+    const outOfDate = (reply: FastifyReply) =>
+      send(reply, 403, page('Forbidden', '<h1>Forbidden</h1><p>The form is out of date (CSRF token). <a href="/panel">Reload the panel</a>.</p>'));
     const csrfOk = (req: FastifyRequest, s: Session) => sameToken(formText(req, 'csrf'), s.csrf);
     /** A signed-in POST: the session and its CSRF token, or the answer already sent. */
     const guard = async (req: FastifyRequest, reply: FastifyReply): Promise<Session | null> => {
@@ -167,7 +169,7 @@ export function panelRoutes(deps: ApiDeps) {
         return null;
       }
       if (!csrfOk(req, s)) {
-        send(reply, 403, page('Forbidden', '<h1>Forbidden</h1><p>The form is out of date (CSRF token). <a href="/panel">Reload the panel</a>.</p>'));
+        outOfDate(reply);
         return null;
       }
       return s;
@@ -221,7 +223,21 @@ export function panelRoutes(deps: ApiDeps) {
       const env = (KEY_ENVS as readonly string[]).includes(asked) ? (asked as KeyEnv) : s.env;
       if (!manageableEnvs(s).includes(env)) return testOnly(reply);
       const name = formText(req, 'name').slice(0, 100) || null;
-      const k = await createKey(deps.pool, { env, plan: s.plan as Plan, name, accountId: s.account });
+      // A reload of the 201 page posts the form again, and its CSRF token (the session's) still
+      // passes: each rendered form carries a fresh one-time token, and the key it made keeps it
+      // (sql/0123), so a second POST of it finds that key, in whichever API process, instead of
+      // making another. A form without one (a page of an older release) creates as before.
+      const once = formText(req, 'form_token');
+      if (once.length > 100) return outOfDate(reply);
+      const o = { env, plan: s.plan as Plan, name, accountId: s.account };
+      const k = once ? await createKeyOnce(deps.pool, o, once) : await createKey(deps.pool, o);
+      if (!k) {
+        const made = await keyOfFormToken(deps.pool, s.account, once);
+        if (!made) return outOfDate(reply);
+        return send(reply, 409, page('Account panel — already created', `<h1>Account panel</h1>
+<p role="alert">This form already created key <code>${esc(made)}</code>: nothing new was created. Its secret was shown once, on the page that answered the form, and is not shown again.</p>
+<p><a href="/panel">Back to the panel</a></p>`));
+      }
       return send(reply, 201, await dashboard(deps, s, {}, newKeyFlash(k.key, `New ${env} key ${k.id} created.`)));
     });
 
