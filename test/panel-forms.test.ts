@@ -81,6 +81,24 @@ describe('panel errors are pages', () => {
     }
   });
 
+  test('/panel/ redirects to /panel (its query kept); an unknown panel page is the panel’s 404 page, another method its 405 page; the API’s stay JSON', async () => {
+    for (const [path, to] of [['/panel/', '/panel'], ['/panel/?from=2026-01-01', '/panel?from=2026-01-01']]) {
+      const r = await fetch(`${fx.api.base}${path}`, { redirect: 'manual' });
+      expect(r.status, path).toBe(308);
+      expect(r.headers.get('location')).toBe(to);
+    }
+    const nope = await expectPage(await fetch(`${fx.api.base}/panel/nope/529.982.247-25`), 404);
+    expect(nope).toContain('not found: no route GET /panel/nope/***.982.247-**');
+    expect(nope).toContain('href="/panel"');
+    const get = await fetch(`${fx.api.base}/panel/keys`);
+    expect(get.headers.get('allow')).toBe('POST');
+    expect(await expectPage(get, 405)).toContain('method not allowed: GET /panel/keys (allowed: POST)');
+    const api = await fetch(`${fx.api.base}/v1/nope`);
+    expect(api.status).toBe(404);
+    expect(api.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await fetch(`${fx.api.base}/panelx`).then((r) => r.headers.get('content-type'))).toMatch(/^application\/json/);
+  });
+
   test('a body the panel cannot read is a page', async () => {
     const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter' });
     const { cookie, csrf } = await signIn(fx.api.base, owner.key);

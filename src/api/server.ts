@@ -22,7 +22,7 @@ import { HistoryWriter } from '../platform/history-writer.ts';
 import { idempotencyOnSend, idempotencyPreHandler } from '../platform/idempotency.ts';
 import { Admitter } from '../platform/limits-batch.ts';
 import { admit, settle } from '../platform/metering.ts';
-import { panelRoutes } from '../platform/panel.ts';
+import { isPanelPath, panelRoutes, sendPanelError } from '../platform/panel.ts';
 import { Drainer } from '../events/delivery.ts';
 import { sandboxUrl } from '../platform/sandbox.ts';
 import { carRoutes } from './car/routes.ts';
@@ -277,18 +277,20 @@ export async function buildServer(o: {
   app.setErrorHandler(async (err, req, reply: FastifyReply) => sendFailure(err, req, reply));
 
   app.setNotFoundHandler(async (req, reply) => {
-    reply.type('application/json; charset=utf-8');
     const raw = req.url.split('?')[0];
     const path = maskRequestUrl(raw, 81);
     const shown = path.length > 80 ? path.slice(0, 80) + '…' : path;
     const allow = allowed.of(raw);
     // A route that answers this method and found nothing itself (a docs file that is not there) is a 404.
-    if (allow.length && !allow.includes(req.method)) {
-      reply.code(405).header('allow', allow.join(', '));
-      return envelope({ code: 'method_not_allowed', message: `method not allowed: ${req.method} ${shown} (allowed: ${allow.join(', ')})` }, req.id);
-    }
-    reply.code(404);
-    return envelope({ code: 'not_found', message: `not found: no route ${req.method} ${shown}` }, req.id);
+    const notAllowed = allow.length > 0 && !allow.includes(req.method);
+    if (notAllowed) reply.header('allow', allow.join(', '));
+    const [status, code, message] = notAllowed
+      ? [405, 'method_not_allowed', `method not allowed: ${req.method} ${shown} (allowed: ${allow.join(', ')})`]
+      : [404, 'not_found', `not found: no route ${req.method} ${shown}`];
+    // Under /panel the user is in a browser: the panel's error page, as its other errors.
+    if (isPanelPath(raw)) return sendPanelError(req, reply, status, message);
+    reply.type('application/json; charset=utf-8').code(status);
+    return envelope({ code, message }, req.id);
   });
 
   await app.register(swagger, {

@@ -52,6 +52,15 @@ function send(reply: FastifyReply, status: number, html: string) {
     .send(html);
 }
 
+/** Whether a path is the panel's: its unknown pages are its error page, not the API's JSON (../api/server.ts). */
+export const isPanelPath = (path: string) => path === '/panel' || path.startsWith('/panel/');
+
+/** A panel error: a page with the API's status and message, and the request's id. */
+export function sendPanelError(req: FastifyRequest, reply: FastifyReply, status: number, message: string) {
+  const body = `<p role="alert">${esc(message)}</p><p class="muted">Request ${esc(req.id)}</p>`;
+  return send(reply, status, page('Account panel — error', `<h1>Account panel</h1>${body}<p><a href="/panel">Back to the panel</a></p>`));
+}
+
 const loginPage = (message = '') =>
   page('Account panel — sign in', `<h1>Account panel</h1>${message ? `<p role="alert">${esc(message)}</p>` : ''}
 <form method="post" action="/panel/login"><label>API key <input name="api_key" type="password" autocomplete="off" size="50" required></label>
@@ -142,10 +151,15 @@ export function panelRoutes(deps: ApiDeps) {
       const f = toFailure(err);
       if (f.unexpected) req.log[f.status >= 500 ? 'error' : 'warn']({ err }, 'request failed');
       reply.header('x-request-id', req.id).headers(f.headers);
-      const body = `<p role="alert">${esc(f.message)}</p><p class="muted">Request ${esc(req.id)}</p>`;
       // A panel 429 is the failed-authentication limit (auth-failures.ts): the sign-in form, to retry later.
       if (f.status === 429) return send(reply, 429, loginPage(f.message));
-      return send(reply, f.status, page('Account panel — error', `<h1>Account panel</h1>${body}<p><a href="/panel">Back to the panel</a></p>`));
+      return sendPanelError(req, reply, f.status, f.message);
+    });
+
+    // `/panel/` (a typed or bookmarked URL) is the panel itself.
+    app.get('/panel/', { config, schema: { hide: true } }, async (req, reply) => {
+      const q = req.url.indexOf('?');
+      return reply.code(308).header('location', '/panel' + (q >= 0 ? req.url.slice(q) : '')).send();
     });
 
     // A cookie or a sign-in that matches nothing counts against the address (auth-failures.ts);
