@@ -27,7 +27,7 @@ export interface Config {
   /** AGRO_DB_PORT was set: a taken port is an error, not a reason to pick another one. */
   embeddedPortExplicit: boolean;
   logLevel: string;
-  /** LOG_FORMAT: 'json' always writes JSON logs; 'auto' writes readable lines when stderr is a terminal. */
+  /** LOG_FORMAT (json or auto, any case): 'json' always writes JSON logs; 'auto' writes readable lines when stderr is a terminal. */
   logFormat: 'json' | 'auto';
   /** The scheduler's one config file (AGRO_SCHEDULE_FILE, default agro.schedule.json). */
   scheduleFile: string;
@@ -192,6 +192,15 @@ function logLevel(v: string | undefined): string {
   return level;
 }
 
+/** LOG_FORMAT (any case): unset, empty or auto → auto; json; anything else (a typo) a configuration error, not a silent auto. */
+const LOG_FORMATS = ['json', 'auto'] as const;
+function logFormat(v: string | undefined): Config['logFormat'] {
+  const f = (v || 'auto').trim().toLowerCase();
+  const known = LOG_FORMATS.find((x) => x === f);
+  if (!known) throw new Error(`LOG_FORMAT must be ${LOG_FORMATS.join(' or ')}: ${v}`);
+  return known;
+}
+
 /** AGRO_TRUST_PROXY: '' / 0 / false → false, true → true, a positive integer → hops, else a comma-separated list of addresses or CIDRs. */
 export function trustProxy(v: string | undefined): boolean | number | readonly string[] {
   const t = (v ?? '').trim();
@@ -228,7 +237,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     embeddedPort: num(env.AGRO_DB_PORT, 54329),
     embeddedPortExplicit: !!env.AGRO_DB_PORT,
     logLevel: logLevel(env.LOG_LEVEL),
-    logFormat: env.LOG_FORMAT === 'json' ? 'json' : 'auto',
+    logFormat: logFormat(env.LOG_FORMAT),
     scheduleFile: path.resolve(cwd, env.AGRO_SCHEDULE_FILE || 'agro.schedule.json'),
     scheduleFileExplicit: !!env.AGRO_SCHEDULE_FILE,
     port: num(env.PORT, 8080),

@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { buildSicarState } from '../fixtures/sicar.ts';
+import { loadConfig } from '../src/config.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -145,6 +146,13 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(badLevel.code, badLevel.stderr).toBe(2);
     expect(oneObject(badLevel)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/LOG_LEVEL must be one of .*info.*: verbose/) } });
     expect(badLevel.stderr).not.toMatch(/\n\s+at /);
+    // LOG_FORMAT too: a typo (or any value but json) silently meant auto.
+    const badFormat = agroEnv({ LOG_FORMAT: 'jsn' }, 'snapshots', '--json');
+    expect(badFormat.code, badFormat.stderr).toBe(2);
+    expect(oneObject(badFormat)).toEqual({ error: { code: 'usage', message: 'usage error: configuration: LOG_FORMAT must be json or auto: jsn' } });
+    expect(loadConfig({ LOG_FORMAT: ' JSON ' }).logFormat).toBe('json');
+    expect(loadConfig({ LOG_FORMAT: 'Auto' }).logFormat).toBe('auto');
+    expect(loadConfig({ LOG_FORMAT: '' }).logFormat).toBe('auto');
   }, 300_000);
 
   test('AGRO_SICAR_UFS naming something that is not a state is a configuration error before anything runs', async () => {
