@@ -20,7 +20,7 @@ interface Source {
   checked_at: string | null;
   age_hours: number | null;
   cadence_hours: number | null;
-  last_run: { status: string; started_at: string; finished_at: string | null; error_code: string | null } | null;
+  last_run: { run_id: number; status: string; started_at: string; finished_at: string | null; error_code: string | null } | null;
 }
 
 async function sources(base = fx.api.base): Promise<Source[]> {
@@ -43,6 +43,9 @@ describe('GET /v1/sources: freshness against the schedule', () => {
     const ss = await sources();
     expect(find(ss, 'sicar', 'GO')).toMatchObject({ freshness: 'fresh', cadence_hours: 24, last_run: { status: 'published', error_code: null } });
     expect(find(ss, 'sicar', 'GO').age_hours).toBeLessThan(1);
+    // The last run's id, as `agro runs` names it: what `agro report <run_id>` takes.
+    const lastGo = await fx.db.pool.query(`SELECT max(run_id)::int AS id FROM etl.runs WHERE pipeline = 'sicar' AND scope = 'GO'`);
+    expect(find(ss, 'sicar', 'GO').last_run!.run_id).toBe(lastGo.rows[0].id);
     expect(find(ss, 'sicar', 'GO').checked_at).toBe(find(ss, 'sicar', 'GO').published_at);
     expect(find(ss, 'ibama-embargos').cadence_hours).toBe(24);
     for (const layer of ['funai-tis', 'cnuc-ucs', 'incra-quilombos', 'ibge-municipios', 'dnit-snv', 'zarc']) expect(find(ss, layer).cadence_hours).toBe(168);
@@ -76,13 +79,13 @@ describe('GET /v1/sources: freshness against the schedule', () => {
       `INSERT INTO etl.runs (pipeline, scope, status, started_at, finished_at) VALUES ('sicar', 'DF', 'unchanged', now() - interval '70 minutes', now() - interval '1 hour')`,
     );
     // A failed run after that does not: still what it was, and the failure is visible.
-    await fx.db.pool.query(
-      `INSERT INTO etl.runs (pipeline, scope, status, started_at, finished_at, error_code, error) VALUES ('sicar', 'MT', 'failed', now() - interval '20 minutes', now() - interval '10 minutes', 'download_failed', 'x')`,
+    const failed = await fx.db.pool.query(
+      `INSERT INTO etl.runs (pipeline, scope, status, started_at, finished_at, error_code, error) VALUES ('sicar', 'MT', 'failed', now() - interval '20 minutes', now() - interval '10 minutes', 'download_failed', 'x') RETURNING run_id::int`,
     );
     const again = await sources();
     expect(find(again, 'sicar', 'DF')).toMatchObject({ freshness: 'fresh', last_run: { status: 'unchanged' } });
     expect(find(again, 'sicar', 'DF').age_hours).toBeCloseTo(1, 0);
-    expect(find(again, 'sicar', 'MT')).toMatchObject({ freshness: 'stale', last_run: { status: 'failed', error_code: 'download_failed' } });
+    expect(find(again, 'sicar', 'MT')).toMatchObject({ freshness: 'stale', last_run: { run_id: failed.rows[0].run_id, status: 'failed', error_code: 'download_failed' } });
     expect(JSON.stringify(again)).not.toContain('"error"'); // the error code, never the error text
   });
 

@@ -42,6 +42,7 @@ const HealthSchema = {
 };
 
 const LastRun = Type.Object({
+  run_id: Type.Integer({ description: 'as `agro runs` lists it; `agro report <run_id>` shows its report' }),
   status: Type.String({ description: 'running, published, unchanged, blocked, failed or killed' }),
   started_at: Timestamp,
   finished_at: Nullable(Timestamp),
@@ -139,7 +140,7 @@ export function metaRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
         checked_at: ts(checkedAt),
         age_hours: ageMs === null ? null : hours(ageMs),
         cadence_hours: cadenceMs === null ? null : hours(cadenceMs),
-        last_run: run ? { status: run.last_status, started_at: isoSeconds(run.last_started_at), finished_at: ts(run.last_finished_at), error_code: run.last_error_code } : null,
+        last_run: run ? { run_id: run.last_run_id, status: run.last_status, started_at: isoSeconds(run.last_started_at), finished_at: ts(run.last_finished_at), error_code: run.last_error_code } : null,
       }));
       return { sources, consultado_em: isoSeconds() };
     });

@@ -53,6 +53,7 @@ export interface SourceRuns {
   dataset: string;
   uf: string | null;
   confirmed_at: Date | null;
+  last_run_id: number;
   last_status: string;
   last_started_at: Date;
   last_finished_at: Date | null;
@@ -61,6 +62,6 @@ export interface SourceRuns {
 
 /** Per dataset and state: the last run and the last run that found the source unchanged. */
 export async function sourceRuns(db: Db): Promise<SourceRuns[]> {
-  const r = await db.query(`SELECT dataset, uf, confirmed_at, last_status, last_started_at, last_finished_at, last_error_code FROM serving.source_runs`);
+  const r = await db.query(`SELECT dataset, uf, confirmed_at, last_run_id::int, last_status, last_started_at, last_finished_at, last_error_code FROM serving.source_runs`);
   return r.rows;
 }
