@@ -50,6 +50,7 @@ export const ERRORS = {
   webhook_target_refused: { exitCode: 2, httpStatus: 422, message: 'webhook target refused' },
   event_not_found: { exitCode: 1, httpStatus: 404, message: 'event not found' },
   request_timeout: { exitCode: 1, httpStatus: 408, message: 'the request did not arrive in time' },
+  form_used: { exitCode: 1, httpStatus: 409, message: 'the panel form was already sent' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERRORS;

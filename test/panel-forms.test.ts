@@ -136,6 +136,54 @@ describe('a create-key form posted again', () => {
   });
 });
 
+describe('webhook forms posted again', () => {
+  // Subscribing and rotating answer 201 with the secret on the page, so a browser's reload posts
+  // the form again: a second subscription (every event delivered twice) or a second rotation (the
+  // secret just stored demoted to "previous", to stop signing after the window).
+  test('a reload of the subscribe page creates no second subscription; a reload of the rotate page rotates nothing; fresh forms still work', async () => {
+    const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name: 'hook reload' });
+    const { cookie, csrf } = await signIn(fx.api.base, owner.key);
+    const endpointsOf = async () =>
+      (await fx.db.pool.query(`SELECT id, secret FROM events.endpoints WHERE key_id = $1 ORDER BY created_at, id`, [owner.id])).rows as { id: string; secret: string }[];
+    const send = (path: string, body: string) => fetch(`${fx.api.base}${path}`, { method: 'POST', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' }, body, redirect: 'manual' });
+    const tokenOf = (html: string, action: string) => {
+      const form = html.split('<form').find((f) => f.includes(`action="${action}"`))!;
+      return /name="form_token" value="([^"]+)"/.exec(form)?.[1] ?? '';
+    };
+    const subscribeForm = (html: string, url: string) => {
+      const b = new URLSearchParams({ csrf, form_token: tokenOf(html, '/panel/webhooks'), url });
+      b.append('events', 'car.embargo.criado');
+      return b.toString();
+    };
+    const overview = await (await fetch(`${fx.api.base}/panel/webhooks`, { headers: { cookie } })).text();
+    const body = subscribeForm(overview, 'https://8.8.8.8/hooks/a');
+    const first = await expectPage(await send('/panel/webhooks', body), 201);
+    expect(first).toContain('id="new-secret"');
+    const made = await endpointsOf();
+    expect(made).toHaveLength(1);
+    const again = await expectPage(await send('/panel/webhooks', body), 409);
+    expect(again).toContain(`already created subscription <code>${made[0].id}</code>`);
+    expect(again).not.toContain('id="new-secret"');
+    expect(await endpointsOf()).toEqual(made);
+    await expectPage(await send('/panel/webhooks', subscribeForm(first, 'https://8.8.8.8/hooks/b')), 201);
+    expect(await endpointsOf()).toHaveLength(2);
+
+    // Rotate: the page's form for that endpoint, posted twice.
+    const action = `/panel/webhooks/${made[0].id}/rotate`;
+    const rotateBody = new URLSearchParams({ csrf, form_token: tokenOf(first, action) }).toString();
+    const rotated = await expectPage(await send(action, rotateBody), 201);
+    const secret = /<code id="new-secret">([^<]+)<\/code>/.exec(rotated)![1];
+    expect((await endpointsOf())[0].secret).toBe(secret);
+    const twice = await expectPage(await send(action, rotateBody), 409);
+    expect(twice).toContain('already rotated');
+    expect(twice).not.toContain('id="new-secret"');
+    expect((await endpointsOf())[0].secret).toBe(secret);
+    // The 201 page's own rotate form is a fresh one.
+    const next = await expectPage(await send(action, new URLSearchParams({ csrf, form_token: tokenOf(rotated, action) }).toString()), 201);
+    expect(/<code id="new-secret">([^<]+)<\/code>/.exec(next)![1]).not.toBe(secret);
+  });
+});
+
 describe('panel forms sent back with an error', () => {
   test('the monitor form masks a CPF typed into it and keeps the kind and number typed', async () => {
     const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter' });

@@ -46,6 +46,8 @@ export interface AddEndpoint {
   secret?: string;
   allowPrivate: boolean;
   resolve?: Resolver;
+  /** A panel form's one-time token (sql/0124): a second subscription with it is refused. */
+  formToken?: string;
 }
 
 /** Subscribes a URL; the answer carries the secret, which is never shown again. */
@@ -57,10 +59,22 @@ export async function addEndpoint(db: Db, a: AddEndpoint): Promise<Endpoint & { 
   secretKey(secret);
   const keyId = await subscriberKeyOf(db, a.keyId);
   const id = `we_${crypto.randomBytes(9).toString('base64url')}`;
-  const r = await db.query(`INSERT INTO events.endpoints (id, key_id, url, events, secret) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`, [
-    id, keyId, u.toString(), events, secret,
-  ]);
+  const r = await db.query(
+    `INSERT INTO events.endpoints (id, key_id, url, events, secret, form_token) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (form_token) DO NOTHING RETURNING ${COLUMNS}`,
+    [id, keyId, u.toString(), events, secret, a.formToken ?? null],
+  );
+  if (!r.rowCount) {
+    const made = await endpointOfForm(db, a.formToken!);
+    throw new AgroError('form_used', `this form already created subscription ${made ?? '(removed since)'}`, { endpoint: made });
+  }
   return { ...r.rows[0], secret };
+}
+
+/** The subscription a panel form's token made. */
+async function endpointOfForm(db: Db, formToken: string): Promise<string | null> {
+  const r = await db.query(`SELECT id FROM events.endpoints WHERE form_token = $1`, [formToken]);
+  return r.rows[0]?.id ?? null;
 }
 
 export async function listEndpoints(db: Db, keyIds: string[] | null): Promise<Endpoint[]> {
@@ -83,14 +97,21 @@ export async function removeEndpoint(db: Db, id: string, keyIds: string[] | null
  * A new secret; the current one keeps signing (a second signature in each header) for
  * `windowHours`, so that receivers can switch without losing a delivery.
  */
-export async function rotateSecret(db: Db, id: string, windowHours = ROTATION_WINDOW_HOURS, now = new Date()): Promise<{ id: string; secret: string; previous_secret_until: Date }> {
+export async function rotateSecret(
+  db: Db, id: string, windowHours = ROTATION_WINDOW_HOURS, now = new Date(), formToken: string | null = null,
+): Promise<{ id: string; secret: string; previous_secret_until: Date }> {
   const secret = newSecret();
+  // A panel form's token (sql/0124): the rotation it already made is not made again.
   const r = await db.query(
-    `UPDATE events.endpoints SET previous_secret = secret, previous_secret_until = $3::timestamptz + make_interval(hours => $4), secret = $2
-      WHERE id = $1 RETURNING previous_secret_until`,
-    [id, secret, now, windowHours],
+    `UPDATE events.endpoints SET previous_secret = secret, previous_secret_until = $3::timestamptz + make_interval(hours => $4), secret = $2,
+            rotation_form_token = $5
+      WHERE id = $1 AND ($5::text IS NULL OR rotation_form_token IS DISTINCT FROM $5) RETURNING previous_secret_until`,
+    [id, secret, now, windowHours, formToken],
   );
-  if (!r.rowCount) throw new AgroError('not_found', `no webhook endpoint ${id}`);
+  if (!r.rowCount) {
+    if (formToken !== null && (await getEndpoint(db, id))) throw new AgroError('form_used', `this form already rotated the secret of ${id}`);
+    throw new AgroError('not_found', `no webhook endpoint ${id}`);
+  }
   return { id, secret, previous_secret_until: r.rows[0].previous_secret_until };
 }
 

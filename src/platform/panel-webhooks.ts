@@ -11,7 +11,7 @@ import { addEndpoint, deliveryLog, EVENT_TYPES, getEndpoint, listEndpoints, remo
 import { addMonitor, countMonitors, newestMonitors, removeMonitor, type Monitor } from '../events/monitors.ts';
 import type { Session } from './panel-sql.ts';
 import { formList, formText } from './panel-form.ts';
-import { accountKeys, manageableEnvs } from './panel-sql.ts';
+import { accountKeys, formToken, manageableEnvs } from './panel-sql.ts';
 
 /** Monitored records shown on the page (the newest): an account may watch millions. */
 const PANEL_MONITORS = 500;
@@ -36,6 +36,15 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
   const config = { public: true };
   const opts = { config, schema: { hide: true } };
   const csrfField = (s: Session) => `<input type="hidden" name="csrf" value="${esc(s.csrf)}">`;
+  // The forms that answer with a secret on the page (subscribe, rotate) carry a one-time token:
+  // a browser's reload of that page posts them again (sql/0124).
+  const onceField = () => `<input type="hidden" name="form_token" value="${formToken()}">`;
+  /** The posted one-time token; null without one (a page of an older release: acts as before). */
+  const onceOf = (req: FastifyRequest) => formText(req, 'form_token').slice(0, 100) || null;
+  const alreadySent = (reply: FastifyReply, what: string) =>
+    send(reply, 409, page('Webhooks — already done', `<h1>Webhooks and monitors</h1>
+<p role="alert">${what}: nothing was done again. The secret was shown once, on the page that answered the form, and is not shown again.</p>
+<p><a href="/panel/webhooks">Back to webhooks</a></p>`));
   const notFound = (reply: FastifyReply, what: string) =>
     send(reply, 404, page('Not found', `<h1>Not found</h1><p>No such ${esc(what)} in this account. <a href="/panel/webhooks">Back</a></p>`));
   /** A refused form's reason: the detail without the catalogue's prefix, CPFs masked (as the API words it). */
@@ -58,7 +67,7 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
       <td>${e.events.map((t) => `<code>${esc(t)}</code>`).join(' ')}</td><td>${esc(e.key_id)}</td>
       <td class="state">${e.disabled_at ? `disabled ${esc(iso(e.disabled_at))}: ${esc(e.disabled_reason)}` : 'active'}${e.previous_secret_until ? ` (old secret signs until ${esc(iso(e.previous_secret_until))})` : ''}</td>
       <td><form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/test">${csrf}<button>Send test event</button></form>
-      <form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/rotate">${csrf}<button>Rotate secret</button></form>
+      <form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/rotate">${csrf}${onceField()}<button>Rotate secret</button></form>
       <form class="inline" method="post" action="/panel/webhooks/${esc(e.id)}/remove">${csrf}<button>Remove</button></form></td></tr>`;
     const monitorRow = (m: Monitor) => `<tr data-monitor="${esc(m.id)}"><td>${esc(m.kind)}</td><td><code>${esc(m.record)}</code></td><td>${esc(m.key_id)}</td>
       <td><form class="inline" method="post" action="/panel/monitors/${esc(m.id)}/remove">${csrf}<button>Remove</button></form></td></tr>`;
@@ -67,7 +76,7 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
 <p class="muted">Each delivery is a POST signed with the endpoint's secret (<code>X-Service-Signature</code> and the Standard Webhooks headers); only a 2xx answer counts, others are retried for about 3 days, and <code>410 Gone</code> disables the endpoint.</p>
 <div class="wide"><table id="endpoints"><thead><tr><th>URL</th><th>Events</th><th>Key</th><th>State</th><th></th></tr></thead><tbody>${endpoints.map(endpointRow).join('\n')}</tbody></table></div>
 ${endpoints.length === 0 ? '<p class="muted">No subscriptions yet.</p>' : ''}
-<form method="post" action="/panel/webhooks">${csrf}<label>URL <input name="url" type="url" size="50" required${value(typed.url)}></label>
+<form method="post" action="/panel/webhooks">${csrf}${onceField()}<label>URL <input name="url" type="url" size="50" required${value(typed.url)}></label>
 <fieldset><legend>Events</legend>${EVENT_TYPES.map((t) => `<label><input type="checkbox" name="events" value="${esc(t)}"${checked(t)}> ${esc(t)}</label>`).join(' ')}</fieldset>
 <button type="submit">Subscribe</button></form>
 <h2>Monitored records</h2>
@@ -113,10 +122,14 @@ ${rows.join('\n')}</tbody></table></div>${log.length === 0 ? '<p class="muted">N
     // No box ticked: said in the form's words (addEndpoint's message names the CLI's --events).
     if (typed.events.length === 0) return send(reply, 422, await overview(s, `<p role="alert">choose at least one event</p>`, typed));
     try {
-      const e = await addEndpoint(deps.pool, { keyId: s.key_id, url: typed.url, events: typed.events, allowPrivate: deps.cfg.webhooks.allowPrivate });
+      const e = await addEndpoint(deps.pool, { keyId: s.key_id, url: typed.url, events: typed.events, allowPrivate: deps.cfg.webhooks.allowPrivate, formToken: onceOf(req) ?? undefined });
       return send(reply, 201, await overview(s, secretFlash(`Subscribed ${e.url}.`, e.secret)));
     } catch (err) {
       if (!isAgroError(err)) throw err;
+      if (err.code === 'form_used') {
+        const made = err.details.endpoint as string | null;
+        return alreadySent(reply, made ? `This form already created subscription <code>${esc(made)}</code>` : 'This form already created a subscription, removed since');
+      }
       return send(reply, 422, await overview(s, alert(err), typed));
     }
   });
@@ -144,8 +157,14 @@ ${rows.join('\n')}</tbody></table></div>${log.length === 0 ? '<p class="muted">N
     return back(reply, '/panel/webhooks');
   });
 
-  onEndpoint('rotate', async (s, e, _req, reply) => {
-    const r = await rotateSecret(deps.pool, e.id);
+  onEndpoint('rotate', async (s, e, req, reply) => {
+    let r;
+    try {
+      r = await rotateSecret(deps.pool, e.id, undefined, undefined, onceOf(req));
+    } catch (err) {
+      if (!isAgroError(err) || err.code !== 'form_used') throw err;
+      return alreadySent(reply, `This form already rotated the secret of <code>${esc(e.url)}</code>`);
+    }
     return send(reply, 201, await overview(s, secretFlash(`New secret for ${e.url}; the previous one also signs until ${iso(r.previous_secret_until)}.`, r.secret)));
   });
 
