@@ -5,6 +5,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { testDatabase, type TestDb } from './helpers/db.ts';
+import { scriptArgs, shellLine, TERMINAL_ENV } from './helpers/terminal.ts';
 
 const ROOT = path.resolve(__dirname, '..');
 const BIN = path.join(ROOT, 'bin', 'agro.mjs');
@@ -139,7 +140,7 @@ describe('agro demo and agro serve', () => {
     const served = async (extra: Record<string, string>) => {
       // exec: script runs the command through $SHELL -c, and dash (the /bin/sh of a CI machine, whose
       // SHELL may be unset) forks for it where bash execs; the SIGTERM below must reach agro, not a shell.
-      const child = spawn('script', ['-qfec', `exec ${process.execPath} ${BIN} serve --port 0`, '/dev/null'], { cwd: ROOT, env: env({ SHELL: '/bin/sh', ...extra }), stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn('script', scriptArgs(`exec ${shellLine([process.execPath, BIN, 'serve', '--port', '0'])}`), { cwd: ROOT, env: env({ ...TERMINAL_ENV, ...extra }), stdio: ['ignore', 'pipe', 'pipe'] });
       let screen = '';
       child.stderr!.on('data', (d) => (screen += d));
       const base = await new Promise<string>((resolve, reject) => {

@@ -12,6 +12,7 @@ import { testDatabase, type TestDb } from './helpers/db.ts';
 import { slowFileServer } from './helpers/slow-server.ts';
 import { eventually } from './helpers/api.ts';
 import { fixtureRuns } from '../src/cli/main.ts';
+import { scriptArgs, shellLine, TERMINAL_ENV } from './helpers/terminal.ts';
 
 const ROOT = path.resolve(__dirname, '..');
 const AGRO = path.join(ROOT, 'bin/agro.mjs');
@@ -42,7 +43,7 @@ function agroAsync(extraEnv: Record<string, string>, ...args: string[]) {
 /** Runs a command in a pseudo-terminal; resolves with everything the terminal showed. */
 function inTerminal(command: string, extraEnv: Record<string, string> = {}): Promise<{ code: number | null; screen: string }> {
   return new Promise((resolve) => {
-    const child = spawn('script', ['-qfec', command, '/dev/null'], { env: env({ COLUMNS: '160', ...extraEnv }), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('script', scriptArgs(command), { env: env({ COLUMNS: '160', ...TERMINAL_ENV, ...extraEnv }), stdio: ['ignore', 'pipe', 'pipe'] });
     let screen = '';
     child.stdout.on('data', (d) => (screen += d));
     child.stderr.on('data', (d) => (screen += d));
@@ -73,7 +74,7 @@ describe('a terminal made for people', () => {
     try {
       const size = fs.statSync(IBGE_ZIP).size;
       const half = Math.floor(size / 2);
-      const done = inTerminal(`${process.execPath} ${AGRO} run ibge-municipios --source ${server.url}`);
+      const done = inTerminal(shellLine([process.execPath, AGRO, 'run', 'ibge-municipios', '--source', server.url]));
       await server.started;
       await new Promise((r) => setTimeout(r, 600)); // the live line shows the stalled half
       server.release();
@@ -94,7 +95,7 @@ describe('a terminal made for people', () => {
   });
 
   test('LOG_FORMAT=json keeps JSON logs and no progress line, even at a terminal; a pipe gets JSON', async () => {
-    const { code, screen } = await inTerminal(`${process.execPath} ${AGRO} run zarc --source ${ZARC}`, { LOG_FORMAT: 'json' });
+    const { code, screen } = await inTerminal(shellLine([process.execPath, AGRO, 'run', 'zarc', '--source', ZARC]), { LOG_FORMAT: 'json' });
     expect(code).toBe(0);
     expect(screen).toMatch(/\{"level":30,.*"msg":"stage done"/);
     expect(screen).not.toMatch(/· download ·/);
@@ -132,7 +133,7 @@ describe('agro runs', () => {
     expect(failed.code).toBe(1);
     const error = `${failed.json().error.code}: ${failed.json().error.message}`;
     expect(error.length).toBeGreaterThan(80);
-    const { code, screen } = await inTerminal(`stty cols 80; ${process.execPath} ${AGRO} runs --limit 1`);
+    const { code, screen } = await inTerminal(`stty cols 80; ${shellLine([process.execPath, AGRO, 'runs', '--limit', '1'])}`);
     expect(code).toBe(0);
     const lines = screen.split(/\r\n|\r|\n/).filter((l) => l.trim());
     expect(lines[0]).toMatch(/^run\s+pipeline\s+uf\s+status\s+started \(UTC\)\s+duration\s+read\s+loaded\s+rejected\s+snapshot$/);
