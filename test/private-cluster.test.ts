@@ -35,7 +35,8 @@ function oneObject(r: { stdout: string }) {
 }
 
 beforeAll(async () => {
-  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-private-cluster-'));
+  // A space and non-ASCII letters in the path, as a checkout may have: pg_ctl hands its -o options to a shell.
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro private cluster ção-'));
   // Another program on a port of our own: stands for a second checkout's cluster.
   blockedPort = await freePort();
   blocker = net.createServer();

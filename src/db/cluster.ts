@@ -26,6 +26,9 @@ export interface ClusterStatus {
   note?: string;
 }
 
+/** One word for /bin/sh: pg_ctl runs postgres with its -o options through a shell (a checkout path may hold a space). */
+const shWord = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
 const isRoot = () => typeof process.getuid === 'function' && process.getuid() === 0;
 
 function binDir(): string | null {
@@ -181,7 +184,7 @@ export class EmbeddedCluster {
       note = await this.choosePort(log);
       log(`starting PostgreSQL on 127.0.0.1:${this.port}`);
       try {
-        await this.exec('pg_ctl', ['-D', this.pgdata, '-l', this.logFile, '-w', '-t', '120', '-o', `-p ${this.port} -k ${this.socketDir} -c listen_addresses=127.0.0.1`, 'start']);
+        await this.exec('pg_ctl', ['-D', this.pgdata, '-l', this.logFile, '-w', '-t', '120', '-o', `-p ${this.port} -k ${shWord(this.socketDir)} -c listen_addresses=127.0.0.1`, 'start']);
       } catch (e) {
         throw new AgroError('cluster', `${(e as Error).message}\n${this.logTail()}`);
       }
