@@ -32,3 +32,11 @@ export const brazilDay = (d: Date): string => brazilDateTime(d).slice(0, 10);
 
 /** Today in Brazil: a nightly firing at 22:00 in São Paulo is already tomorrow in UTC. */
 export const todayInBrazil = (): string => brazilDay(new Date());
+
+/**
+ * Whole Brazilian calendar days from a day (YYYY-MM-DD) to an instant: an as_of's age. Counted
+ * from midnight UTC it was a day older from 21:00 in Brasília on, while `agro run` still said
+ * today was the as_of day.
+ */
+export const brazilDaysSince = (day: string, now: Date): number =>
+  Math.round((Date.parse(`${brazilDay(now)}T00:00:00Z`) - Date.parse(`${day}T00:00:00Z`)) / 864e5);

@@ -10,7 +10,7 @@ import { area as turfArea } from '@turf/turf';
 import { validate as validateOpenApi } from '@readme/openapi-parser';
 import pg from 'pg';
 import { findPipeline } from '../pipelines/registry.ts';
-import { brazilDay } from '../src/dates.ts';
+import { brazilDay, brazilDaysSince, todayInBrazil } from '../src/dates.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { revokeKey, createKey } from '../src/platform/keys.ts';
 import { HEALTH_REUSE_MS } from '../src/api/meta/routes.ts';
@@ -85,8 +85,18 @@ describe('meta routes', () => {
       expect(d.age_hours).toBeGreaterThanOrEqual(0);
       expect(d.age_hours).toBeLessThan(1);
       expect(d.as_of).toMatch(/^\d{4}-\d{2}-\d{2}$/);
+      // Brazilian calendar days: at 21:00–23:59 in Brasília (already tomorrow in UTC) too.
+      expect(d.as_of_age_days).toBe(brazilDaysSince(d.as_of, new Date()));
+      if (d.as_of === todayInBrazil()) expect(d.as_of_age_days).toBe(0);
     }
     expect(r.body.consultado_em).toMatch(TIMESTAMP);
+  });
+
+  test("an as_of's age counts Brazilian calendar days, not days since midnight UTC", () => {
+    expect(brazilDaysSince('2026-11-29', new Date('2026-11-30T01:30:00Z'))).toBe(0); // 22:30 on the 29th in Brasília
+    expect(brazilDaysSince('2026-11-29', new Date('2026-11-30T03:00:00Z'))).toBe(1);
+    expect(brazilDaysSince('2026-12-31', new Date('2027-01-01T02:00:00Z'))).toBe(0);
+    expect(brazilDaysSince('2026-02-28', new Date('2026-03-01T12:00:00Z'))).toBe(1);
   });
 
   test('a flood of health checks (no key, no per-key limit) costs the database one check a second', async () => {

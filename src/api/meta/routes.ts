@@ -1,6 +1,7 @@
 // GET /v1/health (no key), GET /v1/sources, GET /v1/openapi.json (no key).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { brazilDaysSince } from '../../dates.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DateString, ErrorResponses, isoSeconds, Nullable, Timestamp } from '../schemas.ts';
 import { cadencesOf, FRESHNESS_RULE, sourceStates } from './freshness.ts';
@@ -33,7 +34,7 @@ const HealthSchema = {
       datasets: Type.Array(Type.Object({
         dataset: Type.String(), uf: Nullable(Type.String()), snapshot_id: Type.Integer(), as_of: DateString,
         published_at: Nullable(Timestamp), age_hours: Nullable(Type.Number({ description: 'hours since publication' })),
-        as_of_age_days: Type.Integer({ description: 'days since the source as-of date' }),
+        as_of_age_days: Type.Integer({ description: 'days since the source as-of date (Brazilian calendar days)' }),
       })),
       consultado_em: Timestamp,
     }),
@@ -123,7 +124,7 @@ export function metaRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
       const datasets = served.map((s) => ({
         dataset: s.dataset, uf: s.uf, snapshot_id: s.snapshot_id, as_of: s.as_of, published_at: ts(s.published_at),
         age_hours: s.published_at ? hours(now - s.published_at.getTime()) : null,
-        as_of_age_days: Math.floor((now - Date.parse(`${s.as_of}T00:00:00Z`)) / 864e5),
+        as_of_age_days: brazilDaysSince(s.as_of, new Date(now)),
       }));
       return { status: 'ok' as const, database: { reachable: true, latency_ms: latency }, ...(replica ? { replica } : {}), datasets, consultado_em: isoSeconds() };
     }
