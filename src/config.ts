@@ -2,6 +2,7 @@
 // Core code receives a Config and never reads process.env itself.
 import path from 'node:path';
 import { DEFAULT_ZIP_LIMITS, type ZipLimits } from './etl/archive.ts';
+import { ROOT_DIR } from './sql.ts';
 
 export interface QualityThresholds {
   /** Largest allowed drop in row count against the current snapshot (0..1). */
@@ -230,7 +231,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     sources[m[1].toLowerCase().replace(/_/g, '-')] = v;
   }
   return Object.freeze({
-    dataDir: path.resolve(cwd, env.AGRO_DATA_DIR || '.data'),
+    // The defaults are the checkout's, wherever agro is started from (a crontab starts it in
+    // $HOME, systemd in /): a second cluster and raw store under <cwd>/.data loaded data the API
+    // never served. A path given in the environment is the caller's, relative to where they are.
+    dataDir: env.AGRO_DATA_DIR ? path.resolve(cwd, env.AGRO_DATA_DIR) : path.join(ROOT_DIR, '.data'),
     databaseUrl: env.DATABASE_URL || null,
     sandboxDatabaseUrl: env.AGRO_SANDBOX_DATABASE_URL || null,
     databaseReadUrl: env.DATABASE_READ_URL || null,
@@ -238,7 +242,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     embeddedPortExplicit: !!env.AGRO_DB_PORT,
     logLevel: logLevel(env.LOG_LEVEL),
     logFormat: logFormat(env.LOG_FORMAT),
-    scheduleFile: path.resolve(cwd, env.AGRO_SCHEDULE_FILE || 'agro.schedule.json'),
+    scheduleFile: env.AGRO_SCHEDULE_FILE ? path.resolve(cwd, env.AGRO_SCHEDULE_FILE) : path.join(ROOT_DIR, 'agro.schedule.json'),
     scheduleFileExplicit: !!env.AGRO_SCHEDULE_FILE,
     port: num(env.PORT, 8080),
     host: env.HOST || '127.0.0.1',
