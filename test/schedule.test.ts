@@ -354,10 +354,13 @@ describe('SIGTERM', () => {
       expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM etl.current`)).rows[0].n).toBe(0);
       expect((await fresh.pool.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname IN ('stage', 'snap') AND tablename NOT LIKE '%template'`)).rows[0].n).toBe(0);
       expect((await fresh.pool.query(`SELECT status FROM etl.schedule_slots`)).rows).toEqual([{ status: 'interrupted' }]);
-      // The next start claims the interrupted slot again and loads it.
+      // The next start claims the interrupted slot again and loads it. The slot is this year's
+      // 1 January on the real clock the child ran on (a fixed 2026 "now" failed from 2027 on).
+      const { slot } = (await fresh.pool.query<{ slot: Date }>(`SELECT slot FROM etl.schedule_slots`)).rows[0];
+      expect(slot.toISOString()).toMatch(/^\d{4}-01-01T00:00:00\.000Z$/);
       const s = loadSchedule(file, NAMES);
-      const again = await new Scheduler({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log, now: () => new Date('2026-11-23T12:00:00Z') }, s).catchUp();
-      expect(again.map((r) => [r.slot.toISOString(), r.status, r.runs.map((o) => o.status)])).toEqual([['2026-01-01T00:00:00.000Z', 'done', ['published']]]);
+      const again = await new Scheduler({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log, now: () => new Date(slot.getTime() + 12 * 3600_000) }, s).catchUp();
+      expect(again.map((r) => [r.slot.toISOString(), r.status, r.runs.map((o) => o.status)])).toEqual([[slot.toISOString(), 'done', ['published']]]);
     } finally {
       server.release();
       await server.close();
