@@ -410,7 +410,8 @@ describe('agro nightly and agro schedule exclude each other', () => {
       const file = await yearlyCatchUp(fresh, 'sched-night.json', 'zarc', ZARC);
       const sched = startScheduler(fresh, file);
       const slot = async () => (await fresh.pool.query(`SELECT status, error, run_ids::int[] AS run_ids FROM etl.schedule_slots WHERE schedule = 'yearly'`)).rows[0];
-      for (let i = 0; i < 300 && (await slot())?.status !== 'skipped'; i++) await new Promise((r) => setTimeout(r, 100));
+      // The slot row is written before the log line: wait for both (a loaded machine read stderr in between).
+      for (let i = 0; i < 300 && ((await slot())?.status !== 'skipped' || !/skipped: a manual/.test(sched.stderr())); i++) await new Promise((r) => setTimeout(r, 100));
       expect(await slot()).toEqual({ status: 'skipped', error: expect.stringMatching(new RegExp(`^a manual \`agro nightly\` was running \\(agro ${night.child.pid}@\\S+ since \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC\\)$`)), run_ids: [] });
       expect(sched.stderr()).toMatch(/skipped: a manual `agro nightly` was running/);
       // Nothing failed: the night's download goes on, the scheduler started no run.
