@@ -30,6 +30,8 @@ export interface Config {
   logLevel: string;
   /** LOG_FORMAT (json or auto, any case): 'json' always writes JSON logs; 'auto' writes readable lines when stderr is a terminal. */
   logFormat: 'json' | 'auto';
+  /** TERM=dumb: the terminal takes no escape codes (the progress line clears with spaces). */
+  dumbTerminal: boolean;
   /** The scheduler's one config file (AGRO_SCHEDULE_FILE, default agro.schedule.json). */
   scheduleFile: string;
   /** AGRO_SCHEDULE_FILE was set: a missing file is an error, not the defaults. */
@@ -242,6 +244,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     embeddedPortExplicit: !!env.AGRO_DB_PORT,
     logLevel: logLevel(env.LOG_LEVEL),
     logFormat: logFormat(env.LOG_FORMAT),
+    dumbTerminal: env.TERM === 'dumb',
     scheduleFile: env.AGRO_SCHEDULE_FILE ? path.resolve(cwd, env.AGRO_SCHEDULE_FILE) : path.join(ROOT_DIR, 'agro.schedule.json'),
     scheduleFileExplicit: !!env.AGRO_SCHEDULE_FILE,
     port: num(env.PORT, 8080),

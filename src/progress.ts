@@ -34,9 +34,9 @@ export function enterProgress(reporter: ProgressReporter): void {
  * For a command at a terminal (stderr a TTY, LOG_FORMAT not json): readable log lines and
  * live progress lines. Returns the log format to use.
  */
-export function setupTerminal(logFormat: 'json' | 'auto', stderr: NodeJS.WriteStream = process.stderr): 'json' | 'pretty' {
+export function setupTerminal(logFormat: 'json' | 'auto', dumbTerminal = false, stderr: NodeJS.WriteStream = process.stderr): 'json' | 'pretty' {
   if (logFormat === 'json' || !stderr.isTTY) return 'json';
-  const t = new TtyProgress(stderr);
+  const t = new TtyProgress(stderr, Date.now, 100, dumbTerminal);
   setTerminal(t);
   enterProgress(t);
   return 'pretty';
@@ -105,11 +105,22 @@ export class TtyProgress implements ProgressReporter {
     private readonly out: NodeJS.WriteStream | { write(s: string): boolean; columns?: number },
     private readonly now: () => number = Date.now,
     private readonly minIntervalMs = 100,
+    /** TERM=dumb (an editor's shell buffer, a serial console): no escape codes, spaces clear the line. */
+    private readonly dumb = false,
   ) {}
+
+  /** What the live line shows now, for a dumb terminal's clearing. */
+  private shown = 0;
+
+  /** Back to the start of the live line, cleared. */
+  private clear(): string {
+    return this.dumb ? `\r${' '.repeat(this.shown)}\r` : '\r\x1b[2K';
+  }
 
   /** Prints a finished line (a log line, a stage summary) and redraws the live line below it. */
   line(text: string): void {
-    this.out.write(`\r\x1b[2K${text}\n${this.live}`);
+    this.out.write(`${this.clear()}${text}\n${this.live}`);
+    this.shown = this.live.length;
   }
 
   private trailing: NodeJS.Timeout | null = null;
@@ -128,7 +139,8 @@ export class TtyProgress implements ProgressReporter {
     this.lastDraw = t;
     const width = Math.max(40, (this.out.columns || 120) - 1);
     this.live = describeStage(this.label, this.cur, t).slice(0, width);
-    this.out.write(`\r\x1b[2K${this.live}`);
+    this.out.write(`${this.clear()}${this.live}`);
+    this.shown = this.live.length;
   }
 
   runStart(label: string): void {

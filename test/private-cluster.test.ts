@@ -48,6 +48,27 @@ afterAll(async () => {
   fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
+describe('a deep checkout', () => {
+  test('a data folder whose socket path passes the 107 bytes a Unix socket address holds: the cluster starts, over TCP only', async () => {
+    // The server refused to start there: "could not create any Unix-domain sockets".
+    const deep = path.join(dataDir, 'a folder nested deep enough'.repeat(3), '.data');
+    expect(Buffer.byteLength(path.join(deep, 'pg', 'run', '.s.PGSQL.65535'))).toBeGreaterThan(107);
+    const port = String(await freePort());
+    const env = { AGRO_DATA_DIR: deep, AGRO_DB_PORT: port };
+    try {
+      const r = agro(['db', 'start', '--json'], env);
+      expect(r.code, r.stderr).toBe(0);
+      expect(oneObject(r)).toMatchObject({ running: true, port: Number(port) });
+      const c = new pg.Client({ connectionString: `postgres://agro@127.0.0.1:${port}/agro` });
+      await c.connect();
+      expect((await c.query(`SELECT current_setting('unix_socket_directories') AS d`)).rows[0].d).toBe('');
+      await c.end();
+    } finally {
+      agro(['db', 'stop'], env);
+    }
+  }, 240_000);
+});
+
 describe('B.6 a taken port', () => {
   test('AGRO_DB_PORT naming a taken port: says what is wrong and what to do', () => {
     const r = agro(['db', 'start', '--json'], { AGRO_DB_PORT: String(blockedPort) });

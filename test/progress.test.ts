@@ -13,6 +13,33 @@ function terminal() {
   return { tty, shown, at: (ms: number) => (t = ms), raw: () => screen };
 }
 
+/** A dumb terminal: \r returns to column 0 and later characters overwrite; nothing else is understood. */
+function dumbScreen(raw: string): string[] {
+  return raw.split('\n').map((line) =>
+    line.split('\r').reduce((shown, seg) => seg + shown.slice(seg.length), ''),
+  );
+}
+
+describe('a dumb terminal (TERM=dumb)', () => {
+  test('no escape codes; a shorter live line or a log line leaves nothing of the longer one before it', () => {
+    let raw = '';
+    let t = 0;
+    const tty = new TtyProgress({ write: (s: string) => ((raw += s), true), columns: 200 }, () => t, 0, true);
+    tty.runStart('sicar GO');
+    tty.stageStart('download');
+    t = 2000;
+    tty.bytes('a.zip', 1_000_000, 4_000_000);
+    t = 2500;
+    tty.bytes('a.zip', 4_000_000, 4_000_000); // a shorter line: no ETA any more
+    expect(dumbScreen(raw).at(-1)!.trimEnd()).toBe('sicar GO · download · 4.0 MB of 4.0 MB (100 %) · 1.6 MB/s · 2.5 s');
+    tty.line('WARN x');
+    expect(dumbScreen(raw).at(-2)!.trimEnd()).toBe('WARN x');
+    tty.stageEnd('download', true);
+    expect(dumbScreen(raw).at(-2)!.trimEnd()).toMatch(/^✓ sicar GO · download · 4\.0 MB/);
+    expect(raw).not.toContain('\x1b');
+  });
+});
+
 describe('progress line', () => {
   test('bytes of total, rate and ETA; several files add up; the finished stage leaves one line', () => {
     const { tty, shown, at } = terminal();

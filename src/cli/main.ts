@@ -399,7 +399,7 @@ export async function main(argv: string[]): Promise<number> {
     return fail(json, new AgroError('usage', `configuration: ${(e as Error).message}`));
   }
   // No option is `multiple`: a value is a string or a switch.
-  const env: Env = { cfg, log: createLogger(cfg.logLevel, setupTerminal(cfg.logFormat)), json, values: parsed.values as Env['values'], args: parsed.positionals };
+  const env: Env = { cfg, log: createLogger(cfg.logLevel, setupTerminal(cfg.logFormat, cfg.dumbTerminal)), json, values: parsed.values as Env['values'], args: parsed.positionals };
   const cmd = env.args[0];
   if (parsed.values.help) {
     if (json) print(env, { usage: USAGE }, () => USAGE);

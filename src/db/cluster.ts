@@ -106,6 +106,14 @@ export class EmbeddedCluster {
   get socketDir() {
     return path.join(this.dir, 'run');
   }
+  /**
+   * The Unix socket's folder, or '' (TCP only: agro connects over 127.0.0.1) when the socket's
+   * path would pass the 107 bytes a socket address holds: in a deep checkout the server
+   * refused to start ("could not create any Unix-domain sockets").
+   */
+  socketDirFor(port: number): string {
+    return Buffer.byteLength(path.join(this.socketDir, `.s.PGSQL.${port}`)) > 107 ? '' : this.socketDir;
+  }
   get logFile() {
     return path.join(this.dir, 'server.log');
   }
@@ -184,7 +192,7 @@ export class EmbeddedCluster {
       note = await this.choosePort(log);
       log(`starting PostgreSQL on 127.0.0.1:${this.port}`);
       try {
-        await this.exec('pg_ctl', ['-D', this.pgdata, '-l', this.logFile, '-w', '-t', '120', '-o', `-p ${this.port} -k ${shWord(this.socketDir)} -c listen_addresses=127.0.0.1`, 'start']);
+        await this.exec('pg_ctl', ['-D', this.pgdata, '-l', this.logFile, '-w', '-t', '120', '-o', `-p ${this.port} -k ${shWord(this.socketDirFor(this.port))} -c listen_addresses=127.0.0.1`, 'start']);
       } catch (e) {
         throw new AgroError('cluster', `${(e as Error).message}\n${this.logTail()}`);
       }
