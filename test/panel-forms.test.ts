@@ -4,7 +4,7 @@
 // loopback, real HTTP, Debian's headless Chromium.
 import type { Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { addEndpoint } from '../src/events/endpoints.ts';
+import { addEndpoint, rotateSecret } from '../src/events/endpoints.ts';
 import { addMonitor } from '../src/events/monitors.ts';
 import { createKey } from '../src/platform/keys.ts';
 import { call, emptyApi, startApi } from './helpers/api.ts';
@@ -181,6 +181,62 @@ describe('webhook forms posted again', () => {
     // The 201 page's own rotate form is a fresh one.
     const next = await expectPage(await send(action, new URLSearchParams({ csrf, form_token: tokenOf(rotated, action) }).toString()), 201);
     expect(/<code id="new-secret">([^<]+)<\/code>/.exec(next)![1]).not.toBe(secret);
+  });
+});
+
+describe('webhook forms posted again, later', () => {
+  // A form's token is remembered apart from the subscription's row: a rotation made in between
+  // (the CLI's, or the panel's next form) or the subscription removed in between does not make
+  // the old form good again; another account's token names nothing of that account.
+  const tokenOf = (html: string, action: string) => {
+    const form = html.split('<form').find((f) => f.includes(`action="${action}"`))!;
+    return /name="form_token" value="([^"]+)"/.exec(form)![1];
+  };
+  const session = async (name: string) => {
+    const owner = await createKey(fx.db.pool, { env: 'live', plan: 'starter', name });
+    const { cookie, csrf } = await signIn(fx.api.base, owner.key);
+    const send = (path: string, fields: Record<string, string>) =>
+      fetch(`${fx.api.base}${path}`, { method: 'POST', headers: { cookie }, body: new URLSearchParams({ csrf, ...fields }), redirect: 'manual' });
+    const overview = async () => (await fetch(`${fx.api.base}/panel/webhooks`, { headers: { cookie } })).text();
+    return { owner, send, overview };
+  };
+  const secretOf = async (id: string) => (await fx.db.pool.query(`SELECT secret FROM events.endpoints WHERE id = $1`, [id])).rows[0].secret as string;
+
+  test('a rotate form posted again after a rotation by the CLI, or by a newer panel form, rotates nothing', async () => {
+    const { owner, send, overview } = await session('rotate later');
+    const e = await addEndpoint(fx.db.pool, { keyId: owner.id, url: 'https://8.8.8.8/later', events: '*', allowPrivate: false });
+    const action = `/panel/webhooks/${e.id}/rotate`;
+    const old = tokenOf(await overview(), action);
+    const page = await expectPage(await send(action, { form_token: old }), 201);
+    await rotateSecret(fx.db.pool, e.id); // `agro webhooks rotate` in between
+    const cli = await secretOf(e.id);
+    expect(await expectPage(await send(action, { form_token: old }), 409)).toContain('already rotated');
+    expect(await secretOf(e.id)).toBe(cli);
+    await expectPage(await send(action, { form_token: tokenOf(page, action) }), 201); // the next page's own form
+    const newest = await secretOf(e.id);
+    expect(await expectPage(await send(action, { form_token: old }), 409)).toContain('already rotated');
+    expect(await secretOf(e.id)).toBe(newest);
+  });
+
+  test('a subscribe form posted again after its subscription was removed subscribes nothing', async () => {
+    const { owner, send, overview } = await session('removed later');
+    const token = tokenOf(await overview(), '/panel/webhooks');
+    const fields = { form_token: token, url: 'https://8.8.8.8/removed', events: 'car.embargo.criado' };
+    await expectPage(await send('/panel/webhooks', fields), 201);
+    const [{ id }] = (await fx.db.pool.query(`SELECT id FROM events.endpoints WHERE key_id = $1`, [owner.id])).rows;
+    expect((await send(`/panel/webhooks/${id}/remove`, {})).status).toBe(303);
+    expect(await expectPage(await send('/panel/webhooks', fields), 409)).toContain('removed since');
+    expect((await fx.db.pool.query(`SELECT count(*)::int AS n FROM events.endpoints WHERE key_id = $1`, [owner.id])).rows[0].n).toBe(0);
+  });
+
+  test("another account's subscribe token does not name that account's subscription", async () => {
+    const a = await session('account a');
+    const token = tokenOf(await a.overview(), '/panel/webhooks');
+    await expectPage(await a.send('/panel/webhooks', { form_token: token, url: 'https://8.8.8.8/a', events: 'car.embargo.criado' }), 201);
+    const [{ id }] = (await fx.db.pool.query(`SELECT id FROM events.endpoints WHERE key_id = $1`, [a.owner.id])).rows;
+    const b = await session('account b');
+    const text = await expectPage(await b.send('/panel/webhooks', { form_token: token, url: 'https://8.8.8.8/b', events: 'car.embargo.criado' }), 403);
+    expect(text).not.toContain(id);
   });
 });
 

@@ -59,22 +59,24 @@ export async function addEndpoint(db: Db, a: AddEndpoint): Promise<Endpoint & { 
   secretKey(secret);
   const keyId = await subscriberKeyOf(db, a.keyId);
   const id = `we_${crypto.randomBytes(9).toString('base64url')}`;
+  // A panel form's token (sql/0126) is recorded in the same statement: only its first use subscribes.
   const r = await db.query(
-    `INSERT INTO events.endpoints (id, key_id, url, events, secret, form_token) VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (form_token) DO NOTHING RETURNING ${COLUMNS}`,
+    `WITH once AS (INSERT INTO events.form_tokens (token, endpoint_id) SELECT $6, $1 WHERE $6::text IS NOT NULL ON CONFLICT (token) DO NOTHING RETURNING token)
+     INSERT INTO events.endpoints (id, key_id, url, events, secret) SELECT $1, $2, $3, $4, $5 WHERE $6::text IS NULL OR EXISTS (SELECT FROM once)
+     RETURNING ${COLUMNS}`,
     [id, keyId, u.toString(), events, secret, a.formToken ?? null],
   );
   if (!r.rowCount) {
     const made = await endpointOfForm(db, a.formToken!);
-    throw new AgroError('form_used', `this form already created subscription ${made ?? '(removed since)'}`, { endpoint: made });
+    throw new AgroError('form_used', `this form was already sent (subscription ${made})`, { endpoint: made });
   }
   return { ...r.rows[0], secret };
 }
 
-/** The subscription a panel form's token made. */
+/** The subscription a panel form's token made or rotated (it may be removed since, or another account's). */
 async function endpointOfForm(db: Db, formToken: string): Promise<string | null> {
-  const r = await db.query(`SELECT id FROM events.endpoints WHERE form_token = $1`, [formToken]);
-  return r.rows[0]?.id ?? null;
+  const r = await db.query(`SELECT endpoint_id FROM events.form_tokens WHERE token = $1`, [formToken]);
+  return r.rows[0]?.endpoint_id ?? null;
 }
 
 export async function listEndpoints(db: Db, keyIds: string[] | null): Promise<Endpoint[]> {
@@ -101,11 +103,13 @@ export async function rotateSecret(
   db: Db, id: string, windowHours = ROTATION_WINDOW_HOURS, now = new Date(), formToken: string | null = null,
 ): Promise<{ id: string; secret: string; previous_secret_until: Date }> {
   const secret = newSecret();
-  // A panel form's token (sql/0124): the rotation it already made is not made again.
+  // A panel form's token (sql/0126) is recorded in the same statement: only its first use rotates,
+  // whatever rotations (the CLI's, the panel's next form) came in between.
   const r = await db.query(
-    `UPDATE events.endpoints SET previous_secret = secret, previous_secret_until = $3::timestamptz + make_interval(hours => $4), secret = $2,
-            rotation_form_token = $5
-      WHERE id = $1 AND ($5::text IS NULL OR rotation_form_token IS DISTINCT FROM $5) RETURNING previous_secret_until`,
+    `WITH once AS (INSERT INTO events.form_tokens (token, endpoint_id) SELECT $5, id FROM events.endpoints WHERE id = $1 AND $5::text IS NOT NULL
+                   ON CONFLICT (token) DO NOTHING RETURNING token)
+     UPDATE events.endpoints SET previous_secret = secret, previous_secret_until = $3::timestamptz + make_interval(hours => $4), secret = $2
+      WHERE id = $1 AND ($5::text IS NULL OR EXISTS (SELECT FROM once)) RETURNING previous_secret_until`,
     [id, secret, now, windowHours, formToken],
   );
   if (!r.rowCount) {

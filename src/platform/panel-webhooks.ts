@@ -22,6 +22,8 @@ export interface PanelKit {
   send: (reply: FastifyReply, status: number, html: string) => FastifyReply;
   sessionFrom: (req: FastifyRequest, reply: FastifyReply) => Promise<Session | null>;
   guard: (req: FastifyRequest, reply: FastifyReply) => Promise<Session | null>;
+  /** The 403 page of a form that is not this session's. */
+  outOfDate: (reply: FastifyReply) => FastifyReply;
 }
 
 const iso = (d: Date | null) => (d ? d.toISOString().replace(/\.\d{3}Z$/, 'Z') : '');
@@ -37,7 +39,7 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
   const opts = { config, schema: { hide: true } };
   const csrfField = (s: Session) => `<input type="hidden" name="csrf" value="${esc(s.csrf)}">`;
   // The forms that answer with a secret on the page (subscribe, rotate) carry a one-time token:
-  // a browser's reload of that page posts them again (sql/0124).
+  // a browser's reload of that page posts them again (sql/0126).
   const onceField = () => `<input type="hidden" name="form_token" value="${formToken()}">`;
   /** The posted one-time token; null without one (a page of an older release: acts as before). */
   const onceOf = (req: FastifyRequest) => formText(req, 'form_token').slice(0, 100) || null;
@@ -127,8 +129,11 @@ ${rows.join('\n')}</tbody></table></div>${log.length === 0 ? '<p class="muted">N
     } catch (err) {
       if (!isAgroError(err)) throw err;
       if (err.code === 'form_used') {
-        const made = err.details.endpoint as string | null;
-        return alreadySent(reply, made ? `This form already created subscription <code>${esc(made)}</code>` : 'This form already created a subscription, removed since');
+        // The token names what it made; another account's (a forged form) is named to no one.
+        const made = err.details.endpoint as string;
+        if (await getEndpoint(deps.pool, made, await accountKeyIds(deps, s))) return alreadySent(reply, `This form already created subscription <code>${esc(made)}</code>`);
+        if (await getEndpoint(deps.pool, made)) return kit.outOfDate(reply);
+        return alreadySent(reply, 'This form already created a subscription, removed since');
       }
       return send(reply, 422, await overview(s, alert(err), typed));
     }

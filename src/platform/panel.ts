@@ -280,6 +280,6 @@ export function panelRoutes(deps: ApiDeps) {
       return send(reply, 201, await dashboard(deps, s, {}, newKeyFlash(r.key.key, `Key ${id} rotated: its successor is ${r.key.id}; the old key works until ${iso(r.old.expires_at)}.`)));
     });
 
-    await webhookPanelRoutes(app, deps, { esc, page, send, sessionFrom, guard });
+    await webhookPanelRoutes(app, deps, { esc, page, send, sessionFrom, guard, outOfDate });
   };
 }
