@@ -24,6 +24,7 @@ import { RUN_ALIVE_LOCK, RunLocks, endSessionsOf } from './run-locks.ts';
 import { forgetQsaChanges } from './sql/qsa-changes.ts';
 import { emptyFacts, evaluateGate, gateVerdict, measureGate, missingFieldFailure, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
 import { checkSnapshotText, measureText, mergeTextFailures } from './text-checks.ts';
+import { sweepDeadTempDirs } from './temp-dirs.ts';
 
 
 export interface Deps {
@@ -128,10 +129,13 @@ async function deadRunEnd(db: pg.ClientBase, runId: number): Promise<Parameters<
 
 /**
  * Finds runs marked running whose process is gone (their alive-lock is free),
- * drops what they left (staging tables, half-loaded snapshot tables) and marks them killed.
+ * drops what they left (staging tables, half-loaded snapshot tables, temporary folders) and marks them killed.
  */
 export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
   const cleaned: number[] = [];
+  // what a process killed outside any run's bookkeeping left in os.tmpdir() (temp-dirs.ts)
+  const swept = sweepDeadTempDirs();
+  if (swept.length) deps.log.warn({ folders: swept }, 'removed the temporary folders of processes that are gone');
   const client = await connectOrFail(deps.pool);
   try {
     for (const run of await catalog.runningRuns(client, null, null, null)) {
