@@ -3,7 +3,9 @@
 //   stage: one row per property near a road, the whole country's on a national load) must not
 //   stay there for ever: the next ordinary command removes those of processes that are gone;
 // - a backfill killed after its publish committed, before it marked its snapshot kept: the
-//   cleanup keeps it, or the next nightly's retention drops the past date it loaded.
+//   cleanup keeps it, or the next nightly's retention drops the past date it loaded;
+// - what the API says of a killed run before any cleanup: `dead`, as `agro runs` says, not
+//   `running` for as long as no other run comes.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -12,9 +14,10 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { findPipeline } from '../pipelines/registry.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import { writeBigState } from './helpers/big-state.ts';
-import { eventually } from './helpers/api.ts';
+import { call, eventually, newKey, startApi } from './helpers/api.ts';
 import type { TestDb } from './helpers/db.ts';
 import { usesTestDatabase } from './helpers/hooks.ts';
+import { slowFileServer } from './helpers/slow-server.ts';
 
 const ROOT = path.resolve(__dirname, '..');
 const AGRO = path.join(ROOT, 'bin/agro.mjs');
@@ -102,4 +105,39 @@ describe('SIGKILL of a backfill after its publish committed', () => {
     const run = (await db.pool.query(`SELECT status, error FROM etl.runs WHERE run_id = $1`, [hit!.runId])).rows[0];
     expect(run).toEqual({ status: expect.stringMatching(/^(published|loaded)$/), error: expect.stringMatching(/the process died after snapshot \d+ was (published|loaded); it is kept out of retention/) });
   }, 300_000);
+});
+
+describe('SIGKILL during a download, before any cleanup', () => {
+  let db: TestDb;
+  usesTestDatabase((d) => (db = d));
+
+  test("GET /v1/sources and serving.source_runs say the last run is dead, not running", async () => {
+    const zip = path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip');
+    expect((await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline('ibge-municipios')!, { source: zip })).status).toBe('published');
+    const server = await slowFileServer(zip, 'BR_Municipios_2024.zip');
+    const api = await startApi(db.cfg, db.url, db);
+    try {
+      const child = spawn(process.execPath, [AGRO, 'run', 'ibge-municipios', '--source', server.url, '--json'], {
+        env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent' }, stdio: 'ignore',
+      });
+      const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+      await server.started;
+      const lastRun = async () => {
+        const r = await call(api.base, '/v1/sources', { key: await newKey(db) });
+        return r.body.sources.find((x: { dataset: string }) => x.dataset === 'ibge-municipios').last_run;
+      };
+      const view = async () => (await db.pool.query(`SELECT last_status FROM serving.source_runs WHERE dataset = 'ibge-municipios'`)).rows[0].last_status;
+      expect((await lastRun()).status, 'while it downloads').toBe('running');
+      expect(await view()).toBe('running');
+      child.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+      // (its lock goes when the server notices the killed client's socket closed)
+      await eventually(async () => expect(await view()).toBe('dead'), 10_000);
+      expect(await lastRun()).toMatchObject({ run_id: 2, status: 'dead', finished_at: null });
+    } finally {
+      server.release();
+      await api.close();
+      await server.close();
+    }
+  }, 120_000);
 });
