@@ -6,8 +6,8 @@
 // GDAL, whose shapefile driver tries only all-lower and all-upper extensions and is shown
 // such a layer under lower-case names (gdalOpenable).
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
+import { agroTempDir } from './temp-dirs.ts';
 
 /** The extensions of a shapefile layer's parts (lower case). */
 export type PartExt = '.shp' | '.shx' | '.dbf' | '.prj' | '.cpg' | '.cst';
@@ -60,7 +60,7 @@ export function gdalOpenable(shp: string): { shp: string; release: () => void } 
   try {
     dir = fs.mkdtempSync(path.join(path.dirname(shp), '.parts-')); // links need the same file system
   } catch {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-parts-')); // the source's folder may be read-only
+    dir = agroTempDir('parts'); // the source's folder may be read-only
   }
   const base = path.join(dir, path.basename(stem));
   const release = () => fs.rmSync(dir, { recursive: true, force: true });

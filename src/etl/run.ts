@@ -24,6 +24,7 @@ import { RUN_ALIVE_LOCK, RunLocks, endSessionsOf } from './run-locks.ts';
 import { forgetQsaChanges } from './sql/qsa-changes.ts';
 import { emptyFacts, evaluateGate, gateVerdict, measureGate, missingFieldFailure, renderHtml, sum, type ChangeSummary, type GateFailure, type QualityReport } from './quality.ts';
 import { checkSnapshotText, measureText, mergeTextFailures } from './text-checks.ts';
+import { sweepDeadTempDirs } from './temp-dirs.ts';
 
 
 export interface Deps {
@@ -109,29 +110,36 @@ async function dropStagingTables(db: pg.Pool | pg.ClientBase, runId: number) {
 
 /**
  * How a dead run ends in the ledger: `killed`, unless its snapshot got past the publish
- * transaction before the process died (then what the snapshot became, and a note).
+ * transaction before the process died (then what the snapshot became, and a note). A
+ * backfill's good snapshot is kept out of retention here, as the backfill would have done
+ * next (keepBackfilled): else the next nightlies' retention drops the past date it loaded.
  */
 async function deadRunEnd(db: pg.ClientBase, runId: number): Promise<Parameters<typeof catalog.finishRun>[2]> {
   const r = await db.query(
-    `SELECT snapshot_id, status, quality->'counts' AS counts FROM etl.snapshots
-      WHERE run_id = $1 AND status IN ('published', 'superseded', 'rolled_back', 'loaded', 'blocked') ORDER BY snapshot_id DESC LIMIT 1`,
+    `SELECT s.snapshot_id, s.status, s.quality->'counts' AS counts, coalesce(r.options->>'backfill' = 'true', false) AS backfill
+       FROM etl.snapshots s JOIN etl.runs r USING (run_id)
+      WHERE s.run_id = $1 AND s.status IN ('published', 'superseded', 'rolled_back', 'loaded', 'blocked') ORDER BY s.snapshot_id DESC LIMIT 1`,
     [runId],
   );
   const s = r.rows[0];
   if (!s) return { status: 'killed', error: 'the process running this load died; cleaned up by a later run' };
   const status: catalog.RunStatus = s.status === 'blocked' || s.status === 'loaded' ? s.status : 'published';
+  const kept = s.backfill && catalog.GOOD_STATUSES.includes(s.status) && (await catalog.setKept(db, s.snapshot_id, true));
   return {
     status, snapshotId: s.snapshot_id, read: s.counts?.read, loaded: s.counts?.loaded, rejected: s.counts?.rejected,
-    error: `the process died after snapshot ${s.snapshot_id} was ${status}; retention was left to a later run`,
+    error: `the process died after snapshot ${s.snapshot_id} was ${status}; ${kept ? `it is kept out of retention, as its backfill would have done (\`agro keep ${s.snapshot_id} --release\` gives it back); ` : ''}retention was left to a later run`,
   };
 }
 
 /**
  * Finds runs marked running whose process is gone (their alive-lock is free),
- * drops what they left (staging tables, half-loaded snapshot tables) and marks them killed.
+ * drops what they left (staging tables, half-loaded snapshot tables, temporary folders) and marks them killed.
  */
 export async function cleanupDeadRuns(deps: Deps): Promise<number[]> {
   const cleaned: number[] = [];
+  // what a process killed outside any run's bookkeeping left in os.tmpdir() (temp-dirs.ts)
+  const swept = sweepDeadTempDirs();
+  if (swept.length) deps.log.warn({ folders: swept }, 'removed the temporary folders of processes that are gone');
   const client = await connectOrFail(deps.pool);
   try {
     for (const run of await catalog.runningRuns(client, null, null, null)) {

@@ -5,7 +5,6 @@
 // identified tolerantly (layer-crs.ts); without one the pipeline's default (EPSG:4674)
 // is assumed and the assumption is reported.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import gdal from 'gdal-async';
 import { AgroError } from '../errors.ts';
@@ -13,6 +12,7 @@ import type { ZipBudget } from './archive.ts';
 import { identifySrid, readPrj } from './layer-crs.ts';
 import { decideEncoding, type EncodingRule } from './layer-encoding.ts';
 import { gdalOpenable, layerPart } from './layer-parts.ts';
+import { agroTempDir } from './temp-dirs.ts';
 import { decodeField, FieldValue, parseDbfHeader, uniqueFieldNames, type DbfHeader } from './read/dbf.ts';
 
 export interface LayerField {
@@ -303,7 +303,7 @@ function propsOf(f: gdal.Feature, names: string[], cells: DbfCells | null, count
  * or GDAL would open the .shp beside it).
  */
 function* recordsAfterShapes(layer: VectorLayer, dbf: string, shapes: number, counts?: ReadCounts): Generator<RawFeature> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-dbf-')); // the source's folder may be read-only
+  const dir = agroTempDir('dbf'); // the source's folder may be read-only
   try {
     const alone = path.join(dir, path.basename(dbf, path.extname(dbf)) + '.dbf'); // as GDAL finds it (layer-parts.ts)
     try {

@@ -44,7 +44,7 @@ const HealthSchema = {
 
 const LastRun = Type.Object({
   run_id: Type.Integer({ description: 'as `agro runs` lists it; `agro report <run_id>` shows its report' }),
-  status: Type.String({ description: 'running, published, unchanged, blocked, failed or killed' }),
+  status: Type.String({ description: 'running, dead (its process died; the next run of any pipeline cleans up after it), published, unchanged, blocked, failed or killed' }),
   started_at: Timestamp,
   finished_at: Nullable(Timestamp),
   error_code: Nullable(Type.String()),

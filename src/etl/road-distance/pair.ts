@@ -6,7 +6,6 @@
 // rows they return go to a temporary file that is copied into `out` at the end: one
 // connection (it may be a publish transaction's), memory flat however large the state.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import pgCopy from 'pg-copy-streams';
@@ -16,6 +15,7 @@ import type { Sql } from '../../sql.ts';
 import { flattenPieces, RoadPieces, type RoadIndex } from './nearest.ts';
 import { completeRows, copyHeaderLength } from './lines.ts';
 import { NearestThreads } from './threads.ts';
+import { agroTempDir } from '../temp-dirs.ts';
 
 /** About 250 properties of 50 vertices: big enough to keep the message overhead small. */
 const BATCH_BYTES = 256 * 1024;
@@ -128,7 +128,7 @@ export async function distancePair(
     // threads already known to have died starting (a heap too small, a module that does
     // not load) fail the pair here, not after the whole property stream
     await threads.room();
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'agro-road-'));
+    dir = agroTempDir('road');
     const file = path.join(dir, 'rows.tsv');
     fd = fs.openSync(file, 'w');
     // binary COPY: no hex to write or read; batches are cut at row boundaries

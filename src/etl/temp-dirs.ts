@@ -1,0 +1,44 @@
+// Folders a process makes in os.tmpdir() are named after it (agro-<what>-<host>-<pid>-XXXXXX):
+// a process killed with SIGKILL runs no `finally`, and what it wrote there (the road-distance
+// rows of a national derive: hundreds of MB) would stay for ever. Every run removes first the
+// folders of this machine's processes that are gone (cleanupDeadRuns). The host tag keeps a
+// machine from taking the folders of another one that shares the same /tmp.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const HOST = crypto.createHash('sha1').update(os.hostname()).digest('hex').slice(0, 8);
+const OWNED = /^agro-[a-z]+-([0-9a-f]{8})-(\d+)-[A-Za-z0-9]{6}$/;
+
+/** A new folder of this process in os.tmpdir(); the caller removes it when done. */
+export function agroTempDir(what: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `agro-${what}-${HOST}-${process.pid}-`));
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM'; // another user's process: alive
+  }
+}
+
+/** Removes the temporary folders of this machine's processes that are gone; their names. */
+export function sweepDeadTempDirs(): string[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(os.tmpdir());
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const m = OWNED.exec(name);
+    if (!m || m[1] !== HOST || alive(Number(m[2]))) continue;
+    fs.rmSync(path.join(os.tmpdir(), name), { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed;
+}

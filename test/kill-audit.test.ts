@@ -1,0 +1,143 @@
+// SIGKILL audit (no handler runs), what ops-recovery and engine-failures do not cover already:
+// - the temporary folders a run makes in os.tmpdir() (the road-distance rows of the derive
+//   stage: one row per property near a road, the whole country's on a national load) must not
+//   stay there for ever: the next ordinary command removes those of processes that are gone;
+// - a backfill killed after its publish committed, before it marked its snapshot kept: the
+//   cleanup keeps it, or the next nightly's retention drops the past date it loaded;
+// - what the API says of a killed run before any cleanup: `dead`, as `agro runs` says, not
+//   `running` for as long as no other run comes.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { findPipeline } from '../pipelines/registry.ts';
+import { runPipeline } from '../src/etl/run.ts';
+import { writeBigState } from './helpers/big-state.ts';
+import { call, eventually, newKey, startApi } from './helpers/api.ts';
+import type { TestDb } from './helpers/db.ts';
+import { usesTestDatabase } from './helpers/hooks.ts';
+import { slowFileServer } from './helpers/slow-server.ts';
+
+const ROOT = path.resolve(__dirname, '..');
+const AGRO = path.join(ROOT, 'bin/agro.mjs');
+let work: string;
+beforeAll(() => {
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'kill-audit-'));
+});
+afterAll(() => {
+  fs.rmSync(work, { recursive: true, force: true });
+});
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('SIGKILL while the derive stage measures road distances', () => {
+  let db: TestDb;
+  usesTestDatabase((d) => (db = d));
+
+  test("the killed process's temporary folder is removed by the next run, not left to grow", async () => {
+    const deps = { cfg: db.cfg, pool: db.pool, log: db.log };
+    expect((await runPipeline(deps, findPipeline('dnit-snv')!, { source: path.join(ROOT, 'fixtures/dnit-snv') })).status).toBe('published');
+    const big = path.join(work, 'MT-big');
+    await writeBigState(big, 30_000);
+    // The child's own temporary folder (TMPDIR): only its files are in it.
+    const tmp = fs.mkdtempSync(path.join(work, 'tmp-'));
+    const env = { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent', TMPDIR: tmp };
+    const child = spawn(process.execPath, [AGRO, 'run', 'sicar', '--uf', 'MT', '--source', big, '--json'], { env, stdio: 'ignore' });
+    const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+    const roadDirs = () => fs.readdirSync(tmp).filter((n) => n.includes('road'));
+    const deadline = Date.now() + 240_000;
+    while (!roadDirs().some((d) => fs.existsSync(path.join(tmp, d, 'rows.tsv'))) && Date.now() < deadline && child.exitCode === null) await sleep(20);
+    child.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
+    expect(roadDirs(), 'the derive stage was measuring road distances when killed').toHaveLength(1);
+
+    // The next ordinary command (any pipeline) cleans up after the dead process.
+    const next = spawnSync(process.execPath, [AGRO, 'run', 'funai-tis', '--source', path.join(ROOT, 'fixtures/funai-tis'), '--json'], { env, encoding: 'utf8', timeout: 180_000 });
+    expect(next.status, next.stderr).toBe(0);
+    // (tsx keeps its compile cache there: not the run's)
+    expect(fs.readdirSync(tmp).filter((n) => !n.startsWith('tsx-')), 'nothing of the dead process left in the temporary folder').toEqual([]);
+  }, 400_000);
+});
+
+describe('SIGKILL of a backfill after its publish committed', () => {
+  let db: TestDb;
+  usesTestDatabase((d) => (db = d));
+
+  test("the cleanup keeps the snapshot out of retention, as the backfill would have: the next nightly does not drop the past date", async () => {
+    const env = { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent', AGRO_RETENTION: '1' };
+    const csv = fs.readFileSync(path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv'), 'utf8');
+    let n = 0;
+    /** The fixture with n blank lines more: other bytes each time. */
+    const file = () => {
+      const f = path.join(work, `termo_embargo_${++n}.csv`);
+      fs.writeFileSync(f, csv + '\n'.repeat(n));
+      return f;
+    };
+    const snapshot = async (runId: number) => (await db.pool.query(`SELECT snapshot_id::int, status, kept FROM etl.snapshots WHERE run_id = $1`, [runId])).rows[0];
+    // The window is a few statements long (retention, the run's last update, the keep): tried until a kill lands in it.
+    let hit: { runId: number; snapshot_id: number } | null = null;
+    for (let attempt = 0; attempt < 8 && !hit; attempt++) {
+      const child = spawn(process.execPath, [AGRO, 'backfill', 'ibama-embargos', '--source', file(), '--as-of', '2026-10-29', '--json'], { env, stdio: 'ignore' });
+      const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+      let s: { snapshot_id: number; status: string; kept: boolean } | undefined;
+      let runId = 0;
+      while (child.exitCode === null) {
+        runId = (await db.pool.query(`SELECT coalesce(max(run_id), 0)::int AS id FROM etl.runs`)).rows[0].id;
+        s = await snapshot(runId);
+        if (s && ['published', 'loaded'].includes(s.status)) break;
+      }
+      child.kill('SIGKILL');
+      const sig = await exited;
+      s = await snapshot(runId);
+      if (sig === 'SIGKILL' && s && ['published', 'loaded'].includes(s.status) && !s.kept) hit = { runId, snapshot_id: s.snapshot_id };
+      await eventually(async () => expect((await db.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`agro ${child.pid}@%`])).rows[0].n).toBe(0), 10_000);
+    }
+    expect(hit, 'a kill between the publish and the keep').not.toBeNull();
+
+    // The next ordinary commands: nightlies of later dates, retention 1 (the first keeps what a rollback returns to).
+    for (const asOf of ['2026-11-10', '2026-11-11']) {
+      const nightly = spawnSync(process.execPath, [AGRO, 'run', 'ibama-embargos', '--source', file(), '--as-of', asOf, '--json'], { env, encoding: 'utf8', timeout: 120_000 });
+      expect(JSON.parse(nightly.stdout)).toMatchObject({ status: 'published' });
+    }
+    // The past date is still there, kept, readable as of its date.
+    expect(await snapshot(hit!.runId)).toEqual({ snapshot_id: hit!.snapshot_id, status: expect.stringMatching(/^(superseded|loaded)$/), kept: true });
+    // `agro runs` says what happened.
+    const run = (await db.pool.query(`SELECT status, error FROM etl.runs WHERE run_id = $1`, [hit!.runId])).rows[0];
+    expect(run).toEqual({ status: expect.stringMatching(/^(published|loaded)$/), error: expect.stringMatching(/the process died after snapshot \d+ was (published|loaded); it is kept out of retention/) });
+  }, 300_000);
+});
+
+describe('SIGKILL during a download, before any cleanup', () => {
+  let db: TestDb;
+  usesTestDatabase((d) => (db = d));
+
+  test("GET /v1/sources and serving.source_runs say the last run is dead, not running", async () => {
+    const zip = path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip');
+    expect((await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline('ibge-municipios')!, { source: zip })).status).toBe('published');
+    const server = await slowFileServer(zip, 'BR_Municipios_2024.zip');
+    const api = await startApi(db.cfg, db.url, db);
+    try {
+      const child = spawn(process.execPath, [AGRO, 'run', 'ibge-municipios', '--source', server.url, '--json'], {
+        env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent' }, stdio: 'ignore',
+      });
+      const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+      await server.started;
+      const lastRun = async () => {
+        const r = await call(api.base, '/v1/sources', { key: await newKey(db) });
+        return r.body.sources.find((x: { dataset: string }) => x.dataset === 'ibge-municipios').last_run;
+      };
+      const view = async () => (await db.pool.query(`SELECT last_status FROM serving.source_runs WHERE dataset = 'ibge-municipios'`)).rows[0].last_status;
+      expect((await lastRun()).status, 'while it downloads').toBe('running');
+      expect(await view()).toBe('running');
+      child.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+      // (its lock goes when the server notices the killed client's socket closed)
+      await eventually(async () => expect(await view()).toBe('dead'), 10_000);
+      expect(await lastRun()).toMatchObject({ run_id: 2, status: 'dead', finished_at: null });
+    } finally {
+      server.release();
+      await api.close();
+      await server.close();
+    }
+  }, 120_000);
+});
