@@ -161,6 +161,30 @@ test('agro doctor checks DATABASE_READ_URL: a standby of the primary, the primar
   expect((await runChecks(loadConfig({ ...env, DATABASE_READ_URL: '' }, ROOT))).some((c) => c.name === 'read replica')).toBe(false);
 }, 60_000);
 
+test("a run alive on the primary is running on the standby too: advisory locks are not replicated, so the standby cannot tell a dead run (serving.source_runs)", async () => {
+  // The alive lock (src/etl/run-locks.ts) is held by a session of the primary; the standby's
+  // pg_locks never shows it. The view said `dead` there for every run under way.
+  const holder = await primaryPool.connect();
+  try {
+    const runId = Number((await holder.query(`INSERT INTO etl.runs (pipeline, scope) VALUES ('ibama-embargos', '') RETURNING run_id`)).rows[0].run_id);
+    await holder.query('SELECT pg_advisory_lock(727001, $1)', [runId]);
+    const lastStatus = async (db: pg.Pool) =>
+      (await db.query(`SELECT last_status FROM serving.source_runs WHERE dataset = 'ibama-embargos'`)).rows[0]?.last_status;
+    expect(await lastStatus(primaryPool)).toBe('running');
+    await caughtUp();
+    for (let i = 0; (await lastStatus(standbyAdmin)) === undefined; i++) {
+      if (i === 100) throw new Error('the run row never reached the standby');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(await lastStatus(standbyAdmin)).toBe('running');
+    await holder.query('SELECT pg_advisory_unlock(727001, $1)', [runId]);
+    expect(await lastStatus(primaryPool)).toBe('dead');
+    await holder.query(`DELETE FROM etl.runs WHERE run_id = $1`, [runId]);
+  } finally {
+    holder.release();
+  }
+}, 120_000);
+
 test('a standby that stops answering: /v1/health and data requests answer a 503 envelope, keys still work on the primary', async () => {
   const { key } = await createKey(primaryPool, { env: 'live', plan: 'enterprise', name: 'replica-down' });
   pair.stopStandby();
@@ -176,3 +200,4 @@ test('a standby that stops answering: /v1/health and data requests answer a 503 
   // a bad key is still refused by the primary, not a 503
   expect((await call(base, `/v1/car/${GO1}`, { key: key.slice(0, -1) + (key.endsWith('a') ? 'b' : 'a') })).status).toBe(401);
 }, 120_000);
+
