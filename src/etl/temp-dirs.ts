@@ -37,8 +37,12 @@ export function sweepDeadTempDirs(): string[] {
   for (const name of names) {
     const m = OWNED.exec(name);
     if (!m || m[1] !== HOST || alive(Number(m[2]))) continue;
-    fs.rmSync(path.join(os.tmpdir(), name), { recursive: true, force: true });
-    removed.push(name);
+    try {
+      fs.rmSync(path.join(os.tmpdir(), name), { recursive: true, force: true });
+      removed.push(name);
+    } catch {
+      // another user's folder (sticky /tmp): theirs to sweep; a run does not fail over it
+    }
   }
   return removed;
 }
