@@ -111,7 +111,7 @@ describe('SIGKILL during a download, before any cleanup', () => {
   let db: TestDb;
   usesTestDatabase((d) => (db = d));
 
-  test("GET /v1/sources and serving.source_runs say the last run is dead, not running", async () => {
+  test("GET /v1/sources, serving.source_runs and /metrics say the last run is dead, not running", async () => {
     const zip = path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip');
     expect((await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, findPipeline('ibge-municipios')!, { source: zip })).status).toBe('published');
     const server = await slowFileServer(zip, 'BR_Municipios_2024.zip');
@@ -127,13 +127,23 @@ describe('SIGKILL during a download, before any cleanup', () => {
         return r.body.sources.find((x: { dataset: string }) => x.dataset === 'ibge-municipios').last_run;
       };
       const view = async () => (await db.pool.query(`SELECT last_status FROM serving.source_runs WHERE dataset = 'ibge-municipios'`)).rows[0].last_status;
+      /** agro_etl_runs{pipeline="ibge-municipios",status} in the scraped text (0 when absent). */
+      const metric = async (status: string) => {
+        const r = await call(api.base, '/metrics');
+        const m = new RegExp(`^agro_etl_runs\\{pipeline="ibge-municipios",status="${status}"\\} (\\d+)$`, 'm').exec(r.text);
+        return m ? Number(m[1]) : 0;
+      };
       expect((await lastRun()).status, 'while it downloads').toBe('running');
       expect(await view()).toBe('running');
+      expect(await metric('running')).toBe(1);
+      expect(await metric('dead')).toBe(0);
       child.kill('SIGKILL');
       expect(await exited).toBe('SIGKILL');
       // (its lock goes when the server notices the killed client's socket closed)
       await eventually(async () => expect(await view()).toBe('dead'), 10_000);
       expect(await lastRun()).toMatchObject({ run_id: 2, status: 'dead', finished_at: null });
+      expect(await metric('dead')).toBe(1);
+      expect(await metric('running')).toBe(0);
     } finally {
       server.release();
       await api.close();

@@ -44,7 +44,7 @@ async function etlFamilies(pool: pg.Pool, cadences: ReadonlyMap<string, number>)
   ]);
   const states = sourceStates(published, sr, cadences, Date.now());
   return [
-    { name: 'agro_etl_runs', type: 'gauge', help: 'Runs in the ledger by pipeline and status (a running run moves to its final status)',
+    { name: 'agro_etl_runs', type: 'gauge', help: 'Runs in the ledger by pipeline and status (a running run moves to its final status; dead: its process died, not cleaned up yet)',
       samples: runs.map((r) => ({ labels: { pipeline: r.pipeline, status: r.status }, value: r.n })) },
     { name: 'agro_etl_rows_loaded_total', type: 'counter', help: 'Rows loaded by finished runs, by pipeline',
       samples: rows.map((r) => ({ labels: { pipeline: r.pipeline }, value: num(r.loaded) })) },
