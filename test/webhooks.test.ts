@@ -3,7 +3,7 @@
 // accounting. The retry clock and jitter are injected: three days of retries run at once.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
@@ -509,6 +509,49 @@ describe('agro webhooks and agro monitors', () => {
       await rx.close();
     }
   });
+
+  test('a deliverer SIGKILLed mid-POST: webhooks log shows the delivery in flight until its lease ends, deliver --once says it left it', async () => {
+    const rx = await receiver(['hang']);
+    try {
+      const key = await liveKey();
+      const ep = await addEndpoint(db.pool, { keyId: key.id, url: rx.url, events: '*', allowPrivate: true });
+      const eventId = await sendTestEvent(db.pool, ep);
+      const env = { AGRO_WEBHOOKS_ALLOW_PRIVATE: '1' };
+      const child = spawn(process.execPath, [AGRO, 'webhooks', 'deliver'], {
+        env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent', ...env }, stdio: 'ignore',
+      });
+      const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+      const deadline = Date.now() + 60_000;
+      while (rx.got.length === 0 && Date.now() < deadline && child.exitCode === null) await new Promise((r) => setTimeout(r, 20));
+      expect(rx.got, 'the POST reached the receiver').toHaveLength(1);
+      child.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+
+      const before = Date.now();
+      const log = await agro(['webhooks', 'log', ep.id], env);
+      expect(log.code).toBe(0);
+      expect(log.out.attempts).toEqual([]);
+      expect(log.out.in_flight).toEqual([{ event_id: eventId, type: 'webhook.test', attempt: 1, since: expect.any(String), lease_until: expect.any(String) }]);
+      const [f] = log.out.in_flight;
+      expect(Date.parse(f.lease_until) - Date.parse(f.since)).toBe(60_000);
+      expect(Date.parse(f.lease_until)).toBeGreaterThan(before);
+      expect(Date.parse(f.since)).toBeLessThanOrEqual(before);
+      const text = spawnSync(process.execPath, [AGRO, 'webhooks', 'log', ep.id], {
+        env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'silent' }, encoding: 'utf8',
+      });
+      expect(text.stdout).toContain(`${eventId}  webhook.test`);
+      expect(text.stdout).toContain(`in flight (a deliverer holds it until ${f.lease_until}`);
+
+      const once = await agro(['webhooks', 'deliver', '--once'], env);
+      expect(once.out).toMatchObject({ attempted: 0, leased_elsewhere: 1, leased_until: f.lease_until });
+      expect(rx.got).toHaveLength(1);
+      // The lease over, the delivery is no longer in flight: the next pass tries it again.
+      await db.pool.query(`UPDATE events.deliveries SET lease_until = now() - interval '1 second' WHERE event_id = $1`, [eventId]);
+      expect((await agro(['webhooks', 'log', ep.id], env)).out.in_flight).toEqual([]);
+    } finally {
+      await rx.close();
+    }
+  }, 120_000);
 
   test('the secret from --secret-file or stdin (out of ps); both at once, or an unreadable file, is a usage error', async () => {
     const key = await liveKey();

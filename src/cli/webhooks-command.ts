@@ -1,7 +1,7 @@
 // `agro webhooks add|list|remove|deliver|replay` (contract §1, §5), and rotate, test, log, enable.
 import fs from 'node:fs';
 import { AgroError } from '../errors.ts';
-import { Drainer, drainUntilIdle, replayEvent, sendTestEvent } from '../events/delivery.ts';
+import { Drainer, drainUntilIdle, inFlight, leasedElsewhere, replayEvent, sendTestEvent } from '../events/delivery.ts';
 import { addEndpoint, deliveryLog, enableEndpoint, getEndpoint, listEndpoints, removeEndpoint, rotateSecret, type Endpoint } from '../events/endpoints.ts';
 import { openDb, print, withDb, type Env } from './context.ts';
 import type { Syntax } from './syntax.ts';
@@ -12,7 +12,7 @@ export const WEBHOOKS_COMMANDS: Syntax[] = [
   { form: ADD_FORM, does: 'subscribe an endpoint (secret shown once); --secret-file: the secret from a file or stdin (-), out of `ps`' },
   { form: 'webhooks list [--key <key_id>]' },
   { form: 'webhooks remove <id>', args: ID },
-  { form: 'webhooks log <id> [--limit N]', args: ID, does: 'its delivery attempts' },
+  { form: 'webhooks log <id> [--limit N]', args: ID, does: 'its delivery attempts, and those in flight' },
   { form: 'webhooks deliver [--once]', does: 'drain the outbox (until SIGTERM; --once: what is due now)' },
   { form: 'webhooks replay <event_id> [--endpoint <id>]', args: ['<event_id>'], does: 'deliver an event again' },
   { form: 'webhooks rotate <id>', args: ID, does: 'a new secret; the old one also signs for 24 h' },
@@ -115,12 +115,17 @@ export async function cmdWebhooks(env: Env): Promise<number> {
       const id = idArg(env, 'webhooks log <id> [--limit N]');
       const limit = env.values.limit === undefined ? 50 : Number(env.values.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new AgroError('usage', '--limit is 1..1000');
-      const log = await withDb(env, (pool) => deliveryLog(pool, id, limit));
+      const [log, leased] = await withDb(env, (pool) => Promise.all([deliveryLog(pool, id, limit), inFlight(pool, id)]));
       const attempts = log.map((a) => ({ ...a, at: iso(a.at), next_attempt_at: iso(a.next_attempt_at) }));
-      print(env, { endpoint_id: id, attempts }, () =>
-        attempts.length === 0
-          ? 'no delivery attempts'
-          : attempts.map((a) => `${a.at}  ${a.event_id}  ${a.type.padEnd(22)} #${a.attempt}  ${a.status_code ?? '—'}  ${a.error ?? 'ok'}  (${a.delivery_status}${a.next_attempt_at ? `, next ${a.next_attempt_at}` : ''})`).join('\n'));
+      // A delivery claimed and not settled yet has no attempt row: its POST is under way, or its deliverer died.
+      const in_flight = leased.map((f) => ({ ...f, since: iso(f.since), lease_until: iso(f.lease_until) }));
+      print(env, { endpoint_id: id, attempts, in_flight }, () =>
+        [
+          ...in_flight.map((f) => `${f.since}  ${f.event_id}  ${f.type.padEnd(22)} #${f.attempt}  in flight (a deliverer holds it until ${f.lease_until}; tried again after that if it records no answer)`),
+          ...(attempts.length === 0
+            ? ['no delivery attempts']
+            : attempts.map((a) => `${a.at}  ${a.event_id}  ${a.type.padEnd(22)} #${a.attempt}  ${a.status_code ?? '—'}  ${a.error ?? 'ok'}  (${a.delivery_status}${a.next_attempt_at ? `, next ${a.next_attempt_at}` : ''})`)),
+        ].join('\n'));
       return 0;
     }
     case 'deliver': {
@@ -129,8 +134,15 @@ export async function cmdWebhooks(env: Env): Promise<number> {
         print(env, { stopped: true }, () => 'webhook drainer stopped');
         return 0;
       }
-      const r = await withDb(env, (pool) => drainUntilIdle({ pool, cfg: env.cfg, log: env.log }));
-      print(env, r, () => `${r.events} new events; ${r.attempted} attempts: ${r.delivered} delivered, ${r.retrying} to retry, ${r.failed} failed`);
+      const r = await withDb(env, async (pool) => {
+        const pass = await drainUntilIdle({ pool, cfg: env.cfg, log: env.log });
+        // What is left leased is another deliverer's (this pass settled its own): not attempted here.
+        const held = await leasedElsewhere(pool);
+        return { ...pass, leased_elsewhere: held.n, leased_until: iso(held.until) };
+      });
+      print(env, r, () =>
+        `${r.events} new events; ${r.attempted} attempts: ${r.delivered} delivered, ${r.retrying} to retry, ${r.failed} failed` +
+        (r.leased_elsewhere ? `; ${r.leased_elsewhere} left to another deliverer that holds them (tried again if still pending when the lease ends, by ${r.leased_until})` : ''));
       return 0;
     }
     case 'replay': {

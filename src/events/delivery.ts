@@ -21,7 +21,8 @@ type Db = pg.Pool | pg.ClientBase;
 
 /** Retries: 1 min × 4^(n−1), at most 24 h, ±20 % jitter; 9 attempts ≈ 71 h (the nominal sum). */
 export const RETRY = Object.freeze({ firstDelayMs: 60_000, factor: 4, maxDelayMs: 24 * 3_600_000, jitter: 0.2, maxAttempts: 9 });
-const LEASE_MS = 60_000;
+/** How long a claim holds a delivery: a deliverer that dies mid-POST leaves it to be retried after this. */
+export const LEASE_MS = 60_000;
 
 /** The wait after the n-th failed attempt (n ≥ 1); `random` in [0, 1). */
 export function retryDelayMs(n: number, random: number): number {
@@ -182,6 +183,42 @@ export async function drainUntilIdle(d: DrainDeps, stopping: () => boolean = () 
     if (r.attempted === 0 && r.events === 0) break;
   }
   return total;
+}
+
+/**
+ * Deliveries another deliverer holds (leased, the lease not over at `now`): a pass leaves them
+ * alone, and this process's own are settled once its pass ends. One whose deliverer died is
+ * tried again when its lease ends.
+ */
+export async function leasedElsewhere(db: Db, now = new Date()): Promise<{ n: number; until: Date | null }> {
+  const r = await db.query(
+    `SELECT count(*)::int AS n, max(lease_until) AS until FROM events.deliveries WHERE status = 'pending' AND lease_until > $1`,
+    [now],
+  );
+  return r.rows[0];
+}
+
+export interface InFlight {
+  event_id: string;
+  type: string;
+  attempt: number;
+  since: Date;
+  lease_until: Date;
+}
+
+/**
+ * An endpoint's deliveries a deliverer holds now (leased, no attempt logged yet): a POST under
+ * way, or one whose deliverer died; either way it is tried again once the lease ends. `since`:
+ * when it was claimed (a claim leases for LEASE_MS).
+ */
+export async function inFlight(db: Db, endpointId: string, now = new Date()): Promise<InFlight[]> {
+  const r = await db.query(
+    `SELECT d.event_id, o.type, d.attempts AS attempt, d.lease_until - make_interval(secs => $3) AS since, d.lease_until
+       FROM events.deliveries d JOIN events.outbox o ON o.id = d.event_id
+      WHERE d.endpoint_id = $1 AND d.status = 'pending' AND d.lease_until > $2 ORDER BY d.lease_until, d.event_id`,
+    [endpointId, now, LEASE_MS / 1000],
+  );
+  return r.rows;
 }
 
 /** The continuous drainer of `agro serve`, `agro schedule` and `agro webhooks deliver`. */
