@@ -5,9 +5,13 @@
 // - a backfill killed after its publish committed, before it marked its snapshot kept: the
 //   cleanup keeps it, or the next nightly's retention drops the past date it loaded;
 // - what the API says of a killed run before any cleanup: `dead`, as `agro runs` says, not
-//   `running` for as long as no other run comes.
+//   `running` for as long as no other run comes (/metrics too);
+// - the partial download a killed run leaves in the raw store: resumed by a run that asks for
+//   the same file, removed by one that fetched another (the next month, a new name).
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -150,4 +154,70 @@ describe('SIGKILL during a download, before any cleanup', () => {
       await server.close();
     }
   }, 120_000);
+});
+
+describe('SIGKILL during a download: the partial it leaves in the raw store', () => {
+  let db: TestDb;
+  usesTestDatabase((d) => (db = d));
+
+  test('a run that fetches the same file resumes it; one that fetches another file removes it and says so in its log', async () => {
+    const zip = path.join(ROOT, 'fixtures/ibge-municipios/BR_Municipios_2024.zip');
+    const body = fs.readFileSync(zip);
+    const half = Math.floor(body.length / 2);
+    // A GET gets the first half and then nothing (the test kills the client); a Range request the rest at once.
+    const ranges: (string | undefined)[] = [];
+    const server = http.createServer((req, res) => {
+      ranges.push(req.headers.range);
+      const from = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+      if (from) {
+        const start = Number(from[1]);
+        res.writeHead(206, { 'content-type': 'application/zip', 'content-length': String(body.length - start), 'content-range': `bytes ${start}-${body.length - 1}/${body.length}` });
+        res.end(body.subarray(start));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/zip', 'content-length': String(body.length) });
+      res.write(body.subarray(0, half));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/BR_Municipios_2024.zip`;
+    const raw = path.join(db.dataDir, 'raw', 'ibge-municipios');
+    const part = path.join(raw, 'BR_Municipios_2024.zip.part');
+    const env = { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'info', LOG_FORMAT: 'json' };
+    /** A run killed halfway through BR_Municipios_2024.zip, its sessions gone. */
+    const killedDownload = async () => {
+      const child = spawn(process.execPath, [AGRO, 'run', 'ibge-municipios', '--source', url, '--json'], { env, stdio: 'ignore' });
+      const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+      await eventually(async () => expect(fs.statSync(part, { throwIfNoEntry: false })?.size).toBe(half), 60_000);
+      child.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+      await eventually(async () => expect((await db.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`agro ${child.pid}@%`])).rows[0].n).toBe(0), 10_000);
+      expect(fs.existsSync(`${part}.json`)).toBe(true);
+    };
+    try {
+      // The same file asked for again: resumed where the killed run stopped, not removed first.
+      await killedDownload();
+      const deps = { cfg: db.cfg, pool: db.pool, log: db.log };
+      expect((await runPipeline(deps, findPipeline('ibge-municipios')!, { source: url })).status).toBe('published');
+      expect(ranges).toEqual([undefined, `bytes=${half}-`]);
+      expect(fs.existsSync(part)).toBe(false);
+
+      // Killed again; the next run asks for another file (the next mesh year): the partial would stay for ever.
+      await killedDownload();
+      const other = path.join(raw, '..', 'funai-tis', 'tis.zip.part'); // another pipeline's: not this run's to judge
+      fs.mkdirSync(path.dirname(other), { recursive: true });
+      fs.writeFileSync(other, 'x');
+      const next = path.join(work, 'BR_Municipios_2025.zip');
+      fs.copyFileSync(zip, next);
+      const r = spawnSync(process.execPath, [AGRO, 'run', 'ibge-municipios', '--source', next, '--json'], { env, encoding: 'utf8', timeout: 120_000 });
+      expect(r.status, r.stderr).toBe(0);
+      expect(fs.readdirSync(raw).filter((n) => n.includes('.part')), 'no partial left').toEqual([]);
+      const said = r.stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).find((l) => /partial downloads/.test(l.msg));
+      expect(said, 'the run says what it removed').toMatchObject({ removed: ['BR_Municipios_2024.zip.part', 'BR_Municipios_2024.zip.part.json'] });
+      expect(said.bytes).toBeGreaterThan(half);
+      expect(fs.existsSync(other)).toBe(true);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  }, 300_000);
 });

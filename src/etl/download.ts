@@ -4,7 +4,7 @@
 // file is validated before it replaces the previous one.
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
@@ -172,6 +172,31 @@ export async function storedFile(destDir: string, name: string): Promise<Fetched
   if (!meta || (await sizeOf(p.final)) !== meta.size) return null;
   const { etag, lastModified, contentType, sha256, size, sourceUri } = meta;
   return { path: p.final, name, sha256, size, sourceUri, etag, lastModified, contentType, fromCache: true };
+}
+
+/** What a download in the middle leaves: `<name>.part`, `<name>.part.json` (and its `.tmp`). */
+const PARTIAL = /\.part(\.json(\.tmp)?)?$/;
+
+/**
+ * Removes the partial downloads under `dir` and its folders (a month's, a WFS layer's); what it
+ * removed, paths relative to `dir`. Only for a caller no download writes there any more: a
+ * run, after its downloads, holding its scope's lock. Never throws: a file it cannot remove stays.
+ */
+export async function removePartials(dir: string): Promise<{ file: string; bytes: number }[]> {
+  const removed: { file: string; bytes: number }[] = [];
+  const walk = async (d: string): Promise<void> => {
+    const entries = await readdir(d, { withFileTypes: true }).catch(() => []);
+    for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+      const f = path.join(d, e.name);
+      if (e.isDirectory()) await walk(f);
+      else if (e.isFile() && PARTIAL.test(e.name)) {
+        const bytes = await sizeOf(f).catch(() => 0);
+        if (await rm(f).then(() => true, () => false)) removed.push({ file: path.relative(dir, f), bytes });
+      }
+    }
+  };
+  await walk(dir);
+  return removed;
 }
 
 // ---------- small fs helpers ----------

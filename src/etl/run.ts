@@ -14,7 +14,7 @@ import { connectOrFail, ident, isConnectionError } from '../db/pool.ts';
 import { maskCpfsDeep } from '../privacy.ts';
 import { progress } from '../progress.ts';
 import * as catalog from './catalog.ts';
-import type { FetchedFile } from './download.ts';
+import { removePartials, type FetchedFile } from './download.ts';
 import type { LoadResult, Pipeline, RunContext, RunOptions, SnapshotTarget, SourcePart } from './pipeline.ts';
 import { qualifiedSnapshotTable } from './names.ts';
 import { fileDay } from './source-files.ts';
@@ -329,6 +329,14 @@ export async function runPipeline(deps: Deps, pipeline: Pipeline, options: RunOp
       files: r.files.map((x) => ({ name: x.name, sha256: x.sha256, size: x.size, cached: x.fromCache })),
       ...(r.parts.length > 0 && { parts: r.parts }),
     }));
+    // A partial download is resumed only by a run that asks for the same file: one killed on a
+    // file the source has since replaced (the next Receita month, a new SICAR name) would stay
+    // for ever, up to GBs. The downloads done, what is left is no file of this run, and no other
+    // run writes here (this run holds the scope's lock); a failed download stage removes nothing.
+    const partials = await removePartials(ctx.rawDir);
+    if (partials.length) {
+      runLog.info({ removed: partials.map((x) => x.file), bytes: partials.reduce((a, x) => a + x.bytes, 0) }, 'removed partial downloads of files this run did not fetch');
+    }
     const readParts = parts.filter((p): p is ReadPart => p.sha256 !== null);
     const unread = parts.filter((p) => p.sha256 === null).map((p) => p.name);
     const sha = sourceChecksum([...files, ...readParts]);
