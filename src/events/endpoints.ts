@@ -46,7 +46,7 @@ export interface AddEndpoint {
   secret?: string;
   allowPrivate: boolean;
   resolve?: Resolver;
-  /** A panel form's one-time token (sql/0124): a second subscription with it is refused. */
+  /** A panel form's one-time token (sql/0126, events.form_tokens): a second subscription with it is refused. */
   formToken?: string;
 }
 
