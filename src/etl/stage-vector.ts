@@ -11,7 +11,7 @@
 // says which reader ran (`reader`), for the report.
 import type pg from 'pg';
 import { ident } from '../db/pool.ts';
-import { copyLine, copyLines, type CopyValue } from './copy.ts';
+import { copyLine, copyLines, jsonText, type CopyValue } from './copy.ts';
 import { stageShapefiles } from './read/shp-stream.ts';
 import { createStagingTable, mapFields, missingEverywhere, schemaFingerprint, stagingColumns, type FieldSpec, type StageResult } from './read/staging.ts';
 import { readFeatures, type ReadCounts, type VectorLayer } from './vector-reader.ts';
@@ -86,7 +86,7 @@ async function stageWithGdal(client: pg.ClientBase, table: string, layers: Vecto
           const v = f.props[u];
           if (v !== null && v !== undefined && v !== '') (extra ??= {})[u] = v instanceof Date ? asText(v) : v;
         }
-        row.push(extra ? JSON.stringify(extra) : null, f.wkb ? f.wkb.toString('hex') : null);
+        row.push(extra ? jsonText(extra) : null, f.wkb ? f.wkb.toString('hex') : null);
         yield copyLine(row);
       }
     }

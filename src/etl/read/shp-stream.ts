@@ -18,7 +18,7 @@ import type pg from 'pg';
 import { AgroError, isAgroError } from '../../errors.ts';
 import { ident } from '../../db/pool.ts';
 import { progress } from '../../progress.ts';
-import { writeOrWait } from '../copy.ts';
+import { jsonText, writeOrWait } from '../copy.ts';
 import { distrustIfDamaged } from '../download.ts';
 import { layerPart } from '../layer-parts.ts';
 import type { VectorLayer } from '../vector-reader.ts';
@@ -314,7 +314,7 @@ export async function stageShapefiles(
             const v = values[e.at].json;
             if (v !== null && v !== '') (extra ??= {})[e.name] = v;
           }
-          w.jsonb(extra ? JSON.stringify(extra) : null);
+          w.jsonb(extra ? jsonText(extra) : null);
           if (geom) w.field(geom);
           else w.nullField();
           return w.full ? push(w.take()) : undefined;
