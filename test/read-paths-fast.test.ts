@@ -210,10 +210,11 @@ describe('whole layers against GDAL', () => {
         expect(rb).toMatchObject({ rows: 39, deleted: 1, unparsed: 0, replacementChars: 0 });
         if (specs === all) {
           expect(rb.overflowed).toEqual({ [path.basename(shp, '.shp')]: { area: 1, qtd: 1 } });
+          expect(rb.cutAtNul).toEqual({ [path.basename(shp, '.shp')]: { nome: 1 } }); // the name with a NUL in it, below
           expect(rows.filter((r) => r.geom === null).length).toBe(6);
           expect(rows.map((r) => r.c_nome)).toContain('São Félix do Araguaia');
           expect(rows[8].c_area).toBe('0');
-          // record 12 (k = 11; record 10 was deleted): its name cut at the NUL written in its 4th byte
+          // record 12 (k = 11; record 10 was deleted): its name cut at the NUL written in its 4th byte (as GDAL reads it), counted above
           expect(rows[10].c_nome).toBe(Buffer.from(names[11 % names.length], encoding).subarray(0, 3).toString(encoding));
         }
       }

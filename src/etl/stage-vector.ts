@@ -29,6 +29,8 @@ export interface LayerStageResult extends StageResult {
   unparsed: number;
   /** Numeric cells of asterisks per layer and DBF field (streaming reader; null when GDAL read the layers). */
   overflowed: Record<string, Record<string, number>> | null;
+  /** Text cells cut at a NUL with text after it, per layer and DBF field (streaming reader; null when GDAL read the layers). */
+  cutAtNul: Record<string, Record<string, number>> | null;
   /** Polygon rings not closed in the .shp, closed on reading (both readers). */
   ringsClosed: number;
   /** Shapes after the .dbf's last record, not loaded and counted (both readers). */
@@ -56,7 +58,7 @@ export const readPathOf = (layers: VectorLayer[]): ReadPath =>
  */
 export async function stageLayers(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<LayerStageResult> {
   if (readPathOf(layers) === 'shp-stream') return { reader: 'shp-stream', ...(await stageShapefiles(client, table, layers, specs)) };
-  return { reader: 'gdal', overflowed: null, ...(await stageWithGdal(client, table, layers, specs)) };
+  return { reader: 'gdal', overflowed: null, cutAtNul: null, ...(await stageWithGdal(client, table, layers, specs)) };
 }
 
 /** GDAL's feature loop (gdal-async, one native call per feature) into a text COPY. */
