@@ -52,6 +52,8 @@ export interface CnpjFacts {
   socios_cpf_mascarado: number;
   chave_socio_repetida: number;
   cnpj_basico_repetido: number;
+  /** Company and partner rows whose cnpj_basico is not 8 characters (leading zeros lost, say): kept as written, they match nothing (absent: none). */
+  cnpj_basico_invalido?: { empresas: number; socios: number };
   razao_social_vazia: number;
   nome_socio_vazio: number;
   /** Establishments whose situacao_cadastral is none of 01, 02, 03, 04, 05, 08. */
@@ -119,6 +121,8 @@ export function cnpjNotes(facts: QualityFacts, c: CnpjFacts): void {
   if (inNames.length) n.push(`CPF-looking numbers in served names: ${inNames.map(([k, v]) => `${k} ×${v}`).join(', ')} (a trailing one cut, others masked as ***.NNN.NNN-**)`);
   if (c.chave_socio_repetida) n.push(`${c.chave_socio_repetida} partner rows repeat another row of the same company exactly (same partner key): kept`);
   if (c.cnpj_basico_repetido) n.push(`${c.cnpj_basico_repetido} company rows repeat a cnpj_basico: kept`);
+  const bad = c.cnpj_basico_invalido;
+  if (bad) n.push(`cnpj_basico not 8 characters (leading zeros lost?), kept as written, matching no company or establishment: ${bad.empresas} company rows, ${bad.socios} partner rows`);
   const m = c.municipios;
   if (!m.ibge_carregado) n.push(`ibge-municipios is not loaded: municipalities keep Receita's TOM code, no IBGE code (${m.codigos} codes)`);
   else n.push(`municipalities: ${m.casados} of ${m.codigos} TOM codes matched to IBGE by name + UF, ${m.sem_par} unmatched${m.exemplos_sem_par.length ? ` (${m.exemplos_sem_par.slice(0, 10).join('; ')})` : ''}, ${m.sem_uf} not used by any establishment`);
@@ -188,6 +192,7 @@ export function monthFacts(m: MonthFactsInput): CnpjFacts {
     socios_cpf_mascarado: counts.partnersMaskedCpf,
     chave_socio_repetida: soc.chave_repetida,
     cnpj_basico_repetido: emp.cnpj_basico_repetido,
+    ...(emp.cnpj_basico_invalido || soc.cnpj_basico_invalido ? { cnpj_basico_invalido: { empresas: emp.cnpj_basico_invalido, socios: soc.cnpj_basico_invalido } } : {}),
     razao_social_vazia: emp.razao_vazia,
     nome_socio_vazio: soc.nome_vazio,
     situacao_desconhecida: est.situacao_desconhecida,

@@ -16,9 +16,9 @@ export interface LookupTables {
 /** An orphan count: rows whose code is in no lookup, and a few such codes. */
 type Orphans<K extends string> = { [k in K]: number } & { [k in `${K}_codigos`]: string[] };
 
-export type CompanyFacts = { linhas: number; razao_vazia: number; cnpj_basico_repetido: number } & Orphans<'natureza_orfa' | 'qualificacao_orfa'>;
+export type CompanyFacts = { linhas: number; razao_vazia: number; cnpj_basico_repetido: number; cnpj_basico_invalido: number } & Orphans<'natureza_orfa' | 'qualificacao_orfa'>;
 export type EstablishmentFacts = { linhas: number; situacao_desconhecida: number } & Orphans<'motivo_orfao' | 'pais_orfao' | 'cnae_orfao'>;
-export type PartnerFacts = { linhas: number; empresas_com_socios: number; nome_vazio: number; chave_repetida: number } & Orphans<'qualificacao_orfa' | 'pais_orfao'>;
+export type PartnerFacts = { linhas: number; empresas_com_socios: number; nome_vazio: number; chave_repetida: number; cnpj_basico_invalido: number } & Orphans<'qualificacao_orfa' | 'pais_orfao'>;
 
 /** Companies: empty legal names, repeated roots, orphan legal natures and qualifications (sql/queries/cnpj_facts_empresas.sql). */
 export async function companyFacts(client: pg.ClientBase, target: Sql, l: LookupTables): Promise<CompanyFacts> {

@@ -3,7 +3,7 @@
 // not parse is NULL in its column, its source text kept in `extra.raw`, and counted.
 import crypto from 'node:crypto';
 import { cnpjCheckDigits } from '../../src/documents.ts';
-import { copyField } from '../../src/etl/copy.ts';
+import { copyField, jsonText } from '../../src/etl/copy.ts';
 import type { CellKind as FieldKind, CnpjRelation } from './relations.ts';
 
 /** Counters the transforms fill (per column unless said otherwise). */
@@ -315,7 +315,7 @@ export function lineBuilder(rel: CnpjRelation, ctx: BuildContext): RelationLineB
       line += (i ? '\t' : '') + (v === null ? '\\N' : safe[i] ? v : kinds[i] === 'list' ? v.replace(/\\/g, '\\\\') : copyField(v));
     }
     for (const d of derived) line += '\t' + copyField(d);
-    line += '\t' + (raw ? copyField(JSON.stringify({ raw })) : '\\N') + '\t' + sid + '\n';
+    line += '\t' + (raw ? copyField(jsonText({ raw })) : '\\N') + '\t' + sid + '\n';
     return line;
   };
   return Object.assign(build, {

@@ -2,19 +2,27 @@
 // N or F field fills it with asterisks ('**********': INCRA's cd_quilomb in most rows of the
 // real layer). GDAL (shapelib) reads such a cell as NULL, like an empty one, so without this
 // count an overflow would vanish silently; the loaders report it (facts.fields.overflowed).
-// One streaming pass over the records (flat memory), reading only the N/F fields' first byte
-// that is not a space.
+// Likewise a C field with text after a NUL: GDAL reads it up to the NUL, the rest is lost
+// (facts.fields.cutAtNul). One streaming pass over the records (flat memory), reading only
+// the N/F fields' first byte that is not a space, and the C fields up to a NUL.
 import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { layerPart } from './layer-parts.ts';
 
-interface NumericField {
+interface CountedField {
   name: string;
   offset: number;
   length: number;
+  numeric: boolean;
 }
 
-async function numericFields(dbf: string): Promise<{ headerLength: number; recordLength: number; fields: NumericField[] }> {
+/** What one pass counts, per lower-case DBF field name (fields without any are left out). */
+export interface DbfCellCounts {
+  overflowed: Record<string, number>;
+  cutAtNul: Record<string, number>;
+}
+
+async function countedFields(dbf: string): Promise<{ headerLength: number; recordLength: number; fields: CountedField[] }> {
   const fh = await open(dbf);
   try {
     const head = Buffer.alloc(32);
@@ -23,13 +31,13 @@ async function numericFields(dbf: string): Promise<{ headerLength: number; recor
     const recordLength = head.readUInt16LE(10);
     const desc = Buffer.alloc(Math.max(0, headerLength - 32));
     await fh.read(desc, 0, desc.length, 32);
-    const fields: NumericField[] = [];
+    const fields: CountedField[] = [];
     let offset = 1; // the deletion flag
     for (let p = 0; p + 32 <= desc.length && desc[p] !== 0x0d; p += 32) {
       const name = desc.toString('latin1', p, p + 11).replace(/\0.*$/s, '').trim().toLowerCase();
       const type = String.fromCharCode(desc[p + 11]).toUpperCase();
       const length = desc[p + 16];
-      if (type === 'N' || type === 'F') fields.push({ name, offset, length });
+      if (type === 'N' || type === 'F' || type === 'C') fields.push({ name, offset, length, numeric: type !== 'C' });
       offset += length;
     }
     return { headerLength, recordLength, fields };
@@ -38,11 +46,12 @@ async function numericFields(dbf: string): Promise<{ headerLength: number; recor
   }
 }
 
-/** Overflowed cells per numeric field (lower-case DBF names; fields without one are left out). Deleted records are skipped. */
-export async function countDbfOverflows(dbf: string): Promise<Record<string, number>> {
-  const { headerLength, recordLength, fields } = await numericFields(dbf);
-  const counts: Record<string, number> = {};
+/** Overflowed cells per numeric field and text cut at a NUL per C field. Deleted records are skipped. */
+export async function countDbfCells(dbf: string): Promise<DbfCellCounts> {
+  const { headerLength, recordLength, fields } = await countedFields(dbf);
+  const counts: DbfCellCounts = { overflowed: {}, cutAtNul: {} };
   if (!fields.length || recordLength <= 0) return counts;
+  const add = (m: Record<string, number>, name: string) => (m[name] = (m[name] ?? 0) + 1);
   let rest: Buffer = Buffer.alloc(0);
   for await (const chunk of createReadStream(dbf, { start: headerLength, highWaterMark: 1 << 20 })) {
     const buf = rest.length ? Buffer.concat([rest, chunk as Buffer]) : (chunk as Buffer);
@@ -53,8 +62,19 @@ export async function countDbfOverflows(dbf: string): Promise<Record<string, num
       for (const f of fields) {
         let i = p + f.offset;
         const end = i + f.length;
-        while (i < end && buf[i] === 0x20) i++;
-        if (i < end && buf[i] === 0x2a) counts[f.name] = (counts[f.name] ?? 0) + 1;
+        if (f.numeric) {
+          while (i < end && buf[i] === 0x20) i++;
+          if (i < end && buf[i] === 0x2a) add(counts.overflowed, f.name);
+          continue;
+        }
+        const nul = buf.indexOf(0, i);
+        if (nul < 0 || nul >= end) continue;
+        for (let j = nul + 1; j < end; j++) {
+          if (buf[j] !== 0 && buf[j] !== 0x20) {
+            add(counts.cutAtNul, f.name);
+            break;
+          }
+        }
       }
     }
     rest = buf.subarray(p);
@@ -62,8 +82,8 @@ export async function countDbfOverflows(dbf: string): Promise<Record<string, num
   return counts;
 }
 
-/** The same for the DBF beside a .shp (extension in any case: layer-parts.ts); {} when there is none. */
-export async function countShapefileOverflows(shp: string): Promise<Record<string, number>> {
+/** The same for the DBF beside a .shp (extension in any case: layer-parts.ts); nothing counted when there is none. */
+export async function countShapefileCells(shp: string): Promise<DbfCellCounts> {
   const dbf = layerPart(shp, '.dbf');
-  return dbf ? countDbfOverflows(dbf) : {};
+  return dbf ? countDbfCells(dbf) : { overflowed: {}, cutAtNul: {} };
 }

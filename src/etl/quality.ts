@@ -38,6 +38,8 @@ export interface QualityFacts {
     unparsed?: Record<string, number>;
     /** Runs of asterisks (a DBF numeric overflow) per column: no value, loaded as NULL (set when any). */
     overflowed?: Record<string, number>;
+    /** DBF text cells with text after a NUL, per column: loaded up to the NUL (as GDAL reads them), the rest lost (set when any). */
+    cutAtNul?: Record<string, number>;
   };
   dates: {
     /** Values that are neither a valid date nor a known placeholder. */
@@ -199,7 +201,7 @@ export function addExamples(facts: QualityFacts, ex: VerdictExamples, prefix = '
 }
 
 /** Adds per-column counts into an optional facts map (created on the first non-zero count). */
-export function addCounts(facts: QualityFacts, where: 'unparsed' | 'overflowed' | 'implausible', counts: Record<string, number>): void {
+export function addCounts(facts: QualityFacts, where: 'unparsed' | 'overflowed' | 'cutAtNul' | 'implausible', counts: Record<string, number>): void {
   const entries = Object.entries(counts).filter(([, n]) => n > 0);
   if (!entries.length) return;
   const map = where === 'implausible' ? (facts.dates.implausible ??= {}) : (facts.fields[where] ??= {});

@@ -158,6 +158,7 @@ ${table('Date placeholders', Object.entries(f.dates.placeholders))}
 ${table('Dates after the release date (NULL, text kept in extra)', Object.entries(f.dates.implausible ?? {}))}
 ${table('Values that did not parse (NULL, text kept in extra)', Object.entries(f.fields.unparsed ?? {}))}
 ${table('Overflowed fields (asterisks: NULL)', Object.entries(f.fields.overflowed ?? {}))}
+${table('Text cut at a NUL byte (the rest lost)', Object.entries(f.fields.cutAtNul ?? {}))}
 ${table('Encoding', Object.entries(f.encoding))}
 ${table('Source files', [...r.source.files, ...(r.source.parts ?? [])].map((x) => [x.name, `${x.size} bytes, sha256 ${x.sha256}`] as [string, unknown]))}
 ${table('Layers', f.layers.map((l) => [l.name, `${l.features} features, EPSG:${l.srid}, ${l.encoding}${l.decided_by ? ` (by ${l.decided_by})` : ''}`] as [string, unknown]))}

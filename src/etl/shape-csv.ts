@@ -82,7 +82,7 @@ export interface CsvStaged {
 export type ContentStaged = StageResult & {
   layers: VectorLayer[];
   csv?: CsvStaged;
-} & Partial<Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed' | 'overflowed' | 'ringsClosed' | 'shapesWithoutRecord'>>;
+} & Partial<Pick<LayerStageResult, 'reader' | 'deleted' | 'unparsed' | 'overflowed' | 'cutAtNul' | 'ringsClosed' | 'shapesWithoutRecord'>>;
 
 const resolved = new WeakMap<RunContext, Promise<ContentSource>>();
 

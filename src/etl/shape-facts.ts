@@ -5,7 +5,7 @@
 // read and normalise stages. One input speaks as it always has; several inputs speak per input
 // (`<NAME>: ` notes, `<name>:` fields), their read notes after the counts.
 import type pg from 'pg';
-import { countShapefileOverflows } from './dbf-overflow.ts';
+import { countShapefileCells } from './dbf-overflow.ts';
 import { encodingNotes, readerNote } from './layers.ts';
 import { countNulls } from './load-steps.ts';
 import { matchHeader } from './header-match.ts';
@@ -87,11 +87,18 @@ export async function commonFacts(run: RunStep, plan: Plan, planOf: Map<InputDon
   }
   noteImplausibleDates(facts, run.asOf);
   await plan.counted?.(run);
-  for (const d of done) addCounts(facts, 'overflowed', await overflowCounts(client, planOf.get(d)!, d, several ? inputPrefix(d.name) : ''));
+  for (const d of done) {
+    const counts = await overflowCounts(client, planOf.get(d)!, d, several ? inputPrefix(d.name) : '');
+    addCounts(facts, 'overflowed', counts.overflowed);
+    addCounts(facts, 'cutAtNul', counts.cutAtNul);
+  }
   if (facts.fields.overflowed) {
     facts.notes.push(several
       ? `overflowed numeric cells (asterisks: no value, NULL) per layer and field: ${JSON.stringify(facts.fields.overflowed)}`
       : `overflowed cells (a run of asterisks: no value, loaded as NULL) per field: ${JSON.stringify(facts.fields.overflowed)}`);
+  }
+  if (facts.fields.cutAtNul) {
+    facts.notes.push(`DBF text cells with text after a NUL byte, loaded up to the NUL (as GDAL reads them; the rest is lost) per field: ${JSON.stringify(facts.fields.cutAtNul)}`);
   }
   await plan.checked?.(run);
   if (several) readNotes();
@@ -102,26 +109,31 @@ export async function commonFacts(run: RunStep, plan: Plan, planOf: Map<InputDon
 /**
  * Overflowed cells of an input: numeric DBF fields from the bytes (GDAL reads them as NULL) —
  * as the streaming reader counted them while reading, else one pass over each DBF —, and
- * unless its typed pass counts them, other staged text by etl.is_overflow.
+ * unless its typed pass counts them, other staged text by etl.is_overflow. The same pass
+ * gives the DBF text cells cut at a NUL (`cutAtNul`).
  */
-async function overflowCounts(client: pg.ClientBase, input: PlanInput, d: InputDone, prefix: string): Promise<Record<string, number>> {
+async function overflowCounts(client: pg.ClientBase, input: PlanInput, d: InputDone, prefix: string): Promise<{ overflowed: Record<string, number>; cutAtNul: Record<string, number> }> {
   const rel = input.rel;
   // The field a source column was staged as, matched as the readers matched it (header-match.ts).
   const canonical = (src: string) => rel.staging[matchHeader([src], rel.staging).findIndex((i) => i !== null)]?.name ?? src;
   const out: Record<string, number> = {};
-  const add = (c: string, n: number) => (out[prefix + c] = (out[prefix + c] ?? 0) + n);
+  const cutAtNul: Record<string, number> = {};
+  const add = (m: Record<string, number>, c: string, n: number) => (m[prefix + c] = (m[prefix + c] ?? 0) + n);
   // Layers read by a layer reader (an input's own stager counts its own).
   if (d.staged.reader) {
     for (const l of d.staged.layers) {
-      const counted = d.staged.overflowed ? (d.staged.overflowed[l.name] ?? {}) : await countShapefileOverflows(l.file);
-      for (const [src, n] of Object.entries(counted)) add(canonical(src), n);
+      const counted = d.staged.overflowed
+        ? { overflowed: d.staged.overflowed[l.name] ?? {}, cutAtNul: d.staged.cutAtNul?.[l.name] ?? {} }
+        : await countShapefileCells(l.file);
+      for (const [src, n] of Object.entries(counted.overflowed)) add(out, canonical(src), n);
+      for (const [src, n] of Object.entries(counted.cutAtNul)) add(cutAtNul, canonical(src), n);
     }
   }
-  if (input.ownCounts) return out;
+  if (input.ownCounts) return { overflowed: out, cutAtNul };
   // A typed pass listed them per row (no second scan of the staged text).
   const text = (input.typed && (await countTypedOverflows(client, d.t.classified))) || (await countOverflowedText(client, d.t.stage, rel.staging.map((f) => f.name)));
-  for (const [c, n] of Object.entries(text)) add(c, n);
-  return out;
+  for (const [c, n] of Object.entries(text)) add(out, c, n);
+  return { overflowed: out, cutAtNul };
 }
 
 /** U+FFFD in an input's text: as the reader counted the strings, or per staged field (a note, or a gate failure). */

@@ -13,7 +13,7 @@ import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { ident } from '../db/pool.ts';
 import { BUILD_TABLE } from '../sql.ts';
-import { copyLine, copyLines, type CopyValue } from './copy.ts';
+import { copyLine, copyLines, jsonText, type CopyValue } from './copy.ts';
 import { describeCsvFormat, detectCsvFormat, readCsvRecords, type CsvEncoding, type CsvFormat } from './csv-records.ts';
 import { maskCpfsInText } from '../privacy.ts';
 import type { FieldSpec } from './stage-vector.ts';
@@ -136,7 +136,7 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
           const v = rec[unknownIdx[k]];
           if (v !== '') (extra ??= {})[unknownNames[k]] = v;
         }
-        row.push(extra ? JSON.stringify(extra) : null);
+        row.push(extra ? jsonText(extra) : null);
         yield copyLine(row);
       }
     } catch (e) {

@@ -11,7 +11,7 @@
 // says which reader ran (`reader`), for the report.
 import type pg from 'pg';
 import { ident } from '../db/pool.ts';
-import { copyLine, copyLines, type CopyValue } from './copy.ts';
+import { copyLine, copyLines, jsonText, type CopyValue } from './copy.ts';
 import { stageShapefiles } from './read/shp-stream.ts';
 import { createStagingTable, mapFields, missingEverywhere, schemaFingerprint, stagingColumns, type FieldSpec, type StageResult } from './read/staging.ts';
 import { readFeatures, type ReadCounts, type VectorLayer } from './vector-reader.ts';
@@ -29,6 +29,8 @@ export interface LayerStageResult extends StageResult {
   unparsed: number;
   /** Numeric cells of asterisks per layer and DBF field (streaming reader; null when GDAL read the layers). */
   overflowed: Record<string, Record<string, number>> | null;
+  /** Text cells cut at a NUL with text after it, per layer and DBF field (streaming reader; null when GDAL read the layers). */
+  cutAtNul: Record<string, Record<string, number>> | null;
   /** Polygon rings not closed in the .shp, closed on reading (both readers). */
   ringsClosed: number;
   /** Shapes after the .dbf's last record, not loaded and counted (both readers). */
@@ -56,7 +58,7 @@ export const readPathOf = (layers: VectorLayer[]): ReadPath =>
  */
 export async function stageLayers(client: pg.ClientBase, table: string, layers: VectorLayer[], specs: FieldSpec[]): Promise<LayerStageResult> {
   if (readPathOf(layers) === 'shp-stream') return { reader: 'shp-stream', ...(await stageShapefiles(client, table, layers, specs)) };
-  return { reader: 'gdal', overflowed: null, ...(await stageWithGdal(client, table, layers, specs)) };
+  return { reader: 'gdal', overflowed: null, cutAtNul: null, ...(await stageWithGdal(client, table, layers, specs)) };
 }
 
 /** GDAL's feature loop (gdal-async, one native call per feature) into a text COPY. */
@@ -86,7 +88,7 @@ async function stageWithGdal(client: pg.ClientBase, table: string, layers: Vecto
           const v = f.props[u];
           if (v !== null && v !== undefined && v !== '') (extra ??= {})[u] = v instanceof Date ? asText(v) : v;
         }
-        row.push(extra ? JSON.stringify(extra) : null, f.wkb ? f.wkb.toString('hex') : null);
+        row.push(extra ? jsonText(extra) : null, f.wkb ? f.wkb.toString('hex') : null);
         yield copyLine(row);
       }
     }

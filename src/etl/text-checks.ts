@@ -168,7 +168,7 @@ export async function checkSnapshotText(db: pg.Pool | pg.ClientBase, tables: str
     scanned,
     findings,
     failures: [
-      ...failure('replacement_characters', 'hold U+FFFD (bytes not valid in the encoding they were read with)', findings, (f) => f.replacement),
+      ...failure('replacement_characters', 'hold U+FFFD (bytes not valid in the encoding they were read with, or a NUL, which PostgreSQL text cannot hold)', findings, (f) => f.replacement),
       ...failure('double_encoding', "look double-encoded (UTF-8 read as Latin-1: 'Ã¡' for 'á')", findings, (f) => f.double_encoded),
       ...control.failures,
     ],

@@ -15,7 +15,7 @@ import path from 'node:path';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { ident } from '../db/pool.ts';
-import { copyLine, copyLines, type CopyValue } from './copy.ts';
+import { copyLine, copyLines, jsonText, type CopyValue } from './copy.ts';
 import { createStagingTable, mapFields, schemaFingerprint, type FieldSpec, type StageResult } from './stage-vector.ts';
 import type { QualityFacts } from './quality.ts';
 import type { VectorLayer } from './vector-reader.ts';
@@ -271,7 +271,7 @@ export async function stageWfsPages(client: pg.ClientBase, table: string, manife
           if (v !== null && v !== undefined && v !== '') (extra ??= {})[k] = v;
         }
         const wkb = geojsonToWkb(f.geometry, order === 'lat-lon');
-        row.push(extra ? JSON.stringify(extra) : null, wkb ? wkb.toString('hex') : null);
+        row.push(extra ? jsonText(extra) : null, wkb ? wkb.toString('hex') : null);
         yield copyLine(row);
       }
     }

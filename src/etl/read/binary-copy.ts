@@ -6,6 +6,7 @@
 // PostGIS' geometry_recv accepts as it is).
 import { isUtf8 } from 'node:buffer';
 import { dataView } from './data-view.ts';
+import { NUL_STANDS_IN } from '../copy.ts';
 
 const REPLACEMENT = Buffer.from('\uFFFD', 'utf8');
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
@@ -90,10 +91,10 @@ export class BinaryCopyWriter {
     this.off += 12;
   }
 
-  /** A text field; NUL cannot be stored in PostgreSQL text and is dropped (as the text COPY does). */
+  /** A text field; NUL cannot be stored in PostgreSQL text and becomes U+FFFD, counted (as the text COPY does). */
   text(s: string | null): void {
     if (s === null) return this.nullField();
-    if (s.includes('\0')) s = s.replace(/\0/g, '');
+    if (s.includes('\0')) s = s.replace(/\0/g, NUL_STANDS_IN);
     this.ensure(4 + s.length * 3);
     const n = this.buf.write(s, this.off + 4, 'utf8');
     this.buf.writeInt32BE(n, this.off);
@@ -112,9 +113,9 @@ export class BinaryCopyWriter {
     this.off += 4 + n;
   }
 
-  /** A text field from ISO-8859-1 bytes, transcoded to UTF-8 on the way (no JS string). */
+  /** A text field from ISO-8859-1 bytes, transcoded to UTF-8 on the way (no JS string); a NUL as U+FFFD. */
   latin1(src: Buffer, start: number, end: number): void {
-    this.ensure(4 + 2 * (end - start));
+    this.ensure(4 + 3 * (end - start));
     const buf = this.buf;
     let o = this.off + 4;
     let i = start;
@@ -128,8 +129,11 @@ export class BinaryCopyWriter {
     }
     for (; i < end; i++) {
       const b = src[i];
-      if (b === 0) continue;
-      if (b < 0x80) buf[o++] = b;
+      if (b === 0) {
+        buf[o++] = 0xef;
+        buf[o++] = 0xbf;
+        buf[o++] = 0xbd;
+      } else if (b < 0x80) buf[o++] = b;
       else {
         buf[o++] = 0xc0 | (b >> 6);
         buf[o++] = 0x80 | (b & 0x3f);
@@ -176,7 +180,7 @@ export class BinaryCopyWriter {
     if (!isUtf8(bytes) || bytes.includes(0)) {
       const s = bytes.toString('utf8');
       this.text(s);
-      return s.includes('\uFFFD');
+      return s.includes('\uFFFD') || s.includes('\0');
     }
     this.ensure(4 + bytes.length);
     this.buf.writeInt32BE(bytes.length, this.off);

@@ -2,6 +2,7 @@
 // values the GDAL reader hands to the staging table today (checked against it in
 // test/read-paths.test.ts):
 // - bytes up to the first NUL, spaces trimmed at both ends (shapelib's TRIM_DBF_WHITESPACE);
+//   a NUL with text after it cuts that text off (as GDAL reads it), counted (`cutAtNul`);
 // - C/L/M and unknown types: text in the layer's encoding, blank = null (L keeps '?');
 // - N/F: blank or '*…' = null; a number prints as JavaScript prints it (what the GDAL
 //   reader's String(double) gave); integers beyond 2^53 keep every digit (also written with
@@ -144,8 +145,8 @@ export function canDecode(encoding: string): boolean {
 // windows-1252 = Latin-1 except 0x80–0x9F (Node 20's TextDecoder decodes that label as Latin-1).
 const windows1252: TextDecode = decodeWindows1252;
 
-// [start, end) of the last span() (module scratch: no array per field).
-let spanStart = 0, spanEnd = 0;
+// [start, end) of the last span() (module scratch: no array per field), and whether it cut text off at a NUL.
+let spanStart = 0, spanEnd = 0, spanCut = false;
 
 // Eight spaces read as one little-endian float64 (not NaN, not zero: equal only to the same bytes).
 const SPACES8 = new DataView(Buffer.alloc(8, 0x20).buffer).getFloat64(0, true);
@@ -164,7 +165,10 @@ function span(rec: Buffer, at: number, len: number): void {
   while (end > at && rec[end - 1] === 0x20) end--;
   let nul = at;
   while (nul < end && rec[nul] !== 0) nul++;
+  spanCut = false;
   if (nul < end) {
+    // NULs that only pad the field are no loss; text after one is (counted, not kept: GDAL cuts it too).
+    for (let i = nul + 1; i < end && !spanCut; i++) spanCut = rec[i] !== 0 && rec[i] !== 0x20;
     end = nul;
     while (end > at && rec[end - 1] === 0x20) end--;
   }
@@ -194,6 +198,8 @@ export class FieldValue {
   unparsed = false;
   /** A numeric cell of asterisks (a writer's overflow): NULL, counted apart. */
   overflow = false;
+  /** Text after a NUL in the field, cut off (GDAL reads only up to the NUL): counted. */
+  cutAtNul = false;
   private str: string | null = null;
   private num: number | null = null;
 
@@ -306,6 +312,7 @@ export function decodeField(rec: Buffer, at: number, f: DbfField, out: FieldValu
   const s = spanStart, e = spanEnd;
   out.unparsed = false;
   out.overflow = false;
+  out.cutAtNul = spanCut;
   if (s === e) {
     out.setNull();
     return false;

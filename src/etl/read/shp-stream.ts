@@ -18,7 +18,7 @@ import type pg from 'pg';
 import { AgroError, isAgroError } from '../../errors.ts';
 import { ident } from '../../db/pool.ts';
 import { progress } from '../../progress.ts';
-import { writeOrWait } from '../copy.ts';
+import { jsonText, writeOrWait } from '../copy.ts';
 import { distrustIfDamaged } from '../download.ts';
 import { layerPart } from '../layer-parts.ts';
 import type { VectorLayer } from '../vector-reader.ts';
@@ -36,6 +36,8 @@ export interface ShpStageResult extends StageResult {
   unparsed: number;
   /** Numeric cells of asterisks (NULL), per layer and DBF field: counted while reading, no second pass. */
   overflowed: Record<string, Record<string, number>>;
+  /** Text cells cut at a NUL with text after it, per layer and DBF field (as GDAL reads them): counted while reading. */
+  cutAtNul: Record<string, Record<string, number>>;
   /** Polygon rings not closed in the .shp, closed on reading (read/shp-wkb.ts). */
   ringsClosed: number;
   /** Shapes after the .dbf's last record (no attributes): not loaded, counted. */
@@ -135,7 +137,7 @@ export async function walkShapefile(
   encoding: string,
   onHeader: (dbf: DbfHeader) => void,
   onRecord: (values: FieldValue[], geom: ReturnType<typeof shapeWkb>, index: number) => void | Promise<void>,
-): Promise<{ records: number; deleted: number; unparsed: number; overflowed: Record<string, number>; ringsClosed: number; shapesWithoutRecord: number }> {
+): Promise<{ records: number; deleted: number; unparsed: number; overflowed: Record<string, number>; cutAtNul: Record<string, number>; ringsClosed: number; shapesWithoutRecord: number }> {
   const name = files.name;
   const dbfName = name.replace(/\.shp$/i, '.dbf');
   const decode = textDecoder(encoding);
@@ -152,6 +154,7 @@ export async function walkShapefile(
     onHeader(header);
     const values = header.fields.map(() => new FieldValue(decode));
     const overflows = header.fields.map(() => 0);
+    const cuts = header.fields.map(() => 0);
     let deleted = 0, unparsed = 0, ringsClosed = 0, shpDone = false;
     for (let i = 0; i < header.records; i++) {
       // ensure() only when the bytes are not already there: an await per record costs more than its reading.
@@ -176,6 +179,7 @@ export async function walkShapefile(
       for (let f = 0; f < header.fields.length; f++) {
         if (decodeField(dbf.buf, recAt, header.fields[f], values[f])) unparsed++;
         else if (values[f].overflow) overflows[f]++;
+        if (values[f].cutAtNul) cuts[f]++;
       }
       const wait = onRecord(values, geom, i + 1);
       if (wait) await wait;
@@ -192,7 +196,9 @@ export async function walkShapefile(
     await Promise.all([shp.drain(), dbf.drain()]);
     const overflowed: Record<string, number> = {};
     header.fields.forEach((f, i) => overflows[i] && (overflowed[f.name] = (overflowed[f.name] ?? 0) + overflows[i]));
-    return { records: header.records, deleted, unparsed, overflowed, ringsClosed, shapesWithoutRecord };
+    const cutAtNul: Record<string, number> = {};
+    header.fields.forEach((f, i) => cuts[i] && (cutAtNul[f.name] = (cutAtNul[f.name] ?? 0) + cuts[i]));
+    return { records: header.records, deleted, unparsed, overflowed, cutAtNul, ringsClosed, shapesWithoutRecord };
   } catch (e) {
     throw await rootCause(e, shp, dbf);
   } finally {
@@ -250,6 +256,7 @@ export async function stageShapefiles(
   const columns = stagingColumns(specs);
   let seq = 0, replacementChars = 0, deleted = 0, unparsed = 0, ringsClosed = 0, shapesWithoutRecord = 0;
   const overflowed: Record<string, Record<string, number>> = {};
+  const cutAtNul: Record<string, Record<string, number>> = {};
   const w = new BinaryCopyWriter();
   const nFields = columns.length;
   const stream = client.query(pgCopy.from(`COPY ${table} (${columns.map(ident).join(', ')}) FROM STDIN WITH (FORMAT binary)`));
@@ -314,7 +321,7 @@ export async function stageShapefiles(
             const v = values[e.at].json;
             if (v !== null && v !== '') (extra ??= {})[e.name] = v;
           }
-          w.jsonb(extra ? JSON.stringify(extra) : null);
+          w.jsonb(extra ? jsonText(extra) : null);
           if (geom) w.field(geom);
           else w.nullField();
           return w.full ? push(w.take()) : undefined;
@@ -325,6 +332,7 @@ export async function stageShapefiles(
       ringsClosed += r.ringsClosed;
       shapesWithoutRecord += r.shapesWithoutRecord;
       if (Object.keys(r.overflowed).length) overflowed[layer.name] = r.overflowed;
+      if (Object.keys(r.cutAtNul).length) cutAtNul[layer.name] = r.cutAtNul;
     }
     w.end();
     stream.end(w.take());
@@ -339,5 +347,5 @@ export async function stageShapefiles(
   }
   const rows = Number(stream.rowCount ?? 0);
   const unknownAll = [...new Set(mappings.flatMap((m) => m.unknown))];
-  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown: unknownAll, replacementChars, fingerprint: schemaFingerprint(layers), deleted, unparsed, overflowed, ringsClosed, shapesWithoutRecord };
+  return { rows, missingOptional: missingEverywhere(specs, mappings), unknown: unknownAll, replacementChars, fingerprint: schemaFingerprint(layers), deleted, unparsed, overflowed, cutAtNul, ringsClosed, shapesWithoutRecord };
 }
