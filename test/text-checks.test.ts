@@ -72,6 +72,23 @@ describe('checkSnapshotText', () => {
     expect(many.notes).toEqual([]);
   });
 
+  test('NULs (loaded as U+2400 by both COPY encoders) count with the C1 controls: a few are a note, more than 0.1 % of a table blocks; never U+FFFD', async () => {
+    await db.pool.query(`CREATE TABLE snap.texto__s3 AS SELECT i AS id, 'Fazenda ' || i AS nome, NULL::jsonb AS extra FROM generate_series(1, 3000) i`);
+    await db.pool.query(`UPDATE snap.texto__s3 SET nome = '57' || U&'\\2400' || '48' WHERE id = 5`);
+    await db.pool.query(`UPDATE snap.texto__s3 SET extra = jsonb_build_object('obs', 'Por' || U&'\\2400' || 'correio') WHERE id = 6`);
+    const few = await checkSnapshotText(db.pool, ['snap.texto__s3']);
+    expect(few.findings.map(({ column, control, replacement }) => ({ column, control, replacement }))).toEqual([
+      { column: 'nome', control: 1, replacement: 0 },
+      { column: 'extra', control: 1, replacement: 0 },
+    ]);
+    expect(few.failures).toEqual([]);
+    expect(few.notes[0]).toMatch(/or NULs \(as ␀\), kept as the source wrote them.*snap\.texto__s3\.nome 1 \(e\.g\. "57␀48"\)/);
+    await db.pool.query(`UPDATE snap.texto__s3 SET nome = 'x' || U&'\\2400' WHERE id <= 10`);
+    const many = await checkSnapshotText(db.pool, ['snap.texto__s3']);
+    expect(many.failures.map((f) => f.rule)).toEqual(['control_characters']);
+    expect(many.failures[0].message).toMatch(/or NULs .*snap\.texto__s3\.nome 10 /);
+  });
+
   test("a rule the pipeline already reported keeps the pipeline's message", () => {
     const pipeline = [{ rule: 'replacement_characters', message: '21 U+FFFD in the source text', value: 21 }];
     const text = { scanned: {}, findings: [], notes: [], failures: [{ rule: 'replacement_characters', message: 'x', value: 3 }, { rule: 'double_encoding', message: 'y', value: 1 }] };

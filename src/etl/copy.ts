@@ -9,18 +9,22 @@ import { progress } from '../progress.ts';
 
 const CHUNK_BYTES = 1 << 20;
 
-/** What a NUL in a text value is loaded as: U+FFFD, counted by the text check (text-checks.ts). */
-export const NUL_STANDS_IN = '\uFFFD';
+/**
+ * What a NUL in a text value is loaded as: U+2400 SYMBOL FOR NULL ('␀'), which the text check
+ * counts and shows (text-checks.ts) as it does stray C1 controls: a stray byte in a cell, not a
+ * file read in the wrong encoding (U+FFFD, which blocks at one), so a few do not hold a month.
+ */
+export const NUL_STANDS_IN = '\u2400';
 
 /**
  * JSON for a jsonb column (extra): JSON.stringify, with an escaped NUL (jsonb refuses \u0000:
  * a NUL in a column kept in extra failed the whole run as "internal error: unsupported Unicode
- * escape sequence") written as U+FFFD, like a NUL in text. An escaped backslash before
+ * escape sequence") written as U+2400, like a NUL in text. An escaped backslash before
  * 'u0000' is left alone.
  */
 export function jsonText(v: unknown): string {
   const json = JSON.stringify(v);
-  return json.includes('\\u0000') ? json.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, '$1\\ufffd') : json;
+  return json.includes('\\u0000') ? json.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, '$1\\u2400') : json;
 }
 
 export type CopyValue = string | number | boolean | null | undefined;
@@ -30,7 +34,7 @@ export function copyField(v: CopyValue): string {
   if (v === null || v === undefined) return '\\N';
   if (typeof v !== 'string') return String(v);
   // Backslash first, then the separators COPY treats specially.
-  // NUL cannot be stored in PostgreSQL text at all: it becomes U+FFFD, which the text check
+  // NUL cannot be stored in PostgreSQL text at all: it becomes U+2400, which the text check
   // counts and shows (dropping it turned NUM_TAD '57<NUL>48' into another term's '5748', uncounted).
   return /[\\\t\n\r\0]/.test(v)
     ? v.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\0/g, NUL_STANDS_IN)

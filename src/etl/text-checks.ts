@@ -76,7 +76,9 @@ const hasDouble = (v: string) => `(strpos(${v}, 'Ã') > 0 OR strpos(${v}, 'Â') 
 // A C1 control is never text; one inside a double-encoding pattern is counted there only. In
 // UTF-8, U+0080–U+00BF all begin with the byte 0xC2 (Portuguese letters begin with 0xC3): only
 // values holding that byte reach the regex (2 M theme names: 0.40 → 0.22 s over the scan).
-const hasControl = (v: string) => `position('\\xc2'::bytea in convert_to(${v}, 'UTF8')) > 0 AND ${v} ~ '[\\u0080-\\u009F]' AND NOT coalesce(${hasDouble(v)}, false)`;
+// A NUL in the source is loaded as U+2400 (copy.ts NUL_STANDS_IN) and counted with them: a stray byte too.
+const hasControl = (v: string) =>
+  `(strpos(${v}, U&'\\2400') > 0 OR (position('\\xc2'::bytea in convert_to(${v}, 'UTF8')) > 0 AND ${v} ~ '[\\u0080-\\u009F]' AND NOT coalesce(${hasDouble(v)}, false)))`;
 
 /** Scans one table: the counts per column in one pass, examples only for columns with hits. */
 async function scanTable(db: pg.Pool | pg.ClientBase, table: string): Promise<{ columns: number; findings: TextColumnFinding[] }> {
@@ -126,7 +128,7 @@ function gateFailure(rule: string, what: string, hit: TextColumnFinding[], count
 
 /** C1 controls: a failure for the columns over CONTROL_SHARE of their table's rows, a note for the others. */
 function controlCharacters(findings: TextColumnFinding[]): { failures: GateFailure[]; notes: string[] } {
-  const what = 'hold C1 control characters U+0080–U+009F (text read in the wrong single-byte code page, or stray bytes in the source)';
+  const what = 'hold C1 control characters U+0080–U+009F or NULs (loaded as ␀, U+2400) (text read in the wrong single-byte code page, or stray bytes in the source)';
   const hit = findings.filter((f) => f.control > 0);
   const over = hit.filter((f) => f.control > CONTROL_SHARE * f.rows);
   const under = hit.filter((f) => !over.includes(f));
@@ -134,7 +136,7 @@ function controlCharacters(findings: TextColumnFinding[]): { failures: GateFailu
   const failure = () => ({ ...gateFailure('control_characters', `${what}, more than ${CONTROL_SHARE * 100} % of a table's rows`, over, (f) => f.control, CONTROL_SHARE), value: controlShare(over) });
   return {
     failures: over.length ? [failure()] : [],
-    notes: under.length ? [`values that hold C1 control characters U+0080–U+009F, kept as the source wrote them (at most ${CONTROL_SHARE * 100} % of a table's rows): ${whereFound(under, (f) => f.control)}`] : [],
+    notes: under.length ? [`values that hold C1 control characters U+0080–U+009F or NULs (as ␀), kept as the source wrote them (at most ${CONTROL_SHARE * 100} % of a table's rows): ${whereFound(under, (f) => f.control)}`] : [],
   };
 }
 
@@ -168,7 +170,7 @@ export async function checkSnapshotText(db: pg.Pool | pg.ClientBase, tables: str
     scanned,
     findings,
     failures: [
-      ...failure('replacement_characters', 'hold U+FFFD (bytes not valid in the encoding they were read with, or a NUL, which PostgreSQL text cannot hold)', findings, (f) => f.replacement),
+      ...failure('replacement_characters', 'hold U+FFFD (bytes not valid in the encoding they were read with)', findings, (f) => f.replacement),
       ...failure('double_encoding', "look double-encoded (UTF-8 read as Latin-1: 'Ã¡' for 'á')", findings, (f) => f.double_encoded),
       ...control.failures,
     ],

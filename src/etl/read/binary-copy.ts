@@ -91,7 +91,7 @@ export class BinaryCopyWriter {
     this.off += 12;
   }
 
-  /** A text field; NUL cannot be stored in PostgreSQL text and becomes U+FFFD, counted (as the text COPY does). */
+  /** A text field; NUL cannot be stored in PostgreSQL text and becomes U+2400, counted by the text check (as the text COPY does). */
   text(s: string | null): void {
     if (s === null) return this.nullField();
     if (s.includes('\0')) s = s.replace(/\0/g, NUL_STANDS_IN);
@@ -113,7 +113,7 @@ export class BinaryCopyWriter {
     this.off += 4 + n;
   }
 
-  /** A text field from ISO-8859-1 bytes, transcoded to UTF-8 on the way (no JS string); a NUL as U+FFFD. */
+  /** A text field from ISO-8859-1 bytes, transcoded to UTF-8 on the way (no JS string); a NUL as U+2400 (NUL_STANDS_IN). */
   latin1(src: Buffer, start: number, end: number): void {
     this.ensure(4 + 3 * (end - start));
     const buf = this.buf;
@@ -130,9 +130,9 @@ export class BinaryCopyWriter {
     for (; i < end; i++) {
       const b = src[i];
       if (b === 0) {
-        buf[o++] = 0xef;
-        buf[o++] = 0xbf;
-        buf[o++] = 0xbd;
+        buf[o++] = 0xe2;
+        buf[o++] = 0x90;
+        buf[o++] = 0x80;
       } else if (b < 0x80) buf[o++] = b;
       else {
         buf[o++] = 0xc0 | (b >> 6);
@@ -172,7 +172,8 @@ export class BinaryCopyWriter {
 
   /**
    * A text field from bytes declared UTF-8: copied when valid, else decoded with U+FFFD
-   * for the bad sequences. Returns whether the value holds U+FFFD (to be counted).
+   * for the bad sequences (a NUL as U+2400). Returns whether the value holds U+FFFD (an
+   * encoding problem, counted apart; a NUL is a stray byte the text check counts).
    */
   utf8(src: Buffer, start: number, end: number): boolean {
     if (this.ascii(src, start, end)) return false;
@@ -180,7 +181,7 @@ export class BinaryCopyWriter {
     if (!isUtf8(bytes) || bytes.includes(0)) {
       const s = bytes.toString('utf8');
       this.text(s);
-      return s.includes('\uFFFD') || s.includes('\0');
+      return s.includes('\uFFFD');
     }
     this.ensure(4 + bytes.length);
     this.buf.writeInt32BE(bytes.length, this.off);
