@@ -106,7 +106,7 @@ export const IBAMA_EMBARGOS = defineRelation({
     // (left out of the report's examples): with the development key, trying every CPF finds it again.
     { name: 'documento_hmac', type: 'text', personal: true, sql: "CASE WHEN strpos(c.doc, '*') = 0 THEN etl.ibama_hmac(c.doc, current_setting('agro.hmac_key')) END" },
     { name: 'nome_embargado', type: 'text', from: ['nome_embargado', 'nome_pessoa_embargada', 'nom_pessoa'], counted: true, personal: true },
-    { name: 'cod_municipio_ibge', type: 'text', from: ['cod_municipio', 'cod_munici'], counted: true },
+    { name: 'cod_municipio_ibge', type: 'text', from: ['cod_municipio', 'cod_munici'], convert: 'ibge_code', counted: true },
     { name: 'municipio', type: 'text', from: ['municipio', 'nom_municipio_tad', 'nom_munici'], counted: true },
     { name: 'uf', type: 'text', from: ['uf', 'sig_uf_tad', 'sig_uf'], convert: 'upper', counted: true },
     { name: 'area_embargada_ha', type: 'double precision', from: ['qtd_area_embargada', 'qtd_area_e'], counted: true },

@@ -16,7 +16,7 @@ import type { SnapshotIndexes } from './load-steps.ts';
  * convert, and count it (fields.unparsed, dates.unparseable). A run of asterisks (a DBF numeric
  * overflow) is no value: NULL, counted as fields.overflowed, not kept.
  */
-export type Conversion = 'text' | 'upper' | 'code' | 'list' | 'uf_list' | 'number' | 'whole' | 'flag' | 'date' | 'date_dmy_iso' | 'timestamp';
+export type Conversion = 'text' | 'upper' | 'code' | 'ibge_code' | 'list' | 'uf_list' | 'number' | 'whole' | 'flag' | 'date' | 'date_dmy_iso' | 'timestamp';
 
 interface ConversionRule {
   /** The typed value of the staged text `x`. */
@@ -32,11 +32,21 @@ interface ConversionRule {
 }
 
 const notOverflow = (x: string) => `AND NOT etl.is_overflow(${x})`;
+const IBGE_CODE = '^[0-9]{7}(\\.0+)?$';
 
 export const CONVERSIONS: Record<Conversion, ConversionRule> = {
   text: { value: (x) => `nullif(btrim(${x}), '')` },
   upper: { value: (x) => `nullif(upper(btrim(${x})), '')` },
   code: { value: (x) => `etl.code_text(${x})` },
+  /**
+   * An IBGE municipality code: seven digits ('5208707.0', as a spreadsheet writes it, is 5208707).
+   * A code that lost a digit or holds a letter O named another municipality, or none, uncounted.
+   */
+  ibge_code: {
+    value: (x) => `(CASE WHEN btrim(${x}) ~ '${IBGE_CODE}' THEN left(btrim(${x}), 7) END)`,
+    bad: (x) => `btrim(${x}) <> '' AND btrim(${x}) !~ '${IBGE_CODE}'`,
+    what: 'not 7-digit IBGE municipality codes',
+  },
   list: { value: (x) => `etl.text_list(${x})` },
   /** State siglas: split on ',', ';', '/', '|', '&' and the word 'e' (migration 0103). */
   uf_list: { value: (x) => `etl.uf_list(${x})` },
