@@ -157,37 +157,53 @@ export async function fetchMonth(ctx: RunContext): Promise<FetchedFile[]> {
     ctx.log.info({ month, bytes, total: total || undefined, files_done: done.size, files: files.length, mb_per_s: +(bytes / 2 ** 20 / Math.max(s, 0.001)).toFixed(2), parallel: limiter.limit }, 'receita-cnpj: downloading');
   }, cfg.progressMs);
   ticker.unref();
+  // The first failure starts no further file, and the run waits for those under way: with
+  // Promise.all the others went on downloading after the run had failed and let go of its
+  // scope's lock, writing the store's .part files beside the next run.
+  let failure: { error: unknown } | null = null;
   try {
-    const fetched = await Promise.all(
+    const settled = await Promise.allSettled(
       files.map((f) =>
         limiter.run(async () => {
-          const again = await reusable(destDir, f);
-          if (again) {
-            done.set(f.name, again.size);
-            return again;
+          if (failure) return null;
+          try {
+            return await fetchOne(f);
+          } catch (e) {
+            failure ??= { error: e };
+            throw e;
           }
-          const got = await fetchSource(f.uri, {
-            destDir, name: f.name, userAgent: ctx.cfg.userAgent, expect: 'zip', zipLimits: ctx.cfg.zip, headers,
-            retries: cfg.retries, stallTimeoutMs: cfg.stallTimeoutMs, backoffMs: cfg.backoffMs,
-            log: (m, extra) => {
-              ctx.log.info({ ...extra, uri: isHttp(f.uri) ? redactUrl(new URL(f.uri)) : f.uri }, m);
-              if (m === 'download retry' && STALL.test(String(extra?.reason ?? ''))) limiter.stalled();
-            },
-          });
-          if (!got) throw new AgroError('source_not_found', f.uri);
-          if (f.size !== null && got.size !== f.size) {
-            // Not trusted from the store either: else the next run's 304 brings the same bytes back.
-            await distrustStored(got.path);
-            throw new AgroError('download_failed', `${f.name}: ${got.size} bytes, the listing says ${f.size}`);
-          }
-          done.set(f.name, got.size);
-          return got;
         }),
       ),
     );
+    if (failure) throw (failure as { error: unknown }).error;
+    const fetched = settled.map((s) => (s as PromiseFulfilledResult<FetchedFile>).value);
     return fetched.sort((a, b) => a.name.localeCompare(b.name));
   } finally {
     clearInterval(ticker);
+  }
+
+  async function fetchOne(f: Listed): Promise<FetchedFile> {
+    const again = await reusable(destDir, f);
+    if (again) {
+      done.set(f.name, again.size);
+      return again;
+    }
+    const got = await fetchSource(f.uri, {
+      destDir, name: f.name, userAgent: ctx.cfg.userAgent, expect: 'zip', zipLimits: ctx.cfg.zip, headers,
+      retries: cfg.retries, stallTimeoutMs: cfg.stallTimeoutMs, backoffMs: cfg.backoffMs,
+      log: (m, extra) => {
+        ctx.log.info({ ...extra, uri: isHttp(f.uri) ? redactUrl(new URL(f.uri)) : f.uri }, m);
+        if (m === 'download retry' && STALL.test(String(extra?.reason ?? ''))) limiter.stalled();
+      },
+    });
+    if (!got) throw new AgroError('source_not_found', f.uri);
+    if (f.size !== null && got.size !== f.size) {
+      // Not trusted from the store either: else the next run's 304 brings the same bytes back.
+      await distrustStored(got.path);
+      throw new AgroError('download_failed', `${f.name}: ${got.size} bytes, the listing says ${f.size}`);
+    }
+    done.set(f.name, got.size);
+    return got;
   }
 }
 
