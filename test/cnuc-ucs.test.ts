@@ -75,7 +75,7 @@ describe('cnuc-ucs', () => {
     }
     const q = await quality(first);
     expect(q.gate).toMatchObject({ passed: true, forced: false, failures: [] });
-    expect(q.facts.notes).toContain('area_ato_ha: 1 value(s) are not numbers (loaded as NULL, source text kept in extra)');
+    expect(q.facts.notes).toContain('area_ato_ha: 1 value(s) are not numbers, or negative areas (loaded as NULL, source text kept in extra)');
     expect(q.facts.fields.unknown).toEqual([]);
     expect(q.facts.fields.missingOptional).toEqual(['area_fonte_ha', 'nome_abreviado']); // 2024_02-only columns
     expect(q.facts.dates).toEqual({ unparseable: {}, placeholders: {} });

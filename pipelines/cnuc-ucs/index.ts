@@ -32,9 +32,9 @@ export const CNUC_UCS = defineRelation({
     { name: 'outros_atos', type: 'text', from: ['outro_ato'] },
     { name: 'plano_manejo', type: 'text', from: ['pl_manejo'] },
     { name: 'cogestor', type: 'text', from: ['co_gestor'] },
-    { name: 'area_total_ha', type: 'double precision', from: ['ha_total'], counted: true },
-    { name: 'area_ato_ha', type: 'double precision', from: ['ha_ato'] },
-    { name: 'area_fonte_ha', type: 'double precision', from: ['area_ha'] },
+    { name: 'area_total_ha', type: 'double precision', from: ['ha_total'], counted: true, convert: 'area' },
+    { name: 'area_ato_ha', type: 'double precision', from: ['ha_ato'], convert: 'area' },
+    { name: 'area_fonte_ha', type: 'double precision', from: ['area_ha'], convert: 'area' },
     // Full state names → siglas (joins: u); a list naming an unknown state keeps its text in extra.
     { name: 'ufs', type: 'text[]', from: ['uf'], sql: 'u.ufs', keepRaw: 'CASE WHEN u.unknown THEN s.ufs END', counted: true },
     { name: 'municipios', type: 'text[]', from: ['municipio'], counted: true },

@@ -17,7 +17,7 @@ export const FUNAI_TIS = defineRelation({
     { name: 'etnias', type: 'text[]', from: ['etnia_nome'], counted: true },
     { name: 'municipios', type: 'text[]', from: ['municipio_nome', 'municipio_'], counted: true },
     { name: 'ufs', type: 'text[]', from: ['uf_sigla'], convert: 'uf_list', counted: true },
-    { name: 'area_declarada_ha', type: 'double precision', from: ['superficie_perimetro_ha', 'superficie'], counted: true },
+    { name: 'area_declarada_ha', type: 'double precision', from: ['superficie_perimetro_ha', 'superficie'], counted: true, convert: 'area' },
     // geodesic: these polygons reach far from the Albers origin
     { name: 'area_calculada_ha', type: 'double precision', sql: 'ST_Area(c.geom::geography) / 10000' },
     { name: 'fase', type: 'text', from: ['fase_ti'], counted: true },

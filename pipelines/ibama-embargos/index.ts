@@ -109,7 +109,7 @@ export const IBAMA_EMBARGOS = defineRelation({
     { name: 'cod_municipio_ibge', type: 'text', from: ['cod_municipio', 'cod_munici'], convert: 'ibge_code', counted: true },
     { name: 'municipio', type: 'text', from: ['municipio', 'nom_municipio_tad', 'nom_munici'], counted: true },
     { name: 'uf', type: 'text', from: ['uf', 'sig_uf_tad', 'sig_uf'], convert: 'upper', counted: true },
-    { name: 'area_embargada_ha', type: 'double precision', from: ['qtd_area_embargada', 'qtd_area_e'], counted: true },
+    { name: 'area_embargada_ha', type: 'double precision', from: ['qtd_area_embargada', 'qtd_area_e'], counted: true, convert: 'area' },
     { name: 'area_calculada_ha', type: 'double precision', sql: 'CASE WHEN c.poly_in THEN etl.area_ha(c.poly) END' },
     { name: 'nome_imovel', type: 'text', from: ['nome_imovel', 'nom_propri'] },
     { name: 'tipo_area', type: 'text', from: ['tipo_area'] },

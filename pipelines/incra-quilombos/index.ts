@@ -41,7 +41,7 @@ export const INCRA_QUILOMBOS = defineRelation({
     { name: 'esfera', type: 'text', from: ['esfera'], counted: true },
     { name: 'responsavel', type: 'text', from: ['responsave', 'responsavel'] },
     { name: 'familias', type: 'integer', from: ['nr_familia', 'nr_familias'], counted: true },
-    { name: 'area_ha', type: 'double precision', from: ['nr_area_ha'], counted: true },
+    { name: 'area_ha', type: 'double precision', from: ['nr_area_ha'], counted: true, convert: 'area' },
     { name: 'perimetro', type: 'double precision', from: ['nr_perimet', 'nr_perimetro'] },
     { name: 'area_calc_fonte', type: 'double precision', from: ['area_calc_'] },
     { name: 'perimetro_calc_fonte', type: 'double precision', from: ['perimetro_'] },

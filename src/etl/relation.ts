@@ -16,7 +16,7 @@ import type { SnapshotIndexes } from './load-steps.ts';
  * convert, and count it (fields.unparsed, dates.unparseable). A run of asterisks (a DBF numeric
  * overflow) is no value: NULL, counted as fields.overflowed, not kept.
  */
-export type Conversion = 'text' | 'upper' | 'code' | 'ibge_code' | 'list' | 'uf_list' | 'number' | 'whole' | 'flag' | 'date' | 'date_dmy_iso' | 'timestamp';
+export type Conversion = 'text' | 'upper' | 'code' | 'ibge_code' | 'list' | 'uf_list' | 'number' | 'area' | 'whole' | 'flag' | 'date' | 'date_dmy_iso' | 'timestamp';
 
 interface ConversionRule {
   /** The typed value of the staged text `x`. */
@@ -54,6 +54,12 @@ export const CONVERSIONS: Record<Conversion, ConversionRule> = {
     value: (x) => `etl.parse_number(${x})`,
     bad: (x) => `btrim(${x}) <> '' AND etl.parse_number(${x}) IS NULL ${notOverflow(x)}`,
     what: 'not numbers',
+  },
+  /** An area in hectares, as `number`; a negative one (no land measures less than nothing) is no value either. */
+  area: {
+    value: (x) => `(CASE WHEN etl.parse_number(${x}) >= 0 THEN etl.parse_number(${x}) END)`,
+    bad: (x) => `btrim(${x}) <> '' AND coalesce(etl.parse_number(${x}) < 0, NOT etl.is_overflow(${x}))`,
+    what: 'not numbers, or negative areas',
   },
   whole: {
     value: (x) => `etl.parse_whole(${x})`,
