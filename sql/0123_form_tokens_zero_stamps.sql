@@ -1,4 +1,4 @@
--- Three small fixes (the panel's create-key form; zero dates with a zero time; the id of a source's last run).
+-- Two small fixes (the panel's create-key form; zero dates with a zero time).
 
 -- The panel's create-key form carries a one-time token (a fresh one in every rendered
 -- dashboard); the key it made keeps it, so a second POST of that form (a browser's reload of
@@ -35,18 +35,3 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     WHEN etl.parse_date_dmy_iso(t) IS NOT NULL THEN 'ok'
     ELSE 'bad' END
 $$;
-
--- /v1/sources' last_run gave no run id: an operator could not go from it to `agro report <run
--- id>`. The last run's id, at the end (CREATE OR REPLACE VIEW adds columns only there).
-CREATE OR REPLACE VIEW serving.source_runs AS
-SELECT r.pipeline AS dataset,
-       nullif(r.scope, '') AS uf,
-       max(r.finished_at) FILTER (WHERE r.status = 'unchanged') AS confirmed_at,
-       (array_agg(r.status ORDER BY r.run_id DESC))[1] AS last_status,
-       (array_agg(r.started_at ORDER BY r.run_id DESC))[1] AS last_started_at,
-       (array_agg(r.finished_at ORDER BY r.run_id DESC))[1] AS last_finished_at,
-       (array_agg(r.error_code ORDER BY r.run_id DESC))[1] AS last_error_code,
-       (SELECT c.snapshot_id FROM etl.current c WHERE c.dataset = r.pipeline AND c.scope = r.scope) AS snapshot_id,
-       max(r.run_id) AS last_run_id
-FROM etl.runs r
-GROUP BY r.pipeline, r.scope;

@@ -46,7 +46,7 @@ export interface AddEndpoint {
   secret?: string;
   allowPrivate: boolean;
   resolve?: Resolver;
-  /** A panel form's one-time token (sql/0126, events.form_tokens): a second subscription with it is refused. */
+  /** A panel form's one-time token (sql/0124, events.form_tokens): a second subscription with it is refused. */
   formToken?: string;
 }
 
@@ -59,7 +59,7 @@ export async function addEndpoint(db: Db, a: AddEndpoint): Promise<Endpoint & { 
   secretKey(secret);
   const keyId = await subscriberKeyOf(db, a.keyId);
   const id = `we_${crypto.randomBytes(9).toString('base64url')}`;
-  // A panel form's token (sql/0126) is recorded in the same statement: only its first use subscribes.
+  // A panel form's token (sql/0124) is recorded in the same statement: only its first use subscribes.
   const r = await db.query(
     `WITH once AS (INSERT INTO events.form_tokens (token, endpoint_id) SELECT $6, $1 WHERE $6::text IS NOT NULL ON CONFLICT (token) DO NOTHING RETURNING token)
      INSERT INTO events.endpoints (id, key_id, url, events, secret) SELECT $1, $2, $3, $4, $5 WHERE $6::text IS NULL OR EXISTS (SELECT FROM once)
@@ -103,7 +103,7 @@ export async function rotateSecret(
   db: Db, id: string, windowHours = ROTATION_WINDOW_HOURS, now = new Date(), formToken: string | null = null,
 ): Promise<{ id: string; secret: string; previous_secret_until: Date }> {
   const secret = newSecret();
-  // A panel form's token (sql/0126) is recorded in the same statement: only its first use rotates,
+  // A panel form's token (sql/0124) is recorded in the same statement: only its first use rotates,
   // whatever rotations (the CLI's, the panel's next form) came in between.
   const r = await db.query(
     `WITH once AS (INSERT INTO events.form_tokens (token, endpoint_id) SELECT $5, id FROM events.endpoints WHERE id = $1 AND $5::text IS NOT NULL

@@ -2,23 +2,17 @@
 // etl.run_stages are small: one row per run and per stage). Aggregates only: pipeline, scope,
 // stage and status names, counts and durations — never a source URL, an error text or a row.
 import type pg from 'pg';
-import { advisoryHeld, RUN_ALIVE_LOCK } from '../etl/run-locks.ts';
 
 type Db = pg.Pool | pg.ClientBase;
 
 /**
- * Runs in the ledger by pipeline and status; a running run whose alive lock nobody holds is
- * `dead`, as `agro runs` and serving.source_runs say (its process died, not cleaned up yet).
- * Only on a primary: advisory locks are not replicated (sql/0127), a standby says `running`.
+ * Runs in the ledger by pipeline and status as a reader is shown it (etl.shown_run_status,
+ * sql/0125, as serving.source_runs): a running run whose process died is `dead` on a primary.
  */
 export async function runsByStatus(db: Db): Promise<{ pipeline: string; status: string; n: number }[]> {
   const r = await db.query(
-    `SELECT pipeline, status, count(*)::int AS n FROM (
-       SELECT r.pipeline, CASE WHEN r.status = 'running' AND NOT pg_is_in_recovery() AND NOT ${advisoryHeld('$1', 'r.run_id')}
-                               THEN 'dead' ELSE r.status END AS status
-         FROM etl.runs r) x
-      GROUP BY pipeline, status ORDER BY pipeline, status`,
-    [RUN_ALIVE_LOCK],
+    `SELECT pipeline, etl.shown_run_status(status, run_id) AS status, count(*)::int AS n
+       FROM etl.runs GROUP BY 1, 2 ORDER BY 1, 2`,
   );
   return r.rows;
 }

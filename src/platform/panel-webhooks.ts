@@ -39,7 +39,7 @@ export async function webhookPanelRoutes(app: FastifyInstance, deps: ApiDeps, ki
   const opts = { config, schema: { hide: true } };
   const csrfField = (s: Session) => `<input type="hidden" name="csrf" value="${esc(s.csrf)}">`;
   // The forms that answer with a secret on the page (subscribe, rotate) carry a one-time token:
-  // a browser's reload of that page posts them again (sql/0126).
+  // a browser's reload of that page posts them again (sql/0124).
   const onceField = () => `<input type="hidden" name="form_token" value="${formToken()}">`;
   /** The posted one-time token; null without one (a page of an older release: acts as before). */
   const onceOf = (req: FastifyRequest) => formText(req, 'form_token').slice(0, 100) || null;
