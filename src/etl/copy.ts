@@ -24,7 +24,7 @@ export const NUL_STANDS_IN = '\u2400';
  */
 export function jsonText(v: unknown): string {
   const json = JSON.stringify(v);
-  return json.includes('\\u0000') ? json.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, '$1\\u2400') : json;
+  return json.includes('\\u0000') ? json.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, `$1${NUL_STANDS_IN}`) : json;
 }
 
 export type CopyValue = string | number | boolean | null | undefined;

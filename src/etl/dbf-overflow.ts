@@ -8,6 +8,7 @@
 import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { layerPart } from './layer-parts.ts';
+import { textAfterNul } from './read/dbf.ts';
 
 interface CountedField {
   name: string;
@@ -68,13 +69,7 @@ export async function countDbfCells(dbf: string): Promise<DbfCellCounts> {
           continue;
         }
         const nul = buf.indexOf(0, i);
-        if (nul < 0 || nul >= end) continue;
-        for (let j = nul + 1; j < end; j++) {
-          if (buf[j] !== 0 && buf[j] !== 0x20) {
-            add(counts.cutAtNul, f.name);
-            break;
-          }
-        }
+        if (nul >= 0 && nul < end && textAfterNul(buf, nul, end)) add(counts.cutAtNul, f.name);
       }
     }
     rest = buf.subarray(p);

@@ -9,6 +9,8 @@ import { dataView } from './data-view.ts';
 import { NUL_STANDS_IN } from '../copy.ts';
 
 const REPLACEMENT = Buffer.from('\uFFFD', 'utf8');
+/** NUL_STANDS_IN's three UTF-8 bytes, for the byte-level Latin-1 path. */
+const NUL_UTF8 = Buffer.from(NUL_STANDS_IN, 'utf8');
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 export const COPY_CHUNK_BYTES = 1 << 20;
 
@@ -130,9 +132,9 @@ export class BinaryCopyWriter {
     for (; i < end; i++) {
       const b = src[i];
       if (b === 0) {
-        buf[o++] = 0xe2;
-        buf[o++] = 0x90;
-        buf[o++] = 0x80;
+        buf[o++] = NUL_UTF8[0];
+        buf[o++] = NUL_UTF8[1];
+        buf[o++] = NUL_UTF8[2];
       } else if (b < 0x80) buf[o++] = b;
       else {
         buf[o++] = 0xc0 | (b >> 6);

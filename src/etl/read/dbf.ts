@@ -156,6 +156,16 @@ const SPACES8 = new DataView(Buffer.alloc(8, 0x20).buffer).getFloat64(0, true);
  * The space padding is skipped from the end first, eight bytes at a time, so the NUL
  * search covers the content only.
  */
+/**
+ * Whether a text field holds text (neither NUL nor space) after its NUL at `nul`, before `end`:
+ * GDAL reads up to the NUL, so that text is lost (counted, fields.cutAtNul); NULs that only pad
+ * the field are no loss. Both readers' rule (this one's span, dbf-overflow.ts for GDAL's).
+ */
+export function textAfterNul(b: Buffer, nul: number, end: number): boolean {
+  for (let i = nul + 1; i < end; i++) if (b[i] !== 0 && b[i] !== 0x20) return true;
+  return false;
+}
+
 function span(rec: Buffer, at: number, len: number): void {
   let end = at + len;
   if (len >= 16) {
@@ -167,8 +177,7 @@ function span(rec: Buffer, at: number, len: number): void {
   while (nul < end && rec[nul] !== 0) nul++;
   spanCut = false;
   if (nul < end) {
-    // NULs that only pad the field are no loss; text after one is (counted, not kept: GDAL cuts it too).
-    for (let i = nul + 1; i < end && !spanCut; i++) spanCut = rec[i] !== 0 && rec[i] !== 0x20;
+    spanCut = textAfterNul(rec, nul, end);
     end = nul;
     while (end > at && rec[end - 1] === 0x20) end--;
   }
