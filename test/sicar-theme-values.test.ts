@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { buildLayerZip, type LayerRow } from '../fixtures/readers.ts';
-import { SICAR_FIXTURES, THEME_FIELDS } from '../fixtures/sicar.ts';
+import { AREA_IMOVEL_FIELDS, SICAR_FIXTURES, THEME_FIELDS } from '../fixtures/sicar.ts';
 import { sicar } from '../pipelines/sicar/index.ts';
 import { runPipeline } from '../src/etl/run.ts';
 import type { QualityReport } from '../src/etl/quality.ts';
@@ -64,4 +64,34 @@ test('a theme\'s unparsed area, unknown status and cod_tema outside §2.5 are lo
   expect(q.facts.notes).toEqual(expect.arrayContaining([expect.stringMatching(/APPS: cod_tema outside SOURCES §2\.5's vocabulary.*CORREGO × 1/)]));
   // The official codes of the other themes are not listed.
   expect(Object.keys(facts.cod_tema_fora_do_vocabulario as object)).toEqual(['APPS']);
+});
+
+test('a negative area or fiscal module (no land measures less than nothing) is NULL, its text kept in extra and counted, in AREA_IMOVEL and in a theme; zero loads', async () => {
+  const dir = path.join(tmp, 'GO-negative');
+  fs.mkdirSync(dir, { recursive: true });
+  const [a, b, c] = SICAR_FIXTURES.GO.areaImovel.filter((p) => p.role === 'plain' || p.role === 'hole' || p.role === 'multipart');
+  const props: LayerRow[] = SICAR_FIXTURES.GO.areaImovel.map((r) => ({
+    geometry: r.geometry,
+    attributes: { ...r.attributes, ...(r === a ? { num_area: -10.5 } : r === b ? { mod_fiscal: -1 } : r === c ? { num_area: 0 } : {}) },
+  }));
+  await buildLayerZip(path.join(dir, 'GO_AREA_IMOVEL.zip'), 'GO_AREA_IMOVEL', AREA_IMOVEL_FIELDS, props, { encoding: 'utf8', cpg: 'UTF-8' });
+  const apps = SICAR_FIXTURES.GO.themeRows.filter((r) => r.theme === 'APPS');
+  await buildLayerZip(path.join(dir, 'GO_APPS.zip'), 'GO_APPS', THEME_FIELDS,
+    apps.map((r, i) => ({ geometry: r.geometry, attributes: { ...r.attributes, ...(i === 0 ? { num_area: -2.25 } : {}) } })), { encoding: 'utf8', cpg: 'UTF-8' });
+  const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, sicar, { source: dir, uf: 'GO' });
+  expect(out.error).toBeUndefined();
+  expect(out.status).toBe('published');
+
+  const row = async (car: string) => (await db.pool.query(`SELECT area_total_ha, modulos_fiscais, extra FROM "current".car_imovel WHERE car = $1`, [car])).rows[0];
+  const ra = await row(a.attributes.cod_imovel);
+  expect([ra.area_total_ha, Number(ra.extra?.area_total_ha)]).toEqual([null, -10.5]);
+  const rb = await row(b.attributes.cod_imovel);
+  expect([rb.modulos_fiscais, Number(rb.extra?.modulos_fiscais)]).toEqual([null, -1]);
+  expect((await row(c.attributes.cod_imovel)).area_total_ha).toBe(0);
+  const tema = (await db.pool.query(`SELECT area_ha, extra FROM "current".car_tema WHERE uf = 'GO' AND tema_base = 'APPS' AND extra ? 'area_ha'`)).rows;
+  expect(tema.map((r) => [r.area_ha, Number(r.extra.area_ha)])).toEqual([[null, -2.25]]);
+
+  const q: QualityReport = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality;
+  expect(q.facts.fields.unparsed).toMatchObject({ area_total_ha: 1, modulos_fiscais: 1, 'apps:area_ha': 1 });
+  expect(q.facts.notes.join('\n')).toMatch(/APPS: 1 num_area value\(s\) are not numbers, or negative areas/);
 });

@@ -264,7 +264,7 @@ export const sicar = shapedPipeline<SicarLoad>({
     for (const d of inputs.slice(1)) {
       const tf = d.counted as ThemeFacts;
       addCounts(facts, 'unparsed', { [`${inputPrefix(d.name)}area_ha`]: tf.areaUnparsed });
-      if (tf.areaUnparsed) facts.notes.push(`${d.name}: ${tf.areaUnparsed} num_area value(s) are not numbers (area_ha loaded as NULL, source text kept in extra)`);
+      if (tf.areaUnparsed) facts.notes.push(`${d.name}: ${tf.areaUnparsed} num_area value(s) are not numbers, or negative areas (area_ha loaded as NULL, source text kept in extra)`);
       for (const u of tf.unknownStatus) facts.notes.push(`${d.name}: unknown ind_status code "${u.code}" in ${u.n} rows (situacao loaded as NULL, text kept in extra)`);
       if (tf.moreStatus) facts.notes.push(`${d.name}: ${moreCodes(tf.moreStatus)} unknown ind_status codes (situacao loaded as NULL, text kept in extra)`);
       if (!tf.unknownCodes.length) continue;

@@ -5,7 +5,7 @@
 -- the verdict is etl.sicar_verdict (migration 0030), shared with the themes. Dates after the
 -- release date (as_of, contract §3), dates or numbers that do not parse and status or type
 -- codes that are none of SOURCES §2.5's are NULL, their source text kept in `extra` under the
--- column's name; a run of asterisks is no value.
+-- column's name, as is a negative area or fiscal module; a run of asterisks is no value.
 -- The CAR number is upper-cased and trimmed of spaces of any kind (etl.trim_spaces: a no-break
 -- space typed after it is no part of it); a space inside it still makes it a bad number.
 -- Each lateral ends in `clock_timestamp() AS once` (see sicar_typed_tema.sql): its values are
@@ -19,8 +19,8 @@ SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, substr(k.car, 
        nullif(btrim(s.municipio), '')::text AS municipio,
        k.situacao, k.tipo,
        nullif(btrim(s.des_condic), '')::text AS condicao,
-       k.mf AS modulos_fiscais,
-       k.area AS area_total_ha,
+       CASE WHEN k.mf >= 0 THEN k.mf END AS modulos_fiscais,
+       CASE WHEN k.area >= 0 THEN k.area END AS area_total_ha,
        etl.date_not_after(k.criaca, {{as_of}}) AS data_inscricao,
        etl.date_not_after(k.atuali, {{as_of}}) AS data_atualizacao,
        -- Ranks the copies of a CAR number (winningProperties): an implausible date is no date here either.
@@ -47,8 +47,9 @@ CROSS JOIN LATERAL (
 CROSS JOIN LATERAL (
   SELECT CASE WHEN k.criaca_kind = 'bad' OR k.criaca > {{as_of}} THEN s.dat_criaca END AS di,
          CASE WHEN k.atuali_kind = 'bad' OR k.atuali > {{as_of}} THEN s.dat_atuali END AS da,
-         CASE WHEN btrim(s.num_area) <> '' AND k.area IS NULL AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS at,
-         CASE WHEN btrim(s.mod_fiscal) <> '' AND k.mf IS NULL AND NOT etl.is_overflow(s.mod_fiscal) THEN s.mod_fiscal END AS mf,
+         -- a negative area or fiscal module is no value either (the 'area' conversion's rule)
+         CASE WHEN btrim(s.num_area) <> '' AND coalesce(k.area < 0, NOT etl.is_overflow(s.num_area)) THEN s.num_area END AS at,
+         CASE WHEN btrim(s.mod_fiscal) <> '' AND coalesce(k.mf < 0, NOT etl.is_overflow(s.mod_fiscal)) THEN s.mod_fiscal END AS mf,
          -- A status or type code that is none of §2.5's: NULL in its column, its text kept here.
          CASE WHEN k.situacao IS NULL AND btrim(s.ind_status) <> '' THEN s.ind_status END AS st,
          CASE WHEN k.tipo IS NULL AND btrim(s.ind_tipo) <> '' THEN s.ind_tipo END AS tp,

@@ -3,7 +3,7 @@
 -- theme's typed table, nothing joined back. Polygons of layers without cod_imovel take the
 -- car of their spatial link (placeholder car = coalesce(s.car, l.car), link_join joins the
 -- links as l); an unlinked one gets link_verdict 'not_linked_no_property' or
--- 'not_linked_ambiguous'. An area that is not a number and a status code that is none of
+-- 'not_linked_ambiguous'. An area that is not a number (or is negative) and a status code that is none of
 -- SOURCES §2.5's are NULL, their text kept in `extra` and flagged for the report.
 -- Each lateral ends in `clock_timestamp() AS once`: a volatile column keeps the planner from
 -- pulling the lateral up into the select list, which copies its expressions to every place
@@ -14,7 +14,7 @@
 CREATE UNLOGGED TABLE {{typed}} WITH (autovacuum_enabled = false, toast.autovacuum_enabled = false) AS
 SELECT s.src_seq, w.verdict, s.repair, k.car, {{uf}}::text AS uf, {{tema}}::text AS tema_base,
        nullif(btrim(s.cod_tema), '')::text AS cod_tema, nullif(btrim(s.nom_tema), '')::text AS nome_tema,
-       k.area AS area_ha,
+       CASE WHEN k.area >= 0 THEN k.area END AS area_ha,
        k.situacao, nullif(btrim(s.des_condic), '')::text AS condicao,
        g.geom, etl.area_ha(g.geom) AS area_calculada_ha,
        CASE WHEN coalesce(u.bad_area, u.bad_status) IS NULL THEN s.extra
@@ -28,7 +28,7 @@ CROSS JOIN LATERAL (
          clock_timestamp() AS once
 ) k
 CROSS JOIN LATERAL (
-  SELECT CASE WHEN k.area IS NULL AND btrim(s.num_area) <> '' AND NOT etl.is_overflow(s.num_area) THEN s.num_area END AS bad_area,
+  SELECT CASE WHEN btrim(s.num_area) <> '' AND coalesce(k.area < 0, NOT etl.is_overflow(s.num_area)) THEN s.num_area END AS bad_area,
          CASE WHEN k.situacao IS NULL AND btrim(s.ind_status) <> '' THEN s.ind_status END AS bad_status,
          clock_timestamp() AS once
 ) u
