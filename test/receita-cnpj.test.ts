@@ -459,8 +459,8 @@ describe('receita-cnpj committed fixture', () => {
   });
 });
 
-describe('receita-cnpj: codes of a 2-character list that arrive as one digit (SOURCES §10.5)', () => {
-  it("situacao_cadastral '2' and porte '1' are served as '02' and '01' (the codes the API maps: 02 → ativa), counted; other codes as published", async () => {
+describe('receita-cnpj: codes that arrive without their leading zeros (SOURCES §10.5, §1.3), a state in lower case', () => {
+  it("situacao_cadastral '2' and porte '1' are served as '02' and '01' (the codes the API maps: 02 → ativa), TOM '1' as '0001', uf 'ro' as RO, counted; other codes as published", async () => {
     const q1 = (f: string[]) => f.map((x) => `"${x}"`).join(';');
     const [company] = sample('EMPRECSV.csv');
     const basico = '99887766';
@@ -472,24 +472,36 @@ describe('receita-cnpj: codes of a 2-character list that arrive as one digit (SO
     est[1] = '0001';
     est[2] = cnpjCheckDigits(basico + '0001');
     est[5] = '2';
+    est[19] = 'ro';
+    est[20] = '1'; // 0001 GUAJARA-MIRIM in the sample's Municipios
     const odd = [...est];
     odd[1] = '0002';
     odd[2] = cnpjCheckDigits(basico + '0002');
     odd[5] = '2A';
+    odd[19] = 'RO';
+    odd[20] = '0001';
     const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cnpj-codes-'));
     const fresh = await testDatabase();
     try {
       await buildReceitaMonth(root, RECEITA_FIXTURE_MONTH, 'base', { EMPRECSV: [q1(emp)], ESTABELE: [q1(est), q1(odd)] });
       const out = await runPipeline({ cfg: fresh.cfg, pool: fresh.pool, log: fresh.log }, receitaCnpj, { source: root });
       expect(out.status).toBe('published');
-      const e = (await fresh.pool.query(`SELECT cnpj_ordem, situacao_cadastral FROM serving.cnpj_estabelecimentos WHERE cnpj_basico = $1 ORDER BY 1`, [basico])).rows;
-      expect(e).toEqual([{ cnpj_ordem: '0001', situacao_cadastral: '02' }, { cnpj_ordem: '0002', situacao_cadastral: '2A' }]);
+      const e = (await fresh.pool.query(`SELECT cnpj_ordem, situacao_cadastral, uf, municipio FROM serving.cnpj_estabelecimentos WHERE cnpj_basico = $1 ORDER BY 1`, [basico])).rows;
+      expect(e).toEqual([
+        { cnpj_ordem: '0001', situacao_cadastral: '02', uf: 'RO', municipio: '0001' },
+        { cnpj_ordem: '0002', situacao_cadastral: '2A', uf: 'RO', municipio: '0001' },
+      ]);
+      // the padded code finds its municipality in the month's lookup
+      const m = (await fresh.pool.query(`SELECT descricao FROM serving.cnpj_municipios WHERE codigo = '0001'`)).rows;
+      expect(m).toEqual([{ descricao: 'GUAJARA-MIRIM' }]);
       const c = (await fresh.pool.query(`SELECT porte FROM serving.cnpj_empresas WHERE cnpj_basico = $1`, [basico])).rows;
       expect(c).toEqual([{ porte: '01' }]);
       const quality = (await fresh.pool.query(`SELECT quality FROM etl.snapshots WHERE snapshot_id = $1`, [out.snapshot_id])).rows[0].quality;
-      expect(quality.facts.cnpj.codigo_sem_zero_inicial).toEqual({ situacao_cadastral: 1, porte: 1 });
+      expect(quality.facts.cnpj.codigo_sem_zero_inicial).toEqual({ situacao_cadastral: 1, porte: 1, municipio: 1 });
+      expect(quality.facts.cnpj.uf_em_minusculas).toBe(1);
+      expect(quality.facts.notes.join('\n')).toContain("1 establishments' uf written in lower case: upper-cased");
       expect(quality.facts.cnpj.situacao_desconhecida).toBe(1); // '2A'
-      expect(quality.facts.notes.join('\n')).toContain("codes that came as one digit, left-padded to 2 (compared as '02'): porte ×1, situacao_cadastral ×1");
+      expect(quality.facts.notes.join('\n')).toContain("codes that lost their leading zeros, left-padded (to 2: '2' is '02'; TOM municipality codes to 4: '643' is '0643'): municipio ×1, porte ×1, situacao_cadastral ×1");
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
       await fresh.drop();

@@ -42,8 +42,10 @@ export interface CnpjFacts {
   capital_sentinela: Record<string, number>;
   cep_sem_zero_inicial: number;
   cep_invalido: number;
-  /** Codes of a 2-character list (situacao_cadastral, porte) that came as one digit: left-padded, per column. */
+  /** Codes that lost their leading zeros (situacao_cadastral, porte: one digit; municipio: a TOM code of 1–3 digits): left-padded, per column. */
   codigo_sem_zero_inicial: Record<string, number>;
+  /** Establishments whose uf was written in lower case: upper-cased. */
+  uf_em_minusculas: number;
   cnpj_alfanumerico: number;
   cnpj_dv_invalido: number;
   cpf_no_nome_removido: number;
@@ -112,7 +114,8 @@ export function cnpjNotes(facts: QualityFacts, c: CnpjFacts): void {
   if (sent.length) n.push(`sentinel capital_social values: ${sent.map(([v, k]) => `${v} ×${k}`).join(', ')}`);
   if (c.cep_sem_zero_inicial) n.push(`${c.cep_sem_zero_inicial} CEPs had lost their leading zero: left-padded, source text kept in extra`);
   const padded = Object.entries(c.codigo_sem_zero_inicial).sort(([a], [b]) => a.localeCompare(b));
-  if (padded.length) n.push(`codes that came as one digit, left-padded to 2 (compared as '02'): ${padded.map(([k, v]) => `${k} ×${v}`).join(', ')}`);
+  if (padded.length) n.push(`codes that lost their leading zeros, left-padded (to 2: '2' is '02'; TOM municipality codes to 4: '643' is '0643'): ${padded.map(([k, v]) => `${k} ×${v}`).join(', ')}`);
+  if (c.uf_em_minusculas) n.push(`${c.uf_em_minusculas} establishments' uf written in lower case: upper-cased ('sp' is SP)`);
   if (c.cnpj_dv_invalido) n.push(`${c.cnpj_dv_invalido} establishments whose CNPJ check digits do not verify: kept`);
   if (c.situacao_desconhecida) n.push(`${c.situacao_desconhecida} establishments with a situacao_cadastral outside 01/02/03/04/05/08: kept`);
   if (c.cnpj_alfanumerico) n.push(`${c.cnpj_alfanumerico} alphanumeric CNPJs`);
@@ -185,6 +188,7 @@ export function monthFacts(m: MonthFactsInput): CnpjFacts {
     cep_sem_zero_inicial: counts.cepPadded,
     cep_invalido: counts.cepInvalid,
     codigo_sem_zero_inicial: counts.codesPadded,
+    uf_em_minusculas: counts.ufLowerCase,
     cnpj_alfanumerico: counts.cnpjAlphanumeric,
     cnpj_dv_invalido: counts.cnpjBadCheckDigits,
     cpf_no_nome_removido: counts.cpfInName,

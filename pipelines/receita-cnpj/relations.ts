@@ -15,6 +15,8 @@ export type CellKind =
   | 'text' // trimmed text, '' → NULL
   | 'code' // like text: a code compared as text (never a number)
   | 'code2' // a 2-character code of a fixed list (situação, porte): a lone digit is left-padded ('2' → '02', SOURCES §10.5), counted
+  | 'uf' // a state sigla or EX (SOURCES §10.2): upper-cased when written in lower case (counted); anything else unparsed
+  | 'tom' // Receita's 4-digit TOM municipality code (SOURCES §1.3): 1–3 digits lost their zeros (left-padded, counted); anything else unparsed
   | 'date' // YYYYMMDD, 0 / 00000000 → NULL, anything else unparsed → NULL (raw kept in extra)
   | 'money' // decimal comma, '.' thousands separators removed (a dot elsewhere: unparsed)
   | 'cep' // 8 digits; 7 digits (lost leading zero) left-padded and counted
@@ -24,10 +26,10 @@ export type CellKind =
   | 'name' // a name served as text: a trailing CPF cut, any other CPF-looking run masked (transform.cleanName)
   | 'derived'; // not a field of the record: the line builder computes it (CNPJ, partner key, …)
 
-export const CELLS: ReadonlySet<string> = new Set<CellKind>(['text', 'code', 'code2', 'date', 'money', 'cep', 'list', 'int', 'doc', 'name', 'derived']);
+export const CELLS: ReadonlySet<string> = new Set<CellKind>(['text', 'code', 'code2', 'uf', 'tom', 'date', 'money', 'cep', 'list', 'int', 'doc', 'name', 'derived']);
 
 const TYPES: Record<Exclude<CellKind, 'derived'>, string> = {
-  text: 'text', code: 'text', code2: 'text', date: 'date', money: 'numeric', cep: 'text', list: 'text[]', int: 'smallint', doc: 'text', name: 'text',
+  text: 'text', code: 'text', code2: 'text', uf: 'text', tom: 'text', date: 'date', money: 'numeric', cep: 'text', list: 'text[]', int: 'smallint', doc: 'text', name: 'text',
 };
 
 /** A relation of the month: its declaration and where the month holds it (zips, member suffix, record fields). */
@@ -80,7 +82,8 @@ export const ESTABELECIMENTOS = monthRelation({ zips: tenOf('Estabelecimentos'),
     field(12, 'cnae_fiscal_secundaria', 'list'),
     ...fields(13, 'text', 'tipo_logradouro', 'logradouro', 'numero', 'complemento', 'bairro'),
     field(18, 'cep', 'cep'),
-    ...fields(19, 'code', 'uf', 'municipio'),
+    field(19, 'uf', 'uf'),
+    field(20, 'municipio', 'tom'),
     ...fields(21, 'text', 'ddd_1', 'telefone_1', 'ddd_2', 'telefone_2', 'ddd_fax', 'fax', 'correio_eletronico', 'situacao_especial'),
     field(29, 'data_situacao_especial', 'date'),
     // The full 14-character CNPJ (basico + ordem + dv), alphanumeric ones as they are.

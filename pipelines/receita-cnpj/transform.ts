@@ -2,6 +2,7 @@
 // record (strings, latin1 already decoded) becomes the values of one COPY line. What did
 // not parse is NULL in its column, its source text kept in `extra.raw`, and counted.
 import crypto from 'node:crypto';
+import { KNOWN_UFS } from '../../src/config.ts';
 import { cnpjCheckDigits } from '../../src/documents.ts';
 import { copyField, jsonText } from '../../src/etl/copy.ts';
 import type { CellKind as FieldKind, CnpjRelation } from './relations.ts';
@@ -22,13 +23,15 @@ export interface TransformCounts {
   /** CPF-looking runs cut or masked, per name column (razao_social's trailing CPF included). */
   cpfInNames: Record<string, number>;
   partnersMaskedCpf: number;
-  /** 2-character codes that came as one digit, left-padded (cell 'code2'), per column. */
+  /** Codes that lost their leading zeros, left-padded (cells 'code2' and 'tom'), per column. */
   codesPadded: Record<string, number>;
+  /** State siglas written in lower case, upper-cased (cell 'uf'). */
+  ufLowerCase: number;
 }
 
 export const emptyCounts = (): TransformCounts => ({
   datePlaceholders: {}, dateUnparsed: {}, dateImplausible: {}, unparsed: {}, empty: {},
-  cepPadded: 0, cepInvalid: 0, capitalSentinel: {}, cnpjAlphanumeric: 0, cnpjBadCheckDigits: 0, cpfInName: 0, cpfInNames: {}, partnersMaskedCpf: 0, codesPadded: {},
+  cepPadded: 0, cepInvalid: 0, capitalSentinel: {}, cnpjAlphanumeric: 0, cnpjBadCheckDigits: 0, cpfInName: 0, cpfInNames: {}, partnersMaskedCpf: 0, codesPadded: {}, ufLowerCase: 0,
 });
 
 const bump = (m: Record<string, number>, k: string) => (m[k] = (m[k] ?? 0) + 1);
@@ -37,6 +40,35 @@ const bump = (m: Record<string, number>, k: string) => (m[k] = (m[k] ?? 0) + 1);
 const DATE_PLACEHOLDERS = new Set(['', '0', '00000000']);
 /** Share capitals that are placeholders, not amounts (SOURCES §10.7: 999999999999 seen 124 times). */
 export const SENTINEL_CAPITALS = new Set(['0', '0.00', '1', '1.00', '999999999', '999999999.99', '999999999999', '999999999999.00', '99999999999', '9999999999999']);
+
+/** An establishment's uf: the 27 states, or EX abroad (SOURCES §10.2). */
+const UF_OR_EX = new Set([...KNOWN_UFS, 'EX']);
+
+/** A state sigla; 'sp' is SP (upper-cased, counted); anything else NULL with its text kept, counted. */
+export function parseUf(s: string, c: TransformCounts): Cell {
+  const t = s.trim();
+  if (t === '' || UF_OR_EX.has(t)) return { value: t === '' ? null : t };
+  const up = t.toUpperCase();
+  if (UF_OR_EX.has(up)) {
+    c.ufLowerCase++;
+    return { value: up };
+  }
+  bump(c.unparsed, 'uf');
+  return { value: null, raw: s };
+}
+
+/** A TOM code: 4 digits; 1–3 digits lost their leading zeros ('643' is 0643: left-padded, counted); anything else NULL with its text kept, counted. */
+export function parseTom(s: string, column: string, c: TransformCounts): Cell {
+  const t = s.trim();
+  if (t === '') return { value: null };
+  if (/^\d{4}$/.test(t)) return { value: t };
+  if (/^\d{1,3}$/.test(t)) {
+    bump(c.codesPadded, column);
+    return { value: t.padStart(4, '0') };
+  }
+  bump(c.unparsed, column);
+  return { value: null, raw: s };
+}
 
 export interface Cell {
   value: string | null;
@@ -227,6 +259,10 @@ function cell(kind: FieldKind, s: string, column: string, ctx: BuildContext): Ce
       ctx.counts.cpfInNames[column] = (ctx.counts.cpfInNames[column] ?? 0) + n.found;
       return { value: n.name, cut: n.cut };
     }
+    case 'uf':
+      return parseUf(s, ctx.counts);
+    case 'tom':
+      return parseTom(s, column, ctx.counts);
     case 'code2': {
       const t = s.trim();
       if (t.length !== 1 || t < '0' || t > '9') return { value: t === '' ? null : t };
@@ -244,8 +280,8 @@ function cell(kind: FieldKind, s: string, column: string, ctx: BuildContext): Ce
   }
 }
 
-/** Kinds whose value is built here from digits (dates, amounts, CEPs, small integers): nothing to escape for COPY. */
-const SAFE_KINDS = new Set<FieldKind>(['date', 'money', 'cep', 'int']);
+/** Kinds whose value is built here from digits or a known sigla (dates, amounts, CEPs, small integers, states, TOM codes): nothing to escape for COPY. */
+const SAFE_KINDS = new Set<FieldKind>(['date', 'money', 'cep', 'int', 'uf', 'tom']);
 
 /** A relation's line builder; `flush()` adds its per-column counts (empty values) to ctx.counts. */
 export type RelationLineBuilder = LineBuilder & { flush: () => void };
