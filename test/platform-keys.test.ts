@@ -124,6 +124,11 @@ describe('keys', () => {
     const disabled = await addEndpoint(db.pool, { keyId: k.id, url: 'https://hooks.example.com/gone', events: '*', allowPrivate: false, resolve: async () => [{ address: '93.184.216.34', family: 4 }] });
     await db.pool.query(`UPDATE events.endpoints SET disabled_at = now(), disabled_reason = '410 Gone' WHERE id = $1`, [disabled.id]);
     await db.pool.query(`INSERT INTO events.deliveries (event_id, endpoint_id, status, attempts, next_attempt_at) VALUES ($1, $2, 'pending', 3, now())`, [kept[1], disabled.id]);
+    await db.pool.query(`INSERT INTO events.form_tokens (token, endpoint_id, used_at) VALUES ('purge-old', $1, now() - interval '37 hours'), ('purge-new', $1, now() - interval '11 hours')`, [ep.id]);
+    const oldForm = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'old form' });
+    const newForm = await createKey(db.pool, { env: 'live', plan: 'starter', name: 'new form' });
+    await db.pool.query(`UPDATE platform.api_keys SET form_token = 'purge-key-old', created_at = now() - interval '37 hours' WHERE id = $1`, [oldForm.id]);
+    await db.pool.query(`UPDATE platform.api_keys SET form_token = 'purge-key-new' WHERE id = $1`, [newForm.id]);
     const root = path.resolve(__dirname, '..');
     const r = spawnSync(process.execPath, [path.join(root, 'bin/agro.mjs'), 'platform', 'purge', '--json'], { cwd: root, env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir }, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
@@ -137,6 +142,12 @@ describe('keys', () => {
     for (const [t, col] of [['events.deliveries', 'event_id'], ['events.attempts', 'event_id']]) expect(await left(t, col)).toEqual([...kept].sort());
     expect((await db.pool.query(`SELECT endpoint_id FROM events.deliveries WHERE event_id = $1`, [kept[1]])).rows).toEqual([{ endpoint_id: ep.id }]);
     expect(await left('events.outbox', 'id')).toEqual([...gone, ...kept].sort());
+    // The panel's one-time form tokens outlive the session that could post their form again
+    // (12 h, its CSRF token with it) by a day, then go; a key keeps itself, not its token.
+    expect(j.form_tokens).toBe(2);
+    expect((await db.pool.query(`SELECT token FROM events.form_tokens WHERE token LIKE 'purge-%' ORDER BY 1`)).rows).toEqual([{ token: 'purge-new' }]);
+    expect((await db.pool.query(`SELECT id, form_token FROM platform.api_keys WHERE id = ANY ($1) ORDER BY form_token NULLS FIRST`, [[oldForm.id, newForm.id]])).rows)
+      .toEqual([{ id: oldForm.id, form_token: null }, { id: newForm.id, form_token: 'purge-key-new' }]);
   }, 60_000);
 });
 

@@ -12,6 +12,6 @@ export const PLATFORM_COMMANDS: Syntax[] = [
 export async function cmdPlatform(ctx: Env): Promise<number> {
   if (ctx.args[1] !== 'purge') throw new AgroError('usage', 'platform purge');
   const r = await withDb(ctx, (pool) => purgePlatform(pool, ctx.cfg));
-  print(ctx, r, () => `purged ${r.history_rows} history rows, ${r.revoked_keys} revoked keys, ${r.idempotency_answers} idempotency answers, ${r.rate_windows} rate windows, ${r.webhook_deliveries} webhook deliveries`);
+  print(ctx, r, () => `purged ${r.history_rows} history rows, ${r.revoked_keys} revoked keys, ${r.idempotency_answers} idempotency answers, ${r.rate_windows} rate windows, ${r.webhook_deliveries} webhook deliveries, ${r.form_tokens} used panel form tokens`);
   return 0;
 }

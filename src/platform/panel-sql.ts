@@ -61,6 +61,20 @@ export async function keyOfFormToken(db: Db, account: string, formToken: string)
 /** A new one-time token for a panel form (createKeyOnce): random, stored only once used. */
 export const formToken = token;
 
+/** Hours a used form token is kept: past the session that rendered its form (and its CSRF token), no post of that form passes, so a day on it is no longer needed. */
+export const FORM_TOKEN_HOURS = SESSION_HOURS + 24;
+
+/** Forgets the form tokens used more than FORM_TOKEN_HOURS ago: the webhook forms' rows, the created keys' column (the key stays). */
+export async function purgeFormTokens(db: Db): Promise<number> {
+  const r = await db.query(
+    `WITH t AS (DELETE FROM events.form_tokens WHERE used_at < now() - make_interval(hours => $1) RETURNING 1),
+          k AS (UPDATE platform.api_keys SET form_token = NULL WHERE form_token IS NOT NULL AND created_at < now() - make_interval(hours => $1) RETURNING 1)
+     SELECT (SELECT count(*) FROM t)::int + (SELECT count(*) FROM k)::int AS n`,
+    [FORM_TOKEN_HOURS],
+  );
+  return r.rows[0].n;
+}
+
 /** The account's keys, revoked ones for 30 days. */
 export async function accountKeys(db: Db, account: string): Promise<ApiKey[]> {
   const r = await db.query(

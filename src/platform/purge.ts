@@ -7,6 +7,7 @@ import { purgeDeliveries } from '../events/retention.ts';
 import { purgeIdempotency } from './idempotency.ts';
 import { purgeRevokedKeys } from './keys.ts';
 import { purgeHistory } from './limits.ts';
+import { purgeFormTokens } from './panel-sql.ts';
 
 export interface PurgeCounts {
   history_rows: number;
@@ -14,9 +15,10 @@ export interface PurgeCounts {
   revoked_keys: number;
   idempotency_answers: number;
   webhook_deliveries: number;
+  form_tokens: number;
 }
 
-/** History past AGRO_HISTORY_RETENTION_MONTHS, keys revoked 30+ days ago, expired idempotency answers, old rate windows, settled webhook deliveries. */
+/** History past AGRO_HISTORY_RETENTION_MONTHS, keys revoked 30+ days ago, expired idempotency answers, old rate windows, settled webhook deliveries, the panel's used form tokens. */
 export async function purgePlatform(pool: pg.Pool, cfg: Pick<Config, 'api'>): Promise<PurgeCounts> {
   const h = await purgeHistory(pool, cfg.api.historyRetentionMonths);
   return {
@@ -25,6 +27,7 @@ export async function purgePlatform(pool: pg.Pool, cfg: Pick<Config, 'api'>): Pr
     revoked_keys: await purgeRevokedKeys(pool),
     idempotency_answers: await purgeIdempotency(pool),
     webhook_deliveries: await purgeDeliveries(pool, cfg.api.historyRetentionMonths),
+    form_tokens: await purgeFormTokens(pool),
   };
 }
 
