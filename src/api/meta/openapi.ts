@@ -110,12 +110,12 @@ const int = (description: string, required = true): Header => ({ description, re
 const REQUEST_ID: Record<string, Header> = {
   'X-Request-Id': { description: 'req_…, on every answer; equal to error.request_id on errors (quote it to support)', required: true, schema: { type: 'string', pattern: '^req_' } },
 };
-const limitHeaders = (required: boolean): Record<string, Header> => ({
-  'X-RateLimit-Limit': int('requests per UTC minute the key\'s plan allows', required),
-  'X-RateLimit-Remaining': int('requests left in the current minute', required),
-  'X-RateLimit-Reset': int('Unix epoch seconds at which the minute window ends', required),
-  'X-Quota-Used': int('billable requests counted this UTC month (0 for a ck_test_ key)', required),
-  'X-Quota-Limit': int('requests per month of the key\'s plan', required),
+const limitHeaders = (required: boolean, note = ''): Record<string, Header> => ({
+  'X-RateLimit-Limit': int(`requests per UTC minute the key's plan allows${note}`, required),
+  'X-RateLimit-Remaining': int(`requests left in the current minute${note}`, required),
+  'X-RateLimit-Reset': int(`Unix epoch seconds at which the minute window ends${note}`, required),
+  'X-Quota-Used': int(`billable requests counted this UTC month (0 for a ck_test_ key)${note}`, required),
+  'X-Quota-Limit': int(`requests per month of the key's plan${note}`, required),
 });
 const RETRY_AFTER = int('seconds to wait before retrying');
 
@@ -145,8 +145,9 @@ export function completeOpenapi({ openapiObject }: { openapiObject: Partial<Open
       }
       for (const [status, r] of Object.entries(op.responses)) {
         const headers: Record<string, Header> = { ...REQUEST_ID };
-        // on every authenticated answer but a 401 (no key yet) and failures before admission
-        if (authenticated && status !== '401') Object.assign(headers, limitHeaders(/^2/.test(status) || status === '402' || status === '429'));
+        // on every authenticated answer but a 401 (no key yet) and failures before admission; a 429
+        // may come before the key is known (an address over its failed authentications): not required there
+        if (authenticated && status !== '401') Object.assign(headers, limitHeaders(/^2/.test(status) || status === '402', status === '429' ? ' (absent when the 429 is for failed authentications: no key yet)' : ''));
         if (status === '401') headers['WWW-Authenticate'] = { description: 'Bearer', required: true, schema: { type: 'string' } };
         if (status === '429' || status === '503') headers['Retry-After'] = RETRY_AFTER;
         if (status === '4XX') headers['Retry-After'] = int('on 429: seconds to wait', false);
