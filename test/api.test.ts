@@ -403,6 +403,23 @@ describe('GET /v1/car/by-document/{documento}', () => {
     expect(withGeom.results[0].geometria.type).toBe('Polygon');
   });
 
+  test('a property whose area SICAR did not publish (NULL) is no 0 in the sum: the total says how many it sums', async () => {
+    const before = (await get('/v1/car/by-document/52998224725')).body;
+    // the GO snapshot's own table (the views above it are not updatable)
+    const table = (await db.pool.query(`SELECT format('snap.%I', 'car_imovel__s' || snapshot_id) AS t FROM "current".car_imovel WHERE car = $1`, [GO8])).rows[0].t;
+    await db.pool.query(`UPDATE ${table} SET area_total_ha = NULL WHERE car = $1`, [GO8]);
+    try {
+      const b = (await get('/v1/car/by-document/52998224725')).body;
+      expect(b.results.find((x: { car: string }) => x.car === GO8).area_total_ha).toBeNull();
+      const known = b.results.find((x: { car: string }) => x.car === GO1).area_total_ha;
+      expect(b.area_total_ha).toBeCloseTo(known, 4);
+      expect(b.avisos).toContain(`area_total_ha sums 1 of the 2 properties returned: 1 has no area published by SICAR (area_total_ha null)`);
+      expect(before.avisos ?? []).not.toEqual(expect.arrayContaining([expect.stringMatching(/^area_total_ha sums/)]));
+    } finally {
+      await db.pool.query(`UPDATE ${table} SET area_total_ha = $2 WHERE car = $1`, [GO8, before.results.find((x: { car: string }) => x.car === GO8).area_total_ha]);
+    }
+  });
+
   test('a CNPJ (numeric and alphanumeric) is returned formatted; filters uf and situacao; include', async () => {
     const r = await get('/v1/car/by-document/45723174000110');
     expect(r.body).toMatchObject({ documento: '45.723.174/0001-10', tipo_documento: 'cnpj', titular: 'Agropecuária Boa Vista Ltda', count: 1 });

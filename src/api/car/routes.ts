@@ -148,6 +148,9 @@ export function carRoutes(deps: ApiDeps): FastifyPluginAsyncTypebox {
           ...layers,
         };
       });
+      // The sum of the areas SICAR published: a property without one (NULL: not a number, negative) is unknown, not 0, and said.
+      const unknownArea = results.filter((r) => r.area_total_ha === null).length;
+      if (unknownArea) notes.push(`area_total_ha sums ${results.length - unknownArea} of the ${results.length} properties returned: ${unknownArea} ${unknownArea === 1 ? 'has' : 'have'} no area published by SICAR (area_total_ha null)`);
       const next = rows.length > q.limit ? deps.cursors.encode({ q: fingerprint, s: pins(ctx), k: page[page.length - 1].car, m: req.apiKey && Cursors.meterTag(req.apiKey.meter) }) : null;
       return {
         documento: displayDocument(doc.documento, doc.tipo),
