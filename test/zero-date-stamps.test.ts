@@ -33,12 +33,14 @@ const datesFacts = async (snapshotId: number | null): Promise<{ unparseable: Cou
 const added = (after: Counts, before: Counts) =>
   Object.fromEntries(Object.entries(after).map(([k, n]) => [k, n - (before[k] ?? 0)]).filter(([, n]) => n !== 0));
 
-test('IBAMA: zero dates with a zero time are placeholders in date and timestamp columns; a zero date with a time that is not zero is still unparseable', async () => {
+test('IBAMA: zero dates with a zero time (and maybe its offset) are placeholders in date and timestamp columns; a zero date with a time that is not zero is still unparseable', async () => {
   const base: Partial<CsvRow> = { DES_STATUS_FORMULARIO: 'Lavrado', SIT_CANCELADO: 'N', SER_TAD: 'E', COD_MUNICIPIO: '5208707', MUNICIPIO: 'Goiânia', UF: 'GO', QTD_AREA_EMBARGADA: '1,0000', DAT_EMBARGO: '2025-05-05 00:00:00', NUM_LONGITUDE_TAD: '-49.5', NUM_LATITUDE_TAD: '-16.9', ULTIMA_ATUALIZACAO_RELATORIO: '2026-10-28 18:56:39' };
   const extraRows: Partial<CsvRow>[] = [
     { ...base, SEQ_TAD: '1400001', NUM_TAD: '900001', DAT_DESEMBARGO: '0000-00-00 00:00:00.000', DAT_ULT_ALTERACAO: '0000-00-00T00:00:00.000Z' },
     { ...base, SEQ_TAD: '1400002', NUM_TAD: '900002', DAT_DESEMBARGO: '00/00/0000 00:00:00', DAT_ULT_ALTERACAO: '00/00/0000 00:00' },
     { ...base, SEQ_TAD: '1400003', NUM_TAD: '900003', DAT_DESEMBARGO: '0000-00-00 00:00:01' },
+    // the zero instant with its offset, as a timestamptz export writes it
+    { ...base, SEQ_TAD: '1400004', NUM_TAD: '900004', DAT_DESEMBARGO: '0000-00-00T00:00:00-03:00', DAT_ULT_ALTERACAO: '0000-00-00 00:00:00+00' },
   ];
   const ibama = async (name: string, rows: Partial<CsvRow>[]) => {
     const dir = path.join(tmp, name);
@@ -54,10 +56,11 @@ test('IBAMA: zero dates with a zero time are placeholders in date and timestamp 
     { id_tad: '1400001', data_desembargo: null, data_alteracao: null, extra: null },
     { id_tad: '1400002', data_desembargo: null, data_alteracao: null, extra: null },
     { id_tad: '1400003', data_desembargo: null, data_alteracao: null, extra: { data_desembargo: '0000-00-00 00:00:01' } },
+    { id_tad: '1400004', data_desembargo: null, data_alteracao: null, extra: null },
   ]);
   const dates = await datesFacts(out.snapshot_id);
   expect(added(dates.unparseable, before.unparseable)).toEqual({ data_desembargo: 1 });
-  expect(added(dates.placeholders, before.placeholders)).toEqual({ data_desembargo: 2, data_alteracao: 2 });
+  expect(added(dates.placeholders, before.placeholders)).toEqual({ data_desembargo: 3, data_alteracao: 3 });
 });
 
 test('INCRA: zero dates with a zero time and a fraction are placeholders', async () => {
