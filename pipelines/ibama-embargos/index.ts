@@ -152,7 +152,8 @@ export interface EmbargoFacts {
   numero_tad_repetido: number;
   /**
    * mascarado: masked in the source ('***456789**'), kept as written, no type nor HMAC; outro: neither
-   * a CPF nor a CNPJ by its check digits; zeros_completados: bare digits that had lost their leading
+   * a CPF nor a CNPJ by its check digits, or written without a digit ('n/d': no document, its text
+   * not kept, personal data); ausente: blank; zeros_completados: bare digits that had lost their leading
    * zeros, completed because the padded value passes its check digits (also counted as cpf/cnpj).
    */
   documentos: { cpf: number; cnpj: number; outro: number; mascarado: number; zeros_completados: number; ausente: number };

@@ -4,7 +4,7 @@
 -- without being known (contract §3), cancel/lift flags that are neither yes nor no, rows with U+FFFD. Problems are counted among keyed,
 -- non-superseded terms (loaded or rejected for their geometry).
 WITH t AS MATERIALIZED (
-  SELECT verdict, geom_origem, geom_problema, pt_outside, ativo, documento, documento_tipo, numero_tad,
+  SELECT verdict, geom_origem, geom_problema, pt_outside, ativo, documento, documento_tipo, documento_escrito, numero_tad,
          release_stamp, status_desconhecido, flag_desconhecido, replacement_char, documento_completado,
          verdict NOT IN ('no_key', 'duplicate_key') AS candidate
   FROM {{classified}}
@@ -26,10 +26,10 @@ SELECT (SELECT count(*) FROM kept WHERE geom_origem = 'poligono')::int AS poligo
        (SELECT count(*) FROM kept WHERE ativo)::int AS ativos,
        (SELECT count(*) FROM kept WHERE documento_tipo = 'cpf')::int AS cpf,
        (SELECT count(*) FROM kept WHERE documento_tipo = 'cnpj')::int AS cnpj,
-       (SELECT count(*) FROM kept WHERE documento IS NOT NULL AND documento_tipo IS NULL AND strpos(documento, '*') = 0)::int AS outro,
+       (SELECT count(*) FROM kept WHERE CASE WHEN documento IS NULL THEN documento_escrito ELSE documento_tipo IS NULL AND strpos(documento, '*') = 0 END)::int AS outro,
        (SELECT count(*) FROM kept WHERE strpos(documento, '*') > 0)::int AS mascarado,
        (SELECT count(*) FROM kept WHERE documento_completado)::int AS zeros_completados,
-       (SELECT count(*) FROM kept WHERE documento IS NULL)::int AS ausente,
+       (SELECT count(*) FROM kept WHERE documento IS NULL AND NOT documento_escrito)::int AS ausente,
        (SELECT count(*) FROM (SELECT 1 FROM kept GROUP BY numero_tad HAVING count(*) > 1) x)::int AS grupos,
        (SELECT coalesce(sum(n), 0) FROM (SELECT count(*) AS n FROM kept GROUP BY numero_tad HAVING count(*) > 1) x)::int AS repetidos,
        (SELECT count(DISTINCT btrim(release_stamp)) FROM t WHERE release_stamp IS NOT NULL)::int AS stamps,

@@ -3,9 +3,10 @@
 -- other) and those completed with their lost zeros, num_emb shared across series, embargoes
 -- without a conservation unit.
 WITH kept AS MATERIALIZED (
-  SELECT documento, documento_tipo, documento_completado, numero_embargo, nome_uc, cnuc FROM {{classified}} WHERE verdict = 'ok'
+  SELECT documento, documento_tipo, documento_escrito, documento_completado, numero_embargo, nome_uc, cnuc FROM {{classified}} WHERE verdict = 'ok'
 ), classes AS (
-  SELECT CASE WHEN documento IS NULL THEN 'ausente'
+  SELECT CASE WHEN documento IS NULL AND NOT documento_escrito THEN 'ausente'
+              WHEN documento IS NULL THEN 'outro'
               WHEN strpos(documento, '*') > 0 THEN 'mascarado'
               WHEN documento_tipo IN ('cpf', 'cnpj') THEN documento_tipo
               ELSE 'outro' END AS classe, count(*)::int AS n
