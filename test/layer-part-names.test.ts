@@ -3,6 +3,7 @@
 // such a layer failed "has no .shx", or its .Prj and .Cpg went unseen (CRS and encoding
 // assumed). The committed funai-tis fixture, its parts renamed, through real runs (a real zip)
 // and opened from a real folder (both readers): the same rows, CRS and encoding as the original.
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,6 +14,7 @@ import { funaiTis } from '../pipelines/funai-tis/index.ts';
 import { extractZip } from '../src/etl/archive.ts';
 import { openForStreaming } from '../src/etl/layers.ts';
 import { runPipeline } from '../src/etl/run.ts';
+import { tempDirPrefix } from '../src/etl/temp-dirs.ts';
 import { readFeatures, type VectorLayer } from '../src/etl/vector-reader.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -97,5 +99,25 @@ describe('shapefile parts in mixed case', () => {
       // GDAL was shown the parts under names it finds, and nothing of that is left behind.
       expect(fs.readdirSync(dir).sort()).toEqual(fs.readdirSync(original).map((n) => n.replace(/\.(shp|shx|dbf|prj|cpg)$/, (e) => ext(e))).sort());
     }
+  });
+
+  test("the stand-in folder a killed read left beside the source goes with the next read there; a live process's stays", () => {
+    const dir = path.join(tmp, 'folder-after-kill');
+    renamedCopy(dir, mixed);
+    const deadPid = spawnSync(process.execPath, ['-e', '0']).pid!; // exited: its pid names no process now
+    const dead = path.join(dir, `.${tempDirPrefix('parts', deadPid)}Ab12Cd`);
+    const live = path.join(dir, `.${tempDirPrefix('parts', process.pid)}Ef34Gh`);
+    const foreign = path.join(dir, `.agro-parts-00000000-${deadPid}-Ij56Kl`); // another machine's (a shared folder)
+    for (const d of [dead, live, foreign]) {
+      fs.mkdirSync(d);
+      fs.writeFileSync(path.join(d, 'tis_poligonais.shp'), 'x');
+    }
+    const layer = openForStreaming(path.join(dir, 'tis_poligonais.shp'), 4326);
+    expect([...readFeatures(layer)]).toHaveLength(5);
+    expect(fs.existsSync(dead)).toBe(false);
+    expect(fs.existsSync(live)).toBe(true);
+    expect(fs.existsSync(foreign)).toBe(true);
+    // and the read's own stand-in went with its release, as before
+    expect(fs.readdirSync(dir).filter((n) => n.startsWith('.')).sort()).toEqual([path.basename(foreign), path.basename(live)].sort());
   });
 });

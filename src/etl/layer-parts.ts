@@ -7,7 +7,7 @@
 // such a layer under lower-case names (gdalOpenable).
 import fs from 'node:fs';
 import path from 'node:path';
-import { agroTempDir } from './temp-dirs.ts';
+import { agroTempDir, sweepDeadTempDirs, tempDirPrefix } from './temp-dirs.ts';
 
 /** The extensions of a shapefile layer's parts (lower case). */
 export type PartExt = '.shp' | '.shx' | '.dbf' | '.prj' | '.cpg' | '.cst';
@@ -58,7 +58,9 @@ export function gdalOpenable(shp: string): { shp: string; release: () => void } 
   if (parts.every((p) => gdalFinds(stem, p))) return { shp, release: () => {} };
   let dir: string;
   try {
-    dir = fs.mkdtempSync(path.join(path.dirname(shp), '.parts-')); // links need the same file system
+    // links need the same file system; a killed read's folder there goes first (SIGKILL runs no release)
+    sweepDeadTempDirs(path.dirname(shp));
+    dir = fs.mkdtempSync(path.join(path.dirname(shp), `.${tempDirPrefix('parts')}`));
   } catch {
     dir = agroTempDir('parts'); // the source's folder may be read-only
   }
