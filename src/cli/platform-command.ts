@@ -6,7 +6,7 @@ import { print, withDb, type Env } from './context.ts';
 import type { Syntax } from './syntax.ts';
 
 export const PLATFORM_COMMANDS: Syntax[] = [
-  { form: 'platform purge', does: 'drop history past its retention, keys revoked 30+ days ago, expired idempotency answers, old webhook deliveries' },
+  { form: 'platform purge', does: 'drop history past its retention, keys revoked 30+ days ago, expired idempotency answers, old webhook deliveries, used panel form tokens' },
 ];
 
 export async function cmdPlatform(ctx: Env): Promise<number> {
