@@ -14,6 +14,7 @@ import { AgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { maskRequestUrl } from '../privacy.ts';
 import { KeyCache } from '../platform/key-cache.ts';
+import { RefundRetries } from '../platform/refund-retry.ts';
 import { FailureLimiter } from '../platform/auth-failures.ts';
 import { holdThroughHandler, KeyConcurrency } from '../platform/in-flight.ts';
 import { checkKeyFormat } from '../platform/keys.ts';
@@ -220,11 +221,13 @@ export async function buildServer(o: {
   const drainer = o.drainWebhooks ? new Drainer({ pool: o.pool, cfg: o.cfg, log }).start() : null;
   // History rows are written in batches off the request path (src/platform/history-writer.ts).
   const history = new HistoryWriter(o.pool, log);
+  const refunds = new RefundRetries(o.pool, log);
   const admitter = new Admitter(o.pool);
   app.decorate('flushHistory', () => history.flush());
   app.addHook('onClose', async () => {
     await drainer?.stop();
     await history.stop();
+    await refunds.stop();
     await keys.stop();
     if (!o.sandboxPool) await sandbox.end();
   });
@@ -260,7 +263,7 @@ export async function buildServer(o: {
 
   app.addHook('onSend', async (req, reply, payload) => {
     if (req.idempotency) await idempotencyOnSend(o.pool, req, reply, payload);
-    if (req.metering) await settle(o.pool, history, req, reply);
+    if (req.metering) await settle(o.pool, history, refunds, req, reply);
   });
 
   // API latency by route pattern and status for GET /metrics (src/api/metrics.ts).

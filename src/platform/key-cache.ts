@@ -52,6 +52,9 @@ export class KeyCache {
     try {
       await client.connect();
       await client.query(`LISTEN ${CHANNEL}`);
+      // A read that started before this point may hold a key changed before the LISTEN (no
+      // notification will come for it): it must not fill the cache.
+      this.#generation++;
       this.#live = !this.#stopped;
     } catch (e) {
       this.log.warn({ err: e }, 'API key cache off: cannot listen for key changes');

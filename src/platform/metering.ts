@@ -7,10 +7,12 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { LGPD_BASES } from '../api/car/schemas.ts';
 import { Cursors } from '../api/cursor.ts';
+import { isConnectionError } from '../db/pool.ts';
 import { AgroError } from '../errors.ts';
 import { maskRequestUrl } from '../privacy.ts';
 import type { HistoryWriter } from './history-writer.ts';
 import type { Plan } from './keys.ts';
+import type { RefundRetries } from './refund-retry.ts';
 import type { Admitter } from './limits-batch.ts';
 import { PLAN_LIMITS, queueQuotaThresholds, reachesThreshold, refundQuota, windowOf } from './limits.ts';
 
@@ -82,9 +84,10 @@ export async function admit(admitter: Admitter, cursors: Cursors, req: FastifyRe
  * Once the status is known: refunds the reservation of an answer that does not count (4xx,
  * 5xx, an idempotent replay) before the answer leaves, so that X-Quota-Used and the counter
  * are exact when the client sees it; queues the quota.threshold events a counted answer
- * reaches; queues the history row. A failure is logged, never the client's.
+ * reaches; queues the history row. A failure is logged, never the client's; a refund the
+ * database was not there to take is made once it is back (./refund-retry.ts).
  */
-export async function settle(pool: pg.Pool, history: HistoryWriter, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+export async function settle(pool: pg.Pool, history: HistoryWriter, refunds: RefundRetries, req: FastifyRequest, reply: FastifyReply): Promise<void> {
   const key = req.apiKey;
   const m = req.metering;
   if (!key || !m) return;
@@ -106,6 +109,7 @@ export async function settle(pool: pg.Pool, history: HistoryWriter, req: Fastify
     }
   } catch (err) {
     req.log.error({ err, billable }, 'cannot refund the quota of an answer that does not count, or queue its threshold events');
+    if (m.reserved && !billable && isConnectionError(err)) refunds.push(key.meter, m.month);
   }
   const lgpd = req.headers['x-lgpd-base-legal'];
   history.push({

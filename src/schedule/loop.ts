@@ -3,7 +3,8 @@
 // dependency order with the other jobs due at the same minute (plan.ts). A failed run is
 // retried with bounded exponential backoff; every attempt is a run in the ledger.
 // At start, a slot missed while no scheduler was up is run once (the latest one only); a
-// fire time that passes while this process is suspended or stalled is run late the same way.
+// fire time that passes while this process is suspended or stalled, or whose claim the database
+// was down for, is run late the same way.
 // stop() lets the stage under way finish, starts nothing more and marks the slot
 // interrupted, so the next start runs it again.
 import os from 'node:os';
@@ -11,6 +12,7 @@ import cron, { type ScheduledTask } from 'node-cron';
 import type pg from 'pg';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
+import { isConnectionError } from '../db/pool.ts';
 import { runPipeline, type RunOutcome } from '../etl/run.ts';
 import { findPipeline } from '../../pipelines/registry.ts';
 import * as claims from './claims.ts';
@@ -40,6 +42,10 @@ export interface SlotResult {
   runs: RunOutcome[];
 }
 
+/** The first wait before claiming again a fire time the database was down for, and the longest. */
+const UNREACHABLE_RETRY_MS = 2_000;
+const UNREACHABLE_RETRY_MAX_MS = 60_000;
+
 function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
@@ -61,6 +67,8 @@ export class Scheduler {
   private readonly pending = new Map<number, { names: Set<string>; late: boolean }>();
   /** Per job, the latest fire time node-cron reported missed, waiting to be run late. */
   private readonly missedSlots = new Map<string, Date>();
+  /** Per job, the latest fire time dispatched: a batch retried after an outage gives way to a later one. */
+  private readonly lastFired = new Map<string, number>();
   readonly owner: string;
   private readonly now: () => Date;
   private readonly sleep: (ms: number, signal: AbortSignal) => Promise<void>;
@@ -184,8 +192,28 @@ export class Scheduler {
       const gathered = this.pending.get(slot);
       this.pending.delete(slot);
       const jobs = this.schedule.jobs.filter((j) => gathered?.names.has(j.name));
-      this.dispatch(jobs, new Date(slot), gathered?.late).catch((e) => this.deps.log.error({ err: e }, 'scheduled batch failed'));
+      this.dispatchUntilReachable(jobs, new Date(slot), gathered?.late ?? false);
     }, 500);
+  }
+
+  /**
+   * Dispatches a fire time's batch. One whose claim failed because the database was
+   * unreachable (a restart at the fire time) was lost until the job's next fire time (a night's
+   * load until the next night): it is claimed again, with backoff, once the database answers
+   * — late, as a catch-up, and never twice (a slot is claimed once) — unless a later fire time
+   * of its jobs came first (it loads the same sources).
+   */
+  private dispatchUntilReachable(jobs: JobConfig[], slot: Date, late: boolean, attempt = 1): void {
+    for (const j of jobs) this.lastFired.set(j.name, Math.max(this.lastFired.get(j.name) ?? 0, slot.getTime()));
+    this.dispatch(jobs, slot, late).catch((e) => {
+      if (!isConnectionError(e) || this.stopping) return this.deps.log.error({ err: e }, 'scheduled batch failed');
+      const wait = backoff(attempt, UNREACHABLE_RETRY_MS, UNREACHABLE_RETRY_MAX_MS);
+      this.deps.log.warn({ err: e, slot: slot.toISOString(), jobs: jobs.map((j) => j.name), retry_in_ms: wait }, 'the database is unreachable at a fire time: claiming it when it answers');
+      setTimeout(() => {
+        const still = jobs.filter((j) => this.lastFired.get(j.name) === slot.getTime());
+        if (!this.stopping && still.length) this.dispatchUntilReachable(still, slot, true, attempt + 1);
+      }, wait).unref();
+    });
   }
 
   /**
