@@ -112,6 +112,7 @@ test('ZARC: risk cells and codes kept raw are counted on the rows loaded, not on
   // Named by its file and its record there (src_seq runs on across the seasons' files: record 7 of the second file was row 'firstFile + 7' of no file).
   const inFile = (e: { source: string | null; row: number | null }) => e.source === path.basename(file) && e.row === 7;
   expect(q.facts.examples!.conflicting_duplicate.filter(inFile)).toHaveLength(1);
+  expect(q.facts.examples!.conflicting_duplicate.find(inFile)!.line).toBe(8); // below the header line
   expect(q.facts.examples!.conflicting_duplicate.find(inFile)!.values).toMatchObject({ geocodigo: rec7[col('geocodigo')], dec30: null });
   for (const e of Object.values(q.facts.examples!).flat()) expect(e.source).toMatch(/^dados-abertos-tabua-de-risco-safra-.*\.csv$/);
 });
@@ -206,6 +207,13 @@ test('IBAMA: the examples of dropped terms show no personal data, documento_hmac
   const examples = Object.values(q.facts.examples ?? {}).flat();
   expect(examples.length).toBeGreaterThan(0);
   for (const e of examples) expect(Object.keys(e.values).filter((k) => ['documento', 'nome_embargado', 'documento_hmac'].includes(k))).toEqual([]);
+  // Each example names the line its record starts on in the file (a description with a line
+  // break before it makes that another number than the record's), where an editor finds it.
+  const lines = fs.readFileSync(path.join(ROOT, 'fixtures/ibama-embargos/termo_embargo.csv'), 'utf8').split(/\r?\n/);
+  const seqs = examples.filter((e) => typeof e.values.seq_tad === 'string' && e.values.seq_tad !== '');
+  expect(seqs.length).toBeGreaterThan(0);
+  expect(seqs.some((e) => e.line !== e.row! + 1)).toBe(true); // the fixture's line breaks come before some of them
+  for (const e of seqs) expect(lines[e.line! - 1].split(';')[0], `${e.source} record ${e.row}`).toBe(e.values.seq_tad);
 });
 
 test('SICAR: every reason of the report has its examples, the older copy of a CAR number (duplicate_car) included, shown as the other rows are', async () => {

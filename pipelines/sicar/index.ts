@@ -289,7 +289,7 @@ export const sicar = shapedPipeline<SicarLoad>({
     if (ok > rows) {
       facts.dropped.duplicate_car = ok - rows;
       // The older copies, shown as the other reasons' rows are (file, row, values, where).
-      addExamples(facts, await verdictExamples(client, main.t.classified, main.t.stage, undefined, undefined, { reason: 'duplicate_car', where: olderCopies(main.t.classified) }));
+      addExamples(facts, await verdictExamples(client, main.t.classified, { stage: main.t.stage, copies: { reason: 'duplicate_car', where: olderCopies(main.t.classified) } }));
     }
     for (const th of THEMES) if (!input(th)) facts.notes.push(`${th} not in the source: ${th.toLowerCase()} areas are NULL`);
     if (state.wfs) await addWfsFacts(client, facts, state.wfs, main.t.stage, rows);

@@ -42,7 +42,7 @@ function examplesTable(reason: string, list: RowExample[]): string {
   };
   return `<details open><summary>${esc(reason)}: ${list.length} example${list.length === 1 ? '' : 's'}</summary>
 <div class="scroll"><table class="examples" data-reason="${esc(reason)}"><thead><tr><th>source</th><th>row</th>${keys.map((k) => `<th>${esc(k)}</th>`).join('')}<th>where</th></tr></thead><tbody>
-${list.map((e) => `<tr><td>${esc(e.source ?? '')}</td><td>${e.row ?? ''}</td>${keys.map((k) => `<td>${cell(e.values[k])}</td>`).join('')}<td>${e.lon !== undefined ? `${e.lon}, ${e.lat}` : ''}</td></tr>`).join('\n')}
+${list.map((e) => `<tr><td>${esc(e.source ?? '')}</td><td>${e.row ?? ''}${e.line !== undefined ? ` (line ${e.line})` : ''}</td>${keys.map((k) => `<td>${cell(e.values[k])}</td>`).join('')}<td>${e.lon !== undefined ? `${e.lon}, ${e.lat}` : ''}</td></tr>`).join('\n')}
 </tbody></table></div></details>`;
 }
 

@@ -141,7 +141,7 @@ async function checkHeaders(files: { name: string; path: string }[], fields: Fie
 async function stageCsvFiles(client: pg.ClientBase, table: string, files: { name: string; path: string }[], fields: FieldSpec[], o: CsvRead): Promise<ContentStaged & { csv: CsvStaged }> {
   // One file fails in its own read, at its header, before any row is staged.
   if (files.length > 1) await checkHeaders(files, fields, o.delimiter);
-  await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_file smallint NOT NULL DEFAULT 0, ${fields.map((f) => `${ident(f.name)} text`).join(', ')}, extra jsonb) ${BUILD_TABLE}`);
+  await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_line bigint, src_file smallint NOT NULL DEFAULT 0, ${fields.map((f) => `${ident(f.name)} text`).join(', ')}, extra jsonb) ${BUILD_TABLE}`);
   const out: CsvStagedFile[] = [];
   let next = 1;
   for (const [fileNo, f] of files.entries()) {
@@ -211,7 +211,8 @@ export function addCsvFacts(facts: QualityFacts, csv: CsvStaged): void {
 /**
  * Example rows of a text source name their file and their record in it (header excluded, rows of
  * a wrong field count not counted): src_seq runs on across files (ZARC's seasons), so row 97 of
- * no file was the 12th record of the second. `own`: the reasons of this input (not another's).
+ * no file was the 12th record of the second. Each also carries the line its record starts on
+ * (`line`, staged as src_line), where an editor finds it. `own`: the reasons of this input.
  */
 export function placeCsvExamples(facts: QualityFacts, csv: CsvStaged, own: (reason: string) => boolean): void {
   for (const [reason, list] of Object.entries(facts.examples ?? {})) {

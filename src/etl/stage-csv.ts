@@ -68,7 +68,8 @@ export function headerMismatch(file: string, format: CsvFormat, header: string[]
 
 export async function stageCsv(client: pg.ClientBase, table: string, file: string, specs: FieldSpec[], o: CsvOptions): Promise<CsvStageResult> {
   const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
-  if (!o.append) await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb) ${BUILD_TABLE}`);
+  // src_line: the line the record starts on in its file, for the report's examples (a record may span lines).
+  if (!o.append) await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_line bigint, ${cols}, extra jsonb) ${BUILD_TABLE}`);
   const format = await detectCsvFormat(file, { expectedDelimiter: o.delimiter, encoding: o.encoding, delimiter: o.columns === 'header' ? undefined : o.delimiter });
   const result: CsvStageResult = { rows: 0, badRows: 0, badRowSamples: [], missingOptional: [], unknown: [], fingerprint: null, header: null, format };
   let width = 0;
@@ -129,7 +130,7 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
           if (spanned > 1 && (result.joinedRows ??= []).length < 20) result.joinedRows.push({ line, lines: spanned });
           continue;
         }
-        const row: CopyValue[] = [++seq];
+        const row: CopyValue[] = [++seq, line];
         for (const i of slot) row.push(i === null ? null : rec[i]);
         let extra: Record<string, string> | null = null;
         for (let k = 0; k < unknownIdx.length; k++) {
@@ -144,6 +145,6 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
       throw new AgroError('malformed_source', (e as Error).message);
     }
   }
-  result.rows = await copyLines(client, `${table} (src_seq, ${specs.map((s) => ident(s.name)).join(', ')}, extra)`, lines());
+  result.rows = await copyLines(client, `${table} (src_seq, src_line, ${specs.map((s) => ident(s.name)).join(', ')}, extra)`, lines());
   return result;
 }

@@ -11,6 +11,8 @@ export interface RowExample {
   source: string | null;
   /** Row number in the source (staging's src_seq, 1-based in read order). */
   row: number | null;
+  /** A delimited-text source's: the line its record starts on in its file (the header is line 1; a record may span lines). */
+  line?: number;
   values: Record<string, unknown>;
   /** A point of the geometry in EPSG:4326 (centre of its bounding box), when there is one. */
   lon?: number;
@@ -32,7 +34,7 @@ export interface VerdictExamples {
 
 const PER_VERDICT = 10;
 const MAX_POINTS = 2000;
-const DROP_KEYS = ['geom', 'g', 'src_seq', 'src_srid', 'src_layer', 'verdict'];
+const DROP_KEYS = ['geom', 'g', 'src_seq', 'src_line', 'src_srid', 'src_layer', 'verdict'];
 
 async function columnsOf(client: pg.ClientBase, table: string): Promise<Map<string, string>> {
   const r = await client.query(`SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, [table]);
@@ -41,15 +43,22 @@ async function columnsOf(client: pg.ClientBase, table: string): Promise<Map<stri
 
 const round = (n: number) => Math.round(n * 1e4) / 1e4;
 
-/**
- * Examples and locations of a classified table (and of its staging table, when given);
- * `shown`: the only columns of the classified table the values show (e.g. a typed pass's
- * declared columns without personal data).
- */
-export async function verdictExamples(
-  client: pg.ClientBase, classified: string, stage?: string, shown?: readonly string[], counts?: Record<string, number>,
-  copies?: { reason: string; where: string },
-): Promise<VerdictExamples> {
+export interface ExampleOptions {
+  /** The staging table whose rows the values show (else the classified row's). */
+  stage?: string;
+  /** The only columns of the classified table the values show (e.g. a typed pass's declared columns without personal data). */
+  shown?: readonly string[];
+  /** The verdict counts: none rejected, no query. */
+  counts?: Record<string, number>;
+  /** Rows kept by their verdict that the build leaves out (`where`, over `c`), shown under `reason`. */
+  copies?: { reason: string; where: string };
+  /** The staging table of a delimited-text source, for the line each record starts on (when `stage` is not given). */
+  lines?: string;
+}
+
+/** Examples and locations of a classified table (and of its staging table, when given). */
+export async function verdictExamples(client: pg.ClientBase, classified: string, o: ExampleOptions = {}): Promise<VerdictExamples> {
+  const { stage, shown, counts, copies } = o;
   const c = await columnsOf(client, classified);
   // With the verdict counts known and every row kept, there is no rejected row to show: two
   // scans of the classified table fewer (measured 0.3–1.2 s each on a 1,000,000-row SICAR theme).
@@ -59,6 +68,9 @@ export async function verdictExamples(
   const verdict = copies ? `'${copies.reason.replace(/'/g, "''")}'::text` : 'c.verdict';
   const s = stage ? await columnsOf(client, stage) : null;
   const joined = !!s && c.has('src_seq') && s.has('src_seq');
+  // The line of a text record: from the staged row shown, or from the staging table beside the typed row shown.
+  const lineTable = joined ? null : o.lines && c.has('src_seq') && (await columnsOf(client, o.lines)).has('src_line') ? o.lines : null;
+  const srcLine = joined && s!.has('src_line') ? 's.src_line' : lineTable ? 'l.src_line' : 'NULL::bigint';
   const cGeom = [...c].find(([, t]) => t.startsWith('geometry'))?.[0];
   const sGeom = joined && s!.get('geom')?.startsWith('geometry') ? 'geom' : null;
   // The raw geometry where it lay (its own SRID, when known), else the classified one (EPSG:4326).
@@ -69,18 +81,21 @@ export async function verdictExamples(
   const values = joined ? `to_jsonb(s) - ARRAY[${dropped.map((k) => `'${k}'`).join(',')}]` : `to_jsonb(c) - ARRAY[${[...dropped, ...[...c].filter(([, t]) => t.startsWith('geometry')).map(([n]) => n)].map((k) => `'${k}'`).join(',')}]`;
   const order = c.has('src_seq') ? 'c.src_seq' : '1';
   const r = noneRejected ? { rows: [] } : await client.query(
-    `SELECT x.verdict, x.src_seq, x.src_layer, x.vals, ST_X(x.p) AS lon, ST_Y(x.p) AS lat FROM (
+    `SELECT x.verdict, x.src_seq, x.src_line, x.src_layer, x.vals, ST_X(x.p) AS lon, ST_Y(x.p) AS lat FROM (
        SELECT ${verdict} AS verdict, ${c.has('src_seq') ? 'c.src_seq' : 'NULL::bigint'} AS src_seq,
+              ${srcLine} AS src_line,
               ${joined && s!.has('src_layer') ? 's.src_layer' : 'NULL::text'} AS src_layer,
               ${values} AS vals, ${point} AS p,
               row_number() OVER (PARTITION BY ${verdict} ORDER BY ${order}) AS rn
          FROM ${classified} c ${joined ? `LEFT JOIN ${stage} s ON s.src_seq = c.src_seq` : ''}
+              ${lineTable ? `LEFT JOIN ${lineTable} l ON l.src_seq = c.src_seq` : ''}
         WHERE ${notKept}) x
       WHERE x.rn <= ${PER_VERDICT} ORDER BY x.verdict, x.rn`,
   );
   const examples: Record<string, RowExample[]> = {};
   for (const row of r.rows) {
     const ex: RowExample = { source: row.src_layer, row: row.src_seq === null ? null : Number(row.src_seq), values: maskCpfsInSourceValues(row.vals ?? {}) };
+    if (row.src_line !== null) ex.line = Number(row.src_line);
     if (row.lon !== null && Number.isFinite(row.lon)) Object.assign(ex, { lon: round(row.lon), lat: round(row.lat) });
     (examples[row.verdict] ??= []).push(ex);
   }
