@@ -244,6 +244,29 @@ describe('the key cache while it is not listening', () => {
   }, 30_000);
 });
 
+describe('the key cache on a connection cut without a word', () => {
+  test('a listening connection that stops answering (an idle connection a load balancer dropped) is found by the heartbeat: the cache goes off, a revoked key is refused', async () => {
+    const k = await createKey(pool, { env: 'live', plan: 'scale' });
+    const proxy = await holdingProxy(cluster().port);
+    const cache = new KeyCache({ connectionString: proxy.url, application_name: 'agro-api-keys-cut' }, createLogger('silent'), 60_000, 1_000);
+    try {
+      cache.start();
+      await until('the cache listens', async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = 'agro-api-keys-cut' AND query ILIKE 'LISTEN%'`)).rowCount === 1, 10_000);
+      await sleep(300);
+      expect(await cache.find(pool, k.key)).not.toBeNull();
+      expect(cache.cached(k.key)).not.toBeNull(); // cached
+      proxy.hold(); // nothing comes back on the listening connection any more, and it does not close
+      await pool.query(`UPDATE platform.api_keys SET revoked_at = now() WHERE id = $1`, [k.id]);
+      // Before: no notification, no error: the revoked key served from the cache for its TTL (60 s).
+      await until('the cache is off', async () => cache.cached(k.key) === null, 5_000, 100);
+      expect(await cache.find(pool, k.key)).toBeNull();
+    } finally {
+      await cache.stop();
+      await proxy.close();
+    }
+  }, 30_000);
+});
+
 describe('metering across a database restart', () => {
   test('a request admitted before the database went away and answered 503: its quota unit comes back once the database does (a 5xx is never billed)', async () => {
     const k = await createKey(pool, { env: 'live', plan: 'scale' });

@@ -1,7 +1,8 @@
 // Checked API keys, cached in the server so that a data request costs one database round
 // trip, not two. Correctness rests on LISTEN: the trigger of sql/0020 notifies every change
 // to a key row, and the entry goes at once. While the listening connection is down the cache
-// is off (every request reads the database) and emptied; it comes back when it reconnects.
+// is off (every request reads the database) and emptied; it comes back when it reconnects. A
+// connection that stops answering without closing is found by a heartbeat and treated the same.
 import type pg from 'pg';
 import pgLib from 'pg';
 import type { Logger } from '../log.ts';
@@ -17,11 +18,14 @@ export class KeyCache {
   /** Bumped by every notification: a read that started before one must not fill the cache. */
   #generation = 0;
   #retry: NodeJS.Timeout | null = null;
+  #heartbeat: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly connection: pg.ClientConfig,
     private readonly log: Logger,
     private readonly ttlMs = 60_000,
+    /** A connection cut without a word (a load balancer or NAT dropping an idle one) delivers no notification and no error: asked every this often, under ttlMs. */
+    private readonly heartbeatMs = 20_000,
   ) {}
 
   /** Starts listening in the background (never throws: without it the cache stays off). */
@@ -34,6 +38,8 @@ export class KeyCache {
     const client = new pgLib.Client(this.connection);
     const down = () => {
       if (this.#client !== client) return;
+      if (this.#heartbeat) clearInterval(this.#heartbeat);
+      this.#heartbeat = null;
       this.#live = false;
       this.#entries.clear();
       this.#generation++;
@@ -56,6 +62,14 @@ export class KeyCache {
       // notification will come for it): it must not fill the cache.
       this.#generation++;
       this.#live = !this.#stopped;
+      // An answer within the beat, or the connection is taken for dead: the cache goes off and listens anew.
+      this.#heartbeat = setInterval(() => {
+        client.query({ text: 'SELECT 1', query_timeout: Math.max(1_000, this.heartbeatMs / 2) }).catch((e) => {
+          this.log.warn({ err: e }, 'API key cache: the listening connection does not answer; off until it listens again');
+          down();
+        });
+      }, this.heartbeatMs);
+      this.#heartbeat.unref();
     } catch (e) {
       this.log.warn({ err: e }, 'API key cache off: cannot listen for key changes');
       down();
@@ -89,6 +103,7 @@ export class KeyCache {
     this.#stopped = true;
     this.#live = false;
     if (this.#retry) clearTimeout(this.#retry);
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
     const c = this.#client;
     this.#client = null;
     if (c) await c.end().catch(() => {});
