@@ -35,7 +35,8 @@ export class KeyCache {
 
   async #connect(): Promise<void> {
     if (this.#stopped) return;
-    const client = new pgLib.Client(this.connection);
+    // Every statement of this connection answers within half a beat, or it is taken for dead (the heartbeat below).
+    const client = new pgLib.Client({ ...this.connection, query_timeout: Math.max(1_000, this.heartbeatMs / 2) });
     const down = () => {
       if (this.#client !== client) return;
       if (this.#heartbeat) clearInterval(this.#heartbeat);
@@ -64,7 +65,7 @@ export class KeyCache {
       this.#live = !this.#stopped;
       // An answer within the beat, or the connection is taken for dead: the cache goes off and listens anew.
       this.#heartbeat = setInterval(() => {
-        client.query({ text: 'SELECT 1', query_timeout: Math.max(1_000, this.heartbeatMs / 2) }).catch((e) => {
+        client.query('SELECT 1').catch((e: unknown) => {
           this.log.warn({ err: e }, 'API key cache: the listening connection does not answer; off until it listens again');
           down();
         });
