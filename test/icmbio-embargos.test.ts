@@ -120,6 +120,15 @@ describe('the committed fixture', () => {
     expect(q.facts.fields.unknown).toContain('nome_resp');
   });
 
+  test("a document written without a digit ('n/d') is counted as neither CPF nor CNPJ (outro), not as absent", async () => {
+    const dir = fs.mkdtempSync(path.join(work, 'no-digit-'));
+    const rows = ICMBIO_FIXTURE.map((r) => (r.id === 'E01' ? { ...r, attributes: { ...r.attributes, cpf_cnpj: 'n/d' } } : r));
+    await buildIcmbioZip(dir, { rows });
+    const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, icmbioEmbargos, { source: dir, asOf: ICMBIO_RELEASE_DATE, force: true });
+    const q = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality as Report;
+    expect(q.facts.icmbio.documentos).toMatchObject({ ausente: 1, outro: 1 }); // the fixture's absent one, and this
+  });
+
   test('a zip without num_emb is blocked before loading', async () => {
     const dir = fs.mkdtempSync(path.join(work, 'no-key-'));
     await buildIcmbioZip(dir, { dropFields: ['num_emb'] });
