@@ -120,13 +120,21 @@ describe('the committed fixture', () => {
     expect(q.facts.fields.unknown).toContain('nome_resp');
   });
 
-  test("a document written without a digit ('n/d') is counted as neither CPF nor CNPJ (outro), not as absent", async () => {
-    const dir = fs.mkdtempSync(path.join(work, 'no-digit-'));
-    const rows = ICMBIO_FIXTURE.map((r) => (r.id === 'E01' ? { ...r, attributes: { ...r.attributes, cpf_cnpj: 'n/d' } } : r));
+  /** The report's document classes of the fixture with E01's cpf_cnpj written as `doc`. */
+  const documentClasses = async (name: string, doc: string) => {
+    const dir = fs.mkdtempSync(path.join(work, `${name}-`));
+    const rows = ICMBIO_FIXTURE.map((r) => (r.id === 'E01' ? { ...r, attributes: { ...r.attributes, cpf_cnpj: doc } } : r));
     await buildIcmbioZip(dir, { rows });
     const out = await runPipeline({ cfg: db.cfg, pool: db.pool, log: db.log }, icmbioEmbargos, { source: dir, asOf: ICMBIO_RELEASE_DATE, force: true });
-    const q = (await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality as Report;
-    expect(q.facts.icmbio.documentos).toMatchObject({ ausente: 1, outro: 1 }); // the fixture's absent one, and this
+    return ((await db.pool.query('SELECT quality FROM etl.snapshots WHERE snapshot_id = $1', [out.snapshot_id])).rows[0].quality as Report).facts.icmbio.documentos;
+  };
+
+  test("a document written without a digit ('n/d') is counted as neither CPF nor CNPJ (outro), not as absent", async () => {
+    expect(await documentClasses('no-digit', 'n/d')).toMatchObject({ ausente: 1, outro: 1 }); // the fixture's absent one, and this
+  });
+
+  test('a document cell of a no-break space is blank: absent, not outro', async () => {
+    expect(await documentClasses('nbsp-doc', '\u00a0')).toMatchObject({ ausente: 2, outro: 0 }); // the fixture's absent one, and this
   });
 
   test('a zip without num_emb is blocked before loading', async () => {

@@ -22,8 +22,9 @@ FROM (
   SELECT s.src_seq, c.no_key, c.no_geom, c.repair, c.not_polygonal, c.inside,
          row_number() OVER (PARTITION BY c.id_embargo, c.usable ORDER BY s.src_seq DESC) AS rn,
          etl.ibama_documento_completado(s.documento) AS documento_completado,
-         -- written but with no digit ('abc', 'n/d'): no document, yet not an absent one (counted as outro)
-         coalesce(btrim(s.documento) <> '', false) AS documento_escrito,
+         -- written but with no digit ('abc', 'n/d'): no document, yet not an absent one (counted as outro);
+         -- a cell of spaces of any kind (a no-break space, a tab) is blank, absent
+         coalesce(etl.trim_spaces(s.documento) <> '', false) AS documento_escrito,
 {{columns}}
   FROM {{stage}} s
   LEFT JOIN {{fix}} f ON f.src_seq = s.src_seq
