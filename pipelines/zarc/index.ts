@@ -205,7 +205,7 @@ export const zarc = shapedPipeline({
     for (const [reason, n, kind] of copies) {
       if (!n) continue;
       facts.dropped[reason] = n;
-      addExamples(facts, await verdictExamples(client, t.classified, { shown: typedExampleColumns(ZARC_RISCO), copies: { reason, where: droppedCopies(t.classified, kind) }, lines: t.stage }));
+      addExamples(facts, await verdictExamples(client, t.classified, { shown: typedExampleColumns(ZARC_RISCO), copies: { reason, where: droppedCopies(t.classified, kind) } }));
     }
     addCounts(facts, 'unparsed', raw.unparsed);
     for (const r of await seasonCounts(client, target)) z.seasons[r.safra] = Number(r.n);

@@ -8,16 +8,15 @@ import { verdictExamples } from './verdict-examples.ts';
 
 /**
  * Rows per verdict of a classified staging table (columns `verdict`); `shown`: the only columns
- * its examples show (else all but the engine's own), or false for none (personal data); `lines`:
- * the staging table that knows each text record's line.
+ * its examples show (else all but the engine's own), or false for none (personal data).
  */
-export async function countVerdicts(client: pg.ClientBase, classified: string, stage?: string, shown?: readonly string[] | false, lines?: string): Promise<Record<string, number>> {
+export async function countVerdicts(client: pg.ClientBase, classified: string, stage?: string, shown?: readonly string[] | false): Promise<Record<string, number>> {
   const r = await client.query(`SELECT verdict, count(*)::int AS n FROM ${classified} GROUP BY verdict`);
   const counts: Record<string, number> = Object.fromEntries(r.rows.map((x) => [x.verdict, x.n]));
   // Personal data (a holder extract): rejected rows are referred to by record number only, never shown.
   if (shown === false) return counts;
   // Examples ride along (not enumerable: counts stay plain numbers) to addVerdicts and the report.
-  Object.defineProperty(counts, VERDICT_EXAMPLES, { value: await verdictExamples(client, classified, { stage, shown, counts, lines }), enumerable: false });
+  Object.defineProperty(counts, VERDICT_EXAMPLES, { value: await verdictExamples(client, classified, { stage, shown, counts }), enumerable: false });
   return counts;
 }
 

@@ -25,7 +25,7 @@ import type { QualityFacts } from './quality.ts';
 import type { Relation } from './relation.ts';
 import { fetchOneFile, resolveSource, sourceFolderFiles, type SourceLayout } from './source-files.ts';
 import { matchHeader, normaliseHeader } from './header-match.ts';
-import { headerMismatch, stageCsv } from './stage-csv.ts';
+import { headerMismatch, lineOfRow, stageCsv } from './stage-csv.ts';
 import { stageLayers, type FieldSpec, type LayerStageResult, type StageResult } from './stage-vector.ts';
 import { openForStreaming } from './layers.ts';
 import { requiredFieldMissing } from './read/staging.ts';
@@ -66,6 +66,9 @@ export interface CsvStagedFile {
   unknown: string[];
   missingOptional: string[];
   fingerprint: string | null;
+  /** Where its rows' lines shift (stage-csv lineOfRow). */
+  lineShifts: [number, number][];
+  linesUnknownFrom: number | null;
 }
 
 /** What the text route adds to the read stage's result. */
@@ -141,7 +144,7 @@ async function checkHeaders(files: { name: string; path: string }[], fields: Fie
 async function stageCsvFiles(client: pg.ClientBase, table: string, files: { name: string; path: string }[], fields: FieldSpec[], o: CsvRead): Promise<ContentStaged & { csv: CsvStaged }> {
   // One file fails in its own read, at its header, before any row is staged.
   if (files.length > 1) await checkHeaders(files, fields, o.delimiter);
-  await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_line bigint, src_file smallint NOT NULL DEFAULT 0, ${fields.map((f) => `${ident(f.name)} text`).join(', ')}, extra jsonb) ${BUILD_TABLE}`);
+  await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_file smallint NOT NULL DEFAULT 0, ${fields.map((f) => `${ident(f.name)} text`).join(', ')}, extra jsonb) ${BUILD_TABLE}`);
   const out: CsvStagedFile[] = [];
   let next = 1;
   for (const [fileNo, f] of files.entries()) {
@@ -212,7 +215,7 @@ export function addCsvFacts(facts: QualityFacts, csv: CsvStaged): void {
  * Example rows of a text source name their file and their record in it (header excluded, rows of
  * a wrong field count not counted): src_seq runs on across files (ZARC's seasons), so row 97 of
  * no file was the 12th record of the second. Each also carries the line its record starts on
- * (`line`, staged as src_line), where an editor finds it. `own`: the reasons of this input.
+ * (`line`, from the file's line shifts), where an editor finds it. `own`: the reasons of this input.
  */
 export function placeCsvExamples(facts: QualityFacts, csv: CsvStaged, own: (reason: string) => boolean): void {
   for (const [reason, list] of Object.entries(facts.examples ?? {})) {
@@ -222,6 +225,8 @@ export function placeCsvExamples(facts: QualityFacts, csv: CsvStaged, own: (reas
       const f = [...csv.files].reverse().find((x) => x.firstSeq <= e.row!);
       if (!f) continue;
       e.source = f.name;
+      const line = lineOfRow(e.row, f.firstSeq, f);
+      if (line !== null) e.line = line;
       e.row = e.row - f.firstSeq + 1;
     }
   }

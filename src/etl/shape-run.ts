@@ -358,7 +358,7 @@ async function runPass(
   live();
   // The typed table holds the repair status from here on; the staged row goes back to what was read (as the examples show it).
   if (input.repair === 'in place') await dropRepairColumn(c, t.stage);
-  const verdicts = await countVerdicts(c, t.classified, input.examples.stage ? t.stage : undefined, input.examples.shown, t.stage);
+  const verdicts = await countVerdicts(c, t.classified, input.examples.stage ? t.stage : undefined, input.examples.shown);
   const counted = await input.counted?.(step);
   // Staged rows read no more are dropped here, while the other connection works, rather than with the run's cleanup.
   if (input.dropStaged) await dropStagedTable(c, t.stage);

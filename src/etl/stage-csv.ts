@@ -53,6 +53,33 @@ export interface CsvStageResult {
   header: string[] | null;
   /** Encoding and delimiter the file was read with, and how each was decided. */
   format: CsvFormat;
+  /**
+   * Where staged rows stop being on the line their count says: [src_seq, line − row number]
+   * from that row on (a record spanning lines, a rejected or empty one before it). One pair per
+   * change, so a regular file keeps one; at most LINE_BREAKS (lines unknown past the last).
+   */
+  lineShifts: [number, number][];
+  /** Rows from this src_seq on have no known line (LINE_BREAKS reached); null when all are known. */
+  linesUnknownFrom: number | null;
+}
+
+/** The most line shifts a file keeps: memory stays bounded however irregular the file. */
+export const LINE_BREAKS = 50_000;
+
+/** The line a staged row's record starts on in its file, from the file's shifts; null when unknown. */
+export function lineOfRow(seq: number, firstSeq: number, r: Pick<CsvStageResult, 'lineShifts' | 'linesUnknownFrom'>): number | null {
+  if (r.linesUnknownFrom !== null && seq >= r.linesUnknownFrom) return null;
+  let lo = 0;
+  let hi = r.lineShifts.length - 1;
+  let shift: number | null = null;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (r.lineShifts[mid][0] <= seq) {
+      shift = r.lineShifts[mid][1];
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return shift === null ? null : seq - firstSeq + 1 + shift;
 }
 
 /** Header cells as an error message shows them: at most 30, each cut at 40 characters, CPFs masked. */
@@ -68,10 +95,9 @@ export function headerMismatch(file: string, format: CsvFormat, header: string[]
 
 export async function stageCsv(client: pg.ClientBase, table: string, file: string, specs: FieldSpec[], o: CsvOptions): Promise<CsvStageResult> {
   const cols = specs.map((s) => `${ident(s.name)} text`).join(', ');
-  // src_line: the line the record starts on in its file, for the report's examples (a record may span lines).
-  if (!o.append) await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, src_line bigint, ${cols}, extra jsonb) ${BUILD_TABLE}`);
+  if (!o.append) await client.query(`CREATE UNLOGGED TABLE ${table} (src_seq bigint NOT NULL, ${cols}, extra jsonb) ${BUILD_TABLE}`);
   const format = await detectCsvFormat(file, { expectedDelimiter: o.delimiter, encoding: o.encoding, delimiter: o.columns === 'header' ? undefined : o.delimiter });
-  const result: CsvStageResult = { rows: 0, badRows: 0, badRowSamples: [], missingOptional: [], unknown: [], fingerprint: null, header: null, format };
+  const result: CsvStageResult = { rows: 0, badRows: 0, badRowSamples: [], missingOptional: [], unknown: [], fingerprint: null, header: null, format, lineShifts: [], linesUnknownFrom: null };
   let width = 0;
   let slot: (number | null)[] = []; // canonical index → source column index
   let unknownIdx: number[] = [];
@@ -130,7 +156,13 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
           if (spanned > 1 && (result.joinedRows ??= []).length < 20) result.joinedRows.push({ line, lines: spanned });
           continue;
         }
-        const row: CopyValue[] = [++seq, line];
+        const row: CopyValue[] = [++seq];
+        // The report's examples name the line a record starts on: kept as shifts, not per row.
+        const shift = line - (seq - (o.firstSeq ?? 1) + 1);
+        if (result.linesUnknownFrom === null && result.lineShifts.at(-1)?.[1] !== shift) {
+          if (result.lineShifts.length < LINE_BREAKS) result.lineShifts.push([seq, shift]);
+          else result.linesUnknownFrom = seq;
+        }
         for (const i of slot) row.push(i === null ? null : rec[i]);
         let extra: Record<string, string> | null = null;
         for (let k = 0; k < unknownIdx.length; k++) {
@@ -145,6 +177,6 @@ export async function stageCsv(client: pg.ClientBase, table: string, file: strin
       throw new AgroError('malformed_source', (e as Error).message);
     }
   }
-  result.rows = await copyLines(client, `${table} (src_seq, src_line, ${specs.map((s) => ident(s.name)).join(', ')}, extra)`, lines());
+  result.rows = await copyLines(client, `${table} (src_seq, ${specs.map((s) => ident(s.name)).join(', ')}, extra)`, lines());
   return result;
 }

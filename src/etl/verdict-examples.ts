@@ -34,7 +34,7 @@ export interface VerdictExamples {
 
 const PER_VERDICT = 10;
 const MAX_POINTS = 2000;
-const DROP_KEYS = ['geom', 'g', 'src_seq', 'src_line', 'src_srid', 'src_layer', 'verdict'];
+const DROP_KEYS = ['geom', 'g', 'src_seq', 'src_srid', 'src_layer', 'verdict'];
 
 async function columnsOf(client: pg.ClientBase, table: string): Promise<Map<string, string>> {
   const r = await client.query(`SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, [table]);
@@ -52,8 +52,6 @@ export interface ExampleOptions {
   counts?: Record<string, number>;
   /** Rows kept by their verdict that the build leaves out (`where`, over `c`), shown under `reason`. */
   copies?: { reason: string; where: string };
-  /** The staging table of a delimited-text source, for the line each record starts on (when `stage` is not given). */
-  lines?: string;
 }
 
 /** Examples and locations of a classified table (and of its staging table, when given). */
@@ -68,9 +66,6 @@ export async function verdictExamples(client: pg.ClientBase, classified: string,
   const verdict = copies ? `'${copies.reason.replace(/'/g, "''")}'::text` : 'c.verdict';
   const s = stage ? await columnsOf(client, stage) : null;
   const joined = !!s && c.has('src_seq') && s.has('src_seq');
-  // The line of a text record: from the staged row shown, or from the staging table beside the typed row shown.
-  const lineTable = joined ? null : o.lines && c.has('src_seq') && (await columnsOf(client, o.lines)).has('src_line') ? o.lines : null;
-  const srcLine = joined && s!.has('src_line') ? 's.src_line' : lineTable ? 'l.src_line' : 'NULL::bigint';
   const cGeom = [...c].find(([, t]) => t.startsWith('geometry'))?.[0];
   const sGeom = joined && s!.get('geom')?.startsWith('geometry') ? 'geom' : null;
   // The raw geometry where it lay (its own SRID, when known), else the classified one (EPSG:4326).
@@ -81,21 +76,18 @@ export async function verdictExamples(client: pg.ClientBase, classified: string,
   const values = joined ? `to_jsonb(s) - ARRAY[${dropped.map((k) => `'${k}'`).join(',')}]` : `to_jsonb(c) - ARRAY[${[...dropped, ...[...c].filter(([, t]) => t.startsWith('geometry')).map(([n]) => n)].map((k) => `'${k}'`).join(',')}]`;
   const order = c.has('src_seq') ? 'c.src_seq' : '1';
   const r = noneRejected ? { rows: [] } : await client.query(
-    `SELECT x.verdict, x.src_seq, x.src_line, x.src_layer, x.vals, ST_X(x.p) AS lon, ST_Y(x.p) AS lat FROM (
+    `SELECT x.verdict, x.src_seq, x.src_layer, x.vals, ST_X(x.p) AS lon, ST_Y(x.p) AS lat FROM (
        SELECT ${verdict} AS verdict, ${c.has('src_seq') ? 'c.src_seq' : 'NULL::bigint'} AS src_seq,
-              ${srcLine} AS src_line,
               ${joined && s!.has('src_layer') ? 's.src_layer' : 'NULL::text'} AS src_layer,
               ${values} AS vals, ${point} AS p,
               row_number() OVER (PARTITION BY ${verdict} ORDER BY ${order}) AS rn
          FROM ${classified} c ${joined ? `LEFT JOIN ${stage} s ON s.src_seq = c.src_seq` : ''}
-              ${lineTable ? `LEFT JOIN ${lineTable} l ON l.src_seq = c.src_seq` : ''}
         WHERE ${notKept}) x
       WHERE x.rn <= ${PER_VERDICT} ORDER BY x.verdict, x.rn`,
   );
   const examples: Record<string, RowExample[]> = {};
   for (const row of r.rows) {
     const ex: RowExample = { source: row.src_layer, row: row.src_seq === null ? null : Number(row.src_seq), values: maskCpfsInSourceValues(row.vals ?? {}) };
-    if (row.src_line !== null) ex.line = Number(row.src_line);
     if (row.lon !== null && Number.isFinite(row.lon)) Object.assign(ex, { lon: round(row.lon), lat: round(row.lat) });
     (examples[row.verdict] ??= []).push(ex);
   }
