@@ -11,6 +11,7 @@ import type { FetchedFile } from '../src/etl/download.ts';
 import type { RunContext } from '../src/etl/pipeline.ts';
 import { defineRelation } from '../src/etl/relation.ts';
 import { addCsvFacts, csvFiles, stageByContent } from '../src/etl/shape-csv.ts';
+import { lineOfRow } from '../src/etl/stage-csv.ts';
 import { emptyFacts } from '../src/etl/quality.ts';
 import { testDatabase, type TestDb } from './helpers/db.ts';
 
@@ -52,6 +53,23 @@ async function read(files: FetchedFile[], stage: string) {
     client.release();
   }
 }
+
+describe('the line each staged row starts on', () => {
+  test('records spanning lines, rejected and empty ones shift the lines; each file counts its own; the shifts are kept per change, not per row', async () => {
+    const a = file('a-lines.csv', 'codigo;nome;valor\n1;"two\nlines";1\n2;x;2\nbad\n;;\n3;y;3\n4;z;4\n');
+    const b = file('b-lines.csv', 'codigo;nome;valor\n5;w;5\n');
+    const staged = await read([a, b], 'stage.csv_lines');
+    const [fa, fb] = csvFiles(staged);
+    const rows = (await db.pool.query(`SELECT src_seq::int AS seq, codigo FROM stage.csv_lines ORDER BY src_seq`)).rows;
+    const lineOf = (r: { seq: number }) => (r.seq < fb.firstSeq ? lineOfRow(r.seq, fa.firstSeq, fa) : lineOfRow(r.seq, fb.firstSeq, fb));
+    expect(rows.map((r) => [r.codigo, lineOf(r)])).toEqual([['1', 2], ['2', 4], ['3', 7], ['4', 8], ['5', 2]]);
+    expect(fa.lineShifts).toEqual([[1, 1], [2, 2], [3, 4]]);
+    expect(fb.lineShifts).toEqual([[fb.firstSeq, 1]]);
+    // Past the cap, lines are unknown rather than wrong.
+    expect(lineOfRow(4, 1, { lineShifts: [[1, 1]], linesUnknownFrom: 3 })).toBeNull();
+    expect(lineOfRow(2, 1, { lineShifts: [[1, 1]], linesUnknownFrom: 3 })).toBe(3);
+  });
+});
 
 describe('csvRead', () => {
   test('several files go into one table in name order: src_seq runs on, src_file says which, each header maps by its own spelling', async () => {
