@@ -61,6 +61,12 @@ export interface Config {
   sicarUfs: readonly string[];
   /** Official source locations, overridable per pipeline with AGRO_SOURCE_<PIPELINE>. */
   sources: Readonly<Record<string, string>>;
+  /**
+   * Plain HTTP downloads (a zip, a CSV, a CKAN or localidades answer): no byte for `stallTimeoutMs`
+   * aborts an attempt, `retries` attempts without progress fail the run (AGRO_DOWNLOAD_*). A silent
+   * agency held the night 5 × 60 s with no way to shorten it.
+   */
+  download: Readonly<{ stallTimeoutMs: number; retries: number; backoffMs: number }>;
   /** Bounds on what one zip may inflate to (AGRO_MAX_UNZIPPED_BYTES, AGRO_MAX_UNZIP_RATIO). */
   zip: Readonly<ZipLimits>;
   /** SICAR's GeoServer WFS (route B: AREA_IMOVEL without a CAPTCHA); endpoint in sources['sicar-wfs']. */
@@ -262,6 +268,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     hmacKeySource: env.AGRO_HMAC_KEY ? 'env' : 'development',
     sicarUfs: Object.freeze(sicarUfs(env.AGRO_SICAR_UFS)),
     sources: Object.freeze(sources),
+    download: Object.freeze({
+      stallTimeoutMs: Math.max(100, num(env.AGRO_DOWNLOAD_STALL_TIMEOUT_MS, 60_000)),
+      retries: Math.max(1, num(env.AGRO_DOWNLOAD_RETRIES, 5)),
+      backoffMs: Math.max(0, num(env.AGRO_DOWNLOAD_BACKOFF_MS, 1_000)),
+    }),
     zip: Object.freeze({
       maxBytes: num(env.AGRO_MAX_UNZIPPED_BYTES, DEFAULT_ZIP_LIMITS.maxBytes),
       maxRatio: num(env.AGRO_MAX_UNZIP_RATIO, DEFAULT_ZIP_LIMITS.maxRatio),

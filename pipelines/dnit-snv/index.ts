@@ -185,7 +185,7 @@ export const dnitSnv = shapedPipeline({
   source: {
     pattern: VERSION_FILE, ext: /\.zip$/i, what: 'SNV version zip (YYYYMM<letter>.zip)',
     newest: (names) => newestVersion(names)!,
-    listRemote: (url, ctx) => listWebdavFolder(url, ctx.cfg.userAgent),
+    listRemote: (url, ctx) => listWebdavFolder(url, ctx.cfg.userAgent, ctx.cfg.download.stallTimeoutMs),
     releaseDate: (name) => {
       const v = snvVersion(name);
       return v ? versionDate(v) : null;

@@ -80,7 +80,7 @@ export async function officialList(ctx: RunContext): Promise<OfficialList | NoLi
   if (!url || url === 'none') return { missing: 'no localidades URL configured (AGRO_SOURCE_IBGE_LOCALIDADES)' };
   let fetched;
   try {
-    fetched = await fetchSource(url, { destDir: ctx.workDir, name: LIST_FILE, expect: 'any', userAgent: ctx.cfg.userAgent, log: (m: string) => ctx.log.info(m) });
+    fetched = await fetchSource(url, { destDir: ctx.workDir, name: LIST_FILE, expect: 'any', userAgent: ctx.cfg.userAgent, ...ctx.cfg.download, log: (m: string) => ctx.log.info(m) });
   } catch (e) {
     if (isAgroError(e) && (e.code === 'download_failed' || e.code === 'source_not_found')) return { missing: `${url}: ${e.message}`, unreachable: url };
     throw e;

@@ -63,7 +63,7 @@ async function fetchState(ctx: RunContext): Promise<FetchedFile[]> {
   const route = sicarRoute(ctx);
   if (route.kind === 'wfs') return fetchWfsState(ctx, route.endpoint);
   const base = route.base;
-  const common = { destDir: ctx.rawDir, userAgent: ctx.cfg.userAgent, expect: 'zip' as const, zipLimits: ctx.cfg.zip, log: (m: string) => ctx.log.info(m), agentOptions: { ciphers: 'DEFAULT:@SECLEVEL=1' } };
+  const common = { destDir: ctx.rawDir, userAgent: ctx.cfg.userAgent, ...ctx.cfg.download, expect: 'zip' as const, zipLimits: ctx.cfg.zip, log: (m: string) => ctx.log.info(m), agentOptions: { ciphers: 'DEFAULT:@SECLEVEL=1' } };
   const files: FetchedFile[] = [];
   const main = await fetchSource(joinSource(base, `${uf}_AREA_IMOVEL.zip`), common);
   if (!main) throw new AgroError('source_not_found', `${uf}_AREA_IMOVEL.zip`);

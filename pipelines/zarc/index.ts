@@ -130,7 +130,7 @@ const ZARC_SOURCE: CsvSource = { ext: /\.csv$/i, what: '.csv file', several: tru
 
 /** A CKAN package_show URL: the season resources are discovered by name. */
 async function fetchCkan(ctx: RunContext, src: string): Promise<FetchedFile[]> {
-  const common = { destDir: ctx.rawDir, userAgent: ctx.cfg.userAgent, expect: 'csv' as const, log: (m: string) => ctx.log.info(m) };
+  const common = { destDir: ctx.rawDir, userAgent: ctx.cfg.userAgent, ...ctx.cfg.download, expect: 'csv' as const, log: (m: string) => ctx.log.info(m) };
   const resources = await ckanResources(ctx, src);
   const picked = pickCkanResources(resources);
   ckanSkipped.set(ctx, ckanNotLoaded(resources));

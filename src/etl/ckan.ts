@@ -17,7 +17,7 @@ export const isPackageShow = (src: string | undefined): src is string => !!src &
 
 /** The resources of the package_show answer at `src` (fetched into the run's work folder). */
 export async function ckanResources(ctx: RunContext, src: string): Promise<CkanResource[]> {
-  const meta = await fetchSource(src, { destDir: ctx.workDir, name: 'package_show.json', userAgent: ctx.cfg.userAgent, expect: 'any', log: (m: string) => ctx.log.info(m) });
+  const meta = await fetchSource(src, { destDir: ctx.workDir, name: 'package_show.json', userAgent: ctx.cfg.userAgent, ...ctx.cfg.download, expect: 'any', log: (m: string) => ctx.log.info(m) });
   try {
     const resources = JSON.parse(await readFile(meta!.path, 'utf8')).result.resources;
     if (!Array.isArray(resources)) throw new Error('no resources');

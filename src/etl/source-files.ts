@@ -104,6 +104,7 @@ export async function fetchOneFile(ctx: RunContext, uri: string, o: { expect: 'z
     destDir: ctx.rawDir,
     name: o.name,
     userAgent: ctx.cfg.userAgent,
+    ...ctx.cfg.download,
     expect: o.expect,
     zipLimits: ctx.cfg.zip,
     log: (m, extra) => ctx.log.info(extra ?? {}, m),
