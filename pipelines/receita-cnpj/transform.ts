@@ -25,7 +25,7 @@ export interface TransformCounts {
   partnersMaskedCpf: number;
   /** Codes that lost their leading zeros, left-padded (cells 'code2' and 'tom'), per column. */
   codesPadded: Record<string, number>;
-  /** State siglas written in lower case, upper-cased (cell 'uf'). */
+  /** State siglas not written in capitals ('sp', 'Sp'), upper-cased (cell 'uf'). */
   ufLowerCase: number;
 }
 
@@ -44,8 +44,8 @@ export const SENTINEL_CAPITALS = new Set(['0', '0.00', '1', '1.00', '999999999',
 /** An establishment's uf: the 27 states, or EX abroad (SOURCES §10.2). */
 const UF_OR_EX = new Set([...KNOWN_UFS, 'EX']);
 
-/** A state sigla; 'sp' is SP (upper-cased, counted); anything else NULL with its text kept, counted. */
-export function parseUf(s: string, c: TransformCounts): Cell {
+/** A state sigla; 'sp' (or 'Sp') is SP (upper-cased, counted); anything else NULL with its text kept, counted. */
+export function parseUf(s: string, column: string, c: TransformCounts): Cell {
   const t = s.trim();
   if (t === '' || UF_OR_EX.has(t)) return { value: t === '' ? null : t };
   const up = t.toUpperCase();
@@ -53,7 +53,7 @@ export function parseUf(s: string, c: TransformCounts): Cell {
     c.ufLowerCase++;
     return { value: up };
   }
-  bump(c.unparsed, 'uf');
+  bump(c.unparsed, column);
   return { value: null, raw: s };
 }
 
@@ -260,7 +260,7 @@ function cell(kind: FieldKind, s: string, column: string, ctx: BuildContext): Ce
       return { value: n.name, cut: n.cut };
     }
     case 'uf':
-      return parseUf(s, ctx.counts);
+      return parseUf(s, column, ctx.counts);
     case 'tom':
       return parseTom(s, column, ctx.counts);
     case 'code2': {

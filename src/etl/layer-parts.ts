@@ -47,6 +47,10 @@ export function layerPart(shp: string, ext: PartExt): string | null {
 /** Whether GDAL's shapefile driver finds the part (it tries the lower- and the upper-case extension only). */
 const gdalFinds = (stem: string, part: string) => part === stem + path.extname(part).toLowerCase() || part === stem + path.extname(part).toUpperCase();
 
+/** When this process last swept a source folder's dead stand-in folders. */
+const swept = new Map<string, number>();
+const SWEEP_EVERY_MS = 10 * 60_000;
+
 /**
  * The layer as GDAL opens it: `shp` itself when GDAL finds each of its parts, else a stand-in
  * .shp in a folder of its own beside it (else in the temporary folder), holding every part under its lower-case extension
@@ -58,8 +62,13 @@ export function gdalOpenable(shp: string): { shp: string; release: () => void } 
   if (parts.every((p) => gdalFinds(stem, p))) return { shp, release: () => {} };
   let dir: string;
   try {
-    // links need the same file system; a killed read's folder there goes first (SIGKILL runs no release)
-    sweepDeadTempDirs(path.dirname(shp));
+    // links need the same file system; a killed read's folder there goes first (SIGKILL runs no
+    // release), a folder swept at most every 10 minutes (one of thousands of layers is not listed for each)
+    const folder = path.dirname(shp);
+    if (Date.now() - (swept.get(folder) ?? -Infinity) > SWEEP_EVERY_MS) {
+      swept.set(folder, Date.now());
+      sweepDeadTempDirs(folder);
+    }
     dir = fs.mkdtempSync(path.join(path.dirname(shp), `.${tempDirPrefix('parts')}`));
   } catch {
     dir = agroTempDir('parts'); // the source's folder may be read-only

@@ -107,6 +107,7 @@ export class KeyCache {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     const c = this.#client;
     this.#client = null;
-    if (c) await c.end().catch(() => {});
+    // A connection that stopped answering may never finish its goodbye: the server's close does not wait on it.
+    if (c) await Promise.race([c.end().catch(() => {}), new Promise((r) => setTimeout(r, 2_000).unref())]);
   }
 }

@@ -33,7 +33,7 @@ export class RefundRetries {
     const p = this.#pending.get(k) ?? { meter, month, units: 0 };
     p.units++;
     this.#pending.set(k, p);
-    this.#timer ??= setTimeout(() => void this.retry(), RETRY_MS);
+    this.#timer ??= setTimeout(() => void this.retry(), RETRY_MS).unref();
   }
 
   /** Makes the pending refunds (one at a time); what the database still cannot take waits for the next try. */
@@ -54,7 +54,7 @@ export class RefundRetries {
             this.log.error({ err, meter: p.meter, month: p.month, units: p.units }, 'quota refund refused by the database: dropped');
             break;
           }
-          this.#timer ??= setTimeout(() => void this.retry(), RETRY_MS);
+          this.#timer ??= setTimeout(() => void this.retry(), RETRY_MS).unref();
           return;
         }
         p.units--;
