@@ -60,10 +60,10 @@ test("a document with no digit at all ('abc', 'n/d') is counted as neither a CPF
   expect({ outro: docs.outro, ausente: docs.ausente }).toEqual({ outro: 2, ausente: 1 });
 }, 120_000);
 
-test('a document cell of spaces of any kind (a no-break space, a tab) is blank: absent, not outro', async () => {
-  const { q } = await loadWith('blank-documents', 'CPF_CNPJ_EMBARGADO', ['\u00a0', ' \t\u00a0 ', 'n/d']);
+test("a document cell of spaces of any kind (a no-break space, a tab) or of marks only ('-', '--', '.') is blank: absent, not outro", async () => {
+  const { q } = await loadWith('blank-documents', 'CPF_CNPJ_EMBARGADO', ['\u00a0', ' \t\u00a0 ', 'n/d', '-', ' -- ', '.']);
   const docs = (q.facts as unknown as { embargos: { documentos: Record<string, number> } }).embargos.documentos;
-  const { q: base } = await loadWith('blank-documents-base', 'CPF_CNPJ_EMBARGADO', ['', '', 'n/d']);
+  const { q: base } = await loadWith('blank-documents-base', 'CPF_CNPJ_EMBARGADO', ['', '', 'n/d', '', '', '']);
   const before = (base.facts as unknown as { embargos: { documentos: Record<string, number> } }).embargos.documentos;
   expect({ outro: docs.outro, ausente: docs.ausente }).toEqual({ outro: before.outro, ausente: before.ausente });
 }, 120_000);
