@@ -174,10 +174,18 @@ export const KNOWN_UFS: readonly string[] = Object.freeze(ALL_UFS.split(','));
 /** Used when AGRO_HMAC_KEY is not set: development and tests only. */
 export const DEV_HMAC_KEY = 'agro-dev-hmac-key-not-for-production';
 
-function num(v: string | undefined, fallback: number): number {
+/**
+ * A number from the environment variable `name`, or `fallback` when unset or empty. Not a number,
+ * or below `min` (none of these settings may be negative), is a configuration error naming the
+ * variable: a mistyped value is refused at start, never read as something else (it was clamped
+ * to the floor without a word, and a typo's message named no variable).
+ */
+function num(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
+  const v = env[name];
   if (v === undefined || v === '') return fallback;
   const n = Number(v);
-  if (!Number.isFinite(n)) throw new Error(`not a number: ${v}`);
+  if (!Number.isFinite(n)) throw new Error(`${name}: not a number: ${v}`);
+  if (n < min) throw new Error(`${name} must be at least ${min}: ${v}`);
   return n;
 }
 
@@ -246,76 +254,76 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     databaseUrl: env.DATABASE_URL || null,
     sandboxDatabaseUrl: env.AGRO_SANDBOX_DATABASE_URL || null,
     databaseReadUrl: env.DATABASE_READ_URL || null,
-    embeddedPort: num(env.AGRO_DB_PORT, 54329),
+    embeddedPort: num(env, 'AGRO_DB_PORT', 54329),
     embeddedPortExplicit: !!env.AGRO_DB_PORT,
     logLevel: logLevel(env.LOG_LEVEL),
     logFormat: logFormat(env.LOG_FORMAT),
     dumbTerminal: env.TERM === 'dumb',
     scheduleFile: env.AGRO_SCHEDULE_FILE ? path.resolve(cwd, env.AGRO_SCHEDULE_FILE) : path.join(ROOT_DIR, 'agro.schedule.json'),
     scheduleFileExplicit: !!env.AGRO_SCHEDULE_FILE,
-    port: num(env.PORT, 8080),
+    port: num(env, 'PORT', 8080),
     host: env.HOST || '127.0.0.1',
-    retention: Math.max(1, num(env.AGRO_RETENTION, 3)),
+    retention: num(env, 'AGRO_RETENTION', 3, 1),
     quality: Object.freeze({
-      maxRowDrop: num(env.AGRO_QUALITY_MAX_ROW_DROP, 0.2),
-      maxRejectedShare: num(env.AGRO_QUALITY_MAX_REJECTED, 0.01),
+      maxRowDrop: num(env, 'AGRO_QUALITY_MAX_ROW_DROP', 0.2),
+      maxRejectedShare: num(env, 'AGRO_QUALITY_MAX_REJECTED', 0.01),
     }),
-    publishLockTimeoutMs: Math.max(1, num(env.AGRO_PUBLISH_LOCK_TIMEOUT_MS, 250)),
-    publishMaxWaitMs: Math.max(0, num(env.AGRO_PUBLISH_MAX_WAIT_MS, 30_000)),
-    repairTimeoutMs: num(env.AGRO_REPAIR_TIMEOUT_MS, 30_000),
+    publishLockTimeoutMs: num(env, 'AGRO_PUBLISH_LOCK_TIMEOUT_MS', 250, 1),
+    publishMaxWaitMs: num(env, 'AGRO_PUBLISH_MAX_WAIT_MS', 30_000, 0),
+    repairTimeoutMs: num(env, 'AGRO_REPAIR_TIMEOUT_MS', 30_000),
     userAgent: env.AGRO_USER_AGENT || 'agro-data/0.1 (+https://github.com/agro-data; data engineering loader)',
     hmacKey: env.AGRO_HMAC_KEY || DEV_HMAC_KEY,
     hmacKeySource: env.AGRO_HMAC_KEY ? 'env' : 'development',
     sicarUfs: Object.freeze(sicarUfs(env.AGRO_SICAR_UFS)),
     sources: Object.freeze(sources),
     download: Object.freeze({
-      stallTimeoutMs: Math.max(100, num(env.AGRO_DOWNLOAD_STALL_TIMEOUT_MS, 60_000)),
-      retries: Math.max(1, num(env.AGRO_DOWNLOAD_RETRIES, 5)),
-      backoffMs: Math.max(0, num(env.AGRO_DOWNLOAD_BACKOFF_MS, 1_000)),
+      stallTimeoutMs: num(env, 'AGRO_DOWNLOAD_STALL_TIMEOUT_MS', 60_000, 100),
+      retries: num(env, 'AGRO_DOWNLOAD_RETRIES', 5, 1),
+      backoffMs: num(env, 'AGRO_DOWNLOAD_BACKOFF_MS', 1_000, 0),
     }),
     zip: Object.freeze({
-      maxBytes: num(env.AGRO_MAX_UNZIPPED_BYTES, DEFAULT_ZIP_LIMITS.maxBytes),
-      maxRatio: num(env.AGRO_MAX_UNZIP_RATIO, DEFAULT_ZIP_LIMITS.maxRatio),
+      maxBytes: num(env, 'AGRO_MAX_UNZIPPED_BYTES', DEFAULT_ZIP_LIMITS.maxBytes),
+      maxRatio: num(env, 'AGRO_MAX_UNZIP_RATIO', DEFAULT_ZIP_LIMITS.maxRatio),
       ratioFloor: DEFAULT_ZIP_LIMITS.ratioFloor,
     }),
     sicarWfs: Object.freeze(wfsSettings(env)),
     ibamaRest: Object.freeze(wfsSettings(env, 'AGRO_IBAMA_REST', IBAMA_REST_DEFAULTS)),
     api: Object.freeze({
-      statementTimeoutMs: num(env.AGRO_API_STATEMENT_TIMEOUT_MS, 10_000),
-      poolSize: num(env.AGRO_API_POOL, 16),
-      bodyLimitBytes: num(env.AGRO_API_BODY_LIMIT, 1_048_576),
-      historyRetentionMonths: Math.max(1, num(env.AGRO_HISTORY_RETENTION_MONTHS, 13)),
-      keyRotationGraceHours: Math.max(0, num(env.AGRO_KEY_ROTATION_GRACE_HOURS, 24)),
+      statementTimeoutMs: num(env, 'AGRO_API_STATEMENT_TIMEOUT_MS', 10_000),
+      poolSize: num(env, 'AGRO_API_POOL', 16, 1),
+      bodyLimitBytes: num(env, 'AGRO_API_BODY_LIMIT', 1_048_576),
+      historyRetentionMonths: num(env, 'AGRO_HISTORY_RETENTION_MONTHS', 13, 1),
+      keyRotationGraceHours: num(env, 'AGRO_KEY_ROTATION_GRACE_HOURS', 24, 0),
       // GET /metrics needs `Authorization: Bearer <this>` when set; open when not (src/api/metrics.ts).
       metricsToken: env.AGRO_METRICS_TOKEN || null,
       // A request (headers and body) must arrive within this: a client that trickles bytes is cut off
       // with a 408. 60 s lets a 1 MB body through at 17 KB/s.
-      requestTimeoutMs: Math.max(100, num(env.AGRO_API_REQUEST_TIMEOUT_MS, 60_000)),
+      requestTimeoutMs: num(env, 'AGRO_API_REQUEST_TIMEOUT_MS', 60_000, 100),
       // Failed authentications (and open /metrics scrapes) a client address may make per minute
       // before it is refused with a 429 (src/platform/auth-failures.ts); 0 turns it off. The
       // addresses tracked are bounded (about 100 bytes each).
-      authFailuresPerMinute: Math.max(0, num(env.AGRO_API_AUTH_FAILURES_PER_MINUTE, 30)),
-      authFailureAddresses: Math.max(100, num(env.AGRO_API_AUTH_FAILURE_ADDRESSES, 10_000)),
+      authFailuresPerMinute: num(env, 'AGRO_API_AUTH_FAILURES_PER_MINUTE', 30, 0),
+      authFailureAddresses: num(env, 'AGRO_API_AUTH_FAILURE_ADDRESSES', 10_000, 100),
       // Database connections one key's requests in flight may hold at once (an enrichment counts
       // its parallel statements; src/platform/in-flight.ts): by default half the pool, so that
       // one key cannot starve the others.
-      keyMaxInFlight: Math.max(1, num(env.AGRO_API_KEY_MAX_IN_FLIGHT, Math.floor(num(env.AGRO_API_POOL, 16) / 2))),
+      keyMaxInFlight: num(env, 'AGRO_API_KEY_MAX_IN_FLIGHT', Math.floor(num(env, 'AGRO_API_POOL', 16, 1) / 2), 1),
       // Behind a TLS-terminating proxy: its X-Forwarded-Proto makes the panel's cookie Secure, its
       // X-Forwarded-For is the address failed authentications count on. Unset, both are ignored.
       trustProxy: trustProxy(env.AGRO_TRUST_PROXY),
     }),
     receitaCnpj: Object.freeze({
       shareToken: env.AGRO_CNPJ_SHARE_TOKEN || 'YggdBLfdninEJX9',
-      parallel: Math.max(1, num(env.AGRO_CNPJ_PARALLEL, 4)),
-      stallsPerStep: Math.max(1, num(env.AGRO_CNPJ_STALLS_PER_STEP, 2)),
-      retries: Math.max(1, num(env.AGRO_CNPJ_RETRIES, 32)),
-      stallTimeoutMs: num(env.AGRO_CNPJ_STALL_TIMEOUT_MS, 180_000),
-      backoffMs: num(env.AGRO_CNPJ_BACKOFF_MS, 2_000),
-      progressMs: Math.max(100, num(env.AGRO_CNPJ_PROGRESS_MS, 15_000)),
+      parallel: num(env, 'AGRO_CNPJ_PARALLEL', 4, 1),
+      stallsPerStep: num(env, 'AGRO_CNPJ_STALLS_PER_STEP', 2, 1),
+      retries: num(env, 'AGRO_CNPJ_RETRIES', 32, 1),
+      stallTimeoutMs: num(env, 'AGRO_CNPJ_STALL_TIMEOUT_MS', 180_000),
+      backoffMs: num(env, 'AGRO_CNPJ_BACKOFF_MS', 2_000),
+      progressMs: num(env, 'AGRO_CNPJ_PROGRESS_MS', 15_000, 100),
     }),
     webhooks: Object.freeze({
       allowPrivate: env.AGRO_WEBHOOKS_ALLOW_PRIVATE === '1',
-      pollMs: Math.max(50, num(env.AGRO_WEBHOOKS_POLL_MS, 1_000)),
+      pollMs: num(env, 'AGRO_WEBHOOKS_POLL_MS', 1_000, 50),
     }),
   });
 }
@@ -349,17 +357,17 @@ function wfsSettings(env: NodeJS.ProcessEnv, prefix = 'AGRO_SICAR_WFS', d: Paged
   const axis = v('AXIS_ORDER') || d.axisOrder;
   if (!(AXIS_ORDERS as readonly string[]).includes(axis)) throw new Error(`${prefix}_AXIS_ORDER must be one of ${AXIS_ORDERS.join(', ')}: ${axis}`);
   return {
-    pageSize: Math.max(1, num(v('PAGE_SIZE'), d.pageSize)),
+    pageSize: num(env, `${prefix}_PAGE_SIZE`, d.pageSize, 1),
     sortBy: v('SORT_BY') || d.sortBy,
     srsName: v('SRS') || 'EPSG:4674',
     axisOrder: axis as WfsSettings['axisOrder'],
-    connectTimeoutMs: num(v('CONNECT_TIMEOUT_MS'), 30_000),
-    stallTimeoutMs: num(v('STALL_TIMEOUT_MS'), d.stallTimeoutMs),
-    pageTimeoutMs: num(v('PAGE_TIMEOUT_MS'), d.pageTimeoutMs),
-    retries: Math.max(1, num(v('RETRIES'), 8)),
-    backoffMs: num(v('BACKOFF_MS'), 2_000),
-    maxBackoffMs: num(v('MAX_BACKOFF_MS'), 120_000),
-    resumeMaxAgeMs: num(v('RESUME_HOURS'), 20) * 3_600_000,
+    connectTimeoutMs: num(env, `${prefix}_CONNECT_TIMEOUT_MS`, 30_000),
+    stallTimeoutMs: num(env, `${prefix}_STALL_TIMEOUT_MS`, d.stallTimeoutMs),
+    pageTimeoutMs: num(env, `${prefix}_PAGE_TIMEOUT_MS`, d.pageTimeoutMs),
+    retries: num(env, `${prefix}_RETRIES`, 8, 1),
+    backoffMs: num(env, `${prefix}_BACKOFF_MS`, 2_000),
+    maxBackoffMs: num(env, `${prefix}_MAX_BACKOFF_MS`, 120_000),
+    resumeMaxAgeMs: num(env, `${prefix}_RESUME_HOURS`, 20) * 3_600_000,
     tls: Object.freeze({
       minVersion: v('TLS_MIN_VERSION') || d.tls.minVersion,
       ciphers: v('TLS_CIPHERS') || d.tls.ciphers,

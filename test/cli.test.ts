@@ -139,7 +139,15 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(usage('nightly', '--sources', 'elsewhere', '--json')).toMatch(/official or fixtures/);
     const badConfig = agroEnv({ AGRO_RETENTION: 'three' }, 'snapshots', '--json');
     expect(badConfig.code).toBe(2);
-    expect(oneObject(badConfig)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/configuration: not a number: three/) } });
+    expect(oneObject(badConfig)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/configuration: AGRO_RETENTION: not a number: three/) } });
+    // Below a setting's floor is refused, naming it (it was clamped without a word: 0 retries ran 1, -3 too).
+    for (const [name, value, floor] of [['AGRO_DOWNLOAD_RETRIES', '0', 1], ['AGRO_RETENTION', '-2', 1], ['AGRO_API_POOL', '0', 1], ['AGRO_SICAR_WFS_PAGE_SIZE', '0', 1], ['AGRO_CNPJ_BACKOFF_MS', '-5', 0]] as const) {
+      const low = agroEnv({ [name]: value }, 'snapshots', '--json');
+      expect(low.code, name).toBe(2);
+      expect(oneObject(low).error.message).toBe(`usage error: configuration: ${name} must be at least ${floor}: ${value}`);
+      // the environment is wrong, not the command: no usage text
+      expect(low.stderr, name).not.toMatch(/usage: agro/);
+    }
     // LOG_LEVEL (contract §1) is configuration too: a level the logger does not know is a usage
     // error naming it, one JSON object, exit 2 (it was pino's stack trace, exit 1, nothing on stdout).
     const badLevel = agroEnv({ LOG_LEVEL: 'verbose' }, 'snapshots', '--json');

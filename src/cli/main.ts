@@ -380,7 +380,9 @@ function fail(json: boolean, e: unknown): number {
       : (diskFullError(e) ?? new AgroError('internal', (e as Error)?.message ?? String(e)));
   const details = Object.keys(err.details).length ? { details: err.details } : {};
   if (json) out(JSON.stringify(maskCpfsDeep({ error: { code: err.code, message: err.message, ...details } })));
-  process.stderr.write(`agro: ${maskCpfsInText(err.message)}${err.code === 'usage' ? `\n\n${USAGE}` : ''}\n`);
+  // The command line's usage follows a usage error, not a configuration one (the environment is wrong, not the command).
+  const showUsage = err.code === 'usage' && !/^usage error: configuration: /.test(err.message);
+  process.stderr.write(`agro: ${maskCpfsInText(err.message)}${showUsage ? `\n\n${USAGE}` : ''}\n`);
   return err.exitCode;
 }
 export async function main(argv: string[]): Promise<number> {
