@@ -32,7 +32,7 @@ beforeAll(async () => {
     SELECT 'ok'::text AS verdict, 'ponto'::text AS geom_origem, NULL::text AS geom_problema, false AS pt_outside, true AS ativo,
            NULL::text AS documento, NULL::text AS documento_tipo, i::text AS numero_tad, NULL::text AS release_stamp,
            CASE WHEN i <= 3 THEN 'EM ANALISE' ELSE 'STATUS ' || i END AS status_desconhecido,
-           CASE WHEN i <= 2 THEN 'SIT_CANCELADO "X"' END AS flag_desconhecido, false AS replacement_char, false AS documento_completado
+           CASE WHEN i <= 2 THEN 'SIT_CANCELADO "X"' END AS flag_desconhecido, false AS replacement_char, false AS documento_completado, false AS documento_escrito
       FROM generate_series(1, ${ROWS}) i`);
 }, 120_000);
 
