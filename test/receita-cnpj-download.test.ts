@@ -5,6 +5,7 @@
 // missing a zip or a wrong token is refused.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -48,6 +49,22 @@ afterAll(async () => {
 });
 
 describe('WebDAV listing', () => {
+  it("a share that never answers its PROPFIND fails the run within Receita's stall timeout (AGRO_CNPJ_STALL_TIMEOUT_MS), not a fixed minute", async () => {
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((s) => void sockets.add(s)); // accepts, reads, never answers
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const t0 = Date.now();
+      const out = await run(`http://${TOKEN}@127.0.0.1:${(silent.address() as net.AddressInfo).port}/`);
+      expect([out.status, out.error?.code]).toEqual(['failed', 'download_failed']);
+      expect(out.error?.message).toMatch(/PROPFIND stalled for 400 ms/);
+      expect(Date.now() - t0).toBeLessThan(10_000);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => silent.close(r));
+    }
+  }, 30_000);
+
   it('parses a Nextcloud multistatus (namespaces, collections, sizes, ETags) with an XML parser', () => {
     const xml = `<?xml version="1.0"?>
 <d:multistatus xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns"><d:response><d:href>/public.php/webdav/</d:href><d:propstat><d:prop><d:resourcetype><d:collection/></d:resourcetype></d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>

@@ -92,7 +92,8 @@ async function listSource(ctx: RunContext, source: string): Promise<{ month: str
     const token = base.username ? decodeURIComponent(base.username) : cfg.shareToken;
     base.username = '';
     base.password = '';
-    const o = { userAgent: ctx.cfg.userAgent, token };
+    // A silent share fails the listing within the family's own stall timeout, as its transfers do.
+    const o = { userAgent: ctx.cfg.userAgent, token, timeoutMs: cfg.stallTimeoutMs };
     let folder = base.href.endsWith('/') ? base.href : `${base.href}/`;
     let month = folder.replace(/\/+$/, '').split('/').pop() ?? '';
     if (!MONTH.test(decodeURIComponent(month))) {
