@@ -196,8 +196,9 @@ export const dnitSnv = shapedPipeline({
   values: (file) => ({ versao: snvVersion(file.name) }),
   // The distance is to main alignments (SOURCES §8.7: variants and coincident stretches are
   // loaded, not measured to; the API's serving.dnit_snv_principal reads the same), and planned
-  // segments (etl.snv_planejada, migration 0103) are published but are no road to measure to.
-  overlay: { camada: 'rodovia', kind: 'distance', filter: `l.tipo_trecho = 'B' AND NOT etl.snv_planejada(l.superficie, l.legenda)` },
+  // segments (etl.snv_planejada, migration 0103) are published but are no road to measure to:
+  // etl.snv_principal, the view's rule too (migration 0131).
+  overlay: { camada: 'rodovia', kind: 'distance', filter: 'etl.snv_principal(l.tipo_trecho, l.superficie, l.legenda)' },
   async facts({ client, t, target, file, facts }): Promise<Pick<SnvFacts, 'snv'>> {
     const versao = snvVersion(file.name);
     const g = await geometryCounts(client, t.classified);

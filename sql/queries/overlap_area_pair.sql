@@ -13,7 +13,12 @@ SELECT y.car, y.uf, y.fid,
        y.ativo
 FROM (
   SELECT t.car, t.uf, t.fid, min(t.car_ha) AS car_ha, bool_and(t.is_point) AS all_points, bool_or(t.is_point) AS any_point,
-         bool_or(t.ativo) AS ativo, sum(t.ha) AS ha, array_agg(t.k) FILTER (WHERE NOT t.is_point) AS ks
+         -- active when a term of the number that is over the property is: one sharing only
+         -- its border (under 1 m²) is not, though it touches it (an active term beside the
+         -- land and a lifted twin over it); NULL for layers without activity
+         CASE WHEN bool_or(t.ativo) IS NOT NULL
+              THEN coalesce(bool_or(t.ativo) FILTER (WHERE t.is_point OR serving.shares_area(t.ha)), false) END AS ativo,
+         sum(t.ha) AS ha, array_agg(t.k) FILTER (WHERE NOT t.is_point) AS ks
   FROM (
     SELECT z.car, z.uf, z.fid, z.k, min(z.car_ha) AS car_ha, bool_and(z.is_point) AS is_point, bool_or(z.ativo) AS ativo, sum(z.ha) AS ha
     FROM (
@@ -39,4 +44,4 @@ LEFT JOIN LATERAL (
   GROUP BY c.geom
 ) u ON true
 -- a shared border is not an overlap: at least 1 m²
-WHERE y.any_point OR coalesce(u.ha, y.ha) >= 0.0001
+WHERE y.any_point OR serving.shares_area(coalesce(u.ha, y.ha))

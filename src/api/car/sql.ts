@@ -218,7 +218,7 @@ hits AS (
     CROSS JOIN LATERAL (SELECT CASE WHEN ST_CoveredBy(c.geom, q.g) THEN c.area_calculada_ha
                                     ELSE serving.area_ha(ST_Intersection(c.geom, q.g)) END AS overlap_ha OFFSET 0) x
   ) h
-  WHERE h.overlap_ha >= 0.0001 AND coalesce(h.overlap_ratio, 0) >= $2
+  WHERE serving.shares_area(h.overlap_ha) AND coalesce(h.overlap_ratio, 0) >= $2
   ORDER BY h.overlap_ratio DESC NULLS LAST, h.car
   LIMIT $3)
 SELECT h.*, p.publicado

@@ -22,7 +22,7 @@ const polygonLayer = (dataset: string, relation: string, attributes: string, key
 SELECT ${attributes}, l.snapshot_id, x.ha AS area_sobreposta_ha, least(1, x.ha / nullif(q.ha, 0)) AS percentual
 FROM q JOIN ${relation} l ON ST_Intersects(l.geom, q.g)
 CROSS JOIN LATERAL (SELECT CASE WHEN ST_CoveredBy(q.g, l.geom) THEN q.ha ELSE serving.area_ha(ST_Intersection(l.geom, q.g)) END AS ha) x
-WHERE x.ha >= 0.0001`, `x.area_sobreposta_ha DESC, x.${key}`);
+WHERE serving.shares_area(x.ha)`, `x.area_sobreposta_ha DESC, x.${key}`);
 
 export const ENRICH_SQL = {
   municipios: polygonLayer('ibge-municipios', 'serving.ibge_municipios', 'l.geocodigo, l.nome, l.uf', 'geocodigo'),
