@@ -2,7 +2,8 @@
 // processes (`node bin/agro.mjs …`): an upgrade's `agro migrate` while the API answers and a
 // long statement holds what the migration changes (readers must not queue behind it; it waits
 // with a message, bounded); `agro publish` / `keep` / `rollback` while a run of the same scope
-// is in its publish stage; two `agro schedule` processes sharing a slot, then SIGTERM.
+// is in its publish stage; `agro keep` while the run's retention drops that snapshot; two
+// `agro schedule` processes sharing a slot, then SIGTERM.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -13,6 +14,7 @@ import { buildSicarState } from '../fixtures/sicar.ts';
 import { findPipeline } from '../pipelines/registry.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { runPipeline } from '../src/etl/run.ts';
+import { claimWithLock, interruptDeadSlots } from '../src/schedule/claims.ts';
 import { writeBigState } from './helpers/big-state.ts';
 import { eventually, newKey } from './helpers/api.ts';
 import type { TestDb } from './helpers/db.ts';
@@ -53,6 +55,13 @@ async function bounded(url: string, key: string, ms: number): Promise<number | '
     if ((e as Error).name === 'TimeoutError') return 'hang';
     throw e;
   }
+}
+
+/** A small MT state whose zips' dates (hence bytes) differ by `day`: a new snapshot each. */
+async function mtSource(tmp: string, day: number): Promise<string> {
+  const dir = path.join(tmp, `MT-${day}`);
+  await buildSicarState('MT', dir, { themes: [], mtime: new Date(2024, 0, day) });
+  return dir;
 }
 
 /**
@@ -132,9 +141,7 @@ describe('agro publish / keep / rollback while a run of the same dataset and sco
     const deps = { cfg: db.cfg, pool: db.pool, log: db.log };
     const ids: number[] = [];
     for (const day of [10, 11]) {
-      const dir = path.join(tmp, `MT-${day}`);
-      await buildSicarState('MT', dir, { themes: [], mtime: new Date(2024, 0, day) });
-      const o = await runPipeline(deps, findPipeline('sicar')!, { uf: 'MT', source: dir });
+      const o = await runPipeline(deps, findPipeline('sicar')!, { uf: 'MT', source: await mtSource(tmp, day) });
       expect(o.status).toBe('published');
       ids.push(o.snapshot_id!);
     }
@@ -206,11 +213,78 @@ describe('two `agro schedule` processes on one database', () => {
     await db.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('yearly', '0 0 1 1 *', 'UTC', '2000-01-01T00:00:00Z')`);
     const procs = [0, 1].map(() => agro(db, ['schedule'], { AGRO_SCHEDULE_FILE: file }));
     const slots = async () => (await db.pool.query(`SELECT status FROM etl.schedule_slots WHERE schedule = 'yearly'`)).rows;
-    await eventually(async () => expect(await slots()).toEqual([{ status: 'done' }]), 25_000);
+    const state = async () => JSON.stringify({ slots: (await db.pool.query(`SELECT * FROM etl.schedule_slots`)).rows, runs: (await db.pool.query(`SELECT run_id, status, error FROM etl.runs`)).rows, stderr: procs.map((p) => p.stderr().slice(-1500)) });
+    await eventually(async () => expect(await slots(), await state()).toEqual([{ status: 'done' }]), 25_000);
     await sleep(1_000); // the other one's start is over too
     expect((await db.pool.query(`SELECT pipeline, status FROM etl.runs`)).rows).toEqual([{ pipeline: 'ibge-municipios', status: 'published' }]);
     for (const p of procs) p.kill('SIGTERM');
     for (const p of procs) expect(await p.exit, p.stderr()).toBe(0);
     expect(await slots()).toEqual([{ status: 'done' }]);
   }, 40_000);
+
+  test("a scheduler's start looking for dead slots takes no job lock: another's claim meanwhile gets it and runs the slot", async () => {
+    // A slot a dead scheduler left running, its row held a moment by another session: the
+    // look for dead slots lasts as long. It held the job's lock meanwhile (taken to see that
+    // none held it), and a claim in that moment was recorded skipped "still running in
+    // another scheduler", a slot run nowhere (what the two processes above hit now and then).
+    await db.pool.query(`INSERT INTO etl.schedules (schedule, cron, timezone, last_slot) VALUES ('daily', '0 3 * * *', 'UTC', '2026-01-01T03:00:00Z')`);
+    await db.pool.query(`INSERT INTO etl.schedule_slots (schedule, slot, owner, catch_up) VALUES ('daily', '2026-01-01T03:00:00Z', 'dead:1', false)`);
+    const row = new pg.Client({ connectionString: db.url });
+    await row.connect();
+    try {
+      await row.query('BEGIN');
+      await row.query(`SELECT 1 FROM etl.schedule_slots WHERE schedule = 'daily' FOR UPDATE`);
+      const interrupting = interruptDeadSlots(db.pool, 'daily');
+      await sleep(300);
+      const claim = await claimWithLock(db.pool, 'daily', new Date('2026-01-02T03:00:00Z'), 'other:2', false);
+      try {
+        expect(claim.claimed).toBe(true);
+        expect(claim.lock, 'the claim gets the job lock').not.toBeNull();
+      } finally {
+        await claim.lock?.release();
+      }
+      await row.query('COMMIT');
+      expect(await interrupting).toBe(1);
+    } finally {
+      await row.end();
+    }
+  });
+});
+
+describe('agro keep while a run of the dataset applies retention', () => {
+  let db: TestDb;
+  let tmp: string;
+  usesTestDatabase((d, t) => ((db = d), (tmp = t)), 'ops-concurrent-');
+
+  test('a keep during the drop of that snapshot never says "exempt" of a snapshot retention then drops', async () => {
+    const deps = { cfg: db.cfg, pool: db.pool, log: db.log };
+    const ids: number[] = [];
+    for (const day of [10, 11]) ids.push((await runPipeline(deps, findPipeline('sicar')!, { uf: 'MT', source: await mtSource(tmp, day) })).snapshot_id!);
+    const oldest = ids[0];
+    const table = ((await db.pool.query(`SELECT tables FROM etl.snapshots WHERE snapshot_id = $1`, [oldest])).rows[0].tables as string[])[0];
+    // An as-of reader holds the oldest snapshot's table: the run's retention (keep 1: the
+    // current one and the rollback target stay) waits to drop it, holding the dataset's lock.
+    const reader = new pg.Client({ connectionString: db.url });
+    await reader.connect();
+    let keep: Child;
+    try {
+      await reader.query('BEGIN');
+      await reader.query(`SELECT 1 FROM ${table} LIMIT 1`);
+      const run = agro(db, ['run', 'sicar', '--uf', 'MT', '--source', await mtSource(tmp, 12), '--json'], { LOG_LEVEL: 'warn', AGRO_RETENTION: '1', AGRO_PUBLISH_LOCK_TIMEOUT_MS: '15000' });
+      const dropping = async () =>
+        (await db.pool.query(`SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE NOT l.granted AND l.mode = 'AccessExclusiveLock' AND c.oid = $1::regclass`, [table])).rowCount;
+      await eventually(async () => expect(await dropping(), 'the retention to wait for the reader').toBe(1), 25_000);
+      keep = agro(db, ['keep', String(oldest), '--json'], { LOG_LEVEL: 'silent' });
+      await sleep(2_000);
+      await reader.query('COMMIT');
+      expect(await run.exit, run.stderr()).toBe(0);
+    } finally {
+      await reader.end();
+    }
+    const code = await keep!.exit;
+    const { status, kept } = (await db.pool.query(`SELECT status, kept FROM etl.snapshots WHERE snapshot_id = $1`, [oldest])).rows[0];
+    // Either order is sound, not both: kept and there, or refused and dropped.
+    if (code === 0) expect({ status, kept, out: JSON.parse(keep!.stdout()) }).toEqual({ status: 'superseded', kept: true, out: { snapshot_id: oldest, kept: true } });
+    else expect({ status, code, error: JSON.parse(keep!.stdout()).error.code }).toEqual({ status: 'dropped', code: 1, error: 'snapshot_not_found' });
+  }, 60_000);
 });

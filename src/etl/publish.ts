@@ -275,6 +275,25 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
   });
 }
 
+/**
+ * `agro keep <id>` (or `--release`): under the dataset's publish lock, as retention's drops
+ * are, so a drop planned before the keep cannot follow it (the keep said "exempt" of a
+ * snapshot that retention was dropping): it waits for that drop and then says the snapshot is gone.
+ */
+export async function keepSnapshot(pool: pg.Pool, snapshotId: number, kept: boolean, log?: Logger): Promise<boolean> {
+  const first = await catalog.getSnapshot(pool, snapshotId);
+  if (!first) throw new AgroError('snapshot_not_found', String(snapshotId));
+  if (kept && first.status === 'loading') await refuseLoading(pool, snapshotId);
+  return withTransaction(pool, async (client) => {
+    await lockDataset(client, first.dataset, log);
+    const snap = (await catalog.getSnapshot(client, snapshotId))!;
+    if (!kept) return !(await catalog.setKept(client, snapshotId, false));
+    if (snap.status === 'blocked') throw new AgroError('quality_gate', `snapshot ${snapshotId} was blocked by the quality gate: publish it with --force first, or keep a good one`);
+    if (!catalog.GOOD_STATUSES.includes(snap.status)) throw new AgroError('snapshot_not_found', `snapshot ${snapshotId} has no loaded tables (status ${snap.status})`);
+    return catalog.setKept(client, snapshotId, true);
+  });
+}
+
 /** Gives a loaded snapshot's tables autovacuum back: they were built with it off (sql.ts BUILD_TABLE). */
 export async function resumeAutovacuum(db: pg.ClientBase | pg.Pool, tables: string[]): Promise<void> {
   for (const t of tables) await db.query(`ALTER TABLE IF EXISTS ${t} RESET (autovacuum_enabled, toast.autovacuum_enabled)`);
