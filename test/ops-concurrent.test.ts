@@ -4,7 +4,7 @@
 // with a message, bounded); `agro publish` / `keep` / `rollback` while a run of the same scope
 // is in its publish stage; `agro keep` while the run's retention drops that snapshot; two
 // `agro schedule` processes sharing a slot, then SIGTERM.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -32,12 +32,20 @@ interface Child {
   stderr(): string;
 }
 
+// A failed assertion must not leave a scheduler or a run behind on a dropped database.
+const started = new Set<ChildProcess>();
+afterAll(() => {
+  for (const c of started) c.kill('SIGKILL');
+});
+
 function agro(db: TestDb, args: string[], env: Record<string, string> = {}): Child {
   const child = spawn(process.execPath, [AGRO, ...args], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: db.url, AGRO_DATA_DIR: db.dataDir, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  started.add(child);
+  child.on('exit', () => started.delete(child));
   let out = '';
   let err = '';
   child.stdout!.on('data', (d) => (out += d));
