@@ -27,6 +27,7 @@ export const ERRORS = {
   run_in_progress: { exitCode: 1, httpStatus: 409, message: 'another run of this dataset is in progress' },
   nightly_in_progress: { exitCode: 1, httpStatus: 409, message: 'the night is taken' },
   archive_too_large: { exitCode: 1, httpStatus: 502, message: 'the archive inflates beyond the allowed size' },
+  migration_waiting: { exitCode: 1, httpStatus: 503, message: 'a migration gave up waiting for the sessions using what it changes' },
   publish_lock_timeout: { exitCode: 1, httpStatus: 503, message: 'publishing gave up waiting for readers; the snapshot is kept for a later `agro publish`' },
   port_in_use: { exitCode: 1, httpStatus: 500, message: 'the embedded cluster port is in use' },
   disk_full: { exitCode: 1, httpStatus: 507, message: 'no space left on the disk' },

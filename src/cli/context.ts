@@ -83,7 +83,7 @@ export async function openDb(env: Env): Promise<Pool> {
   if (!env.cfg.databaseUrl) await new EmbeddedCluster(env.cfg).start((m) => env.log.info(m));
   const pool = createPool(databaseUrl(env.cfg));
   try {
-    env.applied = (await migrate(pool)).applied;
+    env.applied = (await migrate(pool, { onWait: (m) => env.log.warn(m) })).applied;
   } catch (e) {
     await pool.end();
     if (isConnectionError(e)) throw new AgroError('database_unavailable', (e as Error).message);

@@ -10,7 +10,7 @@ import { EmbeddedCluster, databaseUrl } from '../db/cluster.ts';
 import { createPool, isConnectionError } from '../db/pool.ts';
 import { checkSourceScheme } from '../etl/download.ts';
 import * as catalog from '../etl/catalog.ts';
-import { publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
+import { keepSnapshot, publishSnapshot, rollback, type LockBudget } from '../etl/publish.ts';
 import type { QualityReport } from '../etl/quality.ts';
 import { reportExtras } from '../etl/report-data.ts';
 import { renderReportHtml } from '../etl/report-html.ts';
@@ -260,14 +260,7 @@ async function cmdKeep(env: Env): Promise<number> {
   const id = Number(env.args[1]);
   if (!Number.isInteger(id) || id <= 0) throw new AgroError('usage', 'keep needs a snapshot id');
   const release = !!env.values.release;
-  const ok = await withDb(env, async (pool) => {
-    const snap = await catalog.getSnapshot(pool, id);
-    if (!snap) throw new AgroError('snapshot_not_found', String(id));
-    if (release) return !(await catalog.setKept(pool, id, false));
-    if (snap.status === 'blocked') throw new AgroError('quality_gate', `snapshot ${id} was blocked by the quality gate: publish it with --force first, or keep a good one`);
-    if (!catalog.GOOD_STATUSES.includes(snap.status)) throw new AgroError('snapshot_not_found', `snapshot ${id} has no loaded tables (status ${snap.status})`);
-    return catalog.setKept(pool, id, true);
-  });
+  const ok = await withDb(env, (pool) => keepSnapshot(pool, id, !release, env.log));
   print(env, { snapshot_id: id, kept: ok }, () => (release ? `snapshot ${id} is back under retention (the next run's may drop it)` : `snapshot ${id} is exempt from retention`));
   return 0;
 }

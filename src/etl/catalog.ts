@@ -125,6 +125,17 @@ export async function runningRuns(db: Db, pipeline: string | null, scope: string
   return r.rows;
 }
 
+/** The run that loads a snapshot: its status as shown (`dead` when its alive lock is free, sql/0125) and its last stage. */
+export async function loadingRunOf(db: Db, snapshotId: number): Promise<{ run_id: number; status: string; stage: string | null } | undefined> {
+  const r = await db.query(
+    `SELECT r.run_id, etl.shown_run_status(r.status, r.run_id) AS status,
+            (SELECT st.stage FROM etl.run_stages st WHERE st.run_id = r.run_id ORDER BY st.seq DESC LIMIT 1) AS stage
+       FROM etl.snapshots s JOIN etl.runs r ON r.run_id = s.run_id WHERE s.snapshot_id = $1`,
+    [snapshotId],
+  );
+  return r.rows[0];
+}
+
 // ---- snapshots ---------------------------------------------------------------
 
 export async function insertSnapshot(

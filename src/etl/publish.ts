@@ -36,9 +36,18 @@ export async function refreshCurrentView(client: pg.ClientBase, relation: string
   await client.query(`CREATE OR REPLACE VIEW "current".${ident(relation)} AS ${body}`);
 }
 
-async function lockDataset(client: pg.ClientBase, dataset: string) {
+async function lockDataset(client: pg.ClientBase, dataset: string, log?: Logger) {
   // Two states of one dataset may publish at once; they rewrite the same views.
-  await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`publish:${dataset}`]);
+  const key = `publish:${dataset}`;
+  if ((await client.query('SELECT pg_try_advisory_xact_lock(hashtext($1)) AS ok', [key])).rows[0].ok) return;
+  // An operator's publish or rollback waits for a run's publish transaction (up to the publish
+  // budget while readers hold the views): said, not a silent pause of many seconds.
+  if (log) {
+    const runs = await catalog.runningRuns(client, dataset, null, null);
+    const which = runs.length ? ` (runs in progress: ${runs.map((r) => `${dataset}${r.scope ? ' ' + r.scope : ''} run ${r.run_id}`).join(', ')})` : '';
+    log.warn(`waiting for another publish, rollback or retention of ${dataset} to commit${which}`);
+  }
+  await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [key]);
 }
 
 /**
@@ -141,20 +150,36 @@ async function prepareOverlaps(pool: pg.Pool, prospective: Prospective, log?: Lo
   if (involvesOverlaps(prospective.dataset)) await ensureOverlaps(pool, log, prospective);
 }
 
+/**
+ * `agro publish` or `agro keep` of a snapshot a run is still loading: refused with the run
+ * named (it makes the snapshot current itself when it publishes), or, when that run died,
+ * said so (the next run cleans up what it left).
+ */
+export async function refuseLoading(db: pg.ClientBase | pg.Pool, snapshotId: number): Promise<never> {
+  const run = await catalog.loadingRunOf(db, snapshotId);
+  if (run?.status === 'running') {
+    throw new AgroError('run_in_progress', `snapshot ${snapshotId} is being loaded by run ${run.run_id}${run.stage ? ` (stage ${run.stage})` : ''}: that run makes it current itself when it publishes (see agro runs)`);
+  }
+  throw new AgroError('snapshot_not_found', `snapshot ${snapshotId} has no loaded tables: ${run ? `run ${run.run_id}, which was loading it, ended ${run.status}${run.stage ? ` during ${run.stage}` : ''}` : 'its run is gone'}; the next run cleans it up`);
+}
+
 /** Makes a snapshot current in one transaction. */
 export async function publishSnapshot(pool: pg.Pool, pipeline: Pipeline, snapshotId: number, opts: PublishOptions = {}): Promise<PublishOutcome> {
   const budget = opts.budget ?? DEFAULT_LOCK_BUDGET;
   if (!opts.fromRun) {
     const snap = await catalog.getSnapshot(pool, snapshotId);
+    // said at once, not after waiting for the loading run's own publish transaction
+    if (snap?.status === 'loading') await refuseLoading(pool, snapshotId);
     const publishable = snap && (catalog.GOOD_STATUSES.includes(snap.status) || (snap.status === 'blocked' && opts.force && unforceable(gateFailures(snap)).length === 0));
     if (publishable) await prepareOverlaps(pool, { dataset: pipeline.name, scope: snap.scope, snapshotId }, opts.log);
   }
   return withTransaction(pool, async (client) => {
-    await lockDataset(client, pipeline.name);
+    await lockDataset(client, pipeline.name, opts.fromRun ? undefined : opts.log);
     await lockOverlaps(client, pipeline.name);
     const snap = await catalog.getSnapshot(client, snapshotId);
     // A snapshot still loading may only be published by the run that loads it.
-    if (!snap || snap.status === 'dropped' || snap.status === 'failed' || (snap.status === 'loading' && !opts.fromRun)) {
+    if (snap?.status === 'loading' && !opts.fromRun) await refuseLoading(client, snapshotId);
+    if (!snap || snap.status === 'dropped' || snap.status === 'failed') {
       throw new AgroError('snapshot_not_found', `snapshot ${snapshotId} has no loaded tables`);
     }
     // A rule --force cannot override (a source without a required column): nothing was loaded.
@@ -232,7 +257,7 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
   const target = current && (await rollbackTargetOf(pool, pipeline.name, scope, current.snapshot_id));
   if (target) await prepareOverlaps(pool, { dataset: pipeline.name, scope, snapshotId: target }, log);
   return withTransaction(pool, async (client) => {
-    await lockDataset(client, pipeline.name);
+    await lockDataset(client, pipeline.name, log);
     await lockOverlaps(client, pipeline.name);
     const cur = await catalog.currentSnapshot(client, pipeline.name, scope);
     if (!cur) throw new AgroError('nothing_to_rollback', `${where} has no published snapshot`);
@@ -247,6 +272,25 @@ export async function rollback(pool: pg.Pool, pipeline: Pipeline, scope: string,
     await recordChangeEvents(client, { dataset: pipeline.name, scope, previousSnapshotId: cur.snapshot_id, snapshotId: prev, publicationId });
     await repointViews(client, pipeline, budget, `rolling back ${where}`);
     return { from: cur.snapshot_id, to: prev };
+  });
+}
+
+/**
+ * `agro keep <id>` (or `--release`): under the dataset's publish lock, as retention's drops
+ * are, so a drop planned before the keep cannot follow it (the keep said "exempt" of a
+ * snapshot that retention was dropping): it waits for that drop and then says the snapshot is gone.
+ */
+export async function keepSnapshot(pool: pg.Pool, snapshotId: number, kept: boolean, log?: Logger): Promise<boolean> {
+  const first = await catalog.getSnapshot(pool, snapshotId);
+  if (!first) throw new AgroError('snapshot_not_found', String(snapshotId));
+  if (kept && first.status === 'loading') await refuseLoading(pool, snapshotId);
+  return withTransaction(pool, async (client) => {
+    await lockDataset(client, first.dataset, log);
+    const snap = (await catalog.getSnapshot(client, snapshotId))!;
+    if (!kept) return !(await catalog.setKept(client, snapshotId, false));
+    if (snap.status === 'blocked') throw new AgroError('quality_gate', `snapshot ${snapshotId} was blocked by the quality gate: publish it with --force first, or keep a good one`);
+    if (!catalog.GOOD_STATUSES.includes(snap.status)) throw new AgroError('snapshot_not_found', `snapshot ${snapshotId} has no loaded tables (status ${snap.status})`);
+    return catalog.setKept(client, snapshotId, true);
   });
 }
 

@@ -2,6 +2,7 @@
 import type pg from 'pg';
 import { maskCpfsInText } from '../privacy.ts';
 import { shareNight, unshareNight } from '../etl/night-lock.ts';
+import { advisoryHeld } from '../etl/run-locks.ts';
 
 type Db = pg.Pool | pg.ClientBase;
 
@@ -134,22 +135,19 @@ export async function claimWithLock(pool: pg.Pool, job: string, slot: Date, owne
 /**
  * At start: the slots of a job left `running` by a scheduler that died (SIGKILL, power
  * loss: its lock died with its session) become `interrupted`, so that the latest is run
- * again. Nothing changes while some scheduler holds the job's lock.
+ * again. Nothing changes while some scheduler holds the job's lock. The lock is looked at
+ * (pg_locks), not taken: taken, even for a moment, another scheduler starting at the same
+ * time found the job "still running in another scheduler" and recorded the slot skipped,
+ * which this one then found claimed: the slot ran nowhere.
  */
 export async function interruptDeadSlots(pool: pg.Pool, job: string): Promise<number> {
-  const lock = await tryJobLock(pool, job);
-  if (!lock) return 0;
-  try {
-    const r = await pool.query(
-      `UPDATE etl.schedule_slots SET status = 'interrupted', finished_at = now(),
-              error = 'the scheduler that claimed it (' || owner || ') died while running it'
-        WHERE schedule = $1 AND status = 'running'`,
-      [job],
-    );
-    return r.rowCount ?? 0;
-  } finally {
-    await lock.release();
-  }
+  const r = await pool.query(
+    `UPDATE etl.schedule_slots SET status = 'interrupted', finished_at = now(),
+            error = 'the scheduler that claimed it (' || owner || ') died while running it'
+      WHERE schedule = $1 AND status = 'running' AND NOT ${advisoryHeld('$2', 'hashtext($1)::bigint & 4294967295')}`,
+    [job, JOB_LOCK],
+  );
+  return r.rowCount ?? 0;
 }
 
 export interface JobLock {
@@ -165,20 +163,4 @@ function heldLock(client: pg.PoolClient, job: string, night = false): JobLock {
       client.release(!ok);
     },
   };
-}
-
-/** Takes the job's advisory lock on a dedicated session; null when another scheduler holds it. */
-export async function tryJobLock(pool: pg.Pool, job: string): Promise<JobLock | null> {
-  const client = await pool.connect();
-  try {
-    const ok = (await client.query('SELECT pg_try_advisory_lock($1, hashtext($2)) AS ok', [JOB_LOCK, job])).rows[0].ok;
-    if (!ok) {
-      client.release();
-      return null;
-    }
-  } catch (e) {
-    client.release(true);
-    throw e;
-  }
-  return heldLock(client, job);
 }
