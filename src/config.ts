@@ -317,7 +317,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
       parallel: num(env, 'AGRO_CNPJ_PARALLEL', 4, 1),
       stallsPerStep: num(env, 'AGRO_CNPJ_STALLS_PER_STEP', 2, 1),
       retries: num(env, 'AGRO_CNPJ_RETRIES', 32, 1),
-      stallTimeoutMs: num(env, 'AGRO_CNPJ_STALL_TIMEOUT_MS', 180_000),
+      // a floor as AGRO_DOWNLOAD_STALL_TIMEOUT_MS's: 0 was no listing timeout (req.setTimeout(0)) and every transfer 'too slow'
+      stallTimeoutMs: num(env, 'AGRO_CNPJ_STALL_TIMEOUT_MS', 180_000, 100),
       backoffMs: num(env, 'AGRO_CNPJ_BACKOFF_MS', 2_000),
       progressMs: num(env, 'AGRO_CNPJ_PROGRESS_MS', 15_000, 100),
     }),

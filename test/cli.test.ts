@@ -141,7 +141,9 @@ describe('--json is strict (issue 6 B.5): one JSON object on stdout on every pat
     expect(badConfig.code).toBe(2);
     expect(oneObject(badConfig)).toEqual({ error: { code: 'usage', message: expect.stringMatching(/configuration: AGRO_RETENTION: not a number: three/) } });
     // Below a setting's floor is refused, naming it (it was clamped without a word: 0 retries ran 1, -3 too).
-    for (const [name, value, floor] of [['AGRO_DOWNLOAD_RETRIES', '0', 1], ['AGRO_RETENTION', '-2', 1], ['AGRO_API_POOL', '0', 1], ['AGRO_SICAR_WFS_PAGE_SIZE', '0', 1], ['AGRO_CNPJ_BACKOFF_MS', '-5', 0]] as const) {
+    for (const [name, value, floor] of [['AGRO_DOWNLOAD_RETRIES', '0', 1], ['AGRO_RETENTION', '-2', 1], ['AGRO_API_POOL', '0', 1], ['AGRO_SICAR_WFS_PAGE_SIZE', '0', 1], ['AGRO_CNPJ_BACKOFF_MS', '-5', 0],
+      // 0 disabled the share's PROPFIND timeout (req.setTimeout(0)) and made every transfer 'too slow'
+      ['AGRO_CNPJ_STALL_TIMEOUT_MS', '0', 100]] as const) {
       const low = agroEnv({ [name]: value }, 'snapshots', '--json');
       expect(low.code, name).toBe(2);
       expect(oneObject(low).error.message).toBe(`usage error: configuration: ${name} must be at least ${floor}: ${value}`);
