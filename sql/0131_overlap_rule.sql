@@ -8,9 +8,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT ha >= 0.0001 $$;
 -- An embargo number's `ativo` counted every term of it that touched the property, one sharing
 -- only its border (or under 1 m²) too: an active term beside the land and a lifted twin over it
 -- made embargo_ibama true. It now counts only the terms that overlap (overlap_area_pair.sql).
--- The embargo pairs computed with the old rule are forgotten: the next derive computes them
--- again, and their rows stay served until it replaces them (finishPair), as 0108 did for roads.
-DELETE FROM derived.overlap_pairs WHERE camada = 'embargo';
+-- The pairs derived before keep their rows: forgetting them would recompute only the current
+-- ones, and leave `as_of` reads of older pairs without their fields and the next publish's
+-- change events without the pair they compare with. The rule applies from the next IBAMA or
+-- CAR snapshot's derive (IBAMA publishes most nights).
 
 -- The same hectares on both paths: the request's area (serving.area_ha) is the loaders'
 -- (etl.area_ha, EPSG:10857) by definition now, not a copy of its body.
