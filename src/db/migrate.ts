@@ -9,6 +9,7 @@
 // back, it says so, and it is tried again with backoff, for a bounded total wait.
 import fs from 'node:fs';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { SQL_DIR } from '../sql.ts';
@@ -39,7 +40,6 @@ export interface MigrateOptions {
   onWait?: (message: string) => void;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const isLockTimeout = (e: unknown) => (e as { code?: string }).code === '55P03';
 
 /** For a message: the runs in progress (whose statements a migration may be waiting for). */

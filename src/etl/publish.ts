@@ -9,6 +9,7 @@
 // are locked last, with a short lock_timeout; on timeout the transaction is retried
 // with backoff, and after a bounded total wait the publish gives up cleanly
 // (`publish_lock_timeout`), leaving the snapshot for a later `agro publish`.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import { ident, withTransaction } from '../db/pool.ts';
@@ -61,7 +62,6 @@ async function lockOverlaps(client: pg.ClientBase, dataset: string) {
 }
 
 const isLockTimeout = (e: unknown) => (e as { code?: string }).code === '55P03';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * The last step of a publish transaction: rewrites the views with a short lock timeout

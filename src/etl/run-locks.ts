@@ -7,6 +7,7 @@
 // session is replaced at once (every 250 ms until the database answers) and the locks are
 // taken again; if another run got there first, or declared this one dead meanwhile, the
 // run stops at its next stage with a clear error.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { AgroError } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -29,7 +30,6 @@ export const advisoryHeld = (classSql: string, keySql: string): string =>
 const REACQUIRE_WAIT_MS = 60_000;
 const RETRY_MS = 250;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const scopeKey = (pipeline: string, scope: string) => `run:${pipeline}:${scope}`;
 
 export class RunLocks {
