@@ -33,10 +33,8 @@ FROM (
          nullif(concat_ws(', ', CASE WHEN NOT etl.ibama_flag_known(s.cancelado) THEN 'SIT_CANCELADO "' || btrim(s.cancelado) || '"' END,
                                 CASE WHEN NOT etl.ibama_flag_known(s.desembargado) THEN 'SIT_DESEMBARGO "' || btrim(s.desembargado) || '"' END), '') AS flag_desconhecido,
          etl.ibama_documento_completado(s.documento) AS documento_completado,
-         -- written but with no digit ('abc', 'n/d'): no document, yet not an absent one (counted as outro);
-         -- a cell of spaces of any kind (a no-break space, a tab) or of marks only ('-', '.': a
-         -- hand-written "none") is blank, absent
-         coalesce(s.documento ~ '[[:alnum:]]', false) AS documento_escrito,
+         -- written but with no digit ('n/d'): no document, counted outro; blank or marks only: ausente (sql/0132)
+         etl.ibama_documento_escrito(s.documento) AS documento_escrito,
          concat_ws(' ', s.nome_embargado, s.municipio, s.nome_imovel, s.descricao, s.localizacao) LIKE '%' || chr(65533) || '%' AS replacement_char,
 {{columns}}
   FROM {{stage}} s

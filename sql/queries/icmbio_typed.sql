@@ -22,10 +22,8 @@ FROM (
   SELECT s.src_seq, c.no_key, c.no_geom, c.repair, c.not_polygonal, c.inside,
          row_number() OVER (PARTITION BY c.id_embargo, c.usable ORDER BY s.src_seq DESC) AS rn,
          etl.ibama_documento_completado(s.documento) AS documento_completado,
-         -- written but with no digit ('abc', 'n/d'): no document, yet not an absent one (counted as outro);
-         -- a cell of spaces of any kind (a no-break space, a tab) or of marks only ('-', '.': a
-         -- hand-written "none") is blank, absent
-         coalesce(s.documento ~ '[[:alnum:]]', false) AS documento_escrito,
+         -- written but with no digit ('n/d'): no document, counted outro; blank or marks only: ausente (sql/0132)
+         etl.ibama_documento_escrito(s.documento) AS documento_escrito,
 {{columns}}
   FROM {{stage}} s
   LEFT JOIN {{fix}} f ON f.src_seq = s.src_seq
