@@ -69,7 +69,7 @@ export function gdalOpenable(shp: string): { shp: string; release: () => void } 
       swept.set(folder, Date.now());
       sweepDeadTempDirs(folder);
     }
-    dir = fs.mkdtempSync(path.join(path.dirname(shp), `.${tempDirPrefix('parts')}`));
+    dir = fs.mkdtempSync(path.join(folder, `.${tempDirPrefix('parts')}`));
   } catch {
     dir = agroTempDir('parts'); // the source's folder may be read-only
   }
